@@ -1,0 +1,121 @@
+# SPDX-License-Identifier: MIT
+#
+#   make                 build build/asynctraced and build/sample-executor
+#   make test            unit tests, then the root integration tests
+#   make demo            trace the sample executor's "noisy" scenario
+#   make V=1             show full commands;  make BUILD=dir  build elsewhere
+#   make VMLINUX_H=path  compile the BPF code against another vmlinux.h
+
+BUILD     ?= build
+ARCH      ?= $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+VMLINUX_H ?= vmlinux/$(ARCH)/vmlinux.h
+
+CC        ?= cc
+CLANG     ?= clang
+BPFTOOL   ?= bpftool
+PYTHON    ?= python3
+
+CFLAGS    ?= -O2 -g
+CFLAGS    += -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter \
+	     -Wmissing-prototypes -Wstrict-prototypes -D_GNU_SOURCE
+CPPFLAGS  += -Iinclude -I$(BUILD)
+DEPFLAGS   = -MMD -MP
+LDLIBS_TRACER = -lbpf -lelf -lz -lm
+LDLIBS_EXEC   = -pthread
+
+# libbpf's usdt.bpf.h includes <asm/errno.h>, which lives under the multiarch dir.
+MULTIARCH := $(shell $(CC) -dumpmachine)
+BPF_CFLAGS = -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall \
+	     -Iinclude -I$(dir $(VMLINUX_H)) -I/usr/include/$(MULTIARCH)
+
+ifeq ($(V),1)
+Q =
+msg =
+else
+Q = @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+TRACER_SRCS := $(wildcard src/*.c)
+TRACER_OBJS := $(patsubst src/%.c,$(BUILD)/src/%.o,$(TRACER_SRCS))
+EXEC_SRCS   := $(wildcard executor/*.c)
+EXEC_OBJS   := $(patsubst executor/%.c,$(BUILD)/executor/%.o,$(EXEC_SRCS))
+BPF_SRCS    := $(wildcard bpf/*.bpf.c)
+BPF_SKELS   := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
+
+UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
+UNIT_BINS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+# Every tracer object but main.o, for linking unit tests against the real code.
+LIB_OBJS    := $(filter-out $(BUILD)/src/main.o,$(TRACER_OBJS))
+
+.PHONY: all clean test test-unit test-integration demo setup
+.DELETE_ON_ERROR:
+# Keep BPF objects: they are worth inspecting with bpftool and llvm-objdump.
+.SECONDARY:
+
+all: $(BUILD)/asynctraced $(BUILD)/sample-executor
+
+$(BUILD)/asynctraced: $(TRACER_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS_TRACER) -o $@
+
+$(BUILD)/sample-executor: $(EXEC_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS_EXEC) -o $@
+
+# Userspace objects include the generated skeletons, so those come first.
+$(TRACER_OBJS): | $(BPF_SKELS)
+
+$(BUILD)/src/%.o: src/%.c | $(BUILD)/src
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/executor/%.o: executor/%.c | $(BUILD)/executor
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(DEPFLAGS) -pthread -c $< -o $@
+
+$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(VMLINUX_H) | $(BUILD)/bpf
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) $(DEPFLAGS) -MT $@ -MF $(@:.o=.d) -c $< -o $@.tmp
+	$(Q)$(BPFTOOL) gen object $@ $@.tmp
+	$(Q)rm -f $@.tmp
+
+$(BUILD)/%.skel.h: $(BUILD)/bpf/%.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name $(subst -,_,$*)_bpf > $@
+
+$(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJS) | $(BUILD)/tests
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) -Isrc $(CFLAGS) $(DEPFLAGS) $< $(LIB_OBJS) \
+		$(LDLIBS_TRACER) -lcmocka -o $@
+
+$(BUILD)/src $(BUILD)/executor $(BUILD)/bpf $(BUILD)/tests:
+	$(Q)mkdir -p $@
+
+# The two entry points of the README: each installs what is missing first.
+test: setup
+	$(Q)$(MAKE) --no-print-directory test-unit test-integration
+
+demo: setup
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)scripts/demo.sh $(BUILD)
+
+# Unit tests need no root: they feed synthetic events to the real code. The
+# trace they write is then held to Perfetto's import rules.
+test-unit: $(UNIT_BINS) $(BUILD)/sample-executor
+	$(Q)set -e; for t in $(UNIT_BINS); do echo "== $$t"; \
+		BUILD=$(BUILD) $$t; done
+	$(Q)$(PYTHON) tests/integration/trace_check.py $(BUILD)/tests/synthetic.json
+
+# Integration tests need root: they load BPF and trace real executors.
+test-integration: all
+	$(Q)BUILD=$(BUILD) $(PYTHON) -m unittest discover -s tests/integration -t . -v
+
+setup:
+	$(Q)scripts/setup.sh
+
+clean:
+	$(call msg,CLEAN,$(BUILD))
+	$(Q)rm -rf $(BUILD)
+
+-include $(wildcard $(BUILD)/src/*.d $(BUILD)/executor/*.d $(BUILD)/bpf/*.d $(BUILD)/tests/*.d)

@@ -1,0 +1,299 @@
+// SPDX-License-Identifier: MIT
+#include "model.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Worker ids index an array: refuse absurd ones from a confused executor. */
+#define MODEL_MAX_WORKERS 4096
+
+static const uint16_t record_size[AT_EV_KIND_MAX] = {
+	[AT_EV_SPAWN] = sizeof(struct at_spawn),
+	[AT_EV_POLL] = sizeof(struct at_poll),
+	[AT_EV_WAKE] = sizeof(struct at_wake),
+	[AT_EV_STEAL] = sizeof(struct at_steal),
+	[AT_EV_PARK] = sizeof(struct at_park),
+};
+
+int model__init(struct model *m, uint32_t pid, const char *comm, uint64_t t0)
+{
+	memset(m, 0, sizeof(*m));
+	m->pid = pid;
+	snprintf(m->comm, sizeof(m->comm), "%s", comm ? comm : "");
+	m->t0 = t0;
+	m->last_ts = t0;
+	u64map__init(&m->tasks);
+	u64map__init(&m->threads);
+	return 0;
+}
+
+void model__free(struct model *m)
+{
+	uint64_t key;
+	void *val;
+
+	for (size_t i = 0; u64map__next(&m->tasks, &i, &key, &val);)
+		free(val);
+	for (size_t i = 0; u64map__next(&m->threads, &i, &key, &val);)
+		free(val);
+	u64map__clear(&m->tasks);
+	u64map__clear(&m->threads);
+	free(m->workers);
+	m->workers = NULL;
+	m->nr_workers = 0;
+}
+
+int model__validate(const void *rec, size_t size)
+{
+	struct at_hdr h;
+
+	if (size < sizeof(h))
+		return -EINVAL;
+	memcpy(&h, rec, sizeof(h));
+	if (h.size != size || h.kind == 0)
+		return -EINVAL;
+	if (h.kind >= AT_EV_KIND_MAX)
+		return 0; /* a newer kind: skip it */
+	/* Newer versions may append fields; older records may not be short. */
+	if (size < record_size[h.kind])
+		return -EINVAL;
+	return h.kind;
+}
+
+struct task *model__task(const struct model *m, uint64_t id)
+{
+	return u64map__get(&m->tasks, id);
+}
+
+static struct task *task_get(struct model *m, uint64_t id)
+{
+	struct task *t = u64map__get(&m->tasks, id);
+
+	if (t || !id)
+		return t;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->id = id;
+	snprintf(t->name, sizeof(t->name), "task");
+	if (u64map__set(&m->tasks, id, t)) {
+		free(t);
+		return NULL;
+	}
+	return t;
+}
+
+struct thread *model__thread(struct model *m, uint32_t tid)
+{
+	struct thread *th = u64map__get(&m->threads, tid);
+
+	if (th || !tid)
+		return th;
+	th = calloc(1, sizeof(*th));
+	if (!th)
+		return NULL;
+	th->tid = tid;
+	th->worker = -1;
+	if (!m->thread_comm || m->thread_comm(m->target_ctx, tid, th->comm, sizeof(th->comm)))
+		snprintf(th->comm, sizeof(th->comm), "tid %u", tid);
+	if (u64map__set(&m->threads, tid, th)) {
+		free(th);
+		return NULL;
+	}
+	return th;
+}
+
+struct worker *model__worker(const struct model *m, uint32_t id)
+{
+	return id < m->nr_workers ? &m->workers[id] : NULL;
+}
+
+static struct worker *worker_get(struct model *m, uint32_t id)
+{
+	if (id >= MODEL_MAX_WORKERS)
+		return NULL;
+	if (id >= m->nr_workers) {
+		struct worker *w = realloc(m->workers, (id + 1) * sizeof(*w));
+
+		if (!w)
+			return NULL;
+		memset(w + m->nr_workers, 0, (id + 1 - m->nr_workers) * sizeof(*w));
+		for (uint32_t i = m->nr_workers; i <= id; i++)
+			w[i].id = i;
+		m->workers = w;
+		m->nr_workers = id + 1;
+	}
+	return &m->workers[id];
+}
+
+/* The thread a worker runs on, learnt from the events it emits. */
+static struct worker *worker_on(struct model *m, uint32_t id, uint32_t tid)
+{
+	struct worker *w = worker_get(m, id);
+	struct thread *th;
+
+	if (!w)
+		return NULL;
+	if (w->tid != tid && tid) {
+		w->tid = tid;
+		th = model__thread(m, tid);
+		if (th)
+			th->worker = (int32_t)id;
+	}
+	return w;
+}
+
+static void apply_spawn(struct model *m, const struct at_spawn *e)
+{
+	struct task *t = task_get(m, e->task);
+
+	m->n.tasks_spawned++;
+	if (!t)
+		return;
+	t->parent = e->parent;
+	t->spawn_ts = e->hdr.ts;
+	if (e->name[0]) {
+		memcpy(t->name, e->name, sizeof(t->name));
+		t->name[sizeof(t->name) - 1] = '\0';
+		t->named = true;
+	}
+}
+
+static void apply_poll(struct model *m, const struct at_poll *e)
+{
+	struct task *t = task_get(m, e->task);
+	struct worker *w = worker_on(m, e->worker, e->hdr.tid);
+
+	m->n.polls++;
+	if (e->ready)
+		m->n.tasks_done++;
+	if (w) {
+		w->polls++;
+		w->busy_ns += e->duration_ns;
+		w->depth = e->requeue == (int32_t)e->worker ? e->requeue_depth : e->depth;
+	}
+	if (!t)
+		return;
+	if (!t->named && e->name_addr && m->read_str &&
+	    m->read_str(m->target_ctx, e->name_addr, t->name, sizeof(t->name)) == 0 &&
+	    t->name[0])
+		t->named = true;
+	t->polls++;
+	t->poll_ns += e->duration_ns;
+	t->oncpu_ns += e->oncpu_ns;
+	t->done = e->ready;
+}
+
+static void apply_wake(struct model *m, const struct at_wake *e)
+{
+	struct task *t = task_get(m, e->task);
+
+	m->n.wakes++;
+	if (t)
+		t->wakes++;
+	if (e->waker_worker >= 0)
+		worker_on(m, (uint32_t)e->waker_worker, e->hdr.tid);
+	if (e->queue >= 0) {
+		struct worker *w = worker_get(m, (uint32_t)e->queue);
+
+		if (w)
+			w->depth = e->depth;
+	}
+}
+
+static void apply_steal(struct model *m, const struct at_steal *e)
+{
+	struct worker *thief = worker_on(m, e->thief, e->hdr.tid);
+	struct worker *victim = worker_get(m, e->victim);
+
+	m->n.steals++;
+	m->n.stolen += e->count;
+	if (thief) {
+		thief->steals++;
+		thief->stolen += e->count;
+		thief->depth = e->thief_depth;
+	}
+	if (victim)
+		victim->depth = e->victim_depth;
+}
+
+static void apply_park(struct model *m, const struct at_park *e)
+{
+	struct worker *w = worker_on(m, e->worker, e->hdr.tid);
+
+	m->n.parks++;
+	if (w) {
+		w->parks++;
+		w->park_ns += e->duration_ns;
+	}
+}
+
+void model__apply(struct model *m, const struct at_hdr *ev)
+{
+	m->n.events++;
+	m->n.by_kind[ev->kind]++;
+	if (ev->ts > m->last_ts)
+		m->last_ts = ev->ts;
+	switch (ev->kind) {
+	case AT_EV_SPAWN:
+		apply_spawn(m, (const struct at_spawn *)ev);
+		break;
+	case AT_EV_POLL:
+		apply_poll(m, (const struct at_poll *)ev);
+		break;
+	case AT_EV_WAKE:
+		apply_wake(m, (const struct at_wake *)ev);
+		break;
+	case AT_EV_STEAL:
+		apply_steal(m, (const struct at_steal *)ev);
+		break;
+	case AT_EV_PARK:
+		apply_park(m, (const struct at_park *)ev);
+		break;
+	}
+}
+
+/*
+ * State changes that sinks must see from the "before" side: while a sink
+ * handles a wake, task->pending is still the wake it replaces; while it
+ * handles a poll, task->pending is the wake that poll answers.
+ */
+void model__retire(struct model *m, const struct at_hdr *ev)
+{
+	const struct at_spawn *s = (const struct at_spawn *)ev;
+	const struct at_wake *w = (const struct at_wake *)ev;
+	const struct at_poll *p = (const struct at_poll *)ev;
+	struct task *t;
+
+	switch (ev->kind) {
+	case AT_EV_SPAWN:
+		t = model__task(m, s->task);
+		if (t && s->wake_id) {
+			memset(&t->pending, 0, sizeof(t->pending));
+			t->pending.hdr = s->hdr;
+			t->pending.task = s->task;
+			t->pending.waker_task = s->parent;
+			t->pending.wake_id = s->wake_id;
+			t->pending.waker_worker = -1;
+			t->pending.queue = s->queue;
+			t->pending.depth = s->depth;
+		}
+		break;
+	case AT_EV_WAKE:
+		t = model__task(m, w->task);
+		if (t && w->wake_id)
+			t->pending = *w;
+		break;
+	case AT_EV_POLL:
+		t = model__task(m, p->task);
+		if (!t)
+			break;
+		if (t->pending.wake_id == p->wake_id)
+			memset(&t->pending, 0, sizeof(t->pending));
+		if (p->ready && !t->pending.wake_id)
+			free(u64map__del(&m->tasks, p->task));
+		break;
+	}
+}

@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The model of the traced runtime: its process, workers, threads and tasks,
+ * and the counters of what happened. Every event passes through the model
+ * before any sink sees it, so sinks look names and state up here instead of
+ * keeping their own copies.
+ */
+#ifndef MODEL_H
+#define MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "asynctraced.h"
+#include "u64map.h"
+
+#define MODEL_COMM_LEN 16
+
+struct task {
+	uint64_t id;
+	uint64_t parent;	/* 0: none or unknown */
+	uint64_t spawn_ts;	/* 0: spawned before we attached */
+	uint64_t polls;
+	uint64_t poll_ns;
+	uint64_t oncpu_ns;
+	uint64_t wakes;
+	/* The wake that the task's next poll answers (wake_id != 0). */
+	struct at_wake pending;
+	bool named;		/* name came from the target, not made up */
+	bool done;		/* returned Ready */
+	char name[AT_TASK_NAME_LEN];
+};
+
+struct worker {
+	uint32_t id;
+	uint32_t tid;		/* 0 until seen polling */
+	uint32_t depth;		/* local run queue, last seen */
+	uint64_t polls;
+	uint64_t busy_ns;
+	uint64_t parks;
+	uint64_t park_ns;
+	uint64_t steals;	/* operations as thief */
+	uint64_t stolen;	/* tasks taken as thief */
+};
+
+struct thread {
+	uint32_t tid;
+	int32_t worker;		/* -1: not a worker */
+	char comm[MODEL_COMM_LEN];
+};
+
+struct model_counts {
+	uint64_t events;
+	uint64_t by_kind[AT_EV_KIND_MAX];
+	uint64_t malformed;	/* records that failed validation */
+	uint64_t tasks_spawned;
+	uint64_t tasks_done;
+	uint64_t polls;
+	uint64_t wakes;
+	uint64_t steals;
+	uint64_t stolen;
+	uint64_t parks;
+};
+
+/* Reads a NUL-terminated string at addr in the target; 0 or -errno. */
+typedef int (*model_read_str_fn)(void *ctx, uint64_t addr, char *buf, size_t len);
+/* Fills comm with the name of thread tid; 0 or -errno. */
+typedef int (*model_thread_comm_fn)(void *ctx, uint32_t tid, char *comm, size_t len);
+
+struct model {
+	uint32_t pid;
+	char comm[MODEL_COMM_LEN];
+	uint64_t t0;		/* trace origin, CLOCK_MONOTONIC ns */
+	uint64_t last_ts;	/* newest timestamp seen */
+	struct model_counts n;
+
+	struct u64map tasks;	/* id -> struct task */
+	struct u64map threads;	/* tid -> struct thread */
+	struct worker *workers;	/* indexed by worker id */
+	uint32_t nr_workers;	/* 1 + highest worker id seen */
+
+	model_read_str_fn read_str;
+	model_thread_comm_fn thread_comm;
+	void *target_ctx;
+};
+
+int model__init(struct model *m, uint32_t pid, const char *comm, uint64_t t0);
+void model__free(struct model *m);
+
+/*
+ * Checks that a record is whole and of a known kind. Returns its kind, or 0
+ * for a record to skip (unknown newer kind); -EINVAL if malformed.
+ */
+int model__validate(const void *rec, size_t size);
+
+/* Applies an event; call model__retire() after the sinks have seen it. */
+void model__apply(struct model *m, const struct at_hdr *ev);
+void model__retire(struct model *m, const struct at_hdr *ev);
+
+struct task *model__task(const struct model *m, uint64_t id);
+struct thread *model__thread(struct model *m, uint32_t tid);
+struct worker *model__worker(const struct model *m, uint32_t id);
+
+#endif

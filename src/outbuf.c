@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: MIT
+#include "outbuf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define OUTBUF_SIZE (1u << 20)
+/* Room every primitive may assume without checking twice. */
+#define OUTBUF_SLACK 64
+
+struct outbuf {
+	int fd;
+	int err;
+	size_t len;
+	uint64_t bytes;
+	char *path;
+	char buf[OUTBUF_SIZE];
+};
+
+int outbuf__open(struct outbuf **obp, const char *path)
+{
+	struct outbuf *ob;
+	int fd;
+
+	if (strcmp(path, "-") == 0)
+		fd = dup(STDOUT_FILENO);
+	else
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	ob = malloc(sizeof(*ob));
+	if (!ob || !(ob->path = strdup(path))) {
+		free(ob);
+		close(fd);
+		return -ENOMEM;
+	}
+	ob->fd = fd;
+	ob->err = 0;
+	ob->len = 0;
+	ob->bytes = 0;
+	*obp = ob;
+	return 0;
+}
+
+int outbuf__flush(struct outbuf *ob)
+{
+	size_t off = 0;
+
+	while (off < ob->len && !ob->err) {
+		ssize_t n = write(ob->fd, ob->buf + off, ob->len - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			ob->err = -errno;
+		else
+			off += n;
+	}
+	ob->bytes += off;
+	ob->len = 0;
+	return ob->err;
+}
+
+void outbuf__free(struct outbuf *ob)
+{
+	if (!ob)
+		return;
+	close(ob->fd);
+	free(ob->path);
+	free(ob);
+}
+
+int outbuf__error(const struct outbuf *ob)
+{
+	return ob->err;
+}
+
+uint64_t outbuf__bytes(const struct outbuf *ob)
+{
+	return ob->bytes + ob->len;
+}
+
+const char *outbuf__path(const struct outbuf *ob)
+{
+	return ob->path;
+}
+
+static inline void need(struct outbuf *ob, size_t n)
+{
+	if (OUTBUF_SIZE - ob->len < n)
+		outbuf__flush(ob);
+}
+
+void ob_write(struct outbuf *ob, const void *data, size_t len)
+{
+	if (len > OUTBUF_SIZE / 2) {
+		outbuf__flush(ob);
+		while (len && !ob->err) { /* large blobs bypass the buffer */
+			ssize_t n = write(ob->fd, data, len);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				ob->err = -errno;
+				return;
+			}
+			ob->bytes += n;
+			data = (const char *)data + n;
+			len -= n;
+		}
+		return;
+	}
+	need(ob, len);
+	memcpy(ob->buf + ob->len, data, len);
+	ob->len += len;
+}
+
+void ob_puts(struct outbuf *ob, const char *s)
+{
+	ob_write(ob, s, strlen(s));
+}
+
+void ob_putc(struct outbuf *ob, char c)
+{
+	need(ob, 1);
+	ob->buf[ob->len++] = c;
+}
+
+void ob_u64(struct outbuf *ob, uint64_t v)
+{
+	char tmp[20];
+	int n = 0;
+
+	need(ob, sizeof(tmp));
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		ob->buf[ob->len++] = tmp[--n];
+}
+
+void ob_i64(struct outbuf *ob, int64_t v)
+{
+	if (v < 0) {
+		ob_putc(ob, '-');
+		ob_u64(ob, -(uint64_t)v);
+	} else {
+		ob_u64(ob, (uint64_t)v);
+	}
+}
+
+void ob_hex(struct outbuf *ob, uint64_t v)
+{
+	static const char digits[] = "0123456789abcdef";
+	char tmp[16];
+	int n = 0;
+
+	need(ob, sizeof(tmp) + 2);
+	ob->buf[ob->len++] = '0';
+	ob->buf[ob->len++] = 'x';
+	do {
+		tmp[n++] = digits[v & 15];
+		v >>= 4;
+	} while (v);
+	while (n)
+		ob->buf[ob->len++] = tmp[--n];
+}
+
+void ob_us(struct outbuf *ob, uint64_t ns)
+{
+	uint64_t frac = ns % 1000;
+
+	ob_u64(ob, ns / 1000);
+	need(ob, 4);
+	ob->buf[ob->len++] = '.';
+	ob->buf[ob->len++] = (char)('0' + frac / 100);
+	ob->buf[ob->len++] = (char)('0' + frac / 10 % 10);
+	ob->buf[ob->len++] = (char)('0' + frac % 10);
+}
+
+/* Length of the valid UTF-8 sequence at s, or 0. */
+static int utf8_len(const unsigned char *s)
+{
+	int n = s[0] >= 0xf0 && s[0] < 0xf5 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+
+	for (int i = 1; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	return n;
+}
+
+void ob_json_str(struct outbuf *ob, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	ob_putc(ob, '"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		need(ob, 6);
+		if (c >= 0x80) {
+			/* Names come from another process's memory: keep the
+			 * output valid UTF-8 whatever they hold. */
+			int n = utf8_len((const unsigned char *)s);
+
+			if (!n) {
+				ob->buf[ob->len++] = '?';
+				continue;
+			}
+			memcpy(ob->buf + ob->len, s, n);
+			ob->len += n;
+			s += n - 1;
+		} else if (c == '"' || c == '\\') {
+			ob->buf[ob->len++] = '\\';
+			ob->buf[ob->len++] = (char)c;
+		} else if (c < 0x20) {
+			memcpy(ob->buf + ob->len, "\\u00", 4);
+			ob->buf[ob->len + 4] = hex[c >> 4];
+			ob->buf[ob->len + 5] = hex[c & 15];
+			ob->len += 6;
+		} else {
+			ob->buf[ob->len++] = (char)c;
+		}
+	}
+	ob_putc(ob, '"');
+}

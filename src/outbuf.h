@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A buffered writer for trace files: formats numbers and JSON strings by hand
+ * (printf is the bottleneck of a trace writer) and remembers the first write
+ * error, so callers check once, at flush time.
+ */
+#ifndef OUTBUF_H
+#define OUTBUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct outbuf;
+
+/* Opens (creates, truncates) path for writing; "-" is standard output. */
+int outbuf__open(struct outbuf **ob, const char *path);
+void outbuf__free(struct outbuf *ob);
+
+/* 0, or the -errno of the first failed write. */
+int outbuf__flush(struct outbuf *ob);
+int outbuf__error(const struct outbuf *ob);
+uint64_t outbuf__bytes(const struct outbuf *ob);
+const char *outbuf__path(const struct outbuf *ob);
+
+void ob_write(struct outbuf *ob, const void *data, size_t len);
+void ob_puts(struct outbuf *ob, const char *s);
+void ob_putc(struct outbuf *ob, char c);
+void ob_u64(struct outbuf *ob, uint64_t v);
+void ob_i64(struct outbuf *ob, int64_t v);
+void ob_hex(struct outbuf *ob, uint64_t v);
+/* ns as microseconds with three decimals: what JSON trace timestamps want */
+void ob_us(struct outbuf *ob, uint64_t ns);
+/* a quoted, escaped JSON string */
+void ob_json_str(struct outbuf *ob, const char *s);
+
+#endif

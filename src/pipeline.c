@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+#include "pipeline.h"
+
+#include <errno.h>
+#include <string.h>
+
+int pipeline__init(struct pipeline *p, uint32_t pid, const char *comm, uint64_t t0,
+		   const struct detect_opts *opts)
+{
+	memset(p, 0, sizeof(*p));
+	detector__init(&p->detector, opts);
+	return model__init(&p->model, pid, comm, t0);
+}
+
+int pipeline__add_sink(struct pipeline *p, struct sink *s)
+{
+	if (p->nr_sinks == PIPELINE_MAX_SINKS)
+		return -E2BIG;
+	p->sinks[p->nr_sinks++] = s;
+	return 0;
+}
+
+static void broadcast_alert(void *ctx, const struct alert *a)
+{
+	struct pipeline *p = ctx;
+
+	for (int i = 0; i < p->nr_sinks; i++)
+		if (p->sinks[i]->ops->alert)
+			p->sinks[i]->ops->alert(p->sinks[i], &p->model, a);
+}
+
+int pipeline__push(struct pipeline *p, const void *rec, size_t size)
+{
+	const struct at_hdr *ev = rec;
+	int kind = model__validate(rec, size);
+
+	if (kind < 0) {
+		p->model.n.malformed++;
+		return -EINVAL;
+	}
+	if (kind == 0)
+		return 0;
+	model__apply(&p->model, ev);
+	detector__event(&p->detector, &p->model, ev, broadcast_alert, p);
+	for (int i = 0; i < p->nr_sinks; i++)
+		if (p->sinks[i]->ops->event)
+			p->sinks[i]->ops->event(p->sinks[i], &p->model, ev);
+	model__retire(&p->model, ev);
+	return 0;
+}
+
+void pipeline__tick(struct pipeline *p)
+{
+	for (int i = 0; i < p->nr_sinks; i++)
+		if (p->sinks[i]->ops->tick)
+			p->sinks[i]->ops->tick(p->sinks[i], &p->model);
+}
+
+int pipeline__finish(struct pipeline *p)
+{
+	int err = 0;
+
+	for (int i = 0; i < p->nr_sinks; i++) {
+		int e = p->sinks[i]->ops->finish ? p->sinks[i]->ops->finish(p->sinks[i], &p->model)
+						 : 0;
+
+		if (e && !err)
+			err = e;
+	}
+	return err;
+}
+
+void pipeline__free(struct pipeline *p)
+{
+	for (int i = 0; i < p->nr_sinks; i++)
+		p->sinks[i]->ops->free(p->sinks[i]);
+	p->nr_sinks = 0;
+	model__free(&p->model);
+}

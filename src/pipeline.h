@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The pipeline: source -> model -> detectors -> sinks.
+ *
+ * A source hands over raw records; the pipeline validates each, updates the
+ * model, runs the detectors, and passes the event and any alerts it raised
+ * to every sink in the order they were added.
+ */
+#ifndef PIPELINE_H
+#define PIPELINE_H
+
+#include <stddef.h>
+
+#include "detect.h"
+#include "model.h"
+#include "sink.h"
+
+#define PIPELINE_MAX_SINKS 8
+
+struct pipeline {
+	struct model model;
+	struct detector detector;
+	struct sink *sinks[PIPELINE_MAX_SINKS];
+	int nr_sinks;
+};
+
+int pipeline__init(struct pipeline *p, uint32_t pid, const char *comm, uint64_t t0,
+		   const struct detect_opts *opts);
+/* Takes ownership of the sink. */
+int pipeline__add_sink(struct pipeline *p, struct sink *s);
+/* 0, or -EINVAL for a malformed record (counted in the model, skipped). */
+int pipeline__push(struct pipeline *p, const void *rec, size_t size);
+void pipeline__tick(struct pipeline *p);
+/* Ends the stream: 0, or the first sink's -errno. */
+int pipeline__finish(struct pipeline *p);
+void pipeline__free(struct pipeline *p);
+
+#endif

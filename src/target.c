@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: MIT
+#include "target.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+static int read_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "re");
+	int err = 0;
+
+	if (!f)
+		return -errno;
+	if (!fgets(buf, (int)len, f))
+		err = -EIO;
+	else
+		buf[strcspn(buf, "\n")] = '\0';
+	fclose(f);
+	return err;
+}
+
+int target__open(struct target *t, pid_t pid)
+{
+	char path[64];
+	int err;
+
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	t->pidfd = -1;
+	if (pid <= 0)
+		return -ESRCH;
+	if (kill(pid, 0) && errno == ESRCH)
+		return -ESRCH;
+	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+	err = read_line(path, t->comm, sizeof(t->comm));
+	if (err)
+		return err == -ENOENT ? -ESRCH : err;
+	snprintf(t->exe, sizeof(t->exe), "/proc/%d/exe", pid);
+	t->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (t->pidfd < 0)
+		return errno == ESRCH ? -ESRCH : -errno;
+	return 0;
+}
+
+void target__close(struct target *t)
+{
+	if (t->pidfd >= 0)
+		close(t->pidfd);
+	t->pidfd = -1;
+}
+
+int target__alive(const struct target *t)
+{
+	return syscall(SYS_pidfd_send_signal, t->pidfd, 0, NULL, 0) == 0;
+}
+
+int target__thread_comm(void *target, uint32_t tid, char *comm, size_t len)
+{
+	const struct target *t = target;
+	char path[96];
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%u/comm", t->pid, tid);
+	return read_line(path, comm, len);
+}
+
+int target__read_str(void *target, uint64_t addr, char *buf, size_t len)
+{
+	const struct target *t = target;
+	size_t got = 0;
+
+	if (!addr || !len)
+		return -EINVAL;
+	/* Page by page: a string may end just before an unmapped page. */
+	while (got < len - 1) {
+		size_t room = 4096 - ((addr + got) & 4095);
+		size_t want = room < len - 1 - got ? room : len - 1 - got;
+		struct iovec local = { buf + got, want };
+		struct iovec remote = { (void *)(uintptr_t)(addr + got), want };
+		ssize_t n = process_vm_readv(t->pid, &local, 1, &remote, 1, 0);
+
+		if (n <= 0)
+			return got ? 0 : -errno;
+		if (memchr(buf + got, '\0', (size_t)n))
+			return 0;
+		got += (size_t)n;
+	}
+	buf[len - 1] = '\0';
+	return 0;
+}
+
+struct seen {
+	dev_t dev;
+	ino_t ino;
+};
+
+/* 1 if this file was met before, 0 if not (and remembers it), -ENOMEM. */
+static int seen_before(struct seen **seen, size_t *nr, const struct stat *st)
+{
+	struct seen *s;
+
+	for (size_t i = 0; i < *nr; i++)
+		if ((*seen)[i].dev == st->st_dev && (*seen)[i].ino == st->st_ino)
+			return 1;
+	s = realloc(*seen, (*nr + 1) * sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s[*nr].dev = st->st_dev;
+	s[*nr].ino = st->st_ino;
+	*seen = s;
+	(*nr)++;
+	return 0;
+}
+
+int target__for_each_binary(const struct target *t, target_binary_fn fn, void *ctx)
+{
+	struct seen *seen = NULL;
+	size_t nr_seen = 0;
+	char line[4352], path[4352], maps[64];
+	struct stat exe_st;
+	int have_exe, ret = 0;
+	FILE *f;
+
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", t->pid);
+	f = fopen(maps, "re");
+	if (!f)
+		return errno == ENOENT ? -ESRCH : -errno;
+	have_exe = stat(t->exe, &exe_st) == 0;
+	while (!ret && fgets(line, sizeof(line), f)) {
+		char perms[8], file[4096] = "";
+		unsigned long start, end;
+		struct stat st;
+
+		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %4095[^\n]", &start, &end, perms,
+			   file) < 3)
+			continue;
+		if (perms[2] != 'x' || file[0] != '/')
+			continue;
+		/* Through the target's root: its mount namespace, not ours. A file
+		 * deleted or replaced since it was mapped is still in map_files. */
+		snprintf(path, sizeof(path), "/proc/%d/root%s", t->pid, file);
+		if (strstr(file, " (deleted)") || stat(path, &st)) {
+			snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", t->pid, start,
+				 end);
+			if (stat(path, &st))
+				continue;
+		}
+		ret = seen_before(&seen, &nr_seen, &st);
+		if (ret) {
+			ret = ret < 0 ? ret : 0;
+			continue;
+		}
+		if (have_exe && exe_st.st_dev == st.st_dev && exe_st.st_ino == st.st_ino)
+			ret = fn(ctx, t->exe, file);
+		else
+			ret = fn(ctx, path, file);
+	}
+	fclose(f);
+	free(seen);
+	return ret;
+}

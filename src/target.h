@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The traced process, seen through /proc: does it exist, what is it called,
+ * which ELF files does it run (reached through /proc/PID/exe and
+ * /proc/PID/root, so a target in another mount namespace works too), what
+ * are its threads called, and a pidfd that tells when it exits.
+ */
+#ifndef TARGET_H
+#define TARGET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define TARGET_COMM_LEN 16
+
+struct target {
+	pid_t pid;
+	int pidfd;		/* readable once the process has exited */
+	char comm[TARGET_COMM_LEN];
+	char exe[64];		/* "/proc/PID/exe" */
+};
+
+/* -ESRCH: no such process; -EPERM: not ours to look at. */
+int target__open(struct target *t, pid_t pid);
+void target__close(struct target *t);
+int target__alive(const struct target *t);
+
+/* Matches model_thread_comm_fn and model_read_str_fn. */
+int target__thread_comm(void *target, uint32_t tid, char *comm, size_t len);
+int target__read_str(void *target, uint64_t addr, char *buf, size_t len);
+
+/*
+ * Calls fn for every distinct ELF file mapped executable in the target, with
+ * a path that opens it from our namespace, and the path the target knows it
+ * by. Stops early, returning fn's value, when fn returns nonzero.
+ */
+typedef int (*target_binary_fn)(void *ctx, const char *path, const char *target_path);
+int target__for_each_binary(const struct target *t, target_binary_fn fn, void *ctx);
+
+#endif

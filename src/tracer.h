@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The BPF side seen from userspace: load the programs for one target, attach
+ * them to sched_switch and to the target's USDT probes, drain the ring
+ * buffer into a callback, read the drop counters, detach.
+ *
+ * Lifecycle: tracer__new (open, configure, load) -> tracer__attach_* ->
+ * tracer__consume ... -> tracer__detach -> tracer__consume (what is left)
+ * -> tracer__free.
+ */
+#ifndef TRACER_H
+#define TRACER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "asynctraced.h"
+
+enum sched_hook {
+	SCHED_HOOK_AUTO = 0,	/* tp_btf, else raw_tp */
+	SCHED_HOOK_TP_BTF,
+	SCHED_HOOK_RAW_TP,
+};
+
+#define DEFAULT_RINGBUF_BYTES (16u << 20)
+
+struct tracer_opts {
+	pid_t pid;
+	const char *btf_path;	/* NULL: the running kernel's BTF */
+	uint64_t ringbuf_bytes;	/* power of two, >= page size */
+	enum sched_hook sched_hook;
+};
+
+/* Receives each ring-buffer record; returns 0 to go on. */
+typedef int (*tracer_record_fn)(void *ctx, const void *data, size_t size);
+
+struct tracer;
+
+int tracer__new(struct tracer **t, const struct tracer_opts *opts, tracer_record_fn fn,
+		void *ctx);
+int tracer__attach_sched(struct tracer *t);
+/* Attaches the program for one asynctrace probe; -ENOENT if we have none. */
+int tracer__attach_usdt(struct tracer *t, const char *binary, const char *probe);
+/* An fd that polls readable when records wait (the ring buffer's epoll). */
+int tracer__fd(const struct tracer *t);
+/*
+ * Drains waiting records, at most max of them (0: no limit) so that a flood
+ * cannot keep the caller from its signals; the number consumed, or -errno.
+ */
+int tracer__consume(struct tracer *t, size_t max);
+void tracer__detach(struct tracer *t);
+/* Sums the per-CPU counters of enum at_stat. */
+int tracer__stats(const struct tracer *t, uint64_t stats[AT_STAT_NR]);
+const char *tracer__sched_hook(const struct tracer *t);
+size_t tracer__nr_links(const struct tracer *t);
+void tracer__free(struct tracer *t);
+
+/* Does the kernel (or path) offer BTF? 0, or -errno with a reason. */
+int tracer__check_btf(const char *path);
+
+#endif

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: MIT
+#include "util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int parse_duration(const char *s, uint64_t default_unit_ns, uint64_t *ns)
+{
+	static const struct {
+		const char *suffix;
+		double ns;
+	} units[] = {
+		{ "ns", 1 }, { "us", 1e3 }, { "ms", 1e6 }, { "s", 1e9 }, { "m", 60e9 },
+	};
+	char *end;
+	double v, unit = (double)default_unit_ns;
+
+	if (!s || !*s)
+		return -EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || !isfinite(v) || v < 0)
+		return -EINVAL;
+	if (*end) {
+		size_t i;
+
+		for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+			if (!strcmp(end, units[i].suffix))
+				break;
+		if (i == sizeof(units) / sizeof(units[0]))
+			return -EINVAL;
+		unit = units[i].ns;
+	}
+	v *= unit;
+	if (v >= 1.8e19)
+		return -EINVAL;
+	*ns = (uint64_t)llround(v);
+	return 0;
+}
+
+int parse_size(const char *s, uint64_t *bytes)
+{
+	char *end;
+	unsigned long long v;
+	int shift = 0;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end += *end == 'i' && end[1] == 'B' ? 2 : 1;
+	if (*end || v > (ULLONG_MAX >> shift))
+		return -EINVAL;
+	*bytes = (uint64_t)v << shift;
+	return 0;
+}
+
+int parse_int(const char *s, int min, int max, int *out)
+{
+	char *end;
+	long v;
+
+	if (!s || !*s)
+		return -EINVAL;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || end == s || v < min || v > max)
+		return -EINVAL;
+	*out = (int)v;
+	return 0;
+}

@@ -1,0 +1,145 @@
+# SPDX-License-Identifier: MIT
+"""Runs the sample executor under asynctraced and parses what came out."""
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from tests.integration import trace_check
+
+BUILD = os.environ.get("BUILD", "build")
+TRACER = os.path.join(BUILD, "asynctraced")
+EXECUTOR = os.path.join(BUILD, "sample-executor")
+
+ALERT = re.compile(
+    r"asynctraced: alert: long poll: task '(?P<name>[^']*)' #(?P<task>\d+) held worker "
+    r"(?P<worker>-?\d+) \(tid (?P<tid>\d+), (?P<comm>[^)]*)\) for (?P<ms>[\d.]+) ms: "
+    r"(?P<cause>[\w-]+) \(on-CPU (?P<oncpu>[\d.]+) ms, blocked (?P<blocked>[\d.]+) ms, "
+    r"runnable (?P<runnable>[\d.]+) ms\)")
+SUMMARY_LINE = re.compile(r"^  (\w+)\s+(\d+)")
+EXECUTOR_LINE = re.compile(r"^sample-executor: (.*)$", re.M)
+
+
+def require_root(test):
+    """Integration tests load BPF: without root they fail, they never skip."""
+    if os.geteuid() != 0:
+        test.fail("integration tests need root to load BPF programs: run `sudo make test`")
+
+
+def parse_alerts(stderr):
+    return [m.groupdict() for m in ALERT.finditer(stderr)]
+
+
+def parse_summary(stderr):
+    """The summary block: {'polls': 123, 'wakes': ..., 'dropped': 0, ...}."""
+    out = {}
+    lines = stderr.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("asynctraced: summary for pid"):
+            for l in lines[i + 1:]:
+                m = SUMMARY_LINE.match(l)
+                if not m:
+                    break
+                out[m.group(1)] = int(m.group(2))
+                moved = re.search(r"\((\d+) tasks moved\)", l)
+                if moved:
+                    out["stolen"] = int(moved.group(1))
+                done = re.search(r"(\d+) completed", l)
+                if done:
+                    out["completed"] = int(done.group(1))
+    return out
+
+
+def parse_executor(stdout):
+    """The executor's own counts from its exit line."""
+    m = EXECUTOR_LINE.search(stdout)
+    if not m:
+        return {}
+    counts = {}
+    for kv in m.group(1).split():
+        k, _, v = kv.partition("=")
+        try:
+            counts[k] = int(v)
+        except ValueError:
+            counts[k] = v
+    return counts
+
+
+@dataclass
+class TracedRun:
+    scenario: str
+    executor_rc: int
+    executor_stdout: str
+    executor_stderr: str
+    tracer_rc: int
+    tracer_stderr: str
+    trace_path: str
+    counts: dict = field(default_factory=dict)     # the executor's own
+    summary: dict = field(default_factory=dict)    # the tracer's
+    alerts: list = field(default_factory=list)
+    _events: list = None
+
+    @property
+    def events(self):
+        if self._events is None:
+            self._events = trace_check.load(self.trace_path)
+        return self._events
+
+    def describe(self):
+        return (f"\n--- executor (rc {self.executor_rc}):\n{self.executor_stdout}"
+                f"{self.executor_stderr}\n--- tracer (rc {self.tracer_rc}):\n"
+                f"{self.tracer_stderr}")
+
+
+def start_executor(scenario, duration, workers=2, extra=(), wait_traced=True):
+    args = [EXECUTOR, "--scenario", scenario, "--duration", str(duration),
+            "--workers", str(workers), *extra]
+    if wait_traced:
+        args += ["--wait-traced", "30"]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def traced_run(scenario, duration=3, workers=2, executor_args=(), tracer_args=(),
+               tmpdir=None):
+    """Runs one scenario traced from its first poll to its exit."""
+    tmpdir = tmpdir or tempfile.mkdtemp(prefix="asynctraced-")
+    trace = os.path.join(tmpdir, f"{scenario}.json")
+    ex = start_executor(scenario, duration, workers, executor_args)
+    tr = subprocess.Popen([TRACER, "-p", str(ex.pid), "-o", trace, *tracer_args],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ex_out, ex_err = ex.communicate(timeout=duration + 60)
+        _, tr_err = tr.communicate(timeout=60)
+    finally:
+        for p in (ex, tr):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    run = TracedRun(scenario, ex.returncode, ex_out, ex_err, tr.returncode, tr_err, trace)
+    run.counts = parse_executor(ex_out)
+    run.summary = parse_summary(tr_err)
+    run.alerts = parse_alerts(tr_err)
+    return run
+
+
+def run_tracer(*args, timeout=60, **kw):
+    return subprocess.run([TRACER, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, **kw)
+
+
+def wait_for(pred, timeout=10.0, step=0.05):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(step)
+    return False
+
+
+def kill(p, sig=signal.SIGKILL):
+    if p.poll() is None:
+        p.send_signal(sig)
+    return p.wait(timeout=30)
