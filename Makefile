@@ -3,6 +3,7 @@
 #   make                 build build/asynctraced and build/sample-executor
 #   make test            unit tests, then the root integration tests
 #   make demo            trace the sample executor's "noisy" scenario
+#   make bench           measure the tracer on every scenario (root)
 #   make V=1             show full commands;  make BUILD=dir  build elsewhere
 #   make VMLINUX_H=path  compile the BPF code against another vmlinux.h
 
@@ -48,7 +49,7 @@ UNIT_BINS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 # Every tracer object but main.o, for linking unit tests against the real code.
 LIB_OBJS    := $(filter-out $(BUILD)/src/main.o,$(TRACER_OBJS))
 
-.PHONY: all clean test test-unit test-integration demo setup
+.PHONY: all clean test test-unit test-integration demo setup bench
 .DELETE_ON_ERROR:
 # Keep BPF objects: they are worth inspecting with bpftool and llvm-objdump.
 .SECONDARY:
@@ -110,6 +111,10 @@ test-unit: $(UNIT_BINS) $(BUILD)/sample-executor
 # Integration tests need root: they load BPF and trace real executors.
 test-integration: all
 	$(Q)BUILD=$(BUILD) $(PYTHON) -m unittest discover -s tests/integration -t . -v
+
+# Numbers, not pass/fail: see docs/performance.md.
+bench: all
+	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/scenarios.py 5
 
 setup:
 	$(Q)scripts/setup.sh

@@ -290,6 +290,8 @@ void model__retire(struct model *m, const struct at_hdr *ev)
 		t = model__task(m, p->task);
 		if (!t)
 			break;
+		if (p->hdr.ts + p->duration_ns > t->last_end)
+			t->last_end = p->hdr.ts + p->duration_ns;
 		if (t->pending.wake_id == p->wake_id)
 			memset(&t->pending, 0, sizeof(t->pending));
 		if (p->ready && !t->pending.wake_id)

@@ -24,6 +24,7 @@ struct task {
 	uint64_t poll_ns;
 	uint64_t oncpu_ns;
 	uint64_t wakes;
+	uint64_t last_end;	/* end of its latest poll seen */
 	/* The wake that the task's next poll answers (wake_id != 0). */
 	struct at_wake pending;
 	bool named;		/* name came from the target, not made up */

@@ -279,8 +279,15 @@ static void on_poll(struct trace_json *tj, struct model *m, const struct at_poll
 		put_flow(ob, p->wake_id, false);
 	end_event(ob);
 
-	/* The task view: the same poll on the task's own async track. */
-	begin_event(ob, m, 'b', "task", p->hdr.ts);
+	/*
+	 * The task view: the same poll on the task's own async track. A poll_end
+	 * may come a little after the task's next poll began on another worker
+	 * (docs/usdt-abi.md): start no later than the previous poll's end, so
+	 * slices on the track never overlap.
+	 */
+	begin_event(ob, m, 'b', "task",
+		    t && t->last_end > p->hdr.ts ? (t->last_end < end ? t->last_end : end)
+						 : p->hdr.ts);
 	put_task_name(ob, "", t, p->task);
 	ob_puts(ob, ",\"id2\":{\"local\":\"");
 	ob_hex(ob, p->task);

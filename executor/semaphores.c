@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The one definition of each probe semaphore. The kernel increments a
+ * semaphore for every uprobe attached to its probe, so a non-zero value
+ * means "someone is listening".
+ */
+#include "probes.h"
+#include "semaphores.h"
+
+ASYNCTRACE_DEFINE_SEMAPHORE(task_spawn);
+ASYNCTRACE_DEFINE_SEMAPHORE(poll_begin);
+ASYNCTRACE_DEFINE_SEMAPHORE(poll_end);
+ASYNCTRACE_DEFINE_SEMAPHORE(wake);
+ASYNCTRACE_DEFINE_SEMAPHORE(steal);
+ASYNCTRACE_DEFINE_SEMAPHORE(worker_park);
+ASYNCTRACE_DEFINE_SEMAPHORE(worker_unpark);
+
+bool probes_all_attached(void)
+{
+	return asynctrace_task_spawn_semaphore &&
+	       asynctrace_poll_begin_semaphore &&
+	       asynctrace_poll_end_semaphore &&
+	       asynctrace_wake_semaphore &&
+	       asynctrace_steal_semaphore &&
+	       asynctrace_worker_park_semaphore &&
+	       asynctrace_worker_unpark_semaphore;
+}

@@ -1,0 +1,235 @@
+# SPDX-License-Identifier: MIT
+"""Each scenario of the sample executor, traced from its first poll to its
+exit: the tracer's counts must equal the executor's own, the trace must
+follow Perfetto's import rules, and each scenario must show its shape."""
+import re
+import unittest
+from collections import Counter, defaultdict
+
+from tests.integration import harness, trace_check
+
+DURATION = 3
+
+
+def polls(run):
+    return [e for e in run.events if e.get("ph") == "X" and e.get("cat") == "poll"]
+
+
+def worker_threads(run):
+    return {e["tid"]: e["args"]["name"] for e in run.events
+            if e.get("ph") == "M" and e.get("name") == "thread_name"
+            and e["args"]["name"].startswith("worker ")}
+
+
+def tasks_named(run, name):
+    return {e["args"]["task"] for e in polls(run) if e["name"] == name}
+
+
+class ScenarioTest(unittest.TestCase):
+    scenario = None
+    run_ = None
+
+    @classmethod
+    def setUpClass(cls):
+        harness.require_root()
+        cls.run_ = harness.traced_run(cls.scenario, DURATION)
+
+    def setUp(self):
+        self.run = self.run_
+        self.ctx = self.run.describe()
+
+    # -- what every scenario must get right ---------------------------------
+
+    def test_exit_status(self):
+        self.assertEqual(self.run.executor_rc, 0, self.ctx)
+        self.assertEqual(self.run.tracer_rc, 0, self.ctx)
+        self.assertIn("target exited", self.run.tracer_stderr, self.ctx)
+
+    def test_counts_match_executor(self):
+        s, c = self.run.summary, self.run.counts
+        self.assertEqual(s.get("dropped"), 0, self.ctx)
+        for ours, theirs in [("tasks", "tasks"), ("polls", "polls"), ("wakes", "wakes"),
+                             ("steals", "steals"), ("stolen", "stolen"), ("parks", "parks")]:
+            self.assertEqual(s.get(ours), c.get(theirs), f"{ours}: {self.ctx}")
+        self.assertGreater(c.get("polls", 0), 1000, self.ctx)
+
+    def test_trace_follows_importer_rules(self):
+        self.assertEqual(trace_check.check(self.run.events), [])
+
+    def test_every_poll_is_in_the_trace(self):
+        ps = polls(self.run)
+        self.assertEqual(len(ps), self.run.counts["polls"])
+        workers = worker_threads(self.run)
+        self.assertEqual(len(workers), 2, workers)
+        for p in ps:
+            self.assertIn(p["tid"], workers)
+
+    def test_each_task_has_its_own_track(self):
+        per_task = Counter(p["args"]["task"] for p in polls(self.run))
+        tracks = defaultdict(set)
+        begins = Counter()
+        for e in self.run.events:
+            if e.get("ph") == "b" and e.get("cat") == "task":
+                ident = int(e["id2"]["local"], 16)
+                tracks[ident].add(e["name"])
+                begins[ident] += 1
+        self.assertEqual(begins, per_task)
+        for task, names in tracks.items():
+            self.assertEqual(len(names), 1, names)
+            self.assertTrue(next(iter(names)).endswith(f" #{task}"), names)
+
+    def test_wake_arrows_start_in_the_wakers_poll(self):
+        """A wake made from inside a poll sits inside that poll's slice on the
+        same thread, and its arrow ends on the woken task's poll."""
+        slices = defaultdict(list)
+        for p in polls(self.run):
+            slices[p["tid"]].append((p["ts"], p["ts"] + p["dur"], p["args"]["task"]))
+        out = {e["bind_id"]: e for e in self.run.events if e.get("flow_out")
+               and e.get("cat") in ("wake", "spawn")}
+        into = {e["bind_id"]: e for e in polls(self.run) if e.get("flow_in")}
+        self.assertGreater(len(out), 100)
+        self.assertEqual(set(out), set(into))
+        from_tasks = 0
+        for fid, w in out.items():
+            self.assertEqual(into[fid]["args"]["task"], w["args"]["task"])
+            self.assertLess(w["ts"], into[fid]["ts"])
+            waker = w["args"].get("waker_task") or w["args"].get("parent")
+            if not waker or w["tid"] not in slices:
+                continue
+            inside = [t for (b, e, t) in slices[w["tid"]] if b <= w["ts"] <= e]
+            self.assertEqual(inside, [waker], f"wake {w} not inside a poll of task {waker}")
+            from_tasks += 1
+        self.assertGreater(from_tasks, 0)
+
+
+class Healthy(ScenarioTest):
+    scenario = "healthy"
+
+    def test_no_alert(self):
+        self.assertEqual(self.run.alerts, [], self.ctx)
+        self.assertIn("alerts   0 long polls", self.run.tracer_stderr)
+
+    def test_io_and_timer_wakes_come_from_outside_the_workers(self):
+        wakes = [e for e in self.run.events if e.get("cat") == "wake"]
+        workers = worker_threads(self.run)
+        outside = [w for w in wakes if w["tid"] not in workers]
+        self.assertGreater(len(outside), 1000)
+        self.assertTrue(all(w["args"]["queue"] == "inject" for w in outside
+                            if w["args"]["queue"] != "none"))
+
+
+class LongPollScenario(ScenarioTest):
+    culprit = None
+    cause = None
+
+    def test_alerts_name_the_culprit(self):
+        alerts = self.run.alerts
+        # one every 250 ms for 3 s
+        self.assertGreaterEqual(len(alerts), 8, self.ctx)
+        culprit_ids = tasks_named(self.run, self.culprit)
+        self.assertEqual(len(culprit_ids), 1)
+        workers = worker_threads(self.run)
+        for a in alerts:
+            self.assertEqual(a["name"], self.culprit, a)
+            self.assertEqual(int(a["task"]), next(iter(culprit_ids)), a)
+            self.assertIn(int(a["tid"]), workers, a)
+            self.assertGreaterEqual(float(a["ms"]), 10.0, a)
+
+    def test_alerts_are_in_the_trace(self):
+        instants = [e for e in self.run.events if e.get("ph") == "i" and e.get("cat") == "alert"]
+        self.assertEqual(len(instants), len(self.run.alerts))
+        self.assertTrue(all(self.culprit in e["name"] for e in instants))
+
+
+class Noisy(LongPollScenario):
+    scenario = "noisy"
+    culprit = "noisy"
+
+    def test_cause_is_cpu(self):
+        causes = Counter(a["cause"] for a in self.run.alerts)
+        # Burning CPU is never "blocked"; under heavy contention a burn can be
+        # mostly preempted, but most must read as what they are.
+        self.assertEqual(causes.get("blocked", 0), 0, causes)
+        self.assertGreaterEqual(causes["cpu-bound"], 0.8 * len(self.run.alerts), causes)
+        for a in self.run.alerts:
+            if a["cause"] == "cpu-bound":
+                self.assertGreaterEqual(float(a["oncpu"]), 15.0, a)
+
+
+class Blocking(LongPollScenario):
+    scenario = "blocking"
+    culprit = "blocking"
+
+    def test_cause_is_blocking(self):
+        for a in self.run.alerts:
+            self.assertEqual(a["cause"], "blocked", a)
+            self.assertGreaterEqual(float(a["blocked"]), 15.0, a)
+            self.assertLess(float(a["oncpu"]), 5.0, a)
+
+
+class Starve(ScenarioTest):
+    scenario = "starve"
+
+    def test_no_steals(self):
+        self.assertEqual(self.run.counts["steals"], 0)
+        self.assertFalse([e for e in self.run.events if e.get("cat") == "steal"])
+
+    def test_one_deep_queue_while_the_other_worker_parks(self):
+        depth = defaultdict(int)
+        for e in self.run.events:
+            if e.get("ph") == "C" and e.get("name") == "queue depth":
+                for k, v in e["args"].items():
+                    depth[k] = max(depth[k], v)
+        deep = [k for k, v in depth.items() if k.startswith("worker") and v >= 100]
+        self.assertEqual(len(deep), 1, dict(depth))
+        starved = int(deep[0].split()[1])
+        parked = defaultdict(float)
+        for e in self.run.events:
+            if e.get("cat") == "park":
+                parked[e["args"]["worker"]] += e["dur"]
+        other = 1 - starved
+        self.assertGreater(parked[other], 0.5 * DURATION * 1e6, dict(parked))
+
+
+class Thrash(ScenarioTest):
+    scenario = "thrash"
+
+    def test_tasks_wake_themselves(self):
+        thrash = tasks_named(self.run, "thrash")
+        self.assertEqual(len(thrash), 8)
+        self_wakes = Counter(e["args"]["task"] for e in self.run.events
+                             if e.get("cat") == "wake" and e["args"]["task"] in thrash
+                             and e["args"].get("waker_task") == e["args"]["task"])
+        per_task = Counter(p["args"]["task"] for p in polls(self.run)
+                           if p["args"]["task"] in thrash)
+        for t in thrash:
+            self.assertGreater(per_task[t], 1000)
+            # almost every poll of a thrash task follows its own wake
+            self.assertGreater(self_wakes[t], 0.9 * per_task[t])
+
+
+class Fanout(ScenarioTest):
+    scenario = "fanout"
+
+    def test_children_of_the_parent(self):
+        parents = tasks_named(self.run, "fanout")
+        self.assertEqual(len(parents), 1)
+        parent = next(iter(parents))
+        spawns = [e for e in self.run.events if e.get("cat") == "spawn"
+                  and e["name"].startswith("spawn child ")]
+        self.assertGreaterEqual(len(spawns), 32)
+        self.assertTrue(all(s["args"]["parent"] == parent for s in spawns))
+        # in parallel: children ran on both workers
+        children = {s["args"]["task"] for s in spawns}
+        tids = {p["tid"] for p in polls(self.run) if p["args"]["task"] in children}
+        self.assertEqual(len(tids), 2)
+        # the last child to finish wakes the parent, from inside its last poll
+        joins = [e for e in self.run.events if e.get("cat") == "wake"
+                 and e["args"]["task"] == parent and e["args"].get("waker_task") in children]
+        self.assertGreater(len(joins), 0)
+
+
+del ScenarioTest, LongPollScenario  # only their subclasses are tests
+
+if __name__ == "__main__":
+    unittest.main()
