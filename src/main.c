@@ -478,7 +478,7 @@ static int run(const struct options *o)
 	err_msg("tracing pid %d (%s): %zu probes in %s, sched_switch via %s; Ctrl-C to stop\n",
 		o->pid, tg.comm, disc.nr, disc.sites[0].target_path, tracer__sched_hook(tracer));
 
-	info.end_reason = trace_loop(tracer, &pipe, &tg,  sfd,
+	info.end_reason = trace_loop(tracer, &pipe, &tg, sfd,
 				     o->duration_ns ? start + o->duration_ns : 0);
 	/* From here a second Ctrl-C kills us the default way. */
 	sigprocmask(SIG_UNBLOCK, &sigs, NULL);
