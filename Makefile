@@ -41,6 +41,10 @@ TRACER_SRCS := $(wildcard src/*.c)
 TRACER_OBJS := $(patsubst src/%.c,$(BUILD)/src/%.o,$(TRACER_SRCS))
 EXEC_SRCS   := $(wildcard executor/*.c)
 EXEC_OBJS   := $(patsubst executor/%.c,$(BUILD)/executor/%.o,$(EXEC_SRCS))
+# The same runtime as a shared library: a target whose probes live in a
+# mapped library rather than in its executable.
+EXEC_SO_OBJS := $(patsubst executor/%.c,$(BUILD)/executor-pic/%.o,\
+		  $(filter-out executor/main.c,$(EXEC_SRCS)))
 BPF_SRCS    := $(wildcard bpf/*.bpf.c)
 BPF_SKELS   := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 
@@ -54,7 +58,7 @@ LIB_OBJS    := $(filter-out $(BUILD)/src/main.o,$(TRACER_OBJS))
 # Keep BPF objects: they are worth inspecting with bpftool and llvm-objdump.
 .SECONDARY:
 
-all: $(BUILD)/asynctraced $(BUILD)/sample-executor
+all: $(BUILD)/asynctraced $(BUILD)/sample-executor $(BUILD)/sample-executor-shared
 
 $(BUILD)/asynctraced: $(TRACER_OBJS)
 	$(call msg,LINK,$@)
@@ -63,6 +67,15 @@ $(BUILD)/asynctraced: $(TRACER_OBJS)
 $(BUILD)/sample-executor: $(EXEC_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS_EXEC) -o $@
+
+$(BUILD)/libsample-executor.so: $(EXEC_SO_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared $^ $(LDLIBS_EXEC) -o $@
+
+$(BUILD)/sample-executor-shared: $(BUILD)/executor/main.o $(BUILD)/libsample-executor.so
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< -L$(BUILD) -lsample-executor \
+		-Wl,-rpath,'$$ORIGIN' $(LDLIBS_EXEC) -o $@
 
 # Userspace objects include the generated skeletons, so those come first.
 $(TRACER_OBJS): | $(BPF_SKELS)
@@ -74,6 +87,10 @@ $(BUILD)/src/%.o: src/%.c | $(BUILD)/src
 $(BUILD)/executor/%.o: executor/%.c | $(BUILD)/executor
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(DEPFLAGS) -pthread -c $< -o $@
+
+$(BUILD)/executor-pic/%.o: executor/%.c | $(BUILD)/executor-pic
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(DEPFLAGS) -fPIC -pthread -c $< -o $@
 
 $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(VMLINUX_H) | $(BUILD)/bpf
 	$(call msg,BPF,$@)
@@ -90,7 +107,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJS) | $(BUILD)/tests
 	$(Q)$(CC) $(CPPFLAGS) -Isrc $(CFLAGS) $(DEPFLAGS) $< $(LIB_OBJS) \
 		$(LDLIBS_TRACER) -lcmocka -o $@
 
-$(BUILD)/src $(BUILD)/executor $(BUILD)/bpf $(BUILD)/tests:
+$(BUILD)/src $(BUILD)/executor $(BUILD)/executor-pic $(BUILD)/bpf $(BUILD)/tests:
 	$(Q)mkdir -p $@
 
 # The two entry points of the README: each installs what is missing first.
@@ -123,4 +140,4 @@ clean:
 	$(call msg,CLEAN,$(BUILD))
 	$(Q)rm -rf $(BUILD)
 
--include $(wildcard $(BUILD)/src/*.d $(BUILD)/executor/*.d $(BUILD)/bpf/*.d $(BUILD)/tests/*.d)
+-include $(wildcard $(BUILD)/src/*.d $(BUILD)/executor/*.d $(BUILD)/executor-pic/*.d $(BUILD)/bpf/*.d $(BUILD)/tests/*.d)

@@ -177,6 +177,18 @@ class Lifecycle(unittest.TestCase):
         self.assertRegex(r.stderr, r"polls\s+[1-9]\d*")
         self.assertIn("long poll: task 'blocking'", r.stderr)
 
+    def test_probes_in_a_mapped_library(self):
+        """The runtime lives in libsample-executor.so: the probes are found in
+        the target's mappings, not in its executable."""
+        exe = os.path.join(harness.BUILD, "sample-executor-shared")
+        lib = os.path.realpath(os.path.join(harness.BUILD, "libsample-executor.so"))
+        ex = self.executor(exe=exe, scenario="noisy", duration=6)
+        r = harness.run_tracer("-p", ex.pid, "-d", "1.5", "-v")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"7 probes in {lib}", r.stderr)
+        self.assertIn("long poll: task 'noisy'", r.stderr)
+        self.assertRegex(r.stderr, r"polls\s+[1-9]\d*")
+
     def test_raw_tp_fallback_tells_blocked_from_cpu(self):
         ex = self.executor(scenario="blocking", duration=6)
         r = harness.run_tracer("-p", ex.pid, "-d", "1.5", "--sched-hook", "raw_tp")
