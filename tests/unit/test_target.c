@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: MIT
+/* The /proc and ELF side of finding a target, tried on ourselves (no root). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "target.h"
+#include "usdt_notes.h"
+
+static const char *build(void)
+{
+	return getenv("BUILD") ? getenv("BUILD") : "build";
+}
+
+static void probes_of_the_sample_executor(void **state)
+{
+	static const char *const want[] = { "task_spawn", "poll_begin",  "poll_end",
+					    "wake",	  "steal",	 "worker_park",
+					    "worker_unpark" };
+	struct usdt_probe *probes;
+	char path[512];
+	size_t nr;
+
+	snprintf(path, sizeof(path), "%s/sample-executor", build());
+	assert_int_equal(usdt__list(path, "asynctrace", &probes, &nr), 0);
+	assert_int_equal(nr, 7);
+	for (size_t i = 0; i < 7; i++) {
+		size_t j;
+
+		for (j = 0; j < nr; j++)
+			if (!strcmp(probes[j].name, want[i]))
+				break;
+		assert_true(j < nr);
+		assert_string_equal(probes[j].provider, "asynctrace");
+		assert_int_not_equal(probes[j].pc, 0);
+		assert_int_not_equal(probes[j].semaphore, 0); /* every probe has one */
+	}
+	free(probes);
+	/* another provider's name filters everything out */
+	assert_int_equal(usdt__list(path, "nosuchprovider", &probes, &nr), 0);
+	assert_int_equal(nr, 0);
+	free(probes);
+}
+
+static void files_without_probes(void **state)
+{
+	struct usdt_probe *probes;
+	size_t nr;
+	char path[] = "/tmp/asynctraced-notelf-XXXXXX";
+	int fd = mkstemp(path);
+
+	assert_int_equal(usdt__list("/proc/self/exe", "asynctrace", &probes, &nr), 0);
+	assert_int_equal(nr, 0);
+	free(probes);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "not an ELF file\n", 16), 16);
+	close(fd);
+	assert_int_equal(usdt__list(path, NULL, &probes, &nr), -ENOEXEC);
+	unlink(path);
+	assert_int_equal(usdt__list("/nonexistent", NULL, &probes, &nr), -ENOENT);
+}
+
+struct found {
+	int self;
+	int libc;
+};
+
+static int note_binary(void *ctx, const char *path, const char *target_path)
+{
+	struct found *f = ctx;
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	assert_true(n > 0);
+	self[n] = '\0';
+	if (!strcmp(target_path, self)) {
+		/* the main executable is reached through /proc/PID/exe */
+		assert_non_null(strstr(path, "/exe"));
+		f->self++;
+	}
+	if (strstr(target_path, "libc.so"))
+		f->libc++;
+	return 0;
+}
+
+static void ourselves_as_a_target(void **state)
+{
+	static const char greeting[] = "hello from the target";
+	struct target t;
+	struct found f = { 0 };
+	char buf[64], comm[16];
+
+	assert_int_equal(target__open(&t, getpid()), 0);
+	assert_string_equal(t.comm, "test_target");
+	assert_int_equal(target__alive(&t), 1);
+	assert_int_equal(target__read_str(&t, (uintptr_t)greeting, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, greeting);
+	/* a short buffer truncates, still terminated */
+	assert_int_equal(target__read_str(&t, (uintptr_t)greeting, buf, 6), 0);
+	assert_string_equal(buf, "hello");
+	assert_int_not_equal(target__read_str(&t, 8, buf, sizeof(buf)), 0);
+	assert_int_equal(target__thread_comm(&t, (uint32_t)getpid(), comm, sizeof(comm)), 0);
+	assert_string_equal(comm, "test_target");
+	assert_int_equal(target__for_each_binary(&t, note_binary, &f), 0);
+	assert_int_equal(f.self, 1); /* once, however many mappings */
+	assert_int_equal(f.libc, 1);
+	target__close(&t);
+	assert_int_equal(target__open(&t, 0), -ESRCH);
+	assert_int_equal(target__open(&t, 0x7ffffff0), -ESRCH);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(probes_of_the_sample_executor),
+		cmocka_unit_test(files_without_probes),
+		cmocka_unit_test(ourselves_as_a_target),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
