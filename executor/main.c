@@ -8,6 +8,7 @@
  * out), 2 usage error.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -26,6 +27,10 @@
 #define DEFAULT_WAIT_TIMEOUT 30.0
 #define MAX_SECONDS 1e6
 #define MAX_WORKERS 1024
+/* Tests attach two at once; 64 is far more than anyone needs. */
+#define MAX_TRACERS 64
+/* fds the table has room for from the start; see grow_fd_table(). */
+#define FD_TABLE_PREGROW 1024
 
 struct options {
 	const char *scenario;
@@ -34,6 +39,7 @@ struct options {
 	unsigned rate;        /* 0: the scenario's default */
 	bool wait_traced;
 	double wait_timeout;
+	unsigned tracers;     /* --wait-traced waits for this many; 0: not given */
 };
 
 static void usage(FILE *out)
@@ -49,8 +55,10 @@ static void usage(FILE *out)
 		"  --duration SECONDS      how long to run; fractions allowed (2.5)\n"
 		"  --workers N             worker threads (default: online CPUs)\n"
 		"  --rate R                scenario load knob, integer > 0 (see below)\n"
-		"  --wait-traced [TIMEOUT] before the workload, wait until a tracer has\n"
-		"                          attached all 7 probes (default 30 s)\n"
+		"  --wait-traced [TIMEOUT] before the workload, wait until the tracers\n"
+		"                          have attached all 7 probes (default 30 s)\n"
+		"  --tracers N             with --wait-traced: how many tracers must\n"
+		"                          each attach all 7 probes (default 1)\n"
 		"  -h, --help              show this help\n"
 		"\n"
 		"Scenarios (--rate meaning, default):\n");
@@ -148,7 +156,8 @@ static void parse_args(int argc, char **argv, struct options *o)
 		}
 
 		if (strcmp(arg, "--scenario") && strcmp(arg, "--duration") &&
-		    strcmp(arg, "--workers") && strcmp(arg, "--rate"))
+		    strcmp(arg, "--workers") && strcmp(arg, "--rate") &&
+		    strcmp(arg, "--tracers"))
 			usage_error("unknown option '%s'", arg);
 		if (!value) {
 			if (i + 1 >= argc)
@@ -163,6 +172,8 @@ static void parse_args(int argc, char **argv, struct options *o)
 			have_duration = true;
 		} else if (strcmp(arg, "--workers") == 0) {
 			o->workers = parse_count(arg, value, MAX_WORKERS);
+		} else if (strcmp(arg, "--tracers") == 0) {
+			o->tracers = parse_count(arg, value, MAX_TRACERS);
 		} else {
 			o->rate = parse_count(arg, value, UINT32_MAX);
 		}
@@ -172,6 +183,11 @@ static void parse_args(int argc, char **argv, struct options *o)
 		usage_error("--scenario is required");
 	if (!have_duration)
 		usage_error("--duration is required");
+	/* Ignoring it would start the workload before the tracers are in. */
+	if (o->tracers && !o->wait_traced)
+		usage_error("--tracers only makes sense with --wait-traced");
+	if (!o->tracers)
+		o->tracers = 1;
 }
 
 static unsigned online_cpus(void)
@@ -198,6 +214,22 @@ static void raise_fd_limit(void)
 }
 
 /*
+ * Grow the fd table now, while we are the only thread. The kernel grows it
+ * by doubling when an fd beyond it is opened, and in a threaded process it
+ * then waits for an RCU grace period: a few ms inside whichever request poll
+ * happened to call pipe2(), which would look like a long poll to a tracer.
+ * Scenarios that keep many requests waiting (delay) hit several doublings.
+ */
+static void grow_fd_table(void)
+{
+	int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, FD_TABLE_PREGROW - 1);
+
+	/* Best effort: with a low fd limit it just stays small. */
+	if (fd >= 0)
+		close(fd);
+}
+
+/*
  * Wait up to @ns for SIGINT or SIGTERM, which every thread blocks so that
  * only this sigtimedwait() ever sees them. True if one arrived.
  */
@@ -217,19 +249,51 @@ enum traced_result {
 	TRACE_INTERRUPTED,
 };
 
-static enum traced_result wait_for_tracer(const sigset_t *set,
-					  double timeout)
+/*
+ * Wait until @tracers tracers have each attached all 7 probes. A tracer that
+ * is still attaching does not count yet, so the workload never starts with
+ * one of them seeing only part of it.
+ */
+static enum traced_result wait_for_tracers(const sigset_t *set,
+					   double timeout, unsigned tracers)
 {
 	uint64_t deadline = now_ns() + (uint64_t)(timeout * NSEC_PER_SEC);
 
-	while (!probes_all_attached()) {
+	while (probes_attached() < tracers) {
 		if (now_ns() >= deadline)
 			return TRACE_TIMEOUT;
 		if (wait_signal(set, NSEC_PER_MSEC))
 			return TRACE_INTERRUPTED;
 	}
-	fprintf(stderr, "sample-executor: traced\n");
+	/* One tracer keeps the line it always had. */
+	if (tracers == 1)
+		fprintf(stderr, "sample-executor: traced\n");
+	else
+		fprintf(stderr, "sample-executor: traced by %u tracers\n",
+			tracers);
 	return TRACED;
+}
+
+/* Say how far the tracers got, then exit 1. */
+__attribute__((noreturn))
+static void tracers_timed_out(double timeout, unsigned tracers)
+{
+	unsigned attached = probes_attached();
+
+	rt_stop();
+	rt_destroy();
+	if (tracers == 1)
+		fatal("--wait-traced: no tracer attached all 7 probes within %g s",
+		      timeout);
+	if (attached == 0)
+		fatal("--wait-traced: waiting for %u tracers, but no tracer attached all 7 probes within %g s",
+		      tracers, timeout);
+	/*
+	 * Likely not a slow tracer: a semaphore the kernel manages (libbpf,
+	 * bpftrace) counts probes with a breakpoint in, not tracers on them.
+	 */
+	fatal("--wait-traced: waiting for %u tracers, but the probe semaphores only reached %u within %g s (the kernel raises them once per probe, not once per tracer, unless tracers raise them themselves)",
+	      tracers, attached, timeout);
 }
 
 /* Run until the duration is over or a signal asks us to stop. */
@@ -273,6 +337,7 @@ int main(int argc, char **argv)
 		o.workers = online_cpus();
 
 	raise_fd_limit();
+	grow_fd_table();
 	signal(SIGPIPE, SIG_IGN);
 	/* Block before any thread exists, so all of them inherit the mask. */
 	sigemptyset(&stop_signals);
@@ -284,20 +349,19 @@ int main(int argc, char **argv)
 		.workers = o.workers,
 		.steal = sc->steal,
 		.unpark_on_local_push = sc->unpark_on_local_push,
+		.lazy_unpark_ns = sc->lazy_unpark_ns,
 	};
 	rt_start(&cfg);
 	fprintf(stderr, "sample-executor: pid %d scenario %s workers %u\n",
 		(int)getpid(), sc->name, o.workers);
 
 	if (o.wait_traced) {
-		switch (wait_for_tracer(&stop_signals, o.wait_timeout)) {
+		switch (wait_for_tracers(&stop_signals, o.wait_timeout,
+					 o.tracers)) {
 		case TRACED:
 			break;
 		case TRACE_TIMEOUT:
-			rt_stop();
-			rt_destroy();
-			fatal("--wait-traced: no tracer attached all 7 probes within %g s",
-			      o.wait_timeout);
+			tracers_timed_out(o.wait_timeout, o.tracers);
 		case TRACE_INTERRUPTED:
 			run = false;
 			break;

@@ -9,10 +9,12 @@
  * holds two local queue locks at once (a steal copies tasks out under the
  * victim's lock, then pushes them under the thief's).
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "probes.h"
 #include "queue.h"
@@ -35,7 +37,10 @@ struct worker {
 	uint64_t polls;            /* polls run; drives the fairness check */
 	struct prng rng;           /* picks the first steal victim */
 
-	/* A parked worker sleeps on its own condvar until notified. */
+	/*
+	 * A parked worker sleeps on its own condvar until notified (or, with
+	 * lazy_unpark_ns, until its nap is over).
+	 */
 	pthread_mutex_t park_lock;
 	pthread_cond_t park_cond;
 	bool notified;             /* under park_lock */
@@ -134,17 +139,20 @@ static void notify(struct worker *w)
 }
 
 /*
- * Wake one parked worker, if any. The unlocked check keeps the common case
- * (everybody busy) free of locks. It cannot miss a worker that is about to
- * sleep: the pusher stores the queue length and then loads nparked, the
- * parker stores nparked and then loads the queue lengths, all seq_cst, so at
- * least one of the two sees the other (see park()).
+ * Wake one parked worker, if any, for work just pushed. The unlocked check
+ * keeps the common case (everybody busy) free of locks. It cannot miss a
+ * worker that is about to sleep: the pusher stores the queue length and then
+ * loads nparked, the parker stores nparked and then loads the queue lengths,
+ * all seq_cst, so at least one of the two sees the other (see park()).
+ *
+ * With lazy_unpark_ns it wakes nobody: that is the regression the option
+ * models. Parked workers find the work when their nap ends.
  */
 static void unpark_one(void)
 {
 	struct worker *w;
 
-	if (atomic_load(&rt.nparked) == 0)
+	if (rt.cfg.lazy_unpark_ns || atomic_load(&rt.nparked) == 0)
 		return;
 	pthread_mutex_lock(&rt.idle_lock);
 	if (rt.nidle == 0) {
@@ -199,6 +207,36 @@ static void leave_idle(struct worker *w)
 	pthread_mutex_unlock(&rt.idle_lock);
 }
 
+/*
+ * Sleep until notified or, with lazy_unpark_ns, until the nap is over,
+ * whichever comes first. Caller holds w->park_lock.
+ */
+static void park_sleep_locked(struct worker *w)
+{
+	struct timespec until;
+	uint64_t deadline;
+
+	if (!rt.cfg.lazy_unpark_ns) {
+		while (!w->notified)
+			pthread_cond_wait(&w->park_cond, &w->park_lock);
+		return;
+	}
+
+	/* park_cond runs on CLOCK_MONOTONIC, the clock of now_ns(). */
+	deadline = now_ns() + rt.cfg.lazy_unpark_ns;
+	until.tv_sec = (time_t)(deadline / NSEC_PER_SEC);
+	until.tv_nsec = (long)(deadline % NSEC_PER_SEC);
+	while (!w->notified) {
+		int err = pthread_cond_timedwait(&w->park_cond, &w->park_lock,
+						 &until);
+
+		if (err == ETIMEDOUT)
+			break;
+		if (err)
+			fatal("pthread_cond_timedwait: %s", strerror(err));
+	}
+}
+
 static void park(struct worker *w)
 {
 	bool slept = false;
@@ -216,16 +254,16 @@ static void park(struct worker *w)
 			stat_add(&rt.parks, 1);
 			if (ASYNCTRACE_ENABLED(worker_park))
 				probe_worker_park(w->index);
-			while (!w->notified)
-				pthread_cond_wait(&w->park_cond, &w->park_lock);
+			park_sleep_locked(w);
 		}
 		pthread_mutex_unlock(&w->park_lock);
 	}
 
 	/*
-	 * However we got here, we are awake and about to look for work:
-	 * never stay on the idle stack (we would be pushed twice next time),
-	 * and drop the notification, which has done its job or is stale.
+	 * However we got here (notified, nap over, or never slept), we are
+	 * awake and about to look for work: never stay on the idle stack (we
+	 * would be pushed twice next time), and drop the notification, which
+	 * has done its job or is stale.
 	 */
 	leave_idle(w);
 	pthread_mutex_lock(&w->park_lock);
@@ -519,6 +557,8 @@ static void *worker_main(void *arg)
 
 void rt_start(const struct runtime_config *cfg)
 {
+	pthread_condattr_t park_attr;
+
 	rt.cfg = *cfg;
 	rt.workers = xcalloc(cfg->workers, sizeof(*rt.workers));
 	rt.idle = xcalloc(cfg->workers, sizeof(*rt.idle));
@@ -526,6 +566,9 @@ void rt_start(const struct runtime_config *cfg)
 	pthread_mutex_init(&rt.idle_lock, NULL);
 	pthread_mutex_init(&rt.gate_lock, NULL);
 	pthread_cond_init(&rt.gate_cond, NULL);
+	/* Timed parks (lazy_unpark_ns) count in now_ns() time. */
+	pthread_condattr_init(&park_attr);
+	pthread_condattr_setclock(&park_attr, CLOCK_MONOTONIC);
 
 	for (unsigned i = 0; i < cfg->workers; i++) {
 		struct worker *w = &rt.workers[i];
@@ -534,8 +577,9 @@ void rt_start(const struct runtime_config *cfg)
 		lq_init(&w->lq);
 		prng_seed(&w->rng, i + 1);
 		pthread_mutex_init(&w->park_lock, NULL);
-		pthread_cond_init(&w->park_cond, NULL);
+		pthread_cond_init(&w->park_cond, &park_attr);
 	}
+	pthread_condattr_destroy(&park_attr);
 
 	reactor_start();
 

@@ -33,6 +33,13 @@ struct runtime_config {
 	bool steal;
 	/* A push to a local queue unparks an idle worker (so it can steal). */
 	bool unpark_on_local_push;
+	/*
+	 * 0: normal parking. Otherwise a "lazy unpark" regression: no push
+	 * (to any queue) unparks an idle worker, and a parked worker sleeps
+	 * at most this long before it looks for work again. A notify (at
+	 * shutdown) still wakes it at once.
+	 */
+	uint64_t lazy_unpark_ns;
 };
 
 /* Totals of probe site executions; each matches one probe exactly. */

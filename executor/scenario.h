@@ -18,6 +18,7 @@ struct scenario {
 	unsigned max_rate;
 	bool steal;                 /* runtime_config.steal */
 	bool unpark_on_local_push;  /* runtime_config.unpark_on_local_push */
+	uint64_t lazy_unpark_ns;    /* runtime_config.lazy_unpark_ns */
 	/* Spawn the tasks from the main thread (onto the injection queue). */
 	void (*start)(unsigned rate);
 	/* Runtime threads are gone: stop the scenario's own threads. */
@@ -52,6 +53,7 @@ void blocking_stop(void);
 void blocking_cleanup(void);
 void thrash_start(unsigned rate);
 void starve_start(unsigned rate);
+void lost_start(unsigned rate);
 
 /* scenario_fanout.c */
 void fanout_start(unsigned rate);

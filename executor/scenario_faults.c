@@ -2,7 +2,9 @@
 /*
  * Scenarios with one kind of misbehaviour each, for the tracer to find:
  * a CPU hog (noisy), a task blocking its worker in syscalls (blocking),
- * busy yielding without progress (thrash) and a starved queue (starve).
+ * busy yielding without progress (thrash), a starved queue (starve) and a
+ * task that lost its waker (lost). The runtime-level fault, lazy unparking
+ * (delay), is a runtime_config flag set in scenarios.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -234,4 +236,37 @@ void starve_start(unsigned rate)
 	spawn_ticker();
 	p->depth = rate;
 	task_spawn("producer", producer_poll, p, free, NULL);
+}
+
+/* ---- lost: Pending with nobody left to wake the task ------------------ */
+
+#define LOST_SLEEP (100 * NSEC_PER_MSEC)
+
+struct lost {
+	bool slept;
+};
+
+/*
+ * First poll: sleep on a timer, as any task may. Second poll (the timer's
+ * wake; nothing else knows the task): return Pending without arranging a
+ * wake, the bug of a future that dropped its waker or registered it where
+ * nobody will look. With no timer, fd or join holding it, the task is never
+ * polled again, and shutdown drops it unfinished.
+ */
+static enum poll lost_poll(struct task *self, void *data)
+{
+	struct lost *l = data;
+
+	if (!l->slept) {
+		l->slept = true;
+		sleep_until(self, now_ns() + LOST_SLEEP);
+	}
+	return POLL_PENDING;
+}
+
+void lost_start(unsigned rate)
+{
+	background_start(rate);
+	task_spawn("lost", lost_poll, xcalloc(1, sizeof(struct lost)), free,
+		   NULL);
 }

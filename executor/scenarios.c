@@ -9,6 +9,12 @@
 #define REQUEST_RATE_HELP "background requests per second"
 #define DEFAULT_REQUEST_RATE 2000
 #define MAX_REQUEST_RATE 100000
+/*
+ * delay: how long a parked worker naps when pushes unpark nobody. Long
+ * enough to stand out from 1-5 ms timer sleeps, short enough that two
+ * workers keep up with the default rate.
+ */
+#define LAZY_UNPARK (30 * NSEC_PER_MSEC)
 
 const struct scenario scenarios[] = {
 	{
@@ -76,6 +82,30 @@ const struct scenario scenarios[] = {
 		.steal = true,
 		.unpark_on_local_push = true,
 		.start = fanout_start,
+		.cleanup = background_cleanup,
+	},
+	{
+		.name = "lost",
+		.summary = "healthy + a task whose second poll returns Pending with no wake arranged",
+		.rate_help = REQUEST_RATE_HELP,
+		.default_rate = DEFAULT_REQUEST_RATE,
+		.max_rate = MAX_REQUEST_RATE,
+		.steal = true,
+		.unpark_on_local_push = true,
+		.start = lost_start,
+		.cleanup = background_cleanup,
+	},
+	{
+		.name = "delay",
+		.summary = "healthy, but pushes unpark nobody: idle workers nap 30 ms",
+		.rate_help = REQUEST_RATE_HELP,
+		.default_rate = DEFAULT_REQUEST_RATE,
+		.max_rate = MAX_REQUEST_RATE,
+		.steal = true,
+		/* Moot: lazy_unpark_ns keeps every push from unparking. */
+		.unpark_on_local_push = false,
+		.lazy_unpark_ns = LAZY_UNPARK,
+		.start = background_start,
 		.cleanup = background_cleanup,
 	},
 };

@@ -2,9 +2,10 @@
 #ifndef SE_SEMAPHORES_H
 #define SE_SEMAPHORES_H
 
-#include <stdbool.h>
-
-/* True once a tracer has attached every asynctrace probe (all 7). */
-bool probes_all_attached(void);
+/*
+ * How many tracers have attached every asynctrace probe (all 7): the
+ * smallest of the 7 semaphores, since each attached uprobe adds one.
+ */
+unsigned probes_attached(void);
 
 #endif /* SE_SEMAPHORES_H */
