@@ -7,8 +7,14 @@
  * on-CPU, blocked and runnable time as sched_switch moves the thread off and
  * onto a CPU. Per task it remembers the wake that queued the next poll, so
  * every poll carries its wake-to-poll delay and a flow id back to that wake.
- * One fixed-size record per poll, wake, spawn, steal and park goes to the
- * ring buffer; a record that does not fit is counted, never lost silently.
+ *
+ * Two outputs, both always maintained:
+ *  - aggregates in maps: per worker and per task histograms, queue depths
+ *    over time, steal matrix (include/asynctraced.h);
+ *  - records in the ring buffer: in full-trace mode one per poll, wake,
+ *    spawn, steal and park; in maps-only mode only the polls that an alert
+ *    needs to see (long, or long delayed). A record that does not fit is
+ *    counted, never lost silently.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -16,12 +22,22 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/usdt.bpf.h>
 #include "asynctraced.h"
+#include "stats.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 const volatile __u32 target_tgid = 0;
 /* Wake the consumer only once this much is waiting: batches epoll wake-ups. */
 const volatile __u64 wakeup_bytes = 256 * 1024;
+/*
+ * Full trace: every record. Otherwise only the polls the detectors need: at
+ * least long_poll_ns long, or late by sched_delay_ns with fewer than
+ * starve_depth tasks queued ahead (a backlog explains itself).
+ */
+const volatile bool trace_events = true;
+const volatile __u64 long_poll_ns = 0;
+const volatile __u64 sched_delay_ns = 0;
+const volatile __u32 starve_depth = 0;
 
 struct thread_state {
 	__u64 task;		/* task being polled, 0 if none */
@@ -32,19 +48,16 @@ struct thread_state {
 	__u64 runnable;
 	__u64 wake_ts;
 	__u64 wake_id;
-	__u64 park_ts;
 	__u64 name_addr;
+	__u64 holder_begin;
 	__u32 worker;
 	__u32 depth;
+	__s32 queued_on;
+	__u32 queued_depth;
 	__u16 nr_blocked;
 	__u16 nr_preempted;
 	__u8 off_cpu;		/* switched out inside the poll */
 	__u8 off_blocked;	/* ... asleep rather than preempted */
-};
-
-struct task_state {
-	__u64 wake_ts;		/* first wake since the last poll began */
-	__u64 wake_id;
 };
 
 struct {
@@ -63,8 +76,26 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, AT_MAX_TASKS);
 	__type(key, __u64);
-	__type(value, struct task_state);
+	__type(value, struct at_task_state);
 } tasks SEC(".maps");
+
+/* Globals live in the mmap-able .bss: userspace reads them without syscalls. */
+struct at_worker_stats worker_stats[AT_MAX_WORKERS];
+struct at_runtime_stats runtime_stats;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, AT_MAX_TASK_STATS);
+	__type(key, __u64);
+	__type(value, struct at_task_stats);
+} task_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AT_MAX_STEAL_PAIRS);
+	__type(key, struct at_steal_key);
+	__type(value, struct at_steal_stats);
+} steals SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -76,12 +107,62 @@ struct {
 /* Flow ids: unique for the whole session, never reused. */
 __u64 wake_seq = 0;
 
+/* Zeroed values to insert from: too large for the BPF stack. */
+static const struct at_task_stats zero_task_stats;
+static const struct at_steal_stats zero_steal_stats;
+
+static __always_inline __u32 current_tid(void)
+{
+	return (__u32)bpf_get_current_pid_tgid();
+}
+
 static __always_inline void stat_inc(__u32 idx)
 {
 	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
 
 	if (v)
 		*v += 1;
+}
+
+static __always_inline struct at_worker_stats *worker_get(__u32 worker)
+{
+	if (worker >= AT_MAX_WORKERS) {
+		__sync_fetch_and_add(&runtime_stats.unknown_workers, 1);
+		return NULL;
+	}
+	/*
+	 * The verifier cannot follow clang's folded bounds check: hide the
+	 * value from the optimizer, then mask it (AT_MAX_WORKERS is 2^n).
+	 */
+	barrier_var(worker);
+	return &worker_stats[worker & (AT_MAX_WORKERS - 1)];
+}
+
+static __always_inline struct at_task_stats *task_stats_get(__u64 task, __u64 now)
+{
+	struct at_task_stats *s = bpf_map_lookup_elem(&task_stats, &task);
+
+	if (s)
+		return s;
+	bpf_map_update_elem(&task_stats, &task, &zero_task_stats, BPF_NOEXIST);
+	s = bpf_map_lookup_elem(&task_stats, &task);
+	if (s && !s->first_ts)
+		s->first_ts = now;
+	return s;
+}
+
+/* Some queue now holds depth tasks: a worker's local queue or the injection queue. */
+static __always_inline void queue_depth(__s32 queue, __u32 depth, __u64 now)
+{
+	struct at_worker_stats *w;
+
+	if (queue >= 0) {
+		w = worker_get((__u32)queue);
+		if (w)
+			queue_set(&w->queue, depth, now);
+	} else if (queue == AT_QUEUE_INJECT) {
+		queue_set(&runtime_stats.inject, depth, now);
+	}
 }
 
 static __always_inline void *event_reserve(__u32 kind, __u32 size)
@@ -94,7 +175,7 @@ static __always_inline void *event_reserve(__u32 kind, __u32 size)
 	}
 	h->kind = kind;
 	h->size = size;
-	h->tid = (__u32)bpf_get_current_pid_tgid();
+	h->tid = current_tid();
 	return h;
 }
 
@@ -126,15 +207,27 @@ static __always_inline struct thread_state *thread_get(__u32 tid)
  * the next poll answers. Later wakes before that poll are coalesced into it.
  * Returns the new flow id, or 0 if coalesced.
  */
-static __always_inline __u64 task_note_wake(__u64 task, __u64 now)
+static __always_inline __u64 task_note_wake(__u64 task, __u64 now, __s32 queue, __u32 depth)
 {
-	struct task_state *ts = bpf_map_lookup_elem(&tasks, &task);
-	struct task_state fresh = {};
+	struct at_task_state *ts = bpf_map_lookup_elem(&tasks, &task);
+	struct at_task_state fresh = {};
 
-	if (ts && ts->wake_id)
-		return 0;
+	if (ts) {
+		ts->idle_since = 0;
+		if (ts->wake_id) {
+			/* Coalesced; a later push is still where it waits. */
+			if (queue != AT_QUEUE_NONE) {
+				ts->queued_on = queue;
+				ts->queued_depth = depth;
+			}
+			return 0;
+		}
+		fresh.name_addr = ts->name_addr;
+	}
 	fresh.wake_ts = now;
 	fresh.wake_id = __sync_fetch_and_add(&wake_seq, 1) + 1;
+	fresh.queued_on = queue;
+	fresh.queued_depth = depth;
 	bpf_map_update_elem(&tasks, &task, &fresh, BPF_ANY);
 	return fresh.wake_id;
 }
@@ -144,17 +237,20 @@ int BPF_USDT(usdt_task_spawn, __u64 task, __u64 parent, const char *name, int qu
 	     __u32 depth)
 {
 	__u64 now = bpf_ktime_get_ns();
+	__u64 wake_id = task_note_wake(task, now, queue, depth);
 	struct at_spawn *e;
 
-	e = event_reserve(AT_EV_SPAWN, sizeof(*e));
-	if (!e) {
-		task_note_wake(task, now);
+	__sync_fetch_and_add(&runtime_stats.spawns, 1);
+	queue_depth(queue, depth, now);
+	if (!trace_events)
 		return 0;
-	}
+	e = event_reserve(AT_EV_SPAWN, sizeof(*e));
+	if (!e)
+		return 0;
 	e->hdr.ts = now;
 	e->task = task;
 	e->parent = parent;
-	e->wake_id = task_note_wake(task, now);
+	e->wake_id = wake_id;
 	e->queue = queue;
 	e->depth = depth;
 	if (bpf_probe_read_user_str(e->name, sizeof(e->name), name) < 0)
@@ -163,12 +259,29 @@ int BPF_USDT(usdt_task_spawn, __u64 task, __u64 parent, const char *name, int qu
 	return 0;
 }
 
+/*
+ * The task was taken from another worker's queue: if that worker is in a
+ * poll, when did it begin? A long one there explains a long wait here.
+ */
+static __always_inline __u64 holder_begin(__u32 worker)
+{
+	struct at_worker_stats *w = worker_get(worker);
+	struct thread_state *holder;
+	__u32 tid;
+
+	if (!w || !w->tid)
+		return 0;
+	tid = w->tid;
+	holder = bpf_map_lookup_elem(&threads, &tid);
+	return holder && holder->task ? holder->begin : 0;
+}
+
 SEC("usdt")
 int BPF_USDT(usdt_poll_begin, __u64 task, __u32 worker, __u32 depth, __u64 name_addr)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct thread_state *t = thread_get(tid);
-	struct task_state *ts;
+	struct thread_state *t = thread_get(current_tid());
+	struct at_task_state *ts;
+	struct at_worker_stats *w;
 	__u64 now;
 
 	if (!t)
@@ -188,23 +301,108 @@ int BPF_USDT(usdt_poll_begin, __u64 task, __u32 worker, __u32 depth, __u64 name_
 	t->name_addr = name_addr;
 	t->wake_ts = 0;
 	t->wake_id = 0;
+	t->queued_on = AT_QUEUE_NONE;
+	t->queued_depth = 0;
 	ts = bpf_map_lookup_elem(&tasks, &task);
 	if (ts) {
 		t->wake_ts = ts->wake_ts;
 		t->wake_id = ts->wake_id;
+		t->queued_on = ts->queued_on;
+		t->queued_depth = ts->queued_depth;
 		/* Consumed: wakes from here on queue the next poll. */
 		ts->wake_ts = 0;
 		ts->wake_id = 0;
+		ts->idle_since = 0;
+		ts->name_addr = name_addr;
+	}
+	t->holder_begin = t->queued_on >= 0 && (__u32)t->queued_on != worker
+				  ? holder_begin((__u32)t->queued_on)
+				  : 0;
+	w = worker_get(worker);
+	if (w) {
+		w->tid = current_tid();
+		queue_set(&w->queue, depth, now);
+		if (t->wake_ts && t->wake_ts <= now)
+			hist_add(&w->delay, now - t->wake_ts);
 	}
 	return 0;
+}
+
+static __always_inline void account_poll(struct thread_state *t, __u64 task, __u64 dur)
+{
+	struct at_worker_stats *w = worker_get(t->worker);
+	struct at_task_stats *s = task_stats_get(task, t->begin);
+
+	if (w) {
+		w->polls++;
+		w->busy_ns += dur;
+		w->oncpu_ns += t->oncpu;
+		if (dur > w->max_poll_ns)
+			w->max_poll_ns = dur;
+		hist_add(&w->poll, dur);
+		hist_add(&w->oncpu, t->oncpu);
+	}
+	if (s) {
+		s->polls++;
+		s->poll_ns += dur;
+		s->oncpu_ns += t->oncpu;
+		s->name_addr = t->name_addr;
+		if (dur > s->max_poll_ns)
+			s->max_poll_ns = dur;
+		hist_add(&s->poll, dur);
+		hist_add(&s->oncpu, t->oncpu);
+		if (t->wake_ts && t->wake_ts <= t->begin)
+			hist_add(&s->delay, t->begin - t->wake_ts);
+	}
+}
+
+/* The task went back to waiting: nothing has woken it yet. */
+static __always_inline void task_idle(__u64 task, __u64 name_addr, __u64 now)
+{
+	struct at_task_state *ts = bpf_map_lookup_elem(&tasks, &task);
+	struct at_task_state fresh = {};
+
+	if (ts) {
+		if (!ts->wake_id)
+			ts->idle_since = now;
+		return;
+	}
+	fresh.idle_since = now;
+	fresh.name_addr = name_addr;
+	fresh.queued_on = AT_QUEUE_NONE;
+	bpf_map_update_elem(&tasks, &task, &fresh, BPF_NOEXIST);
+}
+
+/* Woken while it ran, queued again now: this is the queue it waits in. */
+static __always_inline void task_requeued(__u64 task, __s32 queue, __u32 depth)
+{
+	struct at_task_state *ts = bpf_map_lookup_elem(&tasks, &task);
+
+	if (ts) {
+		ts->queued_on = queue;
+		ts->queued_depth = depth;
+	}
+}
+
+static __always_inline bool poll_wanted(const struct thread_state *t, __u64 dur)
+{
+	if (trace_events)
+		return true;
+	if (long_poll_ns && dur >= long_poll_ns)
+		return true;
+	if (starve_depth && t->queued_depth >= starve_depth)
+		return false;
+	return sched_delay_ns && t->wake_ts && t->begin > t->wake_ts &&
+	       t->begin - t->wake_ts >= sched_delay_ns;
 }
 
 SEC("usdt")
 int BPF_USDT(usdt_poll_end, __u64 task, __u32 worker, int ready, int queue, __u32 depth)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u32 tid = current_tid();
 	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = bpf_ktime_get_ns(), dur;
+	struct at_task_stats *s;
 	struct at_poll *e;
 
 	if (!t || t->task != task) {
@@ -214,15 +412,29 @@ int BPF_USDT(usdt_poll_end, __u64 task, __u32 worker, int ready, int queue, __u3
 	t->task = 0;
 	if (!t->off_cpu)
 		t->oncpu += now - t->since;
-	if (ready)
+	dur = now - t->begin;
+	account_poll(t, task, dur);
+	if (ready) {
+		__sync_fetch_and_add(&runtime_stats.completed, 1);
 		bpf_map_delete_elem(&tasks, &task);
+		s = bpf_map_lookup_elem(&task_stats, &task);
+		if (s)
+			s->done = 1;
+	} else if (queue == AT_QUEUE_NONE) {
+		task_idle(task, t->name_addr, now);
+	} else {
+		queue_depth(queue, depth, now);
+		task_requeued(task, queue, depth);
+	}
 
+	if (!poll_wanted(t, dur))
+		return 0;
 	e = event_reserve(AT_EV_POLL, sizeof(*e));
 	if (!e)
 		return 0;
 	e->hdr.ts = t->begin;
 	e->task = task;
-	e->duration_ns = now - t->begin;
+	e->duration_ns = dur;
 	e->oncpu_ns = t->oncpu;
 	e->blocked_ns = t->blocked;
 	e->runnable_ns = t->runnable;
@@ -237,6 +449,9 @@ int BPF_USDT(usdt_poll_end, __u64 task, __u32 worker, int ready, int queue, __u3
 	e->nr_preempted = t->nr_preempted;
 	e->ready = ready != 0;
 	e->pad[0] = e->pad[1] = e->pad[2] = 0;
+	e->queued_on = t->queued_on;
+	e->queued_depth = t->queued_depth;
+	e->holder_begin = t->holder_begin;
 	event_submit(e);
 	return 0;
 }
@@ -245,9 +460,32 @@ SEC("usdt")
 int BPF_USDT(usdt_wake, __u64 task, __u64 waker_task, int waker_worker, int queue, __u32 depth)
 {
 	__u64 now = bpf_ktime_get_ns();
-	__u64 wake_id = task_note_wake(task, now);
+	__u64 wake_id = task_note_wake(task, now, queue, depth);
+	bool self = waker_task == task;
+	struct at_worker_stats *w;
+	struct at_task_stats *s;
 	struct at_wake *e;
 
+	queue_depth(queue, depth, now);
+	__sync_fetch_and_add(&runtime_stats.wakes, 1);
+	if (self)
+		__sync_fetch_and_add(&runtime_stats.self_wakes, 1);
+	if (waker_worker < 0)
+		__sync_fetch_and_add(&runtime_stats.outside_wakes, 1);
+	if (waker_worker >= 0 && (w = worker_get((__u32)waker_worker))) {
+		w->wakes++;
+		if (self)
+			w->self_wakes++;
+	}
+	s = task_stats_get(task, now);
+	if (s) {
+		__sync_fetch_and_add(&s->wakes, 1);
+		if (self)
+			__sync_fetch_and_add(&s->self_wakes, 1);
+	}
+
+	if (!trace_events)
+		return 0;
 	e = event_reserve(AT_EV_WAKE, sizeof(*e));
 	if (!e)
 		return 0;
@@ -267,11 +505,34 @@ SEC("usdt")
 int BPF_USDT(usdt_steal, __u32 thief, __u32 victim, __u32 count, __u32 thief_depth,
 	     __u32 victim_depth)
 {
-	struct at_steal *e = event_reserve(AT_EV_STEAL, sizeof(*e));
+	struct at_steal_key key = { .thief = thief, .victim = victim };
+	__u64 now = bpf_ktime_get_ns();
+	struct at_worker_stats *w = worker_get(thief);
+	struct at_steal_stats *pair;
+	struct at_steal *e;
 
+	if (w) {
+		w->steals++;
+		w->stolen += count;
+	}
+	queue_depth((__s32)thief, thief_depth, now);
+	queue_depth((__s32)victim, victim_depth, now);
+	pair = bpf_map_lookup_elem(&steals, &key);
+	if (!pair) {
+		bpf_map_update_elem(&steals, &key, &zero_steal_stats, BPF_NOEXIST);
+		pair = bpf_map_lookup_elem(&steals, &key);
+	}
+	if (pair) {
+		__sync_fetch_and_add(&pair->ops, 1);
+		__sync_fetch_and_add(&pair->tasks, count);
+	}
+
+	if (!trace_events)
+		return 0;
+	e = event_reserve(AT_EV_STEAL, sizeof(*e));
 	if (!e)
 		return 0;
-	e->hdr.ts = bpf_ktime_get_ns();
+	e->hdr.ts = now;
 	e->thief = thief;
 	e->victim = victim;
 	e->count = count;
@@ -285,30 +546,36 @@ int BPF_USDT(usdt_steal, __u32 thief, __u32 victim, __u32 count, __u32 thief_dep
 SEC("usdt")
 int BPF_USDT(usdt_worker_park, __u32 worker)
 {
-	struct thread_state *t = thread_get((__u32)bpf_get_current_pid_tgid());
+	struct at_worker_stats *w = worker_get(worker);
 
-	if (t)
-		t->park_ts = bpf_ktime_get_ns();
+	if (w) {
+		w->parks++;
+		w->park_since = bpf_ktime_get_ns();
+		w->tid = current_tid();
+	}
 	return 0;
 }
 
 SEC("usdt")
 int BPF_USDT(usdt_worker_unpark, __u32 worker)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+	struct at_worker_stats *w = worker_get(worker);
+	__u64 now = bpf_ktime_get_ns(), since;
 	struct at_park *e;
-	__u64 park_ts;
 
-	if (!t || !t->park_ts)
+	if (!w || !w->park_since)
 		return 0; /* parked before we attached */
-	park_ts = t->park_ts;
-	t->park_ts = 0;
+	since = w->park_since;
+	w->park_since = 0;
+	w->park_ns += now - since;
+
+	if (!trace_events)
+		return 0;
 	e = event_reserve(AT_EV_PARK, sizeof(*e));
 	if (!e)
 		return 0;
-	e->hdr.ts = park_ts;
-	e->duration_ns = bpf_ktime_get_ns() - park_ts;
+	e->hdr.ts = since;
+	e->duration_ns = now - since;
 	e->worker = worker;
 	e->pad = 0;
 	event_submit(e);

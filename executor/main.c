@@ -27,8 +27,6 @@
 #define DEFAULT_WAIT_TIMEOUT 30.0
 #define MAX_SECONDS 1e6
 #define MAX_WORKERS 1024
-/* Tests attach two at once; 64 is far more than anyone needs. */
-#define MAX_TRACERS 64
 /* fds the table has room for from the start; see grow_fd_table(). */
 #define FD_TABLE_PREGROW 1024
 
@@ -39,7 +37,6 @@ struct options {
 	unsigned rate;        /* 0: the scenario's default */
 	bool wait_traced;
 	double wait_timeout;
-	unsigned tracers;     /* --wait-traced waits for this many; 0: not given */
 };
 
 static void usage(FILE *out)
@@ -55,10 +52,8 @@ static void usage(FILE *out)
 		"  --duration SECONDS      how long to run; fractions allowed (2.5)\n"
 		"  --workers N             worker threads (default: online CPUs)\n"
 		"  --rate R                scenario load knob, integer > 0 (see below)\n"
-		"  --wait-traced [TIMEOUT] before the workload, wait until the tracers\n"
-		"                          have attached all 7 probes (default 30 s)\n"
-		"  --tracers N             with --wait-traced: how many tracers must\n"
-		"                          each attach all 7 probes (default 1)\n"
+		"  --wait-traced [TIMEOUT] before the workload, wait until a tracer\n"
+		"                          has attached all 7 probes (default 30 s)\n"
 		"  -h, --help              show this help\n"
 		"\n"
 		"Scenarios (--rate meaning, default):\n");
@@ -156,8 +151,7 @@ static void parse_args(int argc, char **argv, struct options *o)
 		}
 
 		if (strcmp(arg, "--scenario") && strcmp(arg, "--duration") &&
-		    strcmp(arg, "--workers") && strcmp(arg, "--rate") &&
-		    strcmp(arg, "--tracers"))
+		    strcmp(arg, "--workers") && strcmp(arg, "--rate"))
 			usage_error("unknown option '%s'", arg);
 		if (!value) {
 			if (i + 1 >= argc)
@@ -172,8 +166,6 @@ static void parse_args(int argc, char **argv, struct options *o)
 			have_duration = true;
 		} else if (strcmp(arg, "--workers") == 0) {
 			o->workers = parse_count(arg, value, MAX_WORKERS);
-		} else if (strcmp(arg, "--tracers") == 0) {
-			o->tracers = parse_count(arg, value, MAX_TRACERS);
 		} else {
 			o->rate = parse_count(arg, value, UINT32_MAX);
 		}
@@ -183,11 +175,6 @@ static void parse_args(int argc, char **argv, struct options *o)
 		usage_error("--scenario is required");
 	if (!have_duration)
 		usage_error("--duration is required");
-	/* Ignoring it would start the workload before the tracers are in. */
-	if (o->tracers && !o->wait_traced)
-		usage_error("--tracers only makes sense with --wait-traced");
-	if (!o->tracers)
-		o->tracers = 1;
 }
 
 static unsigned online_cpus(void)
@@ -250,50 +237,21 @@ enum traced_result {
 };
 
 /*
- * Wait until @tracers tracers have each attached all 7 probes. A tracer that
- * is still attaching does not count yet, so the workload never starts with
- * one of them seeing only part of it.
+ * Wait until a tracer has attached all 7 probes: one still attaching does
+ * not count yet, so the workload never starts with it seeing only a part.
  */
-static enum traced_result wait_for_tracers(const sigset_t *set,
-					   double timeout, unsigned tracers)
+static enum traced_result wait_for_tracer(const sigset_t *set, double timeout)
 {
 	uint64_t deadline = now_ns() + (uint64_t)(timeout * NSEC_PER_SEC);
 
-	while (probes_attached() < tracers) {
+	while (!probes_attached()) {
 		if (now_ns() >= deadline)
 			return TRACE_TIMEOUT;
 		if (wait_signal(set, NSEC_PER_MSEC))
 			return TRACE_INTERRUPTED;
 	}
-	/* One tracer keeps the line it always had. */
-	if (tracers == 1)
-		fprintf(stderr, "sample-executor: traced\n");
-	else
-		fprintf(stderr, "sample-executor: traced by %u tracers\n",
-			tracers);
+	fprintf(stderr, "sample-executor: traced\n");
 	return TRACED;
-}
-
-/* Say how far the tracers got, then exit 1. */
-__attribute__((noreturn))
-static void tracers_timed_out(double timeout, unsigned tracers)
-{
-	unsigned attached = probes_attached();
-
-	rt_stop();
-	rt_destroy();
-	if (tracers == 1)
-		fatal("--wait-traced: no tracer attached all 7 probes within %g s",
-		      timeout);
-	if (attached == 0)
-		fatal("--wait-traced: waiting for %u tracers, but no tracer attached all 7 probes within %g s",
-		      tracers, timeout);
-	/*
-	 * Likely not a slow tracer: a semaphore the kernel manages (libbpf,
-	 * bpftrace) counts probes with a breakpoint in, not tracers on them.
-	 */
-	fatal("--wait-traced: waiting for %u tracers, but the probe semaphores only reached %u within %g s (the kernel raises them once per probe, not once per tracer, unless tracers raise them themselves)",
-	      tracers, attached, timeout);
 }
 
 /* Run until the duration is over or a signal asks us to stop. */
@@ -356,12 +314,14 @@ int main(int argc, char **argv)
 		(int)getpid(), sc->name, o.workers);
 
 	if (o.wait_traced) {
-		switch (wait_for_tracers(&stop_signals, o.wait_timeout,
-					 o.tracers)) {
+		switch (wait_for_tracer(&stop_signals, o.wait_timeout)) {
 		case TRACED:
 			break;
 		case TRACE_TIMEOUT:
-			tracers_timed_out(o.wait_timeout, o.tracers);
+			rt_stop();
+			rt_destroy();
+			fatal("--wait-traced: no tracer attached all 7 probes within %g s",
+			      o.wait_timeout);
 		case TRACE_INTERRUPTED:
 			run = false;
 			break;

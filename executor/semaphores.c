@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The one definition of each probe semaphore. The kernel increments a
- * semaphore for every uprobe attached to its probe, so a non-zero value
- * means "someone is listening", and two tracers on the same probe make it 2.
+ * The one definition of each probe semaphore. The kernel raises a semaphore
+ * while a uprobe is installed on its probe, so non-zero means "someone is
+ * listening". (It counts breakpoints, not tracers: a second tracer on the
+ * same probe leaves it at 1.)
  */
 #include "probes.h"
 #include "semaphores.h"
@@ -30,8 +31,8 @@ unsigned probes_attached(void)
 	unsigned min = *sems[0];
 
 	/*
-	 * The smallest count: a tracer attaches its probes one at a time,
-	 * and has only attached once its last one is in.
+	 * The smallest: a tracer attaches its probes one at a time, and has
+	 * only attached once its last one is in.
 	 */
 	for (unsigned i = 1; i < ARRAY_SIZE(sems); i++)
 		if (*sems[i] < min)

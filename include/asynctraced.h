@@ -18,7 +18,10 @@
 
 #define AT_TASK_NAME_LEN 48
 #define AT_MAX_THREADS 8192	/* threads of the target tracked at once */
-#define AT_MAX_TASKS 131072	/* tasks with a pending wake (LRU) */
+#define AT_MAX_TASKS 65536	/* live tasks: pending wake, idle since (LRU) */
+#define AT_MAX_WORKERS 256	/* workers with statistics (ids beyond: counted) */
+#define AT_MAX_TASK_STATS 4096	/* tasks with histograms (LRU) */
+#define AT_MAX_STEAL_PAIRS 4096	/* (thief, victim) pairs */
 
 /* Queue values in probe arguments (docs/usdt-abi.md). */
 #define AT_QUEUE_INJECT (-1)
@@ -30,6 +33,8 @@ enum at_event_kind {
 	AT_EV_WAKE = 3,
 	AT_EV_STEAL = 4,
 	AT_EV_PARK = 5,
+	AT_EV_WORKER_SAMPLE = 6, /* made by userspace from the maps */
+	AT_EV_TASK_SAMPLE = 7,	 /* made by userspace from the maps */
 	AT_EV_KIND_MAX, /* one past the last kind; grows, never shrinks */
 };
 
@@ -76,6 +81,13 @@ struct at_poll {
 	__u16 nr_preempted;	/* involuntary ones */
 	__u8 ready;		/* the task completed */
 	__u8 pad[3];
+	__s32 queued_on;	/* the queue it waited in; AT_QUEUE_NONE unknown */
+	__u32 queued_depth;	/* that queue's depth right after its push */
+	/*
+	 * Taken from another worker's queue while that worker was in a poll:
+	 * when that poll began (what held the task up); 0 otherwise.
+	 */
+	__u64 holder_begin;
 };
 
 /* A wake() call. hdr.ts: wake time. */
@@ -107,6 +119,131 @@ struct at_park {
 	__u64 duration_ns;
 	__u32 worker;
 	__u32 pad;
+};
+
+/*
+ * Aggregates kept in BPF maps, in full-trace and maps-only mode alike.
+ *
+ * Histograms are log2: slot i counts values v (ns) with 2^i <= v < 2^(i+1),
+ * slot 0 also counts 0; the last slot takes everything above.
+ */
+#define AT_HIST_SLOTS 40
+
+struct at_hist {
+	__u64 slot[AT_HIST_SLOTS];
+};
+
+/* A run queue's length over time: depth * ns accumulated in area. */
+struct at_queue_stats {
+	__u64 area;
+	__u64 ts;		/* of the last change */
+	__u32 depth;
+	__u32 peak;
+};
+
+/* "workers" array map, indexed by worker id. */
+struct at_worker_stats {
+	__u64 polls;
+	__u64 busy_ns;		/* sum of poll durations */
+	__u64 oncpu_ns;
+	__u64 max_poll_ns;
+	__u64 wakes;		/* wake calls made from this worker */
+	__u64 self_wakes;	/* ... by a task waking itself */
+	__u64 steals;		/* steal operations as thief */
+	__u64 stolen;		/* tasks taken as thief */
+	__u64 parks;
+	__u64 park_ns;		/* completed parks */
+	__u64 park_since;	/* nonzero while parked */
+	__u32 tid;
+	__u32 pad;
+	struct at_queue_stats queue;
+	struct at_hist poll;
+	struct at_hist oncpu;
+	struct at_hist delay;	/* wake to poll */
+};
+
+/* "runtime" array map, one entry: what belongs to no worker. */
+struct at_runtime_stats {
+	__u64 spawns;
+	__u64 completed;	/* polls that returned Ready */
+	__u64 wakes;
+	__u64 self_wakes;
+	__u64 outside_wakes;	/* not from a worker thread */
+	__u64 unknown_workers;	/* events naming a worker id >= AT_MAX_WORKERS */
+	struct at_queue_stats inject;
+};
+
+/* "task_stats" LRU hash map, by task id. */
+struct at_task_stats {
+	__u64 polls;
+	__u64 wakes;
+	__u64 self_wakes;
+	__u64 poll_ns;
+	__u64 oncpu_ns;
+	__u64 max_poll_ns;
+	__u64 name_addr;
+	__u64 first_ts;		/* first poll or wake seen */
+	__u8 done;
+	__u8 pad[7];
+	struct at_hist poll;
+	struct at_hist oncpu;
+	struct at_hist delay;
+};
+
+/* "tasks" LRU hash map, by task id: every live task the BPF side has met. */
+struct at_task_state {
+	__u64 wake_ts;		/* first wake since the last poll began; 0 none */
+	__u64 wake_id;		/* its flow id */
+	__u64 idle_since;	/* returned Pending and not woken since; 0 no */
+	__u64 name_addr;
+	__s32 queued_on;	/* where that wake put it */
+	__u32 queued_depth;
+};
+
+/* "steals" hash map: (thief, victim) -> counts. */
+struct at_steal_key {
+	__u32 thief;
+	__u32 victim;
+};
+
+struct at_steal_stats {
+	__u64 ops;
+	__u64 tasks;
+};
+
+/*
+ * Samples of the maps, made by userspace every tick and fed through the same
+ * pipeline as the ring buffer's records (and kept in captures), so that the
+ * detectors that watch state over time see the same input in every mode.
+ * Counters are cumulative since attach. hdr.ts: when sampled.
+ */
+struct at_worker_sample {
+	struct at_hdr hdr;	/* tid: the worker's thread, 0 unknown */
+	__u32 worker;
+	__u32 depth;
+	__u64 polls;
+	__u64 busy_ns;
+	__u64 park_ns;		/* parked time, including a park in progress */
+	__u64 depth_area;	/* depth * ns, up to hdr.ts */
+	__u64 steals;
+	__u64 wakes;
+	__u64 self_wakes;
+	__u8 parked;
+	__u8 pad[7];
+};
+
+struct at_task_sample {
+	struct at_hdr hdr;
+	__u64 task;
+	__u64 polls;
+	__u64 wakes;
+	__u64 self_wakes;
+	__u64 poll_ns;
+	__u64 idle_since;	/* returned Pending and not woken since; 0 no */
+	__u64 name_addr;
+	__u64 first_ts;		/* counters count from here; 0 unknown */
+	__u8 done;		/* returned Ready */
+	__u8 pad[7];
 };
 
 /* Per-CPU counters in the "stats" map, indexed by this enum. */

@@ -3,65 +3,281 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
-struct alert_printer {
-	struct sink sink;
-	FILE *out;
-};
+#include "outbuf.h"
 
 static double ms(uint64_t ns)
 {
 	return (double)ns / 1e6;
 }
 
-void alert__format(char *buf, size_t size, const struct model *m, const struct alert *a)
+static double secs(uint64_t ns)
 {
-	const struct task *t = model__task(m, a->task);
-	const struct thread *th = u64map__get(&m->threads, a->tid);
-	const struct at_poll *p = a->poll;
+	return (double)ns / 1e9;
+}
+
+static void queue_name(char *buf, size_t size, int32_t queue)
+{
+	if (queue >= 0)
+		snprintf(buf, size, "worker %d", queue);
+	else
+		snprintf(buf, size, "%s", queue == AT_QUEUE_INJECT ? "inject" : "unknown");
+}
+
+static const char *comm_of(const struct model *m, uint32_t tid)
+{
+	const struct thread *th = u64map__get(&m->threads, tid);
+
+	return th ? th->comm : "?";
+}
+
+static void format_begin(char *buf, size_t size, const struct model *m, const struct alert *a)
+{
+	char q[32];
 
 	switch (a->kind) {
 	case ALERT_LONG_POLL:
 		snprintf(buf, size,
 			 "long poll: task '%s' #%llu held worker %d (tid %u, %s) for %.2f ms: %s "
 			 "(on-CPU %.2f ms, blocked %.2f ms, runnable %.2f ms)",
-			 t ? t->name : "task", (unsigned long long)a->task, a->worker, a->tid,
-			 th ? th->comm : "?", ms(a->duration_ns), poll_cause_str(a->cause),
-			 ms(p->oncpu_ns), ms(p->blocked_ns), ms(p->runnable_ns));
+			 a->task_name, (unsigned long long)a->task, a->worker, a->tid,
+			 comm_of(m, a->tid), ms(a->value_ns), poll_cause_str(a->cause),
+			 ms(a->oncpu_ns), ms(a->blocked_ns), ms(a->runnable_ns));
 		return;
+	case ALERT_SCHED_DELAY:
+		queue_name(q, sizeof(q), a->queued_on);
+		snprintf(buf, size,
+			 "scheduling delay: task '%s' #%llu waited %.2f ms from its wake to its poll "
+			 "on worker %d (queued on %s behind %u tasks); no long poll or backlog "
+			 "explains it",
+			 a->task_name, (unsigned long long)a->task, ms(a->value_ns), a->worker, q,
+			 a->queued_depth ? a->queued_depth - 1 : 0);
+		return;
+	case ALERT_STARVATION:
+		snprintf(buf, size,
+			 "starvation: worker %d (tid %u) has held %.1f tasks in its queue on average "
+			 "for %.2f s while worker %d was idle %.0f%% of the time",
+			 a->worker, a->tid, a->depth_avg, secs(a->value_ns), a->idle_worker,
+			 a->idle_pct);
+		return;
+	case ALERT_THRASH:
+		snprintf(buf, size,
+			 "waker thrash: task '%s' #%llu (%s): %.0f wakes/s, %.0f of them by itself, "
+			 "for %.0f polls/s",
+			 a->task_name, (unsigned long long)a->task, thrash_reason_str(a->reason),
+			 a->wakes_per_s, a->self_wakes_per_s, a->polls_per_s);
+		return;
+	case ALERT_LOST_WAKER:
+		snprintf(buf, size,
+			 "lost waker: task '%s' #%llu returned Pending %.2f s ago and nothing has "
+			 "woken it since",
+			 a->task_name, (unsigned long long)a->task, secs(a->value_ns));
+		return;
+	case ALERT_KIND_MAX:
+		break;
 	}
 	snprintf(buf, size, "%s", alert_kind_str(a->kind));
 }
 
-static void ap_alert(struct sink *s, struct model *m, const struct alert *a)
+static void format_end(char *buf, size_t size, const struct alert *a)
 {
-	struct alert_printer *ap = (struct alert_printer *)s;
-	char line[512];
+	const char *tail = a->ongoing ? "; still going when tracing stopped" : "";
+	uint64_t span = a->ts > a->begin_ts ? a->ts - a->begin_ts : 0;
 
-	alert__format(line, sizeof(line), m, a);
-	fprintf(ap->out, "asynctraced: alert: %s\n", line);
-	fflush(ap->out);
+	switch (a->kind) {
+	case ALERT_LONG_POLL:
+		snprintf(buf, size,
+			 "long poll over: task '%s' #%llu: %llu long polls in %.2f s, the longest "
+			 "%.2f ms%s",
+			 a->task_name, (unsigned long long)a->task, (unsigned long long)a->count,
+			 secs(span), ms(a->worst_ns), tail);
+		return;
+	case ALERT_SCHED_DELAY:
+		snprintf(buf, size,
+			 "scheduling delay over: %llu late polls in %.2f s, the latest by %.2f ms%s",
+			 (unsigned long long)a->count, secs(span), ms(a->worst_ns), tail);
+		return;
+	case ALERT_STARVATION:
+		snprintf(buf, size,
+			 "starvation over: worker %d starved for %.2f s, up to %.1f tasks queued on "
+			 "average%s",
+			 a->worker, secs(span), a->depth_avg, tail);
+		return;
+	case ALERT_THRASH:
+		snprintf(buf, size, "waker thrash over: task '%s' #%llu thrashed for %.2f s%s",
+			 a->task_name, (unsigned long long)a->task, secs(span), tail);
+		return;
+	case ALERT_LOST_WAKER:
+		if (a->ongoing)
+			snprintf(buf, size,
+				 "lost waker: task '%s' #%llu was never woken: still waiting after "
+				 "%.2f s when tracing stopped",
+				 a->task_name, (unsigned long long)a->task, secs(span));
+		else
+			snprintf(buf, size, "lost waker over: task '%s' #%llu was woken after %.2f s",
+				 a->task_name, (unsigned long long)a->task, secs(span));
+		return;
+	case ALERT_KIND_MAX:
+		break;
+	}
+	snprintf(buf, size, "%s over", alert_kind_str(a->kind));
 }
 
-static void ap_free(struct sink *s)
+void alert__format(char *buf, size_t size, const struct model *m, const struct alert *a)
 {
+	if (a->state == ALERT_END)
+		format_end(buf, size, a);
+	else
+		format_begin(buf, size, m, a);
+}
+
+/* ---- JSON lines ------------------------------------------------------- */
+
+static void kv_u64(struct outbuf *ob, const char *key, uint64_t v)
+{
+	ob_puts(ob, key);
+	ob_u64(ob, v);
+}
+
+static void kv_str(struct outbuf *ob, const char *key, const char *v)
+{
+	ob_puts(ob, key);
+	ob_json_str(ob, v);
+}
+
+static void kv_num(struct outbuf *ob, const char *key, double v)
+{
+	char num[32];
+
+	snprintf(num, sizeof(num), "%.1f", v);
+	ob_puts(ob, key);
+	ob_puts(ob, num);
+}
+
+static void wall_time(char *buf, size_t size, const struct model *m, uint64_t ts)
+{
+	uint64_t wall = ts + m->realtime_offset;
+	time_t sec = (time_t)(wall / 1000000000ull);
+	struct tm tm;
+
+	gmtime_r(&sec, &tm);
+	snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%06lluZ", tm.tm_year + 1900,
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+		 (unsigned long long)(wall % 1000000000ull / 1000));
+}
+
+static uint64_t rel(const struct model *m, uint64_t ts)
+{
+	return ts > m->t0 ? ts - m->t0 : 0;
+}
+
+void alert__json(struct outbuf *ob, const struct model *m, const struct alert *a)
+{
+	char buf[512];
+
+	ob_puts(ob, "{\"schema\":\"asynctraced.alert/1\"");
+	kv_u64(ob, ",\"episode\":", a->episode);
+	kv_str(ob, ",\"kind\":", alert_kind_str(a->kind));
+	kv_str(ob, ",\"state\":", a->state == ALERT_END ? "end" : "begin");
+	wall_time(buf, sizeof(buf), m, a->ts);
+	kv_str(ob, ",\"time\":", buf);
+	kv_u64(ob, ",\"ts_ns\":", rel(m, a->ts));
+	kv_u64(ob, ",\"begin_ns\":", rel(m, a->begin_ts));
+	kv_u64(ob, ",\"pid\":", m->pid);
+	kv_u64(ob, ",\"count\":", a->count);
+	kv_u64(ob, ",\"value_ns\":", a->value_ns);
+	kv_u64(ob, ",\"worst_ns\":", a->worst_ns);
+	if (a->state == ALERT_END)
+		ob_puts(ob, a->ongoing ? ",\"ongoing\":true" : ",\"ongoing\":false");
+	if (a->task) {
+		kv_u64(ob, ",\"task\":{\"id\":", a->task);
+		kv_str(ob, ",\"name\":", a->task_name);
+		ob_putc(ob, '}');
+	}
+	if (a->worker >= 0)
+		kv_u64(ob, ",\"worker\":", (uint64_t)a->worker);
+	if (a->tid)
+		kv_u64(ob, ",\"tid\":", a->tid);
+	switch (a->kind) {
+	case ALERT_LONG_POLL:
+		kv_str(ob, ",\"cause\":", poll_cause_str(a->cause));
+		kv_u64(ob, ",\"on_cpu_ns\":", a->oncpu_ns);
+		kv_u64(ob, ",\"blocked_ns\":", a->blocked_ns);
+		kv_u64(ob, ",\"runnable_ns\":", a->runnable_ns);
+		break;
+	case ALERT_SCHED_DELAY:
+		queue_name(buf, sizeof(buf), a->queued_on);
+		kv_str(ob, ",\"queued_on\":", buf);
+		kv_u64(ob, ",\"queued_depth\":", a->queued_depth);
+		break;
+	case ALERT_STARVATION:
+		kv_num(ob, ",\"depth_avg\":", a->depth_avg);
+		if (a->idle_worker >= 0)
+			kv_u64(ob, ",\"idle_worker\":", (uint64_t)a->idle_worker);
+		kv_num(ob, ",\"idle_pct\":", a->idle_pct);
+		break;
+	case ALERT_THRASH:
+		kv_str(ob, ",\"reason\":", thrash_reason_str(a->reason));
+		kv_num(ob, ",\"polls_per_s\":", a->polls_per_s);
+		kv_num(ob, ",\"wakes_per_s\":", a->wakes_per_s);
+		kv_num(ob, ",\"self_wakes_per_s\":", a->self_wakes_per_s);
+		break;
+	case ALERT_LOST_WAKER:
+	case ALERT_KIND_MAX:
+		break;
+	}
+	alert__format(buf, sizeof(buf), m, a);
+	kv_str(ob, ",\"message\":", buf);
+	ob_puts(ob, "}\n");
+}
+
+struct alert_log {
+	struct sink sink;
+	struct outbuf *ob;
+};
+
+static void log_alert(struct sink *s, struct model *m, const struct alert *a)
+{
+	struct alert_log *al = (struct alert_log *)s;
+
+	alert__json(al->ob, m, a);
+	/* one line per alert, there as soon as raised: `tail -f` works */
+	outbuf__flush(al->ob);
+}
+
+static int log_finish(struct sink *s, struct model *m)
+{
+	return outbuf__flush(((struct alert_log *)s)->ob);
+}
+
+static void log_free(struct sink *s)
+{
+	outbuf__free(((struct alert_log *)s)->ob);
 	free(s);
 }
 
-static const struct sink_ops alert_printer_ops = {
-	.name = "alerts",
-	.alert = ap_alert,
-	.free = ap_free,
+static const struct sink_ops alert_log_ops = {
+	.name = "alerts-json",
+	.alert = log_alert,
+	.finish = log_finish,
+	.free = log_free,
 };
 
-int alert_printer__new(struct sink **s, FILE *out)
+int alert_log__new(struct sink **s, const char *path)
 {
-	struct alert_printer *ap = calloc(1, sizeof(*ap));
+	struct alert_log *al = calloc(1, sizeof(*al));
+	int err;
 
-	if (!ap)
+	if (!al)
 		return -ENOMEM;
-	ap->sink.ops = &alert_printer_ops;
-	ap->out = out;
-	*s = &ap->sink;
+	err = outbuf__open(&al->ob, path);
+	if (err) {
+		free(al);
+		return err;
+	}
+	al->sink.ops = &alert_log_ops;
+	*s = &al->sink;
 	return 0;
 }

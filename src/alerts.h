@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Prints alerts as they are raised, one line each, on a stream (stderr). */
+/*
+ * Alerts as text (stderr, the report) and as JSON lines (--alerts FILE).
+ * The JSON schema, asynctraced.alert/1, is documented in docs/alerts.md.
+ */
 #ifndef ALERTS_H
 #define ALERTS_H
 
@@ -7,8 +10,14 @@
 
 #include "sink.h"
 
-int alert_printer__new(struct sink **s, FILE *out);
+struct outbuf;
+
 /* One alert as a line of text, without the newline. */
 void alert__format(char *buf, size_t size, const struct model *m, const struct alert *a);
+/* One alert as a JSON object and a newline. */
+void alert__json(struct outbuf *ob, const struct model *m, const struct alert *a);
+
+/* A sink writing every alert, BEGIN and END, as JSON lines to path. */
+int alert_log__new(struct sink **s, const char *path);
 
 #endif

@@ -1,14 +1,78 @@
 // SPDX-License-Identifier: MIT
 #include "detect.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "model.h"
 
-void detector__init(struct detector *d, const struct detect_opts *opts)
+#define ALERT_LOG_MAX 4096
+/* Task samples come every second; a thrash watch not refreshed is stale. */
+#define TASK_WATCH_STALE_NS (3 * 1000 * 1000 * 1000ull)
+#define THRASH_SELF_SHARE 0.9	/* of polls answering the task's own wake */
+#define THRASH_STORM_FACTOR 10	/* wakes per poll */
+#define STARVE_IDLE_SHARE 0.5	/* another worker idle at least this much */
+#define THRASH_MIN_SPAN_NS (500 * 1000 * 1000ull)
+
+/* An open episode: the BEGIN alert, kept up to date until the END. */
+struct episode {
+	struct alert a;
+	uint64_t last_ts;	/* latest occurrence */
+};
+
+/* What a task's previous sample said, to turn counters into rates. */
+struct task_watch {
+	uint64_t ts, polls, wakes, self_wakes;
+	struct episode *ep;	/* open thrash episode */
+};
+
+struct worker_watch {
+	/* the previous sample and the interval it closed */
+	uint64_t ts, busy_ns, area;
+	double depth_avg, idle_share;
+	bool sampled;
+	uint64_t starved_since;	/* 0: not starved */
+	struct episode *ep;
+	/* the latest long poll on this worker */
+	uint64_t hold_begin, hold_end;
+};
+
+void detector__init(struct detector *d, const struct detect_opts *opts, alert_fn emit,
+		    void *ctx)
 {
 	memset(d, 0, sizeof(*d));
 	d->opts = *opts;
+	d->emit = emit;
+	d->ctx = ctx;
+	u64map__init(&d->long_polls);
+	u64map__init(&d->thrash);
+	u64map__init(&d->lost);
+}
+
+static void free_values(struct u64map *m, bool watches)
+{
+	uint64_t key;
+	void *val;
+
+	for (size_t i = 0; u64map__next(m, &i, &key, &val);) {
+		if (watches)
+			free(((struct task_watch *)val)->ep);
+		free(val);
+	}
+	u64map__clear(m);
+}
+
+void detector__free(struct detector *d)
+{
+	free_values(&d->long_polls, false);
+	free_values(&d->thrash, true);
+	free_values(&d->lost, false);
+	for (uint32_t i = 0; i < d->nr_workers; i++)
+		free(d->workers[i].ep);
+	free(d->workers);
+	free(d->sched);
+	free(d->log);
+	memset(d, 0, sizeof(*d));
 }
 
 enum poll_cause poll_cause(const struct at_poll *p)
@@ -36,34 +100,458 @@ const char *alert_kind_str(enum alert_kind k)
 	switch (k) {
 	case ALERT_LONG_POLL:
 		return "long-poll";
+	case ALERT_SCHED_DELAY:
+		return "scheduling-delay";
+	case ALERT_STARVATION:
+		return "starvation";
+	case ALERT_THRASH:
+		return "waker-thrash";
+	case ALERT_LOST_WAKER:
+		return "lost-waker";
+	case ALERT_KIND_MAX:
+		break;
 	}
 	return "unknown";
 }
 
-static void detect_long_poll(struct detector *d, const struct at_poll *p, alert_fn emit,
-			     void *ctx)
+const char *thrash_reason_str(enum thrash_reason r)
 {
-	struct alert a;
-
-	if (!d->opts.long_poll_ns || p->duration_ns < d->opts.long_poll_ns)
-		return;
-	memset(&a, 0, sizeof(a));
-	a.kind = ALERT_LONG_POLL;
-	a.ts = p->hdr.ts;
-	a.duration_ns = p->duration_ns;
-	a.tid = p->hdr.tid;
-	a.worker = (int32_t)p->worker;
-	a.task = p->task;
-	a.cause = poll_cause(p);
-	a.poll = p;
-	d->counts[ALERT_LONG_POLL]++;
-	emit(ctx, &a);
+	return r == THRASH_WAKE_STORM ? "wake storm" : "self-wake loop";
 }
 
-void detector__event(struct detector *d, struct model *m, const struct at_hdr *ev,
-		     alert_fn emit, void *ctx)
+static void publish(struct detector *d, const struct alert *a)
 {
+	if (d->nr_log < ALERT_LOG_MAX) {
+		if (!d->log)
+			d->log = calloc(ALERT_LOG_MAX, sizeof(*d->log));
+		if (d->log)
+			d->log[d->nr_log++] = *a;
+	} else {
+		d->dropped_log++;
+	}
+	if (d->emit)
+		d->emit(d->ctx, a);
+}
+
+/* Opens an episode from a filled-in BEGIN alert, and raises it. */
+static struct episode *begin(struct detector *d, struct alert *a)
+{
+	struct episode *ep = malloc(sizeof(*ep));
+
+	a->state = ALERT_BEGIN;
+	a->episode = ++d->next_episode;
+	if (!a->count)
+		a->count = 1;
+	if (!a->worst_ns)
+		a->worst_ns = a->value_ns;
+	d->begun[a->kind]++;
+	publish(d, a);
+	if (!ep)
+		return NULL;
+	ep->a = *a;
+	ep->last_ts = a->ts;
+	return ep;
+}
+
+/* Closes an episode: raises its END and frees it. */
+static void end(struct detector *d, struct episode *ep, uint64_t ts, bool ongoing)
+{
+	if (!ep)
+		return;
+	ep->a.state = ALERT_END;
+	ep->a.ts = ts;
+	ep->a.ongoing = ongoing;
+	publish(d, &ep->a);
+	free(ep);
+}
+
+static void recur(struct episode *ep, uint64_t ts, uint64_t value_ns)
+{
+	ep->a.count++;
+	ep->last_ts = ts;
+	if (value_ns > ep->a.worst_ns)
+		ep->a.worst_ns = value_ns;
+}
+
+static void alert_init(struct alert *a, enum alert_kind kind, uint64_t ts)
+{
+	memset(a, 0, sizeof(*a));
+	a->kind = kind;
+	a->ts = ts;
+	a->begin_ts = ts;
+	a->worker = -1;
+	a->idle_worker = -1;
+	a->queued_on = AT_QUEUE_NONE;
+}
+
+static struct worker_watch *watch_worker(struct detector *d, uint32_t worker)
+{
+	if (worker >= AT_MAX_WORKERS)
+		return NULL;
+	if (worker >= d->nr_workers) {
+		struct worker_watch *w = realloc(d->workers, (worker + 1) * sizeof(*w));
+
+		if (!w)
+			return NULL;
+		memset(w + d->nr_workers, 0, (worker + 1 - d->nr_workers) * sizeof(*w));
+		d->workers = w;
+		d->nr_workers = worker + 1;
+	}
+	return &d->workers[worker];
+}
+
+static void long_poll(struct detector *d, struct model *m, const struct at_poll *p)
+{
+	uint64_t end_ts = p->hdr.ts + p->duration_ns;
+	struct worker_watch *w = watch_worker(d, p->worker);
+	struct episode *ep = u64map__get(&d->long_polls, p->task);
+	struct alert a;
+
+	if (w) {
+		w->hold_begin = p->hdr.ts;
+		w->hold_end = end_ts;
+	}
+	if (ep && p->hdr.ts <= ep->last_ts + d->opts.episode_gap_ns) {
+		recur(ep, end_ts, p->duration_ns);
+		return;
+	}
+	if (ep) /* went quiet before the tick noticed */
+		end(d, u64map__del(&d->long_polls, p->task), ep->last_ts, false);
+	alert_init(&a, ALERT_LONG_POLL, end_ts);
+	a.begin_ts = p->hdr.ts;
+	a.value_ns = p->duration_ns;
+	a.task = p->task;
+	model__task_name(m, p->task, p->name_addr, a.task_name, sizeof(a.task_name));
+	a.worker = (int32_t)p->worker;
+	a.tid = p->hdr.tid;
+	a.cause = poll_cause(p);
+	a.oncpu_ns = p->oncpu_ns;
+	a.blocked_ns = p->blocked_ns;
+	a.runnable_ns = p->runnable_ns;
+	ep = begin(d, &a);
+	if (ep && u64map__set(&d->long_polls, p->task, ep))
+		free(ep);
+}
+
+/*
+ * A late poll is a scheduling delay only if nothing we already alert on
+ * explains it: a backlog ahead of it in its queue (starvation, overload), or
+ * a long poll holding the worker whose queue it waited in.
+ */
+static bool delay_explained(struct detector *d, const struct at_poll *p)
+{
+	const struct worker_watch *w;
+
+	if (d->opts.starve_depth && p->queued_depth >= d->opts.starve_depth)
+		return true;
+	if (d->opts.long_poll_ns && p->holder_begin && p->hdr.ts > p->holder_begin &&
+	    p->hdr.ts - p->holder_begin >= d->opts.long_poll_ns)
+		return true;
+	if (p->queued_on < 0 || (uint32_t)p->queued_on >= d->nr_workers)
+		return false;
+	w = &d->workers[p->queued_on];
+	if (w->ep) /* that worker is starving */
+		return true;
+	/* its latest long poll overlapped the wait */
+	return w->hold_end > p->wake_ts && w->hold_begin < p->hdr.ts;
+}
+
+static void sched_delay(struct detector *d, struct model *m, const struct at_poll *p)
+{
+	uint64_t delay = p->hdr.ts - p->wake_ts;
+	struct alert a;
+
+	if (delay_explained(d, p))
+		return;
+	if (d->sched && p->hdr.ts <= d->sched->last_ts + d->opts.episode_gap_ns) {
+		recur(d->sched, p->hdr.ts, delay);
+		return;
+	}
+	if (d->sched) {
+		end(d, d->sched, d->sched->last_ts, false);
+		d->sched = NULL;
+	}
+	alert_init(&a, ALERT_SCHED_DELAY, p->hdr.ts);
+	a.begin_ts = p->wake_ts;
+	a.value_ns = delay;
+	a.task = p->task;
+	model__task_name(m, p->task, p->name_addr, a.task_name, sizeof(a.task_name));
+	a.worker = (int32_t)p->worker;
+	a.tid = p->hdr.tid;
+	a.queued_on = p->queued_on;
+	a.queued_depth = p->queued_depth;
+	d->sched = begin(d, &a);
+}
+
+static void on_poll(struct detector *d, struct model *m, const struct at_poll *p)
+{
+	if (d->opts.long_poll_ns && p->duration_ns >= d->opts.long_poll_ns)
+		long_poll(d, m, p);
+	if (d->opts.sched_delay_ns && p->wake_ts && p->hdr.ts > p->wake_ts &&
+	    p->hdr.ts - p->wake_ts >= d->opts.sched_delay_ns)
+		sched_delay(d, m, p);
+}
+
+/* The worker with the most idle time in its latest interval, other than self. */
+static int32_t idlest_other(const struct detector *d, uint32_t self)
+{
+	int32_t best = -1;
+
+	for (uint32_t i = 0; i < d->nr_workers; i++) {
+		const struct worker_watch *w = &d->workers[i];
+
+		if (i == self || !w->sampled)
+			continue;
+		if (best < 0 || w->idle_share > d->workers[best].idle_share)
+			best = (int32_t)i;
+	}
+	return best;
+}
+
+/*
+ * Starvation: a worker's queue stays deep (its average depth over each
+ * sampling interval) while another worker is idle, for longer than
+ * starve_ns. Stealing should have evened them out.
+ */
+static void on_worker_sample(struct detector *d, const struct at_worker_sample *s)
+{
+	struct worker_watch *w = watch_worker(d, s->worker);
+	uint64_t dt;
+	int32_t idle;
+	bool starved;
+	struct alert a;
+
+	if (!w)
+		return;
+	if (!w->ts || s->hdr.ts <= w->ts) {
+		w->ts = s->hdr.ts;
+		w->busy_ns = s->busy_ns;
+		w->area = s->depth_area;
+		return;
+	}
+	dt = s->hdr.ts - w->ts;
+	w->depth_avg = (double)(s->depth_area - w->area) / (double)dt;
+	w->idle_share = 1.0 - (double)(s->busy_ns - w->busy_ns) / (double)dt;
+	if (w->idle_share < 0)
+		w->idle_share = 0;
+	w->sampled = true;
+	w->ts = s->hdr.ts;
+	w->busy_ns = s->busy_ns;
+	w->area = s->depth_area;
+	if (!d->opts.starve_depth)
+		return;
+
+	idle = idlest_other(d, s->worker);
+	starved = w->depth_avg >= d->opts.starve_depth && idle >= 0 &&
+		  d->workers[idle].idle_share >= STARVE_IDLE_SHARE;
+	if (!starved) {
+		w->starved_since = 0;
+		end(d, w->ep, s->hdr.ts, false);
+		w->ep = NULL;
+		return;
+	}
+	if (!w->starved_since)
+		w->starved_since = s->hdr.ts - dt;
+	if (w->ep) {
+		recur(w->ep, s->hdr.ts, s->hdr.ts - w->starved_since);
+		if (w->depth_avg > w->ep->a.depth_avg)
+			w->ep->a.depth_avg = w->depth_avg;
+		return;
+	}
+	if (s->hdr.ts - w->starved_since < d->opts.starve_ns)
+		return;
+	alert_init(&a, ALERT_STARVATION, s->hdr.ts);
+	a.begin_ts = w->starved_since;
+	a.value_ns = s->hdr.ts - w->starved_since;
+	a.worker = (int32_t)s->worker;
+	a.tid = s->hdr.tid;
+	a.depth_avg = w->depth_avg;
+	a.idle_worker = idle;
+	a.idle_pct = 100.0 * d->workers[idle].idle_share;
+	w->ep = begin(d, &a);
+}
+
+/* Waker thrash, from the change in a task's counters since its last sample. */
+static void thrash(struct detector *d, struct model *m, const struct at_task_sample *s)
+{
+	struct task_watch *tw = u64map__get(&d->thrash, s->task);
+	double dt, polls, wakes, self;
+	enum thrash_reason reason = 0;
+	struct alert a;
+
+	if (!tw) {
+		if (s->done || !(tw = calloc(1, sizeof(*tw))))
+			return;
+		if (u64map__set(&d->thrash, s->task, tw)) {
+			free(tw);
+			return;
+		}
+		/* Its counters began at zero when first seen: rates from there. */
+		tw->ts = s->first_ts;
+	}
+	/* Rates over less than half a second are noise: make it the baseline. */
+	if (tw->ts && s->hdr.ts >= tw->ts + THRASH_MIN_SPAN_NS) {
+		dt = (double)(s->hdr.ts - tw->ts) / 1e9;
+		polls = (double)(s->polls - tw->polls) / dt;
+		wakes = (double)(s->wakes - tw->wakes) / dt;
+		self = (double)(s->self_wakes - tw->self_wakes) / dt;
+		if (self >= d->opts.thrash_rate && self >= THRASH_SELF_SHARE * polls)
+			reason = THRASH_SELF_WAKE;
+		else if (wakes >= d->opts.thrash_rate && wakes >= THRASH_STORM_FACTOR * polls)
+			reason = THRASH_WAKE_STORM;
+		if (!reason && tw->ep) {
+			end(d, tw->ep, s->hdr.ts, false);
+			tw->ep = NULL;
+		} else if (reason && tw->ep) {
+			recur(tw->ep, s->hdr.ts, 0);
+		} else if (reason) {
+			alert_init(&a, ALERT_THRASH, s->hdr.ts);
+			a.begin_ts = tw->ts;
+			a.task = s->task;
+			model__task_name(m, s->task, s->name_addr, a.task_name,
+					 sizeof(a.task_name));
+			a.reason = reason;
+			a.polls_per_s = polls;
+			a.wakes_per_s = wakes;
+			a.self_wakes_per_s = self;
+			tw->ep = begin(d, &a);
+		}
+	}
+	tw->ts = s->hdr.ts;
+	tw->polls = s->polls;
+	tw->wakes = s->wakes;
+	tw->self_wakes = s->self_wakes;
+	if (s->done) {
+		end(d, tw->ep, s->hdr.ts, false);
+		free(u64map__del(&d->thrash, s->task));
+	}
+}
+
+/* Lost waker: returned Pending, and nothing woke it for lost_waker_ns. */
+static void lost_waker(struct detector *d, struct model *m, const struct at_task_sample *s)
+{
+	struct episode *ep = u64map__get(&d->lost, s->task);
+	bool lost = s->idle_since && !s->done && s->hdr.ts > s->idle_since &&
+		    s->hdr.ts - s->idle_since >= d->opts.lost_waker_ns;
+	struct alert a;
+
+	if (ep && (!lost || ep->a.begin_ts != s->idle_since)) {
+		/* woken (or done) at last */
+		end(d, u64map__del(&d->lost, s->task), s->hdr.ts, false);
+		ep = NULL;
+	}
+	if (!lost)
+		return;
+	if (ep) {
+		ep->a.value_ns = s->hdr.ts - s->idle_since;
+		ep->a.worst_ns = ep->a.value_ns;
+		ep->last_ts = s->hdr.ts;
+		return;
+	}
+	alert_init(&a, ALERT_LOST_WAKER, s->hdr.ts);
+	a.begin_ts = s->idle_since;
+	a.value_ns = s->hdr.ts - s->idle_since;
+	a.task = s->task;
+	model__task_name(m, s->task, s->name_addr, a.task_name, sizeof(a.task_name));
+	ep = begin(d, &a);
+	if (ep && u64map__set(&d->lost, s->task, ep))
+		free(ep);
+}
+
+void detector__event(struct detector *d, struct model *m, const struct at_hdr *ev)
+{
+	switch (ev->kind) {
+	case AT_EV_POLL:
+		on_poll(d, m, (const struct at_poll *)ev);
+		break;
+	case AT_EV_WORKER_SAMPLE:
+		on_worker_sample(d, (const struct at_worker_sample *)ev);
+		break;
+	case AT_EV_TASK_SAMPLE:
+		if (d->opts.thrash_rate)
+			thrash(d, m, (const struct at_task_sample *)ev);
+		if (d->opts.lost_waker_ns)
+			lost_waker(d, m, (const struct at_task_sample *)ev);
+		break;
+	}
+}
+
+/* Ends the episodes of a map whose last occurrence is older than cutoff. */
+static void end_quiet(struct detector *d, struct u64map *map, uint64_t cutoff)
+{
+	uint64_t key, keys[64];
+	size_t n;
+	void *val;
+
+	do { /* deleting while iterating is not allowed: collect, then delete */
+		n = 0;
+		for (size_t i = 0; n < 64 && u64map__next(map, &i, &key, &val);)
+			if (((struct episode *)val)->last_ts < cutoff)
+				keys[n++] = key;
+		for (size_t i = 0; i < n; i++) {
+			struct episode *ep = u64map__del(map, keys[i]);
+
+			end(d, ep, ep->last_ts, false);
+		}
+	} while (n == 64);
+}
+
+void detector__tick(struct detector *d, struct model *m, uint64_t now)
+{
+	uint64_t cutoff = now > d->opts.episode_gap_ns ? now - d->opts.episode_gap_ns : 0;
+	uint64_t stale = now > TASK_WATCH_STALE_NS ? now - TASK_WATCH_STALE_NS : 0;
+	uint64_t key, keys[64];
+	size_t n;
+	void *val;
+
 	(void)m;
-	if (ev->kind == AT_EV_POLL)
-		detect_long_poll(d, (const struct at_poll *)ev, emit, ctx);
+	end_quiet(d, &d->long_polls, cutoff);
+	if (d->sched && d->sched->last_ts < cutoff) {
+		end(d, d->sched, d->sched->last_ts, false);
+		d->sched = NULL;
+	}
+	/* Tasks that stopped changing are not sampled any more: let them go. */
+	do {
+		n = 0;
+		for (size_t i = 0; n < 64 && u64map__next(&d->thrash, &i, &key, &val);)
+			if (((struct task_watch *)val)->ts < stale)
+				keys[n++] = key;
+		for (size_t i = 0; i < n; i++) {
+			struct task_watch *tw = u64map__del(&d->thrash, keys[i]);
+
+			end(d, tw->ep, tw->ts, false);
+			free(tw);
+		}
+	} while (n == 64);
+}
+
+void detector__finish(struct detector *d, struct model *m, uint64_t now)
+{
+	uint64_t key;
+	void *val;
+
+	(void)m;
+	for (size_t i = 0; u64map__next(&d->long_polls, &i, &key, &val);) {
+		struct episode *ep = val;
+
+		end(d, ep, ep->last_ts, true);
+	}
+	u64map__clear(&d->long_polls);
+	for (size_t i = 0; u64map__next(&d->lost, &i, &key, &val);)
+		end(d, val, now, true);
+	u64map__clear(&d->lost);
+	for (size_t i = 0; u64map__next(&d->thrash, &i, &key, &val);) {
+		struct task_watch *tw = val;
+
+		end(d, tw->ep, tw->ts, true);
+		free(tw);
+	}
+	u64map__clear(&d->thrash);
+	if (d->sched)
+		end(d, d->sched, d->sched->last_ts, true);
+	d->sched = NULL;
+	for (uint32_t i = 0; i < d->nr_workers; i++) {
+		end(d, d->workers[i].ep, now, true);
+		d->workers[i].ep = NULL;
+	}
 }

@@ -1,19 +1,39 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Detectors turn the event stream into alerts. Each alert names the task,
- * the worker and thread, how long, and why.
+ * Detectors turn the record stream into alerts, one per episode: an alert
+ * when a problem begins and another when it ends, however many times it
+ * recurs in between. docs/alerts.md describes each detector and the alert
+ * schema.
+ *
+ * Two kinds of input, the same in every mode:
+ *  - poll records (long polls, late polls): in maps-only mode the BPF side
+ *    sends only the polls these detectors need;
+ *  - samples of the BPF maps (workers every tick, tasks every second), fed
+ *    through the pipeline as records by src/sampler.c.
  */
 #ifndef DETECT_H
 #define DETECT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "asynctraced.h"
+#include "u64map.h"
 
 struct model;
 
 enum alert_kind {
 	ALERT_LONG_POLL = 1,
+	ALERT_SCHED_DELAY,
+	ALERT_STARVATION,
+	ALERT_THRASH,
+	ALERT_LOST_WAKER,
+	ALERT_KIND_MAX,
+};
+
+enum alert_state {
+	ALERT_BEGIN = 1,
+	ALERT_END,
 };
 
 /* Where a poll's time went: the largest of its three parts. */
@@ -23,37 +43,96 @@ enum poll_cause {
 	CAUSE_PREEMPTED,	/* runnable but not running: CPU contention */
 };
 
+enum thrash_reason {
+	THRASH_SELF_WAKE = 1,	/* wakes itself and yields, over and over */
+	THRASH_WAKE_STORM,	/* woken far more often than polled */
+};
+
 struct alert {
 	enum alert_kind kind;
-	uint64_t ts;		/* start of what is alerted on */
-	uint64_t duration_ns;
+	enum alert_state state;
+	uint64_t episode;	/* unique per session, shared by BEGIN and END */
+	uint64_t begin_ts;	/* when the episode began */
+	uint64_t ts;		/* BEGIN: when it was detected; END: when it ended */
+	bool ongoing;		/* END only: tracing stopped first */
+	uint64_t count;		/* occurrences in the episode so far */
+	uint64_t value_ns;	/* the measure: see docs/alerts.md */
+	uint64_t worst_ns;	/* the worst value_ns of the episode */
+
+	uint64_t task;		/* 0: not about one task */
+	char task_name[AT_TASK_NAME_LEN];
+	int32_t worker;		/* -1: not about one worker */
 	uint32_t tid;
-	int32_t worker;
-	uint64_t task;
+
+	/* long poll */
 	enum poll_cause cause;
-	const struct at_poll *poll; /* ALERT_LONG_POLL: the poll */
+	uint64_t oncpu_ns, blocked_ns, runnable_ns;
+	/* scheduling delay */
+	int32_t queued_on;
+	uint32_t queued_depth;
+	/* starvation */
+	double depth_avg;
+	int32_t idle_worker;
+	double idle_pct;
+	/* waker thrash */
+	enum thrash_reason reason;
+	double polls_per_s, wakes_per_s, self_wakes_per_s;
 };
 
 struct detect_opts {
-	uint64_t long_poll_ns;	/* 0: off */
+	uint64_t long_poll_ns;		/* 0: detector off */
+	uint64_t sched_delay_ns;	/* 0: off */
+	uint32_t starve_depth;		/* 0: off */
+	uint64_t starve_ns;
+	uint32_t thrash_rate;		/* wakes per second; 0: off */
+	uint64_t lost_waker_ns;		/* 0: off */
+	uint64_t episode_gap_ns;	/* quiet this long ends an episode */
 };
 
 #define DEFAULT_LONG_POLL_NS (10 * 1000 * 1000ull)
+#define DEFAULT_SCHED_DELAY_NS (20 * 1000 * 1000ull)
+#define DEFAULT_STARVE_DEPTH 16
+#define DEFAULT_STARVE_NS (200 * 1000 * 1000ull)
+#define DEFAULT_THRASH_RATE 1000
+#define DEFAULT_LOST_WAKER_NS (10 * 1000 * 1000 * 1000ull)
+#define DEFAULT_EPISODE_GAP_NS (1000 * 1000 * 1000ull)
 
 typedef void (*alert_fn)(void *ctx, const struct alert *a);
 
+struct episode;
+struct worker_watch;
+
 struct detector {
 	struct detect_opts opts;
-	uint64_t counts[ALERT_LONG_POLL + 1];
+	uint64_t next_episode;
+	uint64_t begun[ALERT_KIND_MAX];	/* episodes per kind */
+	struct u64map long_polls;	/* task -> struct episode */
+	struct episode *sched;		/* the runtime's scheduling delay */
+	struct u64map thrash;		/* task -> struct task_watch */
+	struct u64map lost;		/* task -> struct episode */
+	struct worker_watch *workers;	/* by worker id */
+	uint32_t nr_workers;
+	/* Every alert raised, BEGIN and END, for the report. */
+	struct alert *log;
+	size_t nr_log;
+	size_t dropped_log;		/* past the log's bound: counted only */
+	alert_fn emit;
+	void *ctx;
 };
 
-void detector__init(struct detector *d, const struct detect_opts *opts);
-/* Feeds one event; calls emit for every alert it raises. */
-void detector__event(struct detector *d, struct model *m, const struct at_hdr *ev,
-		     alert_fn emit, void *ctx);
+void detector__init(struct detector *d, const struct detect_opts *opts, alert_fn emit,
+		    void *ctx);
+void detector__free(struct detector *d);
+/* Feeds one record (after the model has seen it). */
+void detector__event(struct detector *d, struct model *m, const struct at_hdr *ev);
+/* Time passes: ends episodes that went quiet. */
+void detector__tick(struct detector *d, struct model *m, uint64_t now);
+/* The end of the stream: ends every open episode as ongoing. */
+void detector__finish(struct detector *d, struct model *m, uint64_t now);
 
 enum poll_cause poll_cause(const struct at_poll *p);
 const char *poll_cause_str(enum poll_cause c);
 const char *alert_kind_str(enum alert_kind k);
+const char *thrash_reason_str(enum thrash_reason r);
 
 #endif

@@ -2,14 +2,14 @@
 /*
  * asynctraced: trace an async executor from the outside.
  *
- *   sudo asynctraced -p PID [-d SECONDS] [-o FILE]
+ *   sudo asynctraced -p PID [-d SECONDS] [-o FILE] [--no-trace]
  *
  * Finds the target's asynctrace USDT probes, loads and attaches the BPF
- * programs, and runs the pipeline (ring buffer -> model -> detectors ->
- * sinks) until interrupted, the duration elapses, or the target exits.
+ * programs, and runs the pipeline (ring buffer and map samples -> model ->
+ * detectors -> sinks) until interrupted, the duration elapses, or the target
+ * exits; then reports.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <linux/capability.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -19,176 +19,39 @@
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/libbpf.h>
 
 #include "alerts.h"
+#include "console.h"
+#include "discover.h"
+#include "options.h"
+#include "outbuf.h"
 #include "pipeline.h"
 #include "report.h"
+#include "sampler.h"
 #include "target.h"
 #include "trace_json.h"
 #include "tracer.h"
-#include "usdt_notes.h"
 #include "util.h"
 
-#define VERSION "0.1.0"
-
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
-
 #define TICK_NS (100 * 1000 * 1000ull)
+/* Ticks between two snapshots of the per-task maps (the live view's pace). */
+#define TASK_SAMPLE_TICKS 10
 /* Records handled between two looks at signals and the clock. */
 #define CONSUME_BATCH 65536
 
-struct options {
-	pid_t pid;
-	uint64_t duration_ns;	/* 0: until stopped */
-	const char *output;
-	uint64_t long_poll_ns;
-	uint64_t ringbuf_bytes;
-	const char *btf_path;
-	enum sched_hook sched_hook;
-	bool verbose;
-};
-
-static bool verbose;
-
 #define err_msg(...) fprintf(stderr, "asynctraced: " __VA_ARGS__)
 
-static const char usage[] =
-	"usage: asynctraced -p PID [options]\n"
-	"\n"
-	"Trace the async executor running as PID: every poll, wake, spawn, steal\n"
-	"and park, with live alerts on stderr and, with -o, a trace for Perfetto.\n"
-	"\n"
-	"  -p, --pid PID           process to trace (required)\n"
-	"  -d, --duration SECONDS  stop after this long (default: until Ctrl-C or exit)\n"
-	"  -o, --output FILE       write a Chrome JSON trace (Perfetto loads it)\n"
-	"      --long-poll TIME    alert on polls longer than TIME (default 10ms;\n"
-	"                          units ns, us, ms, s; 0 turns the alert off)\n"
-	"      --ringbuf-size SIZE ring buffer size (default 16M; power of two)\n"
-	"      --btf FILE          kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
-	"      --sched-hook HOOK   sched_switch via auto, tp_btf or raw_tp (default auto)\n"
-	"  -v, --verbose           say what is found and attached; show libbpf's log\n"
-	"  -h, --help              this help\n"
-	"  -V, --version           version\n"
-	"\n"
-	"Exit status: 0 success, 1 failure, 2 usage error.\n";
+static bool verbose;
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
 	if (!verbose || level == LIBBPF_DEBUG)
 		return 0;
 	return vfprintf(stderr, fmt, ap);
-}
-
-static int parse_args(int argc, char **argv, struct options *o)
-{
-	static const struct option longopts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "long-poll", required_argument, NULL, 'L' },
-		{ "ringbuf-size", required_argument, NULL, 'R' },
-		{ "btf", required_argument, NULL, 'B' },
-		{ "sched-hook", required_argument, NULL, 'S' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c, pid;
-
-	memset(o, 0, sizeof(*o));
-	o->long_poll_ns = DEFAULT_LONG_POLL_NS;
-	o->ringbuf_bytes = DEFAULT_RINGBUF_BYTES;
-	while ((c = getopt_long(argc, argv, "p:d:o:vhV", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'p':
-			if (parse_int(optarg, 1, INT32_MAX, &pid)) {
-				err_msg("invalid pid '%s'\n", optarg);
-				return EXIT_USAGE;
-			}
-			o->pid = pid;
-			break;
-		case 'd':
-			if (parse_duration(optarg, 1000000000ull, &o->duration_ns) ||
-			    !o->duration_ns) {
-				err_msg("invalid duration '%s': want seconds, e.g. 5 or 2.5\n",
-					optarg);
-				return EXIT_USAGE;
-			}
-			break;
-		case 'o':
-			o->output = optarg;
-			break;
-		case 'L':
-			if (parse_duration(optarg, 1000000ull, &o->long_poll_ns)) {
-				err_msg("invalid --long-poll '%s': want a time, e.g. 10ms\n",
-					optarg);
-				return EXIT_USAGE;
-			}
-			break;
-		case 'R':
-			if (parse_size(optarg, &o->ringbuf_bytes) || o->ringbuf_bytes < 4096 ||
-			    o->ringbuf_bytes > (1ull << 30) ||
-			    (o->ringbuf_bytes & (o->ringbuf_bytes - 1))) {
-				err_msg("invalid --ringbuf-size '%s': want a power of two from "
-					"4K to 1G\n",
-					optarg);
-				return EXIT_USAGE;
-			}
-			break;
-		case 'B':
-			o->btf_path = optarg;
-			break;
-		case 'S':
-			if (!strcmp(optarg, "auto"))
-				o->sched_hook = SCHED_HOOK_AUTO;
-			else if (!strcmp(optarg, "tp_btf"))
-				o->sched_hook = SCHED_HOOK_TP_BTF;
-			else if (!strcmp(optarg, "raw_tp"))
-				o->sched_hook = SCHED_HOOK_RAW_TP;
-			else {
-				err_msg("invalid --sched-hook '%s': want auto, tp_btf or raw_tp\n",
-					optarg);
-				return EXIT_USAGE;
-			}
-			break;
-		case 'v':
-			o->verbose = true;
-			break;
-		case 'h':
-			fputs(usage, stdout);
-			return -1;
-		case 'V':
-			printf("asynctraced %s\n", VERSION);
-			return -1;
-		default:
-			fputs(usage, stderr);
-			return EXIT_USAGE;
-		}
-	}
-	if (optind < argc) {
-		err_msg("unexpected argument '%s'\n", argv[optind]);
-		return EXIT_USAGE;
-	}
-	if (!o->pid) {
-		err_msg("no target: give -p PID\n");
-		fputs(usage, stderr);
-		return EXIT_USAGE;
-	}
-	if (o->output) {
-		const char *dot = strrchr(o->output, '.');
-
-		if (dot && (!strcmp(dot, ".pftrace") || !strcmp(dot, ".perfetto-trace"))) {
-			err_msg("'%s': protobuf output is not implemented yet; "
-				"write a .json trace\n",
-				o->output);
-			return EXIT_USAGE;
-		}
-	}
-	return 0;
 }
 
 /* BPF programs and perf uprobes need CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN. */
@@ -205,82 +68,18 @@ static bool privileged(void)
 #undef HAS_CAP
 }
 
-/* Where the target's asynctrace probes are. */
-struct probe_site {
-	char *path;		/* opens the ELF from here */
-	char *target_path;	/* what the target calls it */
-	char name[USDT_NAME_LEN];
+/* Everything one tracing session holds. */
+struct session {
+	const struct options *o;
+	struct target target;
+	struct discovery disc;
+	struct pipeline pipe;
+	struct sampler sampler;
+	struct tracer *tracer;
+	struct stats snap;
+	uint64_t start;
+	int sfd;
 };
-
-struct discovery {
-	struct probe_site *sites;
-	size_t nr;
-	size_t scanned;		/* ELF files looked at */
-};
-
-static int discover_binary(void *ctx, const char *path, const char *target_path)
-{
-	struct discovery *d = ctx;
-	struct usdt_probe *probes;
-	size_t nr;
-	int err;
-
-	d->scanned++;
-	err = usdt__list(path, AT_USDT_PROVIDER, &probes, &nr);
-	if (err) {
-		if (verbose)
-			err_msg("skipping %s: %s\n", target_path, strerror(-err));
-		return 0;
-	}
-	for (size_t i = 0; i < nr; i++) {
-		struct probe_site *s;
-		bool dup = false;
-
-		/* One attach covers every site of a probe in one file. */
-		for (size_t j = 0; j < d->nr; j++)
-			if (!strcmp(d->sites[j].path, path) &&
-			    !strcmp(d->sites[j].name, probes[i].name))
-				dup = true;
-		if (dup)
-			continue;
-		s = realloc(d->sites, (d->nr + 1) * sizeof(*s));
-		if (!s) {
-			free(probes);
-			return -ENOMEM;
-		}
-		d->sites = s;
-		s = &d->sites[d->nr];
-		s->path = strdup(path);
-		s->target_path = strdup(target_path);
-		snprintf(s->name, sizeof(s->name), "%s", probes[i].name);
-		if (!s->path || !s->target_path) {
-			free(s->path);
-			free(s->target_path);
-			free(probes);
-			return -ENOMEM;
-		}
-		d->nr++;
-	}
-	free(probes);
-	return 0;
-}
-
-static void discovery_free(struct discovery *d)
-{
-	for (size_t i = 0; i < d->nr; i++) {
-		free(d->sites[i].path);
-		free(d->sites[i].target_path);
-	}
-	free(d->sites);
-}
-
-static bool discovered(const struct discovery *d, const char *name)
-{
-	for (size_t i = 0; i < d->nr; i++)
-		if (!strcmp(d->sites[i].name, name))
-			return true;
-	return false;
-}
 
 static int on_record(void *ctx, const void *data, size_t size)
 {
@@ -288,77 +87,123 @@ static int on_record(void *ctx, const void *data, size_t size)
 	return 0;
 }
 
-static int setup_sinks(struct pipeline *p, const struct options *o)
+static int setup_sinks(struct session *s)
 {
-	struct sink *s;
+	const struct options *o = s->o;
+	struct console_opts co = {
+		.out = stderr,
+		.live = !o->quiet && (o->live == 1 || (o->live < 0 && isatty(STDERR_FILENO))),
+		.print_alerts = !o->quiet,
+	};
+	struct sink *sink;
 	int err;
 
-	err = alert_printer__new(&s, stderr);
-	if (err)
-		return err;
-	pipeline__add_sink(p, s);
-	if (o->output) {
-		err = trace_json__new(&s, o->output);
+	err = console__new(&sink, &co);
+	if (!err)
+		err = pipeline__add_sink(&s->pipe, sink);
+	if (!err && o->alerts) {
+		err = alert_log__new(&sink, o->alerts);
+		if (err) {
+			err_msg("cannot write alerts to '%s': %s\n", o->alerts, strerror(-err));
+			return err;
+		}
+		err = pipeline__add_sink(&s->pipe, sink);
+	}
+	if (!err && o->output) {
+		err = trace_json__new(&sink, o->output);
 		if (err) {
 			err_msg("cannot write trace to '%s': %s\n", o->output, strerror(-err));
 			return err;
 		}
-		pipeline__add_sink(p, s);
+		err = pipeline__add_sink(&s->pipe, sink);
 	}
-	return 0;
+	return err;
 }
 
-static int attach_all(struct tracer *t, const struct discovery *d, const struct target *tg)
+static int attach_all(struct session *s)
 {
-	int err = tracer__attach_sched(t);
+	int err = tracer__attach_sched(s->tracer);
 
 	if (err) {
-		err_msg("failed to attach %s sched_switch: %s\n", tracer__sched_hook(t),
+		err_msg("failed to attach %s sched_switch: %s\n", tracer__sched_hook(s->tracer),
 			strerror(-err));
 		return err;
 	}
-	for (size_t i = 0; i < d->nr; i++) {
-		const struct probe_site *s = &d->sites[i];
+	for (size_t i = 0; i < s->disc.nr; i++) {
+		const struct probe_site *site = &s->disc.sites[i];
 
-		err = tracer__attach_usdt(t, s->path, s->name);
+		err = tracer__attach_usdt(s->tracer, site->path, site->name);
 		if (err == -ENOENT) {
 			/* A probe from a newer ABI than ours: not an error. */
 			if (verbose)
 				err_msg("ignoring unknown probe '%s:%s' in %s\n", AT_USDT_PROVIDER,
-					s->name, s->target_path);
+					site->name, site->target_path);
 			continue;
 		}
 		if (err) {
 			err_msg("failed to attach usdt '%s:%s' in %s: %s\n", AT_USDT_PROVIDER,
-				s->name, s->path, strerror(-err));
+				site->name, site->path, strerror(-err));
 			return err;
 		}
 		if (verbose)
-			err_msg("attached usdt '%s:%s' in %s\n", AT_USDT_PROVIDER, s->name,
-				s->target_path);
+			err_msg("attached usdt '%s:%s' in %s\n", AT_USDT_PROVIDER, site->name,
+				site->target_path);
 	}
-	(void)tg;
 	return 0;
 }
 
+/*
+ * Samples the maps into the pipeline: the workers every tick, the tasks (and
+ * a snapshot for the live view) every TASK_SAMPLE_TICKS.
+ */
+static void sample(struct session *s, bool tasks)
+{
+	if (tracer__snapshot(s->tracer, &s->snap, tasks, s->o->detect.lost_waker_ns))
+		return;
+	sampler__workers(&s->sampler, &s->snap, &s->pipe);
+	if (!tasks)
+		return;
+	sampler__tasks(&s->sampler, &s->snap, &s->pipe);
+	pipeline__stats(&s->pipe, &s->snap);
+}
+
+static void fill_run_info(struct session *s, struct run_info *info, const char *why)
+{
+	info->seconds = (double)(now_ns() - s->start) / 1e9;
+	info->end_reason = why;
+	info->maps_only = s->o->no_trace;
+	tracer__stats(s->tracer, info->stats);
+}
+
+/* On SIGUSR1: the report so far, on stderr, whatever --summary says. */
+static void report_now(struct session *s)
+{
+	struct run_info info;
+
+	tracer__snapshot(s->tracer, &s->snap, true, s->o->detect.lost_waker_ns);
+	fill_run_info(s, &info, "still tracing");
+	report__text(stderr, &s->pipe.model, &s->pipe.detector, &s->snap, &info, true);
+}
+
 /* Runs until a signal, the deadline, or the target's exit; says which. */
-static const char *trace_loop(struct tracer *t, struct pipeline *p, const struct target *tg,
-			      int sfd, uint64_t deadline)
+static const char *trace_loop(struct session *s, uint64_t deadline)
 {
 	struct epoll_event ev[4];
 	uint64_t next_tick = now_ns() + TICK_NS;
-	int ep = epoll_create1(EPOLL_CLOEXEC);
+	int ep = epoll_create1(EPOLL_CLOEXEC), fds[3], ticks = 0;
 	const char *why = NULL;
 
 	if (ep < 0)
 		return "epoll failed";
-	ev[0] = (struct epoll_event){ .events = EPOLLIN, .data.fd = tracer__fd(t) };
-	epoll_ctl(ep, EPOLL_CTL_ADD, tracer__fd(t), &ev[0]);
-	ev[0] = (struct epoll_event){ .events = EPOLLIN, .data.fd = sfd };
-	epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev[0]);
-	ev[0] = (struct epoll_event){ .events = EPOLLIN, .data.fd = tg->pidfd };
-	epoll_ctl(ep, EPOLL_CTL_ADD, tg->pidfd, &ev[0]);
-
+	/* A first look at the maps: the baseline that rates are measured from. */
+	sample(s, true);
+	fds[0] = tracer__fd(s->tracer);
+	fds[1] = s->sfd;
+	fds[2] = s->target.pidfd;
+	for (int i = 0; i < 3; i++) {
+		ev[0] = (struct epoll_event){ .events = EPOLLIN, .data.fd = fds[i] };
+		epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &ev[0]);
+	}
 	while (!why) {
 		uint64_t now = now_ns();
 		uint64_t until = deadline && deadline < next_tick ? deadline : next_tick;
@@ -366,21 +211,26 @@ static const char *trace_loop(struct tracer *t, struct pipeline *p, const struct
 		int n = epoll_wait(ep, ev, 4, timeout);
 
 		for (int i = 0; i < n; i++) {
-			if (ev[i].data.fd == sfd) {
+			if (ev[i].data.fd == s->sfd) {
 				struct signalfd_siginfo si;
 
-				if (read(sfd, &si, sizeof(si)) == sizeof(si))
+				if (read(s->sfd, &si, sizeof(si)) != sizeof(si))
+					continue;
+				if (si.ssi_signo == SIGUSR1)
+					report_now(s);
+				else
 					why = si.ssi_signo == SIGINT ? "interrupted" : "terminated";
-			} else if (ev[i].data.fd == tg->pidfd) {
+			} else if (ev[i].data.fd == s->target.pidfd) {
 				why = "target exited";
 			}
 		}
 		/* Records are batched without wake-ups: drain on every turn. */
-		if (tracer__consume(t, CONSUME_BATCH) < 0 && !why)
+		if (tracer__consume(s->tracer, CONSUME_BATCH) < 0 && !why)
 			why = "ring buffer read failed";
 		now = now_ns();
 		if (now >= next_tick) {
-			pipeline__tick(p);
+			sample(s, ++ticks % TASK_SAMPLE_TICKS == 0);
+			pipeline__tick(&s->pipe, now);
 			next_tick = now + TICK_NS;
 		}
 		if (deadline && now >= deadline && !why)
@@ -390,36 +240,28 @@ static const char *trace_loop(struct tracer *t, struct pipeline *p, const struct
 	return why;
 }
 
-static int run(const struct options *o)
+/* Everything up to attached: each failure says what and exits 1. */
+static int start(struct session *s)
 {
-	struct discovery disc = { 0 };
+	const struct options *o = s->o;
 	struct tracer_opts topts = {
 		.pid = o->pid,
 		.btf_path = o->btf_path,
 		.ringbuf_bytes = o->ringbuf_bytes,
 		.sched_hook = o->sched_hook,
+		.trace_events = !o->no_trace,
+		.long_poll_ns = o->detect.long_poll_ns,
+		.sched_delay_ns = o->detect.sched_delay_ns,
+		.starve_depth = o->detect.starve_depth,
 	};
-	struct detect_opts dopts = { .long_poll_ns = o->long_poll_ns };
-	struct run_info info = { 0 };
-	struct tracer *tracer = NULL;
-	struct pipeline pipe;
-	struct target tg;
+	struct timespec rt;
 	sigset_t sigs;
-	uint64_t start;
-	int err, sfd = -1, ret = EXIT_FAIL;
+	int err;
 
-	err = target__open(&tg, o->pid);
-	if (err) {
-		if (err == -ESRCH)
-			err_msg("no process with pid %d\n", o->pid);
-		else
-			err_msg("cannot inspect pid %d: %s\n", o->pid, strerror(-err));
-		return EXIT_FAIL;
-	}
 	if (!privileged()) {
 		err_msg("must run as root: loading BPF programs needs CAP_BPF and CAP_PERFMON "
 			"(or CAP_SYS_ADMIN)\n");
-		goto out_target;
+		return -EPERM;
 	}
 	err = tracer__check_btf(o->btf_path);
 	if (err) {
@@ -428,91 +270,147 @@ static int run(const struct options *o)
 		else
 			err_msg("kernel BTF not found at /sys/kernel/btf/vmlinux: the kernel needs "
 				"CONFIG_DEBUG_INFO_BTF=y, or give --btf FILE\n");
-		goto out_target;
+		return err;
 	}
-	err = target__for_each_binary(&tg, discover_binary, &disc);
+	s->disc.verbose = o->verbose;
+	err = discover(&s->disc, &s->target);
 	if (err) {
 		err_msg("cannot read the mappings of pid %d: %s\n", o->pid, strerror(-err));
-		goto out_disc;
+		return err;
 	}
-	if (!disc.nr) {
+	if (!s->disc.nr) {
 		err_msg("no %s USDT probes in pid %d (%s): looked in %zu mapped ELF files; "
 			"the target is not an instrumented executor (see docs/usdt-abi.md)\n",
-			AT_USDT_PROVIDER, o->pid, tg.comm, disc.scanned);
-		goto out_disc;
+			AT_USDT_PROVIDER, o->pid, s->target.comm, s->disc.scanned);
+		return -ENOENT;
 	}
-	if (!discovered(&disc, "poll_begin") || !discovered(&disc, "poll_end")) {
+	if (!discovered(&s->disc, "poll_begin") || !discovered(&s->disc, "poll_end")) {
 		err_msg("pid %d (%s) has %s probes but not poll_begin and poll_end: nothing to "
 			"trace\n",
-			o->pid, tg.comm, AT_USDT_PROVIDER);
-		goto out_disc;
+			o->pid, s->target.comm, AT_USDT_PROVIDER);
+		return -ENOENT;
 	}
 
-	start = now_ns();
-	pipeline__init(&pipe, (uint32_t)o->pid, tg.comm, start, &dopts);
-	pipe.model.read_str = target__read_str;
-	pipe.model.thread_comm = target__thread_comm;
-	pipe.model.target_ctx = &tg;
-	if (setup_sinks(&pipe, o))
-		goto out_pipe;
+	s->start = now_ns();
+	clock_gettime(CLOCK_REALTIME, &rt);
+	pipeline__init(&s->pipe, (uint32_t)o->pid, s->target.comm, s->start, &o->detect);
+	s->pipe.model.realtime_offset =
+		(uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec - s->start;
+	s->pipe.model.read_str = target__read_str;
+	s->pipe.model.thread_comm = target__thread_comm;
+	s->pipe.model.target_ctx = &s->target;
+	err = setup_sinks(s);
+	if (err)
+		return err;
 
-	/* Signals arrive through the loop's epoll; a second one kills (see below). */
+	/* Signals arrive through the loop's epoll; a second one kills (see run). */
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGUSR1);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
-	sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+	s->sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
 	signal(SIGPIPE, SIG_IGN);
 
-	err = tracer__new(&tracer, &topts, on_record, &pipe);
+	err = tracer__new(&s->tracer, &topts, on_record, &s->pipe);
 	if (err) {
 		err_msg("failed to load BPF programs: %s%s\n", strerror(-err),
 			verbose ? "" : " (-v shows libbpf's log)");
-		goto out_pipe;
+		return err;
 	}
-	if (attach_all(tracer, &disc, &tg)) {
-		if (!target__alive(&tg))
+	err = attach_all(s);
+	if (err) {
+		if (!target__alive(&s->target))
 			err_msg("pid %d exited while attaching\n", o->pid);
-		goto out_tracer;
+		return err;
 	}
-	err_msg("tracing pid %d (%s): %zu probes in %s, sched_switch via %s; Ctrl-C to stop\n",
-		o->pid, tg.comm, disc.nr, disc.sites[0].target_path, tracer__sched_hook(tracer));
+	err_msg("tracing pid %d (%s): %zu probes in %s, sched_switch via %s, %s; Ctrl-C to "
+		"stop\n",
+		o->pid, s->target.comm, s->disc.nr, s->disc.sites[0].target_path,
+		tracer__sched_hook(s->tracer), o->no_trace ? "maps only" : "full trace");
+	return 0;
+}
 
-	info.end_reason = trace_loop(tracer, &pipe, &tg, sfd,
-				     o->duration_ns ? start + o->duration_ns : 0);
-	/* From here a second Ctrl-C kills us the default way. */
-	sigprocmask(SIG_UNBLOCK, &sigs, NULL);
+/* stop -> detach -> drain -> sample -> close episodes -> flush -> report */
+static int finish(struct session *s, const char *why)
+{
+	const struct options *o = s->o;
+	struct run_info info;
+	int err, ret = EXIT_OK;
 
-	/* stop -> detach -> drain -> flush -> report */
-	tracer__detach(tracer);
-	while (tracer__consume(tracer, CONSUME_BATCH) > 0)
+	tracer__detach(s->tracer);
+	while (tracer__consume(s->tracer, CONSUME_BATCH) > 0)
 		;
-	tracer__stats(tracer, info.stats);
-	info.seconds = (double)(now_ns() - start) / 1e9;
-	err = pipeline__finish(&pipe);
-	if (err)
-		err_msg("failed to write trace to '%s': %s\n", o->output, strerror(-err));
-	report__summary(stderr, &pipe.model, &pipe.detector, &info);
-	if (o->output && !err)
+	sample(s, true);
+	err = pipeline__finish(&s->pipe, now_ns());
+	if (err) {
+		err_msg("failed to write '%s': %s\n", o->output ? o->output : o->alerts,
+			strerror(-err));
+		ret = EXIT_FAIL;
+	}
+	fill_run_info(s, &info, why);
+	if (o->summary == SUMMARY_JSON) {
+		struct outbuf *ob;
+
+		report__text(stderr, &s->pipe.model, &s->pipe.detector, &s->snap, &info, false);
+		err = outbuf__open(&ob, "-");
+		if (!err) {
+			report__json(ob, &s->pipe.model, &s->pipe.detector, &s->snap, &info);
+			err = outbuf__flush(ob);
+			outbuf__free(ob);
+		}
+		if (err) {
+			err_msg("failed to write the summary: %s\n", strerror(-err));
+			ret = EXIT_FAIL;
+		}
+	} else {
+		report__text(stderr, &s->pipe.model, &s->pipe.detector, &s->snap, &info, true);
+	}
+	if (o->output && ret == EXIT_OK)
 		err_msg("wrote %s\n", o->output);
-	ret = err ? EXIT_FAIL : EXIT_OK;
-out_tracer:
-	tracer__free(tracer);
-out_pipe:
-	pipeline__free(&pipe);
-	if (sfd >= 0)
-		close(sfd);
-out_disc:
-	discovery_free(&disc);
-out_target:
-	target__close(&tg);
+	return ret;
+}
+
+static int run(const struct options *o)
+{
+	struct session s = { .o = o, .sfd = -1 };
+	sigset_t sigs;
+	const char *why;
+	int err, ret = EXIT_FAIL;
+
+	err = target__open(&s.target, o->pid);
+	if (err) {
+		if (err == -ESRCH)
+			err_msg("no process with pid %d\n", o->pid);
+		else
+			err_msg("cannot inspect pid %d: %s\n", o->pid, strerror(-err));
+		return EXIT_FAIL;
+	}
+	sampler__init(&s.sampler);
+	if (start(&s) == 0) {
+		why = trace_loop(&s, o->duration_ns ? s.start + o->duration_ns : 0);
+		/* From here a second Ctrl-C kills us the default way. */
+		sigemptyset(&sigs);
+		sigaddset(&sigs, SIGINT);
+		sigaddset(&sigs, SIGTERM);
+		sigprocmask(SIG_UNBLOCK, &sigs, NULL);
+		ret = finish(&s, why);
+	}
+	tracer__free(s.tracer);
+	pipeline__free(&s.pipe);
+	sampler__free(&s.sampler);
+	stats__free(&s.snap);
+	if (s.sfd >= 0)
+		close(s.sfd);
+	discovery__free(&s.disc);
+	target__close(&s.target);
 	return ret;
 }
 
 int main(int argc, char **argv)
 {
 	struct options o;
-	int err = parse_args(argc, argv, &o);
+	int err = options__parse(argc, argv, &o);
 
 	if (err)
 		return err < 0 ? EXIT_OK : err;

@@ -8,6 +8,8 @@
 
 /* Worker ids index an array: refuse absurd ones from a confused executor. */
 #define MODEL_MAX_WORKERS 4096
+/* Distinct task-name addresses remembered. */
+#define MODEL_MAX_NAMES 4096
 
 static const uint16_t record_size[AT_EV_KIND_MAX] = {
 	[AT_EV_SPAWN] = sizeof(struct at_spawn),
@@ -15,6 +17,8 @@ static const uint16_t record_size[AT_EV_KIND_MAX] = {
 	[AT_EV_WAKE] = sizeof(struct at_wake),
 	[AT_EV_STEAL] = sizeof(struct at_steal),
 	[AT_EV_PARK] = sizeof(struct at_park),
+	[AT_EV_WORKER_SAMPLE] = sizeof(struct at_worker_sample),
+	[AT_EV_TASK_SAMPLE] = sizeof(struct at_task_sample),
 };
 
 int model__init(struct model *m, uint32_t pid, const char *comm, uint64_t t0)
@@ -26,6 +30,7 @@ int model__init(struct model *m, uint32_t pid, const char *comm, uint64_t t0)
 	m->last_ts = t0;
 	u64map__init(&m->tasks);
 	u64map__init(&m->threads);
+	u64map__init(&m->names);
 	return 0;
 }
 
@@ -38,6 +43,9 @@ void model__free(struct model *m)
 		free(val);
 	for (size_t i = 0; u64map__next(&m->threads, &i, &key, &val);)
 		free(val);
+	for (size_t i = 0; u64map__next(&m->names, &i, &key, &val);)
+		free(val);
+	u64map__clear(&m->names);
 	u64map__clear(&m->tasks);
 	u64map__clear(&m->threads);
 	free(m->workers);
@@ -65,6 +73,38 @@ int model__validate(const void *rec, size_t size)
 struct task *model__task(const struct model *m, uint64_t id)
 {
 	return u64map__get(&m->tasks, id);
+}
+
+/*
+ * Names are mostly static strings shared by many tasks: remember them by
+ * address, so tasks that are gone (or a target that exited) keep their names.
+ */
+static void remember_name(struct model *m, uint64_t addr, const char *name)
+{
+	char *copy;
+
+	if (!addr || m->names.len >= MODEL_MAX_NAMES || u64map__get(&m->names, addr))
+		return;
+	copy = strdup(name);
+	if (copy && u64map__set(&m->names, addr, copy))
+		free(copy);
+}
+
+void model__task_name(struct model *m, uint64_t id, uint64_t name_addr, char *buf, size_t len)
+{
+	const struct task *t = model__task(m, id);
+	const char *known = u64map__get(&m->names, name_addr);
+
+	if (t && t->named) {
+		snprintf(buf, len, "%s", t->name);
+	} else if (known) {
+		snprintf(buf, len, "%s", known);
+	} else if (name_addr && m->read_str &&
+		   m->read_str(m->target_ctx, name_addr, buf, len) == 0 && buf[0]) {
+		remember_name(m, name_addr, buf);
+	} else {
+		snprintf(buf, len, "%s", t ? t->name : "task");
+	}
 }
 
 static struct task *task_get(struct model *m, uint64_t id)
@@ -176,10 +216,12 @@ static void apply_poll(struct model *m, const struct at_poll *e)
 	}
 	if (!t)
 		return;
-	if (!t->named && e->name_addr && m->read_str &&
-	    m->read_str(m->target_ctx, e->name_addr, t->name, sizeof(t->name)) == 0 &&
-	    t->name[0])
-		t->named = true;
+	if (!t->named && e->name_addr) {
+		model__task_name(m, e->task, e->name_addr, t->name, sizeof(t->name));
+		t->named = strcmp(t->name, "task") != 0;
+	} else if (t->named) {
+		remember_name(m, e->name_addr, t->name);
+	}
 	t->polls++;
 	t->poll_ns += e->duration_ns;
 	t->oncpu_ns += e->oncpu_ns;
@@ -230,10 +272,19 @@ static void apply_park(struct model *m, const struct at_park *e)
 	}
 }
 
+static void apply_worker_sample(struct model *m, const struct at_worker_sample *s)
+{
+	if (s->hdr.tid)
+		worker_on(m, s->worker, s->hdr.tid);
+}
+
 void model__apply(struct model *m, const struct at_hdr *ev)
 {
-	m->n.events++;
 	m->n.by_kind[ev->kind]++;
+	if (ev->kind == AT_EV_WORKER_SAMPLE || ev->kind == AT_EV_TASK_SAMPLE)
+		m->n.samples++;
+	else
+		m->n.events++;
 	if (ev->ts > m->last_ts)
 		m->last_ts = ev->ts;
 	switch (ev->kind) {
@@ -251,6 +302,9 @@ void model__apply(struct model *m, const struct at_hdr *ev)
 		break;
 	case AT_EV_PARK:
 		apply_park(m, (const struct at_park *)ev);
+		break;
+	case AT_EV_WORKER_SAMPLE:
+		apply_worker_sample(m, (const struct at_worker_sample *)ev);
 		break;
 	}
 }

@@ -51,7 +51,8 @@ struct thread {
 };
 
 struct model_counts {
-	uint64_t events;
+	uint64_t events;	/* records from the BPF side */
+	uint64_t samples;	/* samples of its maps */
 	uint64_t by_kind[AT_EV_KIND_MAX];
 	uint64_t malformed;	/* records that failed validation */
 	uint64_t tasks_spawned;
@@ -72,10 +73,12 @@ struct model {
 	uint32_t pid;
 	char comm[MODEL_COMM_LEN];
 	uint64_t t0;		/* trace origin, CLOCK_MONOTONIC ns */
+	uint64_t realtime_offset; /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns */
 	uint64_t last_ts;	/* newest timestamp seen */
 	struct model_counts n;
 
 	struct u64map tasks;	/* id -> struct task */
+	struct u64map names;	/* name address in the target -> char * (bounded) */
 	struct u64map threads;	/* tid -> struct thread */
 	struct worker *workers;	/* indexed by worker id */
 	uint32_t nr_workers;	/* 1 + highest worker id seen */
@@ -99,6 +102,12 @@ void model__apply(struct model *m, const struct at_hdr *ev);
 void model__retire(struct model *m, const struct at_hdr *ev);
 
 struct task *model__task(const struct model *m, uint64_t id);
+/*
+ * A task's name without keeping it in the model: known, else read from the
+ * target at name_addr, else "task".
+ */
+void model__task_name(struct model *m, uint64_t id, uint64_t name_addr, char *buf,
+		      size_t len);
 struct thread *model__thread(struct model *m, uint32_t tid);
 struct worker *model__worker(const struct model *m, uint32_t id);
 

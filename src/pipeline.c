@@ -4,11 +4,13 @@
 #include <errno.h>
 #include <string.h>
 
+static void broadcast_alert(void *ctx, const struct alert *a);
+
 int pipeline__init(struct pipeline *p, uint32_t pid, const char *comm, uint64_t t0,
 		   const struct detect_opts *opts)
 {
 	memset(p, 0, sizeof(*p));
-	detector__init(&p->detector, opts);
+	detector__init(&p->detector, opts, broadcast_alert, p);
 	return model__init(&p->model, pid, comm, t0);
 }
 
@@ -41,7 +43,7 @@ int pipeline__push(struct pipeline *p, const void *rec, size_t size)
 	if (kind == 0)
 		return 0;
 	model__apply(&p->model, ev);
-	detector__event(&p->detector, &p->model, ev, broadcast_alert, p);
+	detector__event(&p->detector, &p->model, ev);
 	for (int i = 0; i < p->nr_sinks; i++)
 		if (p->sinks[i]->ops->event)
 			p->sinks[i]->ops->event(p->sinks[i], &p->model, ev);
@@ -49,17 +51,26 @@ int pipeline__push(struct pipeline *p, const void *rec, size_t size)
 	return 0;
 }
 
-void pipeline__tick(struct pipeline *p)
+void pipeline__tick(struct pipeline *p, uint64_t now)
 {
+	detector__tick(&p->detector, &p->model, now);
 	for (int i = 0; i < p->nr_sinks; i++)
 		if (p->sinks[i]->ops->tick)
 			p->sinks[i]->ops->tick(p->sinks[i], &p->model);
 }
 
-int pipeline__finish(struct pipeline *p)
+void pipeline__stats(struct pipeline *p, const struct stats *st)
+{
+	for (int i = 0; i < p->nr_sinks; i++)
+		if (p->sinks[i]->ops->stats)
+			p->sinks[i]->ops->stats(p->sinks[i], &p->model, st);
+}
+
+int pipeline__finish(struct pipeline *p, uint64_t now)
 {
 	int err = 0;
 
+	detector__finish(&p->detector, &p->model, now);
 	for (int i = 0; i < p->nr_sinks; i++) {
 		int e = p->sinks[i]->ops->finish ? p->sinks[i]->ops->finish(p->sinks[i], &p->model)
 						 : 0;
@@ -75,5 +86,6 @@ void pipeline__free(struct pipeline *p)
 	for (int i = 0; i < p->nr_sinks; i++)
 		p->sinks[i]->ops->free(p->sinks[i]);
 	p->nr_sinks = 0;
+	detector__free(&p->detector);
 	model__free(&p->model);
 }

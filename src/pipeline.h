@@ -30,9 +30,12 @@ int pipeline__init(struct pipeline *p, uint32_t pid, const char *comm, uint64_t 
 int pipeline__add_sink(struct pipeline *p, struct sink *s);
 /* 0, or -EINVAL for a malformed record (counted in the model, skipped). */
 int pipeline__push(struct pipeline *p, const void *rec, size_t size);
-void pipeline__tick(struct pipeline *p);
-/* Ends the stream: 0, or the first sink's -errno. */
-int pipeline__finish(struct pipeline *p);
+/* Time passes (now: the source's clock): detectors end quiet episodes. */
+void pipeline__tick(struct pipeline *p, uint64_t now);
+/* Hands a snapshot of the aggregates to the sinks that want one. */
+void pipeline__stats(struct pipeline *p, const struct stats *st);
+/* Ends the stream: closes open episodes; 0, or the first sink's -errno. */
+int pipeline__finish(struct pipeline *p, uint64_t now);
 void pipeline__free(struct pipeline *p);
 
 #endif

@@ -1,22 +1,34 @@
 /* SPDX-License-Identifier: MIT */
-/* The summary printed when tracing ends. */
+/*
+ * The report: at exit and on SIGUSR1. Counts, per-worker percentiles, the
+ * top tasks, the steal matrix and the alerts raised, as text or as JSON
+ * (schema asynctraced.summary/1, docs/alerts.md).
+ */
 #ifndef REPORT_H
 #define REPORT_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "asynctraced.h"
 #include "detect.h"
 #include "model.h"
+#include "stats.h"
+
+struct outbuf;
 
 struct run_info {
 	double seconds;		/* how long we traced */
 	const char *end_reason;	/* "target exited", "interrupted", ... */
+	bool maps_only;
 	uint64_t stats[AT_STAT_NR]; /* BPF-side counters: drops and misses */
 };
 
-void report__summary(FILE *out, const struct model *m, const struct detector *d,
-		     const struct run_info *run);
+/* full: the tables too, not only the counts. */
+void report__text(FILE *out, struct model *m, const struct detector *d, const struct stats *st,
+		  const struct run_info *run, bool full);
+void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
+		  const struct stats *st, const struct run_info *run);
 /* Records the BPF side could not deliver, all kinds together. */
 uint64_t report__dropped(const struct run_info *run);
 

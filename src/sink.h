@@ -10,6 +10,7 @@
 #include "asynctraced.h"
 #include "detect.h"
 #include "model.h"
+#include "stats.h"
 
 struct sink;
 
@@ -17,8 +18,10 @@ struct sink_ops {
 	const char *name;
 	void (*event)(struct sink *s, struct model *m, const struct at_hdr *ev);
 	void (*alert)(struct sink *s, struct model *m, const struct alert *a);
-	/* about ten times a second: flush, refresh */
+	/* about ten times a second: flush */
 	void (*tick)(struct sink *s, struct model *m);
+	/* about once a second: a fresh snapshot of the BPF side's aggregates */
+	void (*stats)(struct sink *s, struct model *m, const struct stats *st);
 	/* end of stream: 0 or -errno (a write failed) */
 	int (*finish)(struct sink *s, struct model *m);
 	void (*free)(struct sink *s);

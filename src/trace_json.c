@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alerts.h"
 #include "outbuf.h"
 #include "u64map.h"
 
@@ -422,25 +423,40 @@ static void tj_alert(struct sink *s, struct model *m, const struct alert *a)
 {
 	struct trace_json *tj = tj_of(s);
 	struct outbuf *ob = tj->ob;
-	const struct task *t = model__task(m, a->task);
-	char name[AT_TASK_NAME_LEN + 80];
+	char msg[512], name[AT_TASK_NAME_LEN + 64];
+	bool is_end = a->state == ALERT_END;
 
 	if (!tj->process_named)
 		name_process(tj, m);
-	snprintf(name, sizeof(name), "%s: %s #%llu (%s)", alert_kind_str(a->kind),
-		 t ? t->name : "task", (unsigned long long)a->task, poll_cause_str(a->cause));
-	/* Process-scoped: alerts get a track of their own above the threads. */
-	begin_event(ob, m, 'i', "alert", a->ts);
+	alert__format(msg, sizeof(msg), m, a);
+	if (a->task)
+		snprintf(name, sizeof(name), "%s%s: %s #%llu", alert_kind_str(a->kind),
+			 is_end ? " over" : "", a->task_name, (unsigned long long)a->task);
+	else if (a->worker >= 0)
+		snprintf(name, sizeof(name), "%s%s: worker %d", alert_kind_str(a->kind),
+			 is_end ? " over" : "", a->worker);
+	else
+		snprintf(name, sizeof(name), "%s%s", alert_kind_str(a->kind), is_end ? " over" : "");
+	/* Process-scoped: alerts get a track of their own above the threads.
+	 * A beginning is marked where the problem began, an end where it ended. */
+	begin_event(ob, m, 'i', "alert", is_end ? a->ts : a->begin_ts);
 	ob_puts(ob, ",\"s\":\"p\",\"name\":");
 	ob_json_str(ob, name);
 	ob_puts(ob, ",\"args\":{");
-	put_arg_u64(ob, "\"task\":", a->task);
-	put_arg_u64(ob, ",\"tid\":", a->tid);
-	put_arg_u64(ob, ",\"worker\":", (uint64_t)a->worker);
-	put_arg_us(ob, ",\"duration_us\":", a->duration_ns);
-	ob_puts(ob, ",\"cause\":\"");
-	ob_puts(ob, poll_cause_str(a->cause));
-	ob_puts(ob, "\"}");
+	put_arg_u64(ob, "\"episode\":", a->episode);
+	ob_puts(ob, is_end ? ",\"state\":\"end\"" : ",\"state\":\"begin\"");
+	if (a->task)
+		put_arg_u64(ob, ",\"task\":", a->task);
+	if (a->worker >= 0)
+		put_arg_u64(ob, ",\"worker\":", (uint64_t)a->worker);
+	if (a->kind == ALERT_LONG_POLL) {
+		ob_puts(ob, ",\"cause\":\"");
+		ob_puts(ob, poll_cause_str(a->cause));
+		ob_putc(ob, '"');
+	}
+	ob_puts(ob, ",\"message\":");
+	ob_json_str(ob, msg);
+	ob_putc(ob, '}');
 	end_event(ob);
 }
 

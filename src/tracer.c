@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -54,6 +55,10 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 		return -errno;
 	skel->rodata->target_tgid = (__u32)o->pid;
 	skel->rodata->wakeup_bytes = o->ringbuf_bytes / 16;
+	skel->rodata->trace_events = o->trace_events;
+	skel->rodata->long_poll_ns = o->long_poll_ns;
+	skel->rodata->sched_delay_ns = o->sched_delay_ns;
+	skel->rodata->starve_depth = o->starve_depth;
 	err = bpf_map__set_max_entries(skel->maps.events, (__u32)o->ringbuf_bytes);
 	if (!err)
 		err = bpf_program__set_autoload(skel->progs.handle_sched_switch,
@@ -181,6 +186,135 @@ void tracer__detach(struct tracer *t)
 	/* Reverse order: USDT probes first, sched_switch (attached first) last. */
 	while (t->nr_links)
 		bpf_link__destroy(t->links[--t->nr_links]);
+}
+
+/*
+ * Every entry of a hash map, keys and values into fresh arrays, in batches
+ * (one syscall per few thousand entries rather than two per entry).
+ */
+static int map_dump(int fd, size_t ksz, size_t vsz, uint32_t max, void **keys, void **vals,
+		    size_t *nr)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	char *k = malloc(ksz * max), *v = malloc(vsz * max);
+	__u64 in = 0, out = 0; /* hash maps use a bucket index as the token */
+	size_t total = 0;
+	int err = 0;
+
+	if (!k || !v) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	while (total < max) {
+		__u32 count = (__u32)(max - total);
+
+		err = bpf_map_lookup_batch(fd, total ? &in : NULL, &out, k + total * ksz,
+					   v + total * vsz, &count, &opts);
+		total += count;
+		if (err && errno == ENOENT) {
+			err = 0;
+			break; /* the whole map was read */
+		}
+		if (err) {
+			err = -errno;
+			goto fail;
+		}
+		in = out;
+	}
+	*keys = k;
+	*vals = v;
+	*nr = total;
+	return 0;
+fail:
+	free(k);
+	free(v);
+	return err;
+}
+
+static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle_min_ns)
+{
+	struct asynctraced_bpf *skel = t->skel;
+	struct at_task_stats *ts;
+	struct at_task_state *live;
+	struct at_steal_stats *ss;
+	struct at_steal_key *sk;
+	__u64 *ids;
+	size_t n;
+	int err;
+
+	err = map_dump(bpf_map__fd(skel->maps.task_stats), sizeof(__u64), sizeof(*ts),
+		       AT_MAX_TASK_STATS, (void **)&ids, (void **)&ts, &n);
+	if (err)
+		return err;
+	s->tasks = calloc(n ? n : 1, sizeof(*s->tasks));
+	for (size_t i = 0; s->tasks && i < n; i++) {
+		s->tasks[i].id = ids[i];
+		s->tasks[i].s = ts[i];
+	}
+	s->nr_tasks = s->tasks ? n : 0;
+	free(ids);
+	free(ts);
+
+	err = map_dump(bpf_map__fd(skel->maps.tasks), sizeof(__u64), sizeof(*live), AT_MAX_TASKS,
+		       (void **)&ids, (void **)&live, &n);
+	if (err)
+		return err;
+	s->idle = calloc(n ? n : 1, sizeof(*s->idle));
+	for (size_t i = 0; s->idle && i < n; i++) {
+		if (!live[i].idle_since || s->ts < live[i].idle_since + idle_min_ns)
+			continue;
+		s->idle[s->nr_idle].id = ids[i];
+		s->idle[s->nr_idle].idle_since = live[i].idle_since;
+		s->idle[s->nr_idle].name_addr = live[i].name_addr;
+		s->nr_idle++;
+	}
+	free(ids);
+	free(live);
+
+	err = map_dump(bpf_map__fd(skel->maps.steals), sizeof(*sk), sizeof(*ss),
+		       AT_MAX_STEAL_PAIRS, (void **)&sk, (void **)&ss, &n);
+	if (err)
+		return err;
+	s->steals = calloc(n ? n : 1, sizeof(*s->steals));
+	for (size_t i = 0; s->steals && i < n; i++) {
+		s->steals[i].key = sk[i];
+		s->steals[i].s = ss[i];
+	}
+	s->nr_steals = s->steals ? n : 0;
+	free(sk);
+	free(ss);
+	return 0;
+}
+
+int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64_t idle_min_ns)
+{
+	const struct at_worker_stats *w = t->skel->bss->worker_stats;
+	uint32_t n = 0;
+	struct timespec now;
+
+	stats__free(s);
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	s->ts = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+	s->rt = t->skel->bss->runtime_stats;
+	for (uint32_t i = 0; i < AT_MAX_WORKERS; i++)
+		if (w[i].tid || w[i].polls || w[i].parks || w[i].queue.ts)
+			n = i + 1;
+	s->workers = calloc(n ? n : 1, sizeof(*s->workers));
+	if (!s->workers)
+		return -ENOMEM;
+	/* Racing the BPF side: each number is whole, the set is nearly simultaneous. */
+	memcpy(s->workers, w, n * sizeof(*w));
+	s->nr_workers = n;
+	if (!tasks)
+		return 0;
+	{
+		uint64_t st[AT_STAT_NR];
+
+		if (tracer__stats(t, st) == 0)
+			for (int k = 1; k < AT_EV_KIND_MAX; k++)
+				s->dropped += st[AT_STAT_DROP_BASE + k];
+	}
+	return snapshot_tasks(t, s, idle_min_ns);
 }
 
 int tracer__stats(const struct tracer *t, uint64_t stats[AT_STAT_NR])

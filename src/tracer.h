@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "asynctraced.h"
+#include "stats.h"
 
 enum sched_hook {
 	SCHED_HOOK_AUTO = 0,	/* tp_btf, else raw_tp */
@@ -31,6 +32,11 @@ struct tracer_opts {
 	const char *btf_path;	/* NULL: the running kernel's BTF */
 	uint64_t ringbuf_bytes;	/* power of two, >= page size */
 	enum sched_hook sched_hook;
+	/* false: maps only; the ring carries just the polls alerts need */
+	bool trace_events;
+	uint64_t long_poll_ns;
+	uint64_t sched_delay_ns;
+	uint32_t starve_depth;
 };
 
 /* Receives each ring-buffer record; returns 0 to go on. */
@@ -51,6 +57,13 @@ int tracer__fd(const struct tracer *t);
  */
 int tracer__consume(struct tracer *t, size_t max);
 void tracer__detach(struct tracer *t);
+/*
+ * Reads the aggregates into s (freeing what it held): workers and runtime
+ * always (cheap: mmap'd); with tasks, also the per-task statistics, the live
+ * tasks that returned Pending and were not woken since (idle at least
+ * idle_min_ns), and the steal matrix.
+ */
+int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64_t idle_min_ns);
 /* Sums the per-CPU counters of enum at_stat. */
 int tracer__stats(const struct tracer *t, uint64_t stats[AT_STAT_NR]);
 const char *tracer__sched_hook(const struct tracer *t);

@@ -24,7 +24,6 @@
 struct collector {
 	struct sink sink;
 	struct alert alerts[8];
-	struct at_poll polls[8];
 	int nr;
 };
 
@@ -33,9 +32,7 @@ static void collect_alert(struct sink *s, struct model *m, const struct alert *a
 	struct collector *c = (struct collector *)s;
 
 	assert_true(c->nr < 8);
-	c->alerts[c->nr] = *a;
-	c->polls[c->nr] = *a->poll;
-	c->nr++;
+	c->alerts[c->nr++] = *a;
 }
 
 static void collector_free(struct sink *s)
@@ -119,7 +116,7 @@ static char *slurp(const char *path)
 
 static void synthetic_stream(void **state)
 {
-	struct detect_opts opts = { .long_poll_ns = 10 * MS };
+	struct detect_opts opts = { .long_poll_ns = 10 * MS, .episode_gap_ns = 1000 * MS };
 	struct collector c = { .sink.ops = &collector_ops };
 	const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
 	char path[512];
@@ -177,7 +174,9 @@ static void synthetic_stream(void **state)
 
 	/* the detector: two long polls, told apart by where the time went */
 	assert_int_equal(c.nr, 2);
+	assert_int_equal(c.alerts[0].state, ALERT_BEGIN);
 	assert_int_equal(c.alerts[0].task, 1);
+	assert_string_equal(c.alerts[0].task_name, "noisy");
 	assert_int_equal(c.alerts[0].cause, CAUSE_CPU);
 	assert_int_equal(c.alerts[0].tid, 101);
 	assert_int_equal(c.alerts[1].task, 2);
@@ -198,7 +197,14 @@ static void synthetic_stream(void **state)
 	assert_string_equal(model__task(&p.model, 9)->name, "task");
 	assert_int_equal(model__task(&p.model, 2)->pending.wake_id, 4);
 
-	assert_int_equal(pipeline__finish(&p), 0);
+	/* the end of the stream closes both episodes, as still going */
+	assert_int_equal(pipeline__finish(&p, T0 + 40 * MS), 0);
+	assert_int_equal(c.nr, 4);
+	for (int i = 2; i < 4; i++) {
+		assert_int_equal(c.alerts[i].state, ALERT_END);
+		assert_true(c.alerts[i].ongoing);
+		assert_int_equal(c.alerts[i].count, 1);
+	}
 	pipeline__free(&p);
 
 	out = slurp(path);
@@ -222,7 +228,9 @@ static void synthetic_stream(void **state)
 	assert_non_null(strstr(out, "\"name\":\"reactor\""));
 	assert_non_null(strstr(out, "\"name\":\"steal from worker 1\""));
 	assert_non_null(strstr(out, "\"name\":\"stolen by worker 0\""));
-	assert_non_null(strstr(out, "long-poll: blocking #2 (blocked)"));
+	assert_non_null(strstr(out, "\"name\":\"long-poll: blocking #2\""));
+	assert_non_null(strstr(out, "\"name\":\"long-poll over: blocking #2\""));
+	assert_non_null(strstr(out, "\"cause\":\"blocked\""));
 	assert_non_null(strstr(out, "\"wake_delay_us\":9.000"));
 	/* streamed as a bare array, and strict JSON once finished */
 	assert_memory_equal(out, "[\n", 2);

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The terminal: alerts as they are raised, and, when stderr is a terminal
+ * (or --live), a view of the executor refreshed every second: per worker
+ * busy time, queue depth, polls and steals per second, poll time and
+ * wake-to-poll percentiles; the top tasks by poll time; the open alerts.
+ */
+#ifndef CONSOLE_H
+#define CONSOLE_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "sink.h"
+
+struct console_opts {
+	FILE *out;
+	bool live;		/* redraw the view every second */
+	bool print_alerts;	/* one line per alert */
+};
+
+int console__new(struct sink **s, const struct console_opts *o);
+
+#endif

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: MIT
+#include "discover.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "asynctraced.h"
+
+static int add_site(struct discovery *d, const char *path, const char *target_path,
+		    const char *name)
+{
+	struct probe_site *s;
+
+	/* One attach covers every site of a probe in one file. */
+	for (size_t j = 0; j < d->nr; j++)
+		if (!strcmp(d->sites[j].path, path) && !strcmp(d->sites[j].name, name))
+			return 0;
+	s = realloc(d->sites, (d->nr + 1) * sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	d->sites = s;
+	s = &d->sites[d->nr];
+	s->path = strdup(path);
+	s->target_path = strdup(target_path);
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	if (!s->path || !s->target_path) {
+		free(s->path);
+		free(s->target_path);
+		return -ENOMEM;
+	}
+	d->nr++;
+	return 0;
+}
+
+static int scan_binary(void *ctx, const char *path, const char *target_path)
+{
+	struct discovery *d = ctx;
+	struct usdt_probe *probes;
+	size_t nr;
+	int err;
+
+	d->scanned++;
+	err = usdt__list(path, AT_USDT_PROVIDER, &probes, &nr);
+	if (err) {
+		if (d->verbose)
+			fprintf(stderr, "asynctraced: skipping %s: %s\n", target_path,
+				strerror(-err));
+		return 0;
+	}
+	for (size_t i = 0; i < nr && !err; i++)
+		err = add_site(d, path, target_path, probes[i].name);
+	free(probes);
+	return err;
+}
+
+int discover(struct discovery *d, const struct target *t)
+{
+	return target__for_each_binary(t, scan_binary, d);
+}
+
+bool discovered(const struct discovery *d, const char *probe)
+{
+	for (size_t i = 0; i < d->nr; i++)
+		if (!strcmp(d->sites[i].name, probe))
+			return true;
+	return false;
+}
+
+void discovery__free(struct discovery *d)
+{
+	for (size_t i = 0; i < d->nr; i++) {
+		free(d->sites[i].path);
+		free(d->sites[i].target_path);
+	}
+	free(d->sites);
+	d->sites = NULL;
+	d->nr = 0;
+}

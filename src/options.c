@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: MIT
+#include "options.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h"
+
+#define VERSION "0.2.0"
+
+#define err_msg(...) fprintf(stderr, "asynctraced: " __VA_ARGS__)
+
+static const char usage[] =
+	"usage: asynctraced -p PID [options]\n"
+	"\n"
+	"Trace the async executor running as PID: every poll, wake, spawn, steal\n"
+	"and park, aggregated in BPF maps, with live alerts and a report, and with\n"
+	"-o a trace for Perfetto.\n"
+	"\n"
+	"  -p, --pid PID            process to trace (required)\n"
+	"  -d, --duration SECONDS   stop after this long (default: until Ctrl-C or exit)\n"
+	"  -o, --output FILE        write a Chrome JSON trace (Perfetto loads it)\n"
+	"      --no-trace           maps only: no per-event traffic, only aggregates and\n"
+	"                           alerts (the production mode)\n"
+	"      --alerts FILE        also write every alert as a JSON line to FILE\n"
+	"      --summary FORMAT     the report at exit: text (stderr, default) or json\n"
+	"                           (stdout)\n"
+	"      --live               redraw a live view every second (default: when\n"
+	"                           stderr is a terminal)\n"
+	"  -q, --quiet              no live view and no alert lines; the report only\n"
+	"\n"
+	"detectors (a time takes ns, us, ms or s; 0 turns a detector off):\n"
+	"      --long-poll TIME     a poll at least this long (default 10ms)\n"
+	"      --sched-delay TIME   wake-to-poll delay nothing else explains (default 20ms)\n"
+	"      --starve-depth N     a worker's average queue depth, while another worker\n"
+	"                           is idle, that means starvation (default 16)\n"
+	"      --starve-time TIME   ... for at least this long (default 200ms)\n"
+	"      --thrash-rate N      wakes per second of one task that thrash, when its\n"
+	"                           own wakes or its wakes per poll dominate (default 1000)\n"
+	"      --lost-waker TIME    a task not woken this long after it returned Pending\n"
+	"                           (default 10s)\n"
+	"      --episode-gap TIME   quiet this long ends an episode (default 1s)\n"
+	"\n"
+	"      --ringbuf-size SIZE  ring buffer size (default 16M; power of two)\n"
+	"      --btf FILE           kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
+	"      --sched-hook HOOK    sched_switch via auto, tp_btf or raw_tp (default auto)\n"
+	"  -v, --verbose            say what is found and attached; show libbpf's log\n"
+	"  -h, --help               this help\n"
+	"  -V, --version            version\n"
+	"\n"
+	"SIGUSR1 prints the report so far. Exit status: 0 success, 1 failure,\n"
+	"2 usage error.\n";
+
+enum {
+	OPT_LONG_POLL = 256,
+	OPT_SCHED_DELAY,
+	OPT_STARVE_DEPTH,
+	OPT_STARVE_TIME,
+	OPT_THRASH_RATE,
+	OPT_LOST_WAKER,
+	OPT_EPISODE_GAP,
+	OPT_RINGBUF,
+	OPT_BTF,
+	OPT_SCHED_HOOK,
+	OPT_NO_TRACE,
+	OPT_ALERTS,
+	OPT_SUMMARY,
+	OPT_LIVE,
+};
+
+static int bad(const char *opt, const char *arg, const char *want)
+{
+	err_msg("invalid %s '%s': want %s\n", opt, arg, want);
+	return EXIT_USAGE;
+}
+
+static int time_opt(const char *opt, const char *arg, uint64_t *ns)
+{
+	return parse_duration(arg, 1000000ull, ns) ? bad(opt, arg, "a time, e.g. 10ms") : 0;
+}
+
+static int uint_opt(const char *opt, const char *arg, uint32_t *v)
+{
+	int n;
+
+	if (parse_int(arg, 0, 1 << 30, &n))
+		return bad(opt, arg, "a whole number");
+	*v = (uint32_t)n;
+	return 0;
+}
+
+static int check(const struct options *o)
+{
+	if (!o->pid) {
+		err_msg("no target: give -p PID\n");
+		fputs(usage, stderr);
+		return EXIT_USAGE;
+	}
+	if (o->output) {
+		const char *dot = strrchr(o->output, '.');
+
+		if (o->no_trace) {
+			err_msg("--no-trace writes no trace: drop -o %s\n", o->output);
+			return EXIT_USAGE;
+		}
+		if (dot && (!strcmp(dot, ".pftrace") || !strcmp(dot, ".perfetto-trace"))) {
+			err_msg("'%s': protobuf output is not implemented yet; "
+				"write a .json trace\n",
+				o->output);
+			return EXIT_USAGE;
+		}
+		if (!strcmp(o->output, "-") && o->summary == SUMMARY_JSON) {
+			err_msg("-o - and --summary json both want standard output\n");
+			return EXIT_USAGE;
+		}
+	}
+	return 0;
+}
+
+int options__parse(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "no-trace", no_argument, NULL, OPT_NO_TRACE },
+		{ "alerts", required_argument, NULL, OPT_ALERTS },
+		{ "summary", required_argument, NULL, OPT_SUMMARY },
+		{ "live", no_argument, NULL, OPT_LIVE },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "long-poll", required_argument, NULL, OPT_LONG_POLL },
+		{ "sched-delay", required_argument, NULL, OPT_SCHED_DELAY },
+		{ "starve-depth", required_argument, NULL, OPT_STARVE_DEPTH },
+		{ "starve-time", required_argument, NULL, OPT_STARVE_TIME },
+		{ "thrash-rate", required_argument, NULL, OPT_THRASH_RATE },
+		{ "lost-waker", required_argument, NULL, OPT_LOST_WAKER },
+		{ "episode-gap", required_argument, NULL, OPT_EPISODE_GAP },
+		{ "ringbuf-size", required_argument, NULL, OPT_RINGBUF },
+		{ "btf", required_argument, NULL, OPT_BTF },
+		{ "sched-hook", required_argument, NULL, OPT_SCHED_HOOK },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct detect_opts *d = &o->detect;
+	int c, pid, err = 0;
+
+	memset(o, 0, sizeof(*o));
+	o->live = -1;
+	o->ringbuf_bytes = DEFAULT_RINGBUF_BYTES;
+	d->long_poll_ns = DEFAULT_LONG_POLL_NS;
+	d->sched_delay_ns = DEFAULT_SCHED_DELAY_NS;
+	d->starve_depth = DEFAULT_STARVE_DEPTH;
+	d->starve_ns = DEFAULT_STARVE_NS;
+	d->thrash_rate = DEFAULT_THRASH_RATE;
+	d->lost_waker_ns = DEFAULT_LOST_WAKER_NS;
+	d->episode_gap_ns = DEFAULT_EPISODE_GAP_NS;
+	while (!err && (c = getopt_long(argc, argv, "p:d:o:qvhV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if (parse_int(optarg, 1, INT32_MAX, &pid)) {
+				err_msg("invalid pid '%s'\n", optarg);
+				return EXIT_USAGE;
+			}
+			o->pid = pid;
+			break;
+		case 'd':
+			if (parse_duration(optarg, 1000000000ull, &o->duration_ns) ||
+			    !o->duration_ns)
+				err = bad("duration", optarg, "seconds, e.g. 5 or 2.5");
+			break;
+		case 'o':
+			o->output = optarg;
+			break;
+		case OPT_NO_TRACE:
+			o->no_trace = true;
+			break;
+		case OPT_ALERTS:
+			o->alerts = optarg;
+			break;
+		case OPT_SUMMARY:
+			if (!strcmp(optarg, "text"))
+				o->summary = SUMMARY_TEXT;
+			else if (!strcmp(optarg, "json"))
+				o->summary = SUMMARY_JSON;
+			else
+				err = bad("--summary", optarg, "text or json");
+			break;
+		case OPT_LIVE:
+			o->live = 1;
+			break;
+		case 'q':
+			o->quiet = true;
+			break;
+		case OPT_LONG_POLL:
+			err = time_opt("--long-poll", optarg, &d->long_poll_ns);
+			break;
+		case OPT_SCHED_DELAY:
+			err = time_opt("--sched-delay", optarg, &d->sched_delay_ns);
+			break;
+		case OPT_STARVE_DEPTH:
+			err = uint_opt("--starve-depth", optarg, &d->starve_depth);
+			break;
+		case OPT_STARVE_TIME:
+			err = time_opt("--starve-time", optarg, &d->starve_ns);
+			break;
+		case OPT_THRASH_RATE:
+			err = uint_opt("--thrash-rate", optarg, &d->thrash_rate);
+			break;
+		case OPT_LOST_WAKER:
+			err = time_opt("--lost-waker", optarg, &d->lost_waker_ns);
+			break;
+		case OPT_EPISODE_GAP:
+			err = time_opt("--episode-gap", optarg, &d->episode_gap_ns);
+			break;
+		case OPT_RINGBUF:
+			if (parse_size(optarg, &o->ringbuf_bytes) || o->ringbuf_bytes < 4096 ||
+			    o->ringbuf_bytes > (1ull << 30) ||
+			    (o->ringbuf_bytes & (o->ringbuf_bytes - 1)))
+				err = bad("--ringbuf-size", optarg, "a power of two from 4K to 1G");
+			break;
+		case OPT_BTF:
+			o->btf_path = optarg;
+			break;
+		case OPT_SCHED_HOOK:
+			if (!strcmp(optarg, "auto"))
+				o->sched_hook = SCHED_HOOK_AUTO;
+			else if (!strcmp(optarg, "tp_btf"))
+				o->sched_hook = SCHED_HOOK_TP_BTF;
+			else if (!strcmp(optarg, "raw_tp"))
+				o->sched_hook = SCHED_HOOK_RAW_TP;
+			else
+				err = bad("--sched-hook", optarg, "auto, tp_btf or raw_tp");
+			break;
+		case 'v':
+			o->verbose = true;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return -1;
+		case 'V':
+			printf("asynctraced %s\n", VERSION);
+			return -1;
+		default:
+			fputs(usage, stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (err)
+		return err;
+	if (optind < argc) {
+		err_msg("unexpected argument '%s'\n", argv[optind]);
+		return EXIT_USAGE;
+	}
+	return check(o);
+}

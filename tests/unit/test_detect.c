@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Each detector fed synthetic records: one alert per episode, its END when it
+ * went quiet, and the explanations that keep one problem from raising two.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "detect.h"
+#include "model.h"
+
+#define T0 1000000000ull
+#define MS 1000000ull
+#define S 1000000000ull
+
+struct fixture {
+	struct model m;
+	struct detector d;
+	struct alert got[32];
+	int nr;
+};
+
+static void collect(void *ctx, const struct alert *a)
+{
+	struct fixture *f = ctx;
+
+	assert_true(f->nr < 32);
+	f->got[f->nr++] = *a;
+}
+
+static const struct detect_opts opts = {
+	.long_poll_ns = 10 * MS,
+	.sched_delay_ns = 20 * MS,
+	.starve_depth = 16,
+	.starve_ns = 200 * MS,
+	.thrash_rate = 1000,
+	.lost_waker_ns = 1 * S,
+	.episode_gap_ns = 1 * S,
+};
+
+static int setup(void **state)
+{
+	static struct fixture f;
+
+	memset(&f, 0, sizeof(f));
+	model__init(&f.m, 42, "test", T0);
+	detector__init(&f.d, &opts, collect, &f);
+	*state = &f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	detector__free(&f->d);
+	model__free(&f->m);
+	return 0;
+}
+
+static void poll(struct fixture *f, uint32_t worker, uint64_t task, uint64_t ts, uint64_t dur,
+		 uint64_t wake_ts, int32_t queued_on, uint32_t queued_depth, uint64_t holder)
+{
+	struct at_poll p = {
+		.hdr = { .kind = AT_EV_POLL, .size = sizeof(p), .tid = 100 + worker, .ts = ts },
+		.task = task,
+		.duration_ns = dur,
+		.oncpu_ns = dur,
+		.wake_ts = wake_ts,
+		.worker = worker,
+		.requeue = AT_QUEUE_NONE,
+		.queued_on = queued_on,
+		.queued_depth = queued_depth,
+		.holder_begin = holder,
+	};
+
+	detector__event(&f->d, &f->m, &p.hdr);
+}
+
+static void long_poll_episodes(void **state)
+{
+	struct fixture *f = *state;
+
+	/* three 20 ms polls 250 ms apart: one episode */
+	for (int i = 0; i < 3; i++)
+		poll(f, 0, 7, T0 + i * 250 * MS, 20 * MS + i * MS, 0, AT_QUEUE_NONE, 0, 0);
+	assert_int_equal(f->nr, 1);
+	assert_int_equal(f->got[0].kind, ALERT_LONG_POLL);
+	assert_int_equal(f->got[0].state, ALERT_BEGIN);
+	assert_int_equal(f->got[0].value_ns, 20 * MS);
+	assert_int_equal(f->got[0].cause, CAUSE_CPU);
+	/* a short poll changes nothing; a quiet second ends the episode */
+	poll(f, 0, 7, T0 + 800 * MS, 1 * MS, 0, AT_QUEUE_NONE, 0, 0);
+	detector__tick(&f->d, &f->m, T0 + 1200 * MS);
+	assert_int_equal(f->nr, 1);
+	detector__tick(&f->d, &f->m, T0 + 1600 * MS);
+	assert_int_equal(f->nr, 2);
+	assert_int_equal(f->got[1].state, ALERT_END);
+	assert_int_equal(f->got[1].episode, f->got[0].episode);
+	assert_int_equal(f->got[1].count, 3);
+	assert_int_equal(f->got[1].worst_ns, 22 * MS);
+	assert_false(f->got[1].ongoing);
+	/* it comes back: a new episode */
+	poll(f, 0, 7, T0 + 5 * S, 30 * MS, 0, AT_QUEUE_NONE, 0, 0);
+	assert_int_equal(f->nr, 3);
+	assert_int_not_equal(f->got[2].episode, f->got[0].episode);
+	detector__finish(&f->d, &f->m, T0 + 6 * S);
+	assert_int_equal(f->nr, 4);
+	assert_true(f->got[3].ongoing);
+	assert_int_equal(f->d.begun[ALERT_LONG_POLL], 2);
+}
+
+static void sched_delay_only_when_unexplained(void **state)
+{
+	struct fixture *f = *state;
+
+	/* a backlog of 40 ahead of it: starvation's business, not ours */
+	poll(f, 1, 8, T0 + 100 * MS, MS, T0 + 60 * MS, 0, 40, 0);
+	/* taken from worker 0 while worker 0 had been in one poll for 35 ms */
+	poll(f, 1, 9, T0 + 200 * MS, MS, T0 + 160 * MS, 0, 1, T0 + 165 * MS);
+	/* waited in worker 0's queue while a long poll ran there */
+	poll(f, 0, 5, T0 + 300 * MS, 25 * MS, 0, AT_QUEUE_NONE, 0, 0);
+	assert_int_equal(f->nr, 1); /* the long poll */
+	poll(f, 0, 10, T0 + 330 * MS, MS, T0 + 290 * MS, 0, 2, 0);
+	assert_int_equal(f->nr, 1);
+	/* 30 ms in the injection queue, nothing holding anyone up: that is one */
+	poll(f, 1, 11, T0 + 500 * MS, MS, T0 + 470 * MS, AT_QUEUE_INJECT, 3, 0);
+	assert_int_equal(f->nr, 2);
+	assert_int_equal(f->got[1].kind, ALERT_SCHED_DELAY);
+	assert_int_equal(f->got[1].value_ns, 30 * MS);
+	assert_int_equal(f->got[1].queued_on, AT_QUEUE_INJECT);
+	assert_int_equal(f->got[1].task, 11);
+	/* more of them: the same episode; below the threshold: nothing */
+	poll(f, 0, 12, T0 + 600 * MS, MS, T0 + 550 * MS, AT_QUEUE_INJECT, 1, 0);
+	poll(f, 0, 13, T0 + 700 * MS, MS, T0 + 690 * MS, AT_QUEUE_INJECT, 1, 0);
+	assert_int_equal(f->nr, 2);
+	detector__tick(&f->d, &f->m, T0 + 3 * S);
+	assert_int_equal(f->nr, 4); /* both episodes over */
+	for (int i = 2; i < 4; i++) {
+		if (f->got[i].kind != ALERT_SCHED_DELAY)
+			continue;
+		assert_int_equal(f->got[i].state, ALERT_END);
+		assert_int_equal(f->got[i].count, 2);
+		assert_int_equal(f->got[i].worst_ns, 50 * MS);
+	}
+}
+
+static void worker_sample(struct fixture *f, uint32_t worker, uint64_t ts, uint64_t area,
+			  uint64_t busy)
+{
+	struct at_worker_sample s = {
+		.hdr = { .kind = AT_EV_WORKER_SAMPLE, .size = sizeof(s), .tid = 100 + worker,
+			 .ts = ts },
+		.worker = worker,
+		.depth_area = area,
+		.busy_ns = busy,
+	};
+
+	detector__event(&f->d, &f->m, &s.hdr);
+}
+
+static void starvation(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t area = 0;
+
+	/* worker 0 holds 50 tasks on average and is busy; worker 1 idles */
+	for (int i = 0; i <= 5; i++) {
+		uint64_t ts = T0 + i * 100 * MS;
+
+		worker_sample(f, 1, ts, 0, 0);
+		worker_sample(f, 0, ts, area, i * 100 * MS);
+		area += 50 * 100 * MS;
+		if (i <= 1) /* starved since T0, but not for 200 ms yet */
+			assert_int_equal(f->nr, 0);
+	}
+	assert_int_equal(f->nr, 1);
+	assert_int_equal(f->got[0].kind, ALERT_STARVATION);
+	assert_int_equal(f->got[0].worker, 0);
+	assert_int_equal(f->got[0].idle_worker, 1);
+	assert_true(f->got[0].depth_avg > 49.9 && f->got[0].depth_avg < 50.1);
+	assert_true(f->got[0].idle_pct > 99.9);
+	/* still deep until 600 ms, then the queue drains: over */
+	worker_sample(f, 1, T0 + 600 * MS, 0, 0);
+	worker_sample(f, 0, T0 + 600 * MS, area, 600 * MS);
+	assert_int_equal(f->nr, 1);
+	worker_sample(f, 1, T0 + 700 * MS, 0, 0);
+	worker_sample(f, 0, T0 + 700 * MS, area, 700 * MS);
+	assert_int_equal(f->nr, 2);
+	assert_int_equal(f->got[1].state, ALERT_END);
+	assert_int_equal(f->got[1].count, 5);
+	/* deep but nobody idle: busy, not starved */
+	for (int i = 8; i < 13; i++) {
+		uint64_t ts = T0 + i * 100 * MS;
+
+		area += 50 * 100 * MS;
+		worker_sample(f, 1, ts, 0, i * 100 * MS);
+		worker_sample(f, 0, ts, area, i * 100 * MS);
+	}
+	assert_int_equal(f->nr, 2);
+}
+
+static void task_sample(struct fixture *f, uint64_t task, uint64_t ts, uint64_t polls,
+			uint64_t wakes, uint64_t self, uint64_t idle_since)
+{
+	struct at_task_sample s = {
+		.hdr = { .kind = AT_EV_TASK_SAMPLE, .size = sizeof(s), .ts = ts },
+		.task = task,
+		.polls = polls,
+		.wakes = wakes,
+		.self_wakes = self,
+		.idle_since = idle_since,
+	};
+
+	detector__event(&f->d, &f->m, &s.hdr);
+}
+
+static void waker_thrash(void **state)
+{
+	struct fixture *f = *state;
+
+	task_sample(f, 3, T0, 100, 100, 100, 0);
+	task_sample(f, 3, T0 + S, 6100, 6100, 6050, 0); /* 6000 polls/s, its own wakes */
+	assert_int_equal(f->nr, 1);
+	assert_int_equal(f->got[0].kind, ALERT_THRASH);
+	assert_int_equal(f->got[0].reason, THRASH_SELF_WAKE);
+	assert_true(f->got[0].self_wakes_per_s > 5900);
+	task_sample(f, 3, T0 + 2 * S, 12000, 12000, 11900, 0); /* still at it */
+	assert_int_equal(f->nr, 1);
+	task_sample(f, 3, T0 + 3 * S, 12010, 12010, 11900, 0); /* calmed down */
+	assert_int_equal(f->nr, 2);
+	assert_int_equal(f->got[1].state, ALERT_END);
+	assert_int_equal(f->got[1].count, 2);
+
+	/* a wake storm: woken 20 times per poll */
+	task_sample(f, 4, T0, 0, 0, 0, 0);
+	task_sample(f, 4, T0 + S, 100, 2000, 0, 0);
+	assert_int_equal(f->nr, 3);
+	assert_int_equal(f->got[2].reason, THRASH_WAKE_STORM);
+	/* busy and healthy: many polls, each answering someone else's wake */
+	task_sample(f, 5, T0, 0, 0, 0, 0);
+	task_sample(f, 5, T0 + S, 5000, 5000, 10, 0);
+	assert_int_equal(f->nr, 3);
+}
+
+static void lost_waker(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t idle = T0 + 100 * MS;
+
+	task_sample(f, 6, T0 + 1000 * MS, 2, 2, 0, idle); /* 0.9 s: not yet */
+	assert_int_equal(f->nr, 0);
+	task_sample(f, 6, T0 + 2000 * MS, 2, 2, 0, idle);
+	assert_int_equal(f->nr, 1);
+	assert_int_equal(f->got[0].kind, ALERT_LOST_WAKER);
+	assert_int_equal(f->got[0].begin_ts, idle);
+	assert_int_equal(f->got[0].value_ns, 1900 * MS);
+	task_sample(f, 6, T0 + 3000 * MS, 2, 2, 0, idle); /* still: no new alert */
+	assert_int_equal(f->nr, 1);
+	task_sample(f, 6, T0 + 4000 * MS, 3, 3, 0, 0); /* woken at last */
+	assert_int_equal(f->nr, 2);
+	assert_int_equal(f->got[1].state, ALERT_END);
+	assert_false(f->got[1].ongoing);
+	/* one that never wakes is still lost when tracing stops */
+	task_sample(f, 7, T0 + 4000 * MS, 1, 1, 0, T0 + 500 * MS);
+	detector__finish(&f->d, &f->m, T0 + 5 * S);
+	assert_int_equal(f->nr, 4);
+	assert_int_equal(f->got[3].task, 7);
+	assert_true(f->got[3].ongoing);
+}
+
+static void causes(void **state)
+{
+	struct at_poll p = { .oncpu_ns = 10, .blocked_ns = 5, .runnable_ns = 1 };
+
+	assert_int_equal(poll_cause(&p), CAUSE_CPU);
+	p.blocked_ns = 20;
+	assert_int_equal(poll_cause(&p), CAUSE_BLOCKED);
+	p.runnable_ns = 30;
+	assert_int_equal(poll_cause(&p), CAUSE_PREEMPTED);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(long_poll_episodes, setup, teardown),
+		cmocka_unit_test_setup_teardown(sched_delay_only_when_unexplained, setup, teardown),
+		cmocka_unit_test_setup_teardown(starvation, setup, teardown),
+		cmocka_unit_test_setup_teardown(waker_thrash, setup, teardown),
+		cmocka_unit_test_setup_teardown(lost_waker, setup, teardown),
+		cmocka_unit_test(causes),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
