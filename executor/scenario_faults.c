@@ -154,8 +154,13 @@ void blocking_cleanup(void)
  * both cores. Resting 49 times as long as the burst took caps each task at
  * 2% of its wall time, and all eight at about a sixth of one core, however
  * slow the yields are (a tracer attached, a sanitizer).
+ *
+ * But a burst's wall time also counts the waits behind the seven others:
+ * a rest that follows it unbounded can reach a second, and a task that long
+ * unwoken reads as a lost waker. A thrasher is busy, not lost: cap it.
  */
 #define THRASH_REST_FACTOR 49
+#define THRASH_REST_MAX (200 * NSEC_PER_MSEC)
 
 struct thrash {
 	uint64_t polls;
@@ -181,6 +186,8 @@ static enum poll thrash_poll(struct task *self, void *data)
 	rest = (now - th->burst_start) * THRASH_REST_FACTOR;
 	if (rest < THRASH_REST_MIN)
 		rest = THRASH_REST_MIN;
+	if (rest > THRASH_REST_MAX)
+		rest = THRASH_REST_MAX;
 	sleep_until(self, now + rest);
 	return POLL_PENDING;
 }

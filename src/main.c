@@ -78,6 +78,7 @@ struct session {
 	struct tracer *tracer;
 	struct stats snap;
 	uint64_t start;
+	uint64_t stop;		/* 0 while tracing */
 	int sfd;
 };
 
@@ -156,7 +157,7 @@ static int attach_all(struct session *s)
  * Samples the maps into the pipeline: the workers every tick, the tasks (and
  * a snapshot for the live view) every TASK_SAMPLE_TICKS.
  */
-static void sample(struct session *s, bool tasks)
+static void sample(struct session *s, bool tasks, bool show)
 {
 	if (tracer__snapshot(s->tracer, &s->snap, tasks, s->o->detect.lost_waker_ns))
 		return;
@@ -164,12 +165,13 @@ static void sample(struct session *s, bool tasks)
 	if (!tasks)
 		return;
 	sampler__tasks(&s->sampler, &s->snap, &s->pipe);
-	pipeline__stats(&s->pipe, &s->snap);
+	if (show)
+		pipeline__stats(&s->pipe, &s->snap);
 }
 
 static void fill_run_info(struct session *s, struct run_info *info, const char *why)
 {
-	info->seconds = (double)(now_ns() - s->start) / 1e9;
+	info->seconds = (double)((s->stop ? s->stop : now_ns()) - s->start) / 1e9;
 	info->end_reason = why;
 	info->maps_only = s->o->no_trace;
 	tracer__stats(s->tracer, info->stats);
@@ -196,7 +198,7 @@ static const char *trace_loop(struct session *s, uint64_t deadline)
 	if (ep < 0)
 		return "epoll failed";
 	/* A first look at the maps: the baseline that rates are measured from. */
-	sample(s, true);
+	sample(s, true, true);
 	fds[0] = tracer__fd(s->tracer);
 	fds[1] = s->sfd;
 	fds[2] = s->target.pidfd;
@@ -229,7 +231,7 @@ static const char *trace_loop(struct session *s, uint64_t deadline)
 			why = "ring buffer read failed";
 		now = now_ns();
 		if (now >= next_tick) {
-			sample(s, ++ticks % TASK_SAMPLE_TICKS == 0);
+			sample(s, ++ticks % TASK_SAMPLE_TICKS == 0, true);
 			pipeline__tick(&s->pipe, now);
 			next_tick = now + TICK_NS;
 		}
@@ -291,11 +293,7 @@ static int start(struct session *s)
 		return -ENOENT;
 	}
 
-	s->start = now_ns();
-	clock_gettime(CLOCK_REALTIME, &rt);
-	pipeline__init(&s->pipe, (uint32_t)o->pid, s->target.comm, s->start, &o->detect);
-	s->pipe.model.realtime_offset =
-		(uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec - s->start;
+	pipeline__init(&s->pipe, (uint32_t)o->pid, s->target.comm, now_ns(), &o->detect);
 	s->pipe.model.read_str = target__read_str;
 	s->pipe.model.thread_comm = target__thread_comm;
 	s->pipe.model.target_ctx = &s->target;
@@ -318,6 +316,13 @@ static int start(struct session *s)
 			verbose ? "" : " (-v shows libbpf's log)");
 		return err;
 	}
+	/* Time zero: nothing can happen before the first probe is attached. */
+	s->start = now_ns();
+	clock_gettime(CLOCK_REALTIME, &rt);
+	s->pipe.model.t0 = s->start;
+	s->pipe.model.last_ts = s->start;
+	s->pipe.model.realtime_offset =
+		(uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec - s->start;
 	err = attach_all(s);
 	if (err) {
 		if (!target__alive(&s->target))
@@ -338,10 +343,12 @@ static int finish(struct session *s, const char *why)
 	struct run_info info;
 	int err, ret = EXIT_OK;
 
+	s->stop = now_ns();
 	tracer__detach(s->tracer);
 	while (tracer__consume(s->tracer, CONSUME_BATCH) > 0)
 		;
-	sample(s, true);
+	/* The last state, for the detectors and the report; no live view. */
+	sample(s, true, false);
 	err = pipeline__finish(&s->pipe, now_ns());
 	if (err) {
 		err_msg("failed to write '%s': %s\n", o->output ? o->output : o->alerts,

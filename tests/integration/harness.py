@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Runs the sample executor under asynctraced and parses what came out."""
+import json
 import os
 import re
 import signal
@@ -13,6 +14,21 @@ from tests.integration import trace_check
 BUILD = os.environ.get("BUILD", "build")
 TRACER = os.path.join(BUILD, "asynctraced")
 EXECUTOR = os.path.join(BUILD, "sample-executor")
+
+# What each scenario is built to show, and so the only alerts it may raise.
+EXPECTED_ALERTS = {
+    "healthy": set(),
+    "noisy": {"long-poll"},
+    "blocking": {"long-poll"},
+    "starve": {"starvation"},
+    "thrash": {"waker-thrash"},
+    "fanout": set(),
+    "lost": {"lost-waker"},
+    "delay": {"scheduling-delay"},
+}
+# Detector settings every scenario runs with: the lost-waker default (10 s)
+# is longer than a test run.
+DETECTOR_ARGS = ["--lost-waker", "1s"]
 
 ALERT = re.compile(
     r"asynctraced: alert: long poll: task '(?P<name>[^']*)' #(?P<task>\d+) held worker "
@@ -76,11 +92,14 @@ class TracedRun:
     executor_stdout: str
     executor_stderr: str
     tracer_rc: int
+    tracer_stdout: str
     tracer_stderr: str
     trace_path: str
     counts: dict = field(default_factory=dict)     # the executor's own
-    summary: dict = field(default_factory=dict)    # the tracer's
-    alerts: list = field(default_factory=list)
+    summary: dict = field(default_factory=dict)    # the tracer's, from its text
+    report: dict = field(default_factory=dict)     # --summary json
+    alerts: list = field(default_factory=list)     # long-poll lines on stderr
+    alert_log: list = field(default_factory=list)  # --alerts JSON lines
     _events: list = None
 
     @property
@@ -104,26 +123,44 @@ def start_executor(scenario, duration, workers=2, extra=(), wait_traced=True):
 
 
 def traced_run(scenario, duration=3, workers=2, executor_args=(), tracer_args=(),
-               tmpdir=None):
-    """Runs one scenario traced from its first poll to its exit."""
+               tmpdir=None, trace=True):
+    """Runs one scenario traced from its first poll to its exit, with the
+    report as JSON and every alert in a JSON-lines file; trace=False traces
+    in maps-only mode."""
     tmpdir = tmpdir or tempfile.mkdtemp(prefix="asynctraced-")
-    trace = os.path.join(tmpdir, f"{scenario}.json")
+    trace_path = os.path.join(tmpdir, f"{scenario}.json")
+    alerts_path = os.path.join(tmpdir, f"{scenario}.alerts")
     ex = start_executor(scenario, duration, workers, executor_args)
-    tr = subprocess.Popen([TRACER, "-p", str(ex.pid), "-o", trace, *tracer_args],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = [TRACER, "-p", str(ex.pid), "--summary", "json", "--alerts", alerts_path,
+            *DETECTOR_ARGS, *tracer_args]
+    args += ["-o", trace_path] if trace else ["--no-trace"]
+    tr = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         ex_out, ex_err = ex.communicate(timeout=duration + 60)
-        _, tr_err = tr.communicate(timeout=60)
+        tr_out, tr_err = tr.communicate(timeout=60)
     finally:
         for p in (ex, tr):
             if p.poll() is None:
                 p.kill()
-                p.wait()
-    run = TracedRun(scenario, ex.returncode, ex_out, ex_err, tr.returncode, tr_err, trace)
+                p.communicate()
+    run = TracedRun(scenario, ex.returncode, ex_out, ex_err, tr.returncode, tr_out, tr_err,
+                    trace_path)
     run.counts = parse_executor(ex_out)
     run.summary = parse_summary(tr_err)
     run.alerts = parse_alerts(tr_err)
+    try:
+        run.report = json.loads(tr_out)
+    except ValueError:
+        run.report = {}
+    if os.path.exists(alerts_path):
+        with open(alerts_path) as f:
+            run.alert_log = [json.loads(line) for line in f if line.strip()]
     return run
+
+
+def begun(run):
+    """The kinds of alert episodes that began, from the JSON lines."""
+    return {a["kind"] for a in run.alert_log if a["state"] == "begin"}
 
 
 def run_tracer(*args, timeout=60, **kw):

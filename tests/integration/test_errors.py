@@ -38,7 +38,7 @@ class Errors(unittest.TestCase):
         self.assertIn(message, r.stderr)
         # one line says what failed (usage errors may add the usage text)
         self.assertTrue(r.stderr.startswith("asynctraced: "), r.stderr)
-        self.assertNotIn("summary", r.stderr)
+        self.assertNotIn("summary for pid", r.stderr)
 
     def test_no_such_pid(self):
         p = self.spawn("true")

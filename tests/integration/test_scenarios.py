@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""Each scenario of the sample executor, traced from its first poll to its
-exit: the tracer's counts must equal the executor's own, the trace must
-follow Perfetto's import rules, and each scenario must show its shape."""
+"""Each scenario of the sample executor, traced (full trace) from its first
+poll to its exit: the tracer's counts and histograms must equal the
+executor's own counts, the trace must follow Perfetto's import rules, each
+scenario must show its shape, and raise exactly the alerts it was built
+for."""
 import re
 import unittest
 from collections import Counter, defaultdict
@@ -52,6 +54,41 @@ class ScenarioTest(unittest.TestCase):
                              ("steals", "steals"), ("stolen", "stolen"), ("parks", "parks")]:
             self.assertEqual(s.get(ours), c.get(theirs), f"{ours}: {self.ctx}")
         self.assertGreater(c.get("polls", 0), 1000, self.ctx)
+
+    def test_histograms_count_every_poll(self):
+        workers = self.run.report["workers"]
+        self.assertEqual(sum(w["poll"]["count"] for w in workers), self.run.counts["polls"])
+        self.assertEqual(sum(w["on_cpu"]["count"] for w in workers), self.run.counts["polls"])
+        self.assertEqual(self.run.report["counts"]["polls"], self.run.counts["polls"])
+        self.assertEqual(self.run.report["counts"]["wakes"], self.run.counts["wakes"])
+        self.assertEqual(self.run.report["counts"]["tasks_spawned"], self.run.counts["tasks"])
+        self.assertEqual(self.run.report["events"]["by_kind"]["poll"], self.run.counts["polls"])
+        # every poll but those whose wake came before the tracer has a delay
+        delays = sum(w["delay"]["count"] for w in workers)
+        self.assertLessEqual(delays, self.run.counts["polls"])
+        self.assertGreater(delays, 0.9 * self.run.counts["polls"])
+
+    def test_raises_exactly_its_alerts(self):
+        expected = harness.EXPECTED_ALERTS[self.scenario]
+        self.assertEqual(harness.begun(self.run), expected, self.ctx)
+        episodes = {}
+        for a in self.run.alert_log:
+            self.assertEqual(a["schema"], "asynctraced.alert/1")
+            self.assertEqual(a["pid"], self.run.report["pid"])
+            self.assertTrue(a["message"])
+            episodes.setdefault(a["episode"], []).append(a["state"])
+        # each episode begins once and ends once
+        for ep, states in episodes.items():
+            self.assertEqual(states, ["begin", "end"], ep)
+        report = self.run.report["alerts"]["episodes"]
+        for kind, n in report.items():
+            self.assertEqual(n > 0, kind in expected, kind)
+
+    def test_alerts_are_in_the_trace(self):
+        instants = [e for e in self.run.events if e.get("ph") == "i" and e.get("cat") == "alert"]
+        self.assertEqual(len(instants), len(self.run.alert_log))
+        self.assertEqual({e["args"]["episode"] for e in instants},
+                         {a["episode"] for a in self.run.alert_log})
 
     def test_trace_follows_importer_rules(self):
         self.assertEqual(trace_check.check(self.run.events), [])
@@ -106,8 +143,8 @@ class Healthy(ScenarioTest):
     scenario = "healthy"
 
     def test_no_alert(self):
-        self.assertEqual(self.run.alerts, [], self.ctx)
-        self.assertIn("alerts   0 long polls", self.run.tracer_stderr)
+        self.assertEqual(self.run.alert_log, [], self.ctx)
+        self.assertRegex(self.run.tracer_stderr, r"alerts   0 episodes")
 
     def test_io_and_timer_wakes_come_from_outside_the_workers(self):
         wakes = [e for e in self.run.events if e.get("cat") == "wake"]
@@ -120,25 +157,29 @@ class Healthy(ScenarioTest):
 
 class LongPollScenario(ScenarioTest):
     culprit = None
-    cause = None
 
-    def test_alerts_name_the_culprit(self):
-        alerts = self.run.alerts
-        # one every 250 ms for 3 s
-        self.assertGreaterEqual(len(alerts), 8, self.ctx)
+    def long_polls(self):
+        """The polls of at least 10 ms in the trace."""
+        return [p for p in polls(self.run) if p["dur"] >= 10000]
+
+    def test_one_episode_names_the_culprit(self):
         culprit_ids = tasks_named(self.run, self.culprit)
         self.assertEqual(len(culprit_ids), 1)
-        workers = worker_threads(self.run)
-        for a in alerts:
-            self.assertEqual(a["name"], self.culprit, a)
-            self.assertEqual(int(a["task"]), next(iter(culprit_ids)), a)
-            self.assertIn(int(a["tid"]), workers, a)
-            self.assertGreaterEqual(float(a["ms"]), 10.0, a)
-
-    def test_alerts_are_in_the_trace(self):
-        instants = [e for e in self.run.events if e.get("ph") == "i" and e.get("cat") == "alert"]
-        self.assertEqual(len(instants), len(self.run.alerts))
-        self.assertTrue(all(self.culprit in e["name"] for e in instants))
+        # one alert for the whole run, however many long polls
+        self.assertEqual(len(self.run.alerts), 1, self.ctx)
+        a = self.run.alerts[0]
+        self.assertEqual(a["name"], self.culprit, a)
+        self.assertEqual(int(a["task"]), next(iter(culprit_ids)), a)
+        self.assertIn(int(a["tid"]), worker_threads(self.run), a)
+        self.assertGreaterEqual(float(a["ms"]), 10.0, a)
+        # one every 250 ms for 3 s, all of them the culprit's
+        long = self.long_polls()
+        self.assertGreaterEqual(len(long), 8)
+        self.assertTrue(all(p["name"] == self.culprit for p in long), long)
+        end = [e for e in self.run.alert_log if e["state"] == "end"]
+        self.assertEqual(len(end), 1)
+        self.assertEqual(end[0]["count"], len(long))
+        self.assertEqual(end[0]["worst_ns"] // 1000, int(max(p["dur"] for p in long)))
 
 
 class Noisy(LongPollScenario):
@@ -146,14 +187,13 @@ class Noisy(LongPollScenario):
     culprit = "noisy"
 
     def test_cause_is_cpu(self):
-        causes = Counter(a["cause"] for a in self.run.alerts)
-        # Burning CPU is never "blocked"; under heavy contention a burn can be
+        self.assertEqual(self.run.alerts[0]["cause"], "cpu-bound", self.run.alerts)
+        # Burning CPU is never blocked; under heavy contention a burn can be
         # mostly preempted, but most must read as what they are.
-        self.assertEqual(causes.get("blocked", 0), 0, causes)
-        self.assertGreaterEqual(causes["cpu-bound"], 0.8 * len(self.run.alerts), causes)
-        for a in self.run.alerts:
-            if a["cause"] == "cpu-bound":
-                self.assertGreaterEqual(float(a["oncpu"]), 15.0, a)
+        long = self.long_polls()
+        cpu = [p for p in long if p["args"]["on_cpu_us"] >= 0.5 * p["dur"]]
+        self.assertFalse([p for p in long if p["args"]["blocked_us"] >= 0.5 * p["dur"]])
+        self.assertGreaterEqual(len(cpu), 0.8 * len(long))
 
 
 class Blocking(LongPollScenario):
@@ -161,10 +201,12 @@ class Blocking(LongPollScenario):
     culprit = "blocking"
 
     def test_cause_is_blocking(self):
-        for a in self.run.alerts:
-            self.assertEqual(a["cause"], "blocked", a)
-            self.assertGreaterEqual(float(a["blocked"]), 15.0, a)
-            self.assertLess(float(a["oncpu"]), 5.0, a)
+        a = self.run.alerts[0]
+        self.assertEqual(a["cause"], "blocked", a)
+        self.assertGreaterEqual(float(a["blocked"]), 15.0, a)
+        for p in self.long_polls():
+            self.assertGreaterEqual(p["args"]["blocked_us"], 15000, p)
+            self.assertLess(p["args"]["on_cpu_us"], 5000, p)
 
 
 class Starve(ScenarioTest):
@@ -227,6 +269,38 @@ class Fanout(ScenarioTest):
         joins = [e for e in self.run.events if e.get("cat") == "wake"
                  and e["args"]["task"] == parent and e["args"].get("waker_task") in children]
         self.assertGreater(len(joins), 0)
+
+
+class Lost(ScenarioTest):
+    scenario = "lost"
+
+    def test_the_lost_task_is_named(self):
+        lost = [a for a in self.run.alert_log if a["kind"] == "lost-waker"]
+        self.assertEqual([a["state"] for a in lost], ["begin", "end"])
+        self.assertEqual(lost[0]["task"]["name"], "lost")
+        self.assertTrue(lost[1]["ongoing"], lost[1])  # never woken
+        # its last poll returned Pending and no wake of it follows
+        ps = [p for p in polls(self.run) if p["args"]["task"] == lost[0]["task"]["id"]]
+        self.assertEqual(ps[-1]["args"]["result"], "pending")
+        last = ps[-1]["ts"] + ps[-1]["dur"]
+        self.assertFalse([e for e in self.run.events if e.get("cat") == "wake"
+                          and e["args"]["task"] == lost[0]["task"]["id"] and e["ts"] > last])
+
+
+class Delay(ScenarioTest):
+    scenario = "delay"
+
+    def test_late_polls_without_long_polls_or_backlog(self):
+        ep = [a for a in self.run.alert_log if a["kind"] == "scheduling-delay"]
+        self.assertEqual(ep[0]["state"], "begin")
+        self.assertGreaterEqual(ep[0]["value_ns"], 20e6)
+        self.assertLess(ep[0]["queued_depth"], 16)
+        self.assertFalse(self.long_polls_in_trace())
+        self.assertGreater(max(p["args"].get("wake_delay_us", 0) for p in polls(self.run)),
+                           20000)
+
+    def long_polls_in_trace(self):
+        return [p for p in polls(self.run) if p["dur"] >= 10000]
 
 
 del ScenarioTest, LongPollScenario  # only their subclasses are tests

@@ -1,0 +1,218 @@
+# SPDX-License-Identifier: MIT
+"""Maps-only mode (--no-trace), the report, the live view: the aggregates in
+BPF maps must count what the executor did, detect what each scenario was
+built to show without per-event traffic, and agree with a full trace of the
+same run."""
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+from tests.integration import harness, trace_check
+
+DURATION = 3
+
+
+class MapsOnly(unittest.TestCase):
+    """Every scenario in maps-only mode, traced from its first poll to exit."""
+
+    @classmethod
+    def setUpClass(cls):
+        harness.require_root()
+        cls.runs = {s: harness.traced_run(s, DURATION, trace=False)
+                    for s in harness.EXPECTED_ALERTS}
+
+    def test_raises_exactly_the_alerts_each_scenario_is_built_for(self):
+        for scenario, run in self.runs.items():
+            with self.subTest(scenario=scenario):
+                self.assertEqual(run.tracer_rc, 0, run.describe())
+                self.assertEqual(harness.begun(run), harness.EXPECTED_ALERTS[scenario],
+                                 run.describe())
+
+    def test_maps_count_what_the_executor_did(self):
+        for scenario, run in self.runs.items():
+            with self.subTest(scenario=scenario):
+                c, r = run.counts, run.report["counts"]
+                self.assertEqual(r["polls"], c["polls"])
+                self.assertEqual(r["wakes"], c["wakes"])
+                self.assertEqual(r["tasks_spawned"], c["tasks"])
+                self.assertEqual(r["steals"], c["steals"])
+                self.assertEqual(r["stolen"], c["stolen"])
+                self.assertEqual(r["parks"], c["parks"])
+                self.assertEqual(sum(w["poll"]["count"] for w in run.report["workers"]),
+                                 c["polls"])
+                self.assertEqual(run.report["mode"], "maps")
+
+    def test_no_per_event_traffic(self):
+        """Only the polls a detector needs cross the ring buffer: none at all
+        when nothing is wrong."""
+        for scenario, run in self.runs.items():
+            with self.subTest(scenario=scenario):
+                ev = run.report["events"]
+                self.assertEqual(ev["dropped"], 0)
+                for kind in ("spawn", "wake", "steal", "park"):
+                    self.assertEqual(ev["by_kind"][kind], 0, kind)
+                if scenario in ("healthy", "fanout", "lost", "thrash"):
+                    self.assertEqual(ev["received"], 0)
+                self.assertLess(ev["received"], 0.5 * run.counts["polls"])
+
+    def test_steal_matrix(self):
+        run = self.runs["healthy"]
+        steals = run.report["steals"]
+        self.assertEqual(sum(s["ops"] for s in steals), run.counts["steals"])
+        self.assertEqual(sum(s["tasks"] for s in steals), run.counts["stolen"])
+        self.assertTrue(all(s["thief"] != s["victim"] for s in steals))
+        self.assertEqual(self.runs["starve"].report["steals"], [])
+
+    def test_top_tasks_and_names(self):
+        run = self.runs["noisy"]
+        top = run.report["tasks"]
+        self.assertEqual(top[0]["name"], "noisy")  # most poll time by far
+        self.assertEqual(top, sorted(top, key=lambda t: -t["poll_ns"]))
+        self.assertGreaterEqual(top[0]["max_poll_ns"], 15e6)
+        thrash = [t for t in self.runs["thrash"].report["tasks"] if t["name"] == "thrash"]
+        self.assertEqual(len(thrash), 8)
+        for t in thrash:
+            self.assertGreater(t["self_wakes"], 0.9 * t["wakes"])
+
+
+def slot(ns):
+    """The log2 slot a value falls in, as the BPF side files it."""
+    return max(0, int(math.floor(math.log2(ns)))) if ns >= 1 else 0
+
+
+def exact_percentile(values, p):
+    values = sorted(values)
+    rank = max(1, math.ceil(len(values) * p / 100))
+    return values[rank - 1]
+
+
+class SameRun(unittest.TestCase):
+    """A maps-only tracer and a full tracer on one run at once."""
+
+    @classmethod
+    def setUpClass(cls):
+        harness.require_root()
+        cls.tmp = tempfile.mkdtemp(prefix="asynctraced-")
+        trace = os.path.join(cls.tmp, "full.json")
+        ex = harness.start_executor("healthy", 6, wait_traced=False)
+        time.sleep(0.3)
+        maps = subprocess.Popen([harness.TRACER, "-p", str(ex.pid), "--no-trace", "-q",
+                                 "-d", "3", "--summary", "json"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        full = subprocess.Popen([harness.TRACER, "-p", str(ex.pid), "-q", "-d", "3", "-o",
+                                 trace], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        out, cls.maps_err = maps.communicate(timeout=60)
+        _, cls.full_err = full.communicate(timeout=60)
+        harness.kill(ex)
+        ex.communicate()
+        cls.report = json.loads(out)
+        cls.events = trace_check.load(trace)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def merged(self, name):
+        slots = [0] * 40
+        for w in self.report["workers"]:
+            for i, n in enumerate(w[name]["slots"]):
+                slots[i] += n
+        return slots
+
+    def percentile_slot(self, slots, p):
+        total = sum(slots)
+        rank = max(1, math.ceil(total * p / 100))
+        seen = 0
+        for i, n in enumerate(slots):
+            seen += n
+            if seen >= rank:
+                return i
+        return len(slots) - 1
+
+    def check(self, hist, exact_us):
+        self.assertGreater(len(exact_us), 5000)
+        for p in (50, 90, 99):
+            got = self.percentile_slot(hist, p)
+            want = slot(exact_percentile(exact_us, p) * 1000)
+            # the two tracers time each poll a probe hit apart: a value at a
+            # slot's edge may land in the neighbour
+            self.assertLessEqual(abs(got - want), 1, f"p{p}: slot {got} vs exact slot {want}")
+
+    def test_poll_time_percentiles_agree_with_the_full_trace(self):
+        durs = [e["dur"] for e in self.events if e.get("ph") == "X" and e.get("cat") == "poll"]
+        self.check(self.merged("poll"), durs)
+
+    def test_wake_delay_percentiles_agree_with_the_full_trace(self):
+        delays = [e["args"]["wake_delay_us"] for e in self.events
+                  if e.get("ph") == "X" and e.get("cat") == "poll"
+                  and "wake_delay_us" in e["args"]]
+        self.check(self.merged("delay"), delays)
+
+    def test_report_percentiles_are_bucket_bounds(self):
+        for w in self.report["workers"]:
+            h = w["poll"]
+            self.assertLessEqual(h["p50_ns"], h["p99_ns"])
+            self.assertLessEqual(h["p99_ns"], h["p100_ns"])
+            self.assertEqual(h["p50_ns"] & (h["p50_ns"] - 1), 0)  # a power of two
+
+
+class Terminal(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        harness.require_root()
+
+    def setUp(self):
+        self.ex = harness.start_executor("noisy", 8, wait_traced=False)
+        time.sleep(0.3)
+
+    def tearDown(self):
+        harness.kill(self.ex)
+        self.ex.communicate()
+
+    def test_live_view_redraws_every_second(self):
+        r = harness.run_tracer("-p", self.ex.pid, "-d", "3.5", "--live")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        views = r.stderr.count("top tasks by poll time in the last second")
+        self.assertGreaterEqual(views, 2, r.stderr)
+        # redrawn in place: cursor up over the previous view, clear below
+        self.assertRegex(r.stderr, r"\x1b\[\d+A\x1b\[J")
+        self.assertRegex(r.stderr, r" worker  busy  queue now/peak")
+        self.assertRegex(r.stderr, r"noisy #\d+")
+        # alerts still get their line, and the view is gone before the report
+        self.assertIn("asynctraced: alert: long poll: task 'noisy'", r.stderr)
+        tail = r.stderr[r.stderr.index("asynctraced: summary"):]
+        self.assertNotIn("top tasks by poll time in the last second", tail)
+
+    def test_quiet_and_no_live_view_when_not_a_terminal(self):
+        r = harness.run_tracer("-p", self.ex.pid, "-d", "1.5")
+        self.assertNotIn("in the last second", r.stderr)  # stderr is a pipe here
+        self.assertIn("asynctraced: alert: long poll", r.stderr)
+        r = harness.run_tracer("-p", self.ex.pid, "-d", "1.5", "-q")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("asynctraced: alert", r.stderr)
+        self.assertIn("asynctraced: summary", r.stderr)
+        self.assertIn("alerts (", r.stderr)  # the report lists them
+
+    def test_sigusr1_prints_the_report_so_far(self):
+        tr = subprocess.Popen([harness.TRACER, "-p", str(self.ex.pid), "-q", "-d", "4"],
+                              stderr=subprocess.PIPE, text=True)
+        time.sleep(2)
+        tr.send_signal(signal.SIGUSR1)
+        _, err = tr.communicate(timeout=30)
+        self.assertEqual(tr.returncode, 0, err)
+        self.assertEqual(err.count("asynctraced: summary for pid"), 2, err)
+        self.assertIn("still tracing", err)
+        self.assertEqual(err.count("steal matrix"), 2)
+        self.assertIn("duration elapsed", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
