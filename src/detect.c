@@ -75,8 +75,15 @@ void detector__free(struct detector *d)
 	memset(d, 0, sizeof(*d));
 }
 
-enum poll_cause poll_cause(const struct at_poll *p)
+enum poll_cause poll_cause(const struct at_poll *p, uint64_t long_ns)
 {
+	/*
+	 * What the task did comes first: a poll that computed (or slept) for
+	 * long_ns on its own was long by its own doing, however much it was
+	 * also preempted on a busy machine.
+	 */
+	if (long_ns && (p->oncpu_ns >= long_ns || p->blocked_ns >= long_ns))
+		return p->oncpu_ns >= p->blocked_ns ? CAUSE_CPU : CAUSE_BLOCKED;
 	if (p->oncpu_ns >= p->blocked_ns && p->oncpu_ns >= p->runnable_ns)
 		return CAUSE_CPU;
 	return p->blocked_ns >= p->runnable_ns ? CAUSE_BLOCKED : CAUSE_PREEMPTED;
@@ -224,7 +231,7 @@ static void long_poll(struct detector *d, struct model *m, const struct at_poll 
 	model__task_name(m, p->task, p->name_addr, a.task_name, sizeof(a.task_name));
 	a.worker = (int32_t)p->worker;
 	a.tid = p->hdr.tid;
-	a.cause = poll_cause(p);
+	a.cause = poll_cause(p, d->opts.long_poll_ns);
 	a.oncpu_ns = p->oncpu_ns;
 	a.blocked_ns = p->blocked_ns;
 	a.runnable_ns = p->runnable_ns;

@@ -36,7 +36,7 @@ enum alert_state {
 	ALERT_END,
 };
 
-/* Where a poll's time went: the largest of its three parts. */
+/* Where a poll's time went: see poll_cause(). */
 enum poll_cause {
 	CAUSE_CPU = 1,		/* ran on the CPU: the task burned it */
 	CAUSE_BLOCKED,		/* slept in the kernel: a blocking call */
@@ -130,7 +130,11 @@ void detector__tick(struct detector *d, struct model *m, uint64_t now);
 /* The end of the stream: ends every open episode as ongoing. */
 void detector__finish(struct detector *d, struct model *m, uint64_t now);
 
-enum poll_cause poll_cause(const struct at_poll *p);
+/*
+ * Where a poll's time went. With long_ns, a poll that spent that long on the
+ * CPU (or asleep) is cpu-bound (blocked) even if it was preempted longer.
+ */
+enum poll_cause poll_cause(const struct at_poll *p, uint64_t long_ns);
 const char *poll_cause_str(enum poll_cause c);
 const char *alert_kind_str(enum alert_kind k);
 const char *thrash_reason_str(enum thrash_reason r);

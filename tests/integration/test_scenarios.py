@@ -159,8 +159,8 @@ class LongPollScenario(ScenarioTest):
     culprit = None
 
     def long_polls(self):
-        """The polls of at least 10 ms in the trace."""
-        return [p for p in polls(self.run) if p["dur"] >= 10000]
+        """The polls the detector calls long (harness.DETECTOR_ARGS)."""
+        return [p for p in polls(self.run) if p["dur"] >= 15000]
 
     def test_one_episode_names_the_culprit(self):
         culprit_ids = tasks_named(self.run, self.culprit)
@@ -171,7 +171,7 @@ class LongPollScenario(ScenarioTest):
         self.assertEqual(a["name"], self.culprit, a)
         self.assertEqual(int(a["task"]), next(iter(culprit_ids)), a)
         self.assertIn(int(a["tid"]), worker_threads(self.run), a)
-        self.assertGreaterEqual(float(a["ms"]), 10.0, a)
+        self.assertGreaterEqual(float(a["ms"]), 15.0, a)
         # one every 250 ms for 3 s, all of them the culprit's
         long = self.long_polls()
         self.assertGreaterEqual(len(long), 8)
@@ -188,12 +188,12 @@ class Noisy(LongPollScenario):
 
     def test_cause_is_cpu(self):
         self.assertEqual(self.run.alerts[0]["cause"], "cpu-bound", self.run.alerts)
-        # Burning CPU is never blocked; under heavy contention a burn can be
-        # mostly preempted, but most must read as what they are.
-        long = self.long_polls()
-        cpu = [p for p in long if p["args"]["on_cpu_us"] >= 0.5 * p["dur"]]
-        self.assertFalse([p for p in long if p["args"]["blocked_us"] >= 0.5 * p["dur"]])
-        self.assertGreaterEqual(len(cpu), 0.8 * len(long))
+        self.assertGreaterEqual(float(self.run.alerts[0]["oncpu"]), 15.0)
+        # each burn spends its 20 ms on the CPU, however long a busy machine
+        # makes it wait in between
+        for p in self.long_polls():
+            self.assertGreaterEqual(p["args"]["on_cpu_us"], 15000, p)
+            self.assertLess(p["args"]["blocked_us"], 5000, p)
 
 
 class Blocking(LongPollScenario):

@@ -278,11 +278,19 @@ static void causes(void **state)
 {
 	struct at_poll p = { .oncpu_ns = 10, .blocked_ns = 5, .runnable_ns = 1 };
 
-	assert_int_equal(poll_cause(&p), CAUSE_CPU);
+	assert_int_equal(poll_cause(&p, 0), CAUSE_CPU);
 	p.blocked_ns = 20;
-	assert_int_equal(poll_cause(&p), CAUSE_BLOCKED);
+	assert_int_equal(poll_cause(&p, 0), CAUSE_BLOCKED);
 	p.runnable_ns = 30;
-	assert_int_equal(poll_cause(&p), CAUSE_PREEMPTED);
+	assert_int_equal(poll_cause(&p, 0), CAUSE_PREEMPTED);
+	/* a 20 ms burn preempted for 25 ms on a busy machine is still a burn */
+	p = (struct at_poll){ .oncpu_ns = 20 * MS, .runnable_ns = 25 * MS };
+	assert_int_equal(poll_cause(&p, 10 * MS), CAUSE_CPU);
+	p = (struct at_poll){ .oncpu_ns = 1 * MS, .blocked_ns = 20 * MS, .runnable_ns = 25 * MS };
+	assert_int_equal(poll_cause(&p, 10 * MS), CAUSE_BLOCKED);
+	/* a short poll stretched by preemption alone */
+	p = (struct at_poll){ .oncpu_ns = 1 * MS, .runnable_ns = 15 * MS };
+	assert_int_equal(poll_cause(&p, 10 * MS), CAUSE_PREEMPTED);
 }
 
 int main(void)
