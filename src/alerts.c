@@ -135,18 +135,6 @@ void alert__format(char *buf, size_t size, const struct model *m, const struct a
 
 /* ---- JSON lines ------------------------------------------------------- */
 
-static void kv_u64(struct outbuf *ob, const char *key, uint64_t v)
-{
-	ob_puts(ob, key);
-	ob_u64(ob, v);
-}
-
-static void kv_str(struct outbuf *ob, const char *key, const char *v)
-{
-	ob_puts(ob, key);
-	ob_json_str(ob, v);
-}
-
 static void kv_num(struct outbuf *ob, const char *key, double v)
 {
 	char num[32];
@@ -178,48 +166,48 @@ void alert__json(struct outbuf *ob, const struct model *m, const struct alert *a
 	char buf[512];
 
 	ob_puts(ob, "{\"schema\":\"asynctraced.alert/1\"");
-	kv_u64(ob, ",\"episode\":", a->episode);
-	kv_str(ob, ",\"kind\":", alert_kind_str(a->kind));
-	kv_str(ob, ",\"state\":", a->state == ALERT_END ? "end" : "begin");
+	ob_key_u64(ob, ",\"episode\":", a->episode);
+	ob_key_str(ob, ",\"kind\":", alert_kind_str(a->kind));
+	ob_key_str(ob, ",\"state\":", a->state == ALERT_END ? "end" : "begin");
 	wall_time(buf, sizeof(buf), m, a->ts);
-	kv_str(ob, ",\"time\":", buf);
-	kv_u64(ob, ",\"ts_ns\":", rel(m, a->ts));
-	kv_u64(ob, ",\"begin_ns\":", rel(m, a->begin_ts));
-	kv_u64(ob, ",\"pid\":", m->pid);
-	kv_u64(ob, ",\"count\":", a->count);
-	kv_u64(ob, ",\"value_ns\":", a->value_ns);
-	kv_u64(ob, ",\"worst_ns\":", a->worst_ns);
+	ob_key_str(ob, ",\"time\":", buf);
+	ob_key_u64(ob, ",\"ts_ns\":", rel(m, a->ts));
+	ob_key_u64(ob, ",\"begin_ns\":", rel(m, a->begin_ts));
+	ob_key_u64(ob, ",\"pid\":", m->pid);
+	ob_key_u64(ob, ",\"count\":", a->count);
+	ob_key_u64(ob, ",\"value_ns\":", a->value_ns);
+	ob_key_u64(ob, ",\"worst_ns\":", a->worst_ns);
 	if (a->state == ALERT_END)
 		ob_puts(ob, a->ongoing ? ",\"ongoing\":true" : ",\"ongoing\":false");
 	if (a->task) {
-		kv_u64(ob, ",\"task\":{\"id\":", a->task);
-		kv_str(ob, ",\"name\":", a->task_name);
+		ob_key_u64(ob, ",\"task\":{\"id\":", a->task);
+		ob_key_str(ob, ",\"name\":", a->task_name);
 		ob_putc(ob, '}');
 	}
 	if (a->worker >= 0)
-		kv_u64(ob, ",\"worker\":", (uint64_t)a->worker);
+		ob_key_u64(ob, ",\"worker\":", (uint64_t)a->worker);
 	if (a->tid)
-		kv_u64(ob, ",\"tid\":", a->tid);
+		ob_key_u64(ob, ",\"tid\":", a->tid);
 	switch (a->kind) {
 	case ALERT_LONG_POLL:
-		kv_str(ob, ",\"cause\":", poll_cause_str(a->cause));
-		kv_u64(ob, ",\"on_cpu_ns\":", a->oncpu_ns);
-		kv_u64(ob, ",\"blocked_ns\":", a->blocked_ns);
-		kv_u64(ob, ",\"runnable_ns\":", a->runnable_ns);
+		ob_key_str(ob, ",\"cause\":", poll_cause_str(a->cause));
+		ob_key_u64(ob, ",\"on_cpu_ns\":", a->oncpu_ns);
+		ob_key_u64(ob, ",\"blocked_ns\":", a->blocked_ns);
+		ob_key_u64(ob, ",\"runnable_ns\":", a->runnable_ns);
 		break;
 	case ALERT_SCHED_DELAY:
 		queue_name(buf, sizeof(buf), a->queued_on);
-		kv_str(ob, ",\"queued_on\":", buf);
-		kv_u64(ob, ",\"queued_depth\":", a->queued_depth);
+		ob_key_str(ob, ",\"queued_on\":", buf);
+		ob_key_u64(ob, ",\"queued_depth\":", a->queued_depth);
 		break;
 	case ALERT_STARVATION:
 		kv_num(ob, ",\"depth_avg\":", a->depth_avg);
 		if (a->idle_worker >= 0)
-			kv_u64(ob, ",\"idle_worker\":", (uint64_t)a->idle_worker);
+			ob_key_u64(ob, ",\"idle_worker\":", (uint64_t)a->idle_worker);
 		kv_num(ob, ",\"idle_pct\":", a->idle_pct);
 		break;
 	case ALERT_THRASH:
-		kv_str(ob, ",\"reason\":", thrash_reason_str(a->reason));
+		ob_key_str(ob, ",\"reason\":", thrash_reason_str(a->reason));
 		kv_num(ob, ",\"polls_per_s\":", a->polls_per_s);
 		kv_num(ob, ",\"wakes_per_s\":", a->wakes_per_s);
 		kv_num(ob, ",\"self_wakes_per_s\":", a->self_wakes_per_s);
@@ -229,7 +217,7 @@ void alert__json(struct outbuf *ob, const struct model *m, const struct alert *a
 		break;
 	}
 	alert__format(buf, sizeof(buf), m, a);
-	kv_str(ob, ",\"message\":", buf);
+	ob_key_str(ob, ",\"message\":", buf);
 	ob_puts(ob, "}\n");
 }
 

@@ -228,3 +228,15 @@ void ob_json_str(struct outbuf *ob, const char *s)
 	}
 	ob_putc(ob, '"');
 }
+
+void ob_key_u64(struct outbuf *ob, const char *key, uint64_t v)
+{
+	ob_puts(ob, key);
+	ob_u64(ob, v);
+}
+
+void ob_key_str(struct outbuf *ob, const char *key, const char *v)
+{
+	ob_puts(ob, key);
+	ob_json_str(ob, v);
+}

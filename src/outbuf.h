@@ -32,5 +32,8 @@ void ob_hex(struct outbuf *ob, uint64_t v);
 void ob_us(struct outbuf *ob, uint64_t ns);
 /* a quoted, escaped JSON string */
 void ob_json_str(struct outbuf *ob, const char *s);
+/* key as given (quotes, colon, any leading comma), then the value */
+void ob_key_u64(struct outbuf *ob, const char *key, uint64_t v);
+void ob_key_str(struct outbuf *ob, const char *key, const char *v);
 
 #endif

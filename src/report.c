@@ -237,20 +237,14 @@ void report__text(FILE *out, struct model *m, const struct detector *d, const st
 
 /* ---- JSON ------------------------------------------------------------- */
 
-static void j_u64(struct outbuf *ob, const char *key, uint64_t v)
-{
-	ob_puts(ob, key);
-	ob_u64(ob, v);
-}
-
 static void j_hist(struct outbuf *ob, const char *key, const struct at_hist *h)
 {
 	ob_puts(ob, key);
-	j_u64(ob, "{\"count\":", hist_count(h));
-	j_u64(ob, ",\"p50_ns\":", hist_percentile(h, 50));
-	j_u64(ob, ",\"p90_ns\":", hist_percentile(h, 90));
-	j_u64(ob, ",\"p99_ns\":", hist_percentile(h, 99));
-	j_u64(ob, ",\"p100_ns\":", hist_percentile(h, 100));
+	ob_key_u64(ob, "{\"count\":", hist_count(h));
+	ob_key_u64(ob, ",\"p50_ns\":", hist_percentile(h, 50));
+	ob_key_u64(ob, ",\"p90_ns\":", hist_percentile(h, 90));
+	ob_key_u64(ob, ",\"p99_ns\":", hist_percentile(h, 99));
+	ob_key_u64(ob, ",\"p100_ns\":", hist_percentile(h, 100));
 	ob_puts(ob, ",\"slots\":[");
 	for (int i = 0; i < AT_HIST_SLOTS; i++) {
 		if (i)
@@ -270,7 +264,7 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 
 	stats__totals(st, &t);
 	ob_puts(ob, "{\"schema\":\"asynctraced.summary/1\"");
-	j_u64(ob, ",\"pid\":", m->pid);
+	ob_key_u64(ob, ",\"pid\":", m->pid);
 	ob_puts(ob, ",\"comm\":");
 	ob_json_str(ob, m->comm);
 	snprintf(num, sizeof(num), ",\"seconds\":%.3f", run->seconds);
@@ -279,54 +273,54 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 	ob_json_str(ob, run->end_reason);
 	ob_puts(ob, run->maps_only ? ",\"mode\":\"maps\"" : ",\"mode\":\"trace\"");
 
-	j_u64(ob, ",\"counts\":{\"tasks_spawned\":", st->rt.spawns);
-	j_u64(ob, ",\"tasks_completed\":", st->rt.completed);
-	j_u64(ob, ",\"polls\":", t.polls);
-	j_u64(ob, ",\"wakes\":", st->rt.wakes);
-	j_u64(ob, ",\"self_wakes\":", st->rt.self_wakes);
-	j_u64(ob, ",\"outside_wakes\":", st->rt.outside_wakes);
-	j_u64(ob, ",\"steals\":", t.steals);
-	j_u64(ob, ",\"stolen\":", t.stolen);
-	j_u64(ob, ",\"parks\":", t.parks);
-	j_u64(ob, ",\"workers\":", st->nr_workers);
-	j_u64(ob, ",\"inject_peak\":", st->rt.inject.peak);
-	j_u64(ob, "},\"events\":{\"received\":", m->n.events);
-	j_u64(ob, ",\"samples\":", m->n.samples);
-	j_u64(ob, ",\"malformed\":", m->n.malformed);
-	j_u64(ob, ",\"dropped\":", report__dropped(run));
+	ob_key_u64(ob, ",\"counts\":{\"tasks_spawned\":", st->rt.spawns);
+	ob_key_u64(ob, ",\"tasks_completed\":", st->rt.completed);
+	ob_key_u64(ob, ",\"polls\":", t.polls);
+	ob_key_u64(ob, ",\"wakes\":", st->rt.wakes);
+	ob_key_u64(ob, ",\"self_wakes\":", st->rt.self_wakes);
+	ob_key_u64(ob, ",\"outside_wakes\":", st->rt.outside_wakes);
+	ob_key_u64(ob, ",\"steals\":", t.steals);
+	ob_key_u64(ob, ",\"stolen\":", t.stolen);
+	ob_key_u64(ob, ",\"parks\":", t.parks);
+	ob_key_u64(ob, ",\"workers\":", st->nr_workers);
+	ob_key_u64(ob, ",\"inject_peak\":", st->rt.inject.peak);
+	ob_key_u64(ob, "},\"events\":{\"received\":", m->n.events);
+	ob_key_u64(ob, ",\"samples\":", m->n.samples);
+	ob_key_u64(ob, ",\"malformed\":", m->n.malformed);
+	ob_key_u64(ob, ",\"dropped\":", report__dropped(run));
 	ob_puts(ob, ",\"by_kind\":{");
 	for (int k = 1; k < AT_EV_KIND_MAX; k++) {
 		ob_puts(ob, k > 1 ? ",\"" : "\"");
 		ob_puts(ob, kind_name[k]);
-		j_u64(ob, "\":", m->n.by_kind[k]);
+		ob_key_u64(ob, "\":", m->n.by_kind[k]);
 	}
 	ob_puts(ob, "},\"dropped_by_kind\":{");
 	for (int k = 1; k < AT_EV_KIND_MAX; k++) {
 		ob_puts(ob, k > 1 ? ",\"" : "\"");
 		ob_puts(ob, kind_name[k]);
-		j_u64(ob, "\":", run->stats[AT_STAT_DROP_BASE + k]);
+		ob_key_u64(ob, "\":", run->stats[AT_STAT_DROP_BASE + k]);
 	}
-	j_u64(ob, "},\"untracked_polls\":", run->stats[AT_STAT_ORPHAN_POLL_END]);
+	ob_key_u64(ob, "},\"untracked_polls\":", run->stats[AT_STAT_ORPHAN_POLL_END]);
 	ob_puts(ob, "}");
 
 	ob_puts(ob, ",\"workers\":[");
 	for (uint32_t i = 0; i < st->nr_workers; i++) {
 		const struct at_worker_stats *w = &st->workers[i];
 
-		j_u64(ob, i ? ",{\"worker\":" : "{\"worker\":", i);
-		j_u64(ob, ",\"tid\":", w->tid);
-		j_u64(ob, ",\"polls\":", w->polls);
-		j_u64(ob, ",\"busy_ns\":", w->busy_ns);
-		j_u64(ob, ",\"on_cpu_ns\":", w->oncpu_ns);
-		j_u64(ob, ",\"max_poll_ns\":", w->max_poll_ns);
-		j_u64(ob, ",\"wakes\":", w->wakes);
-		j_u64(ob, ",\"self_wakes\":", w->self_wakes);
-		j_u64(ob, ",\"steals\":", w->steals);
-		j_u64(ob, ",\"stolen\":", w->stolen);
-		j_u64(ob, ",\"parks\":", w->parks);
-		j_u64(ob, ",\"park_ns\":", w->park_ns);
-		j_u64(ob, ",\"queue_peak\":", w->queue.peak);
-		j_u64(ob, ",\"queue_area\":", w->queue.area);
+		ob_key_u64(ob, i ? ",{\"worker\":" : "{\"worker\":", i);
+		ob_key_u64(ob, ",\"tid\":", w->tid);
+		ob_key_u64(ob, ",\"polls\":", w->polls);
+		ob_key_u64(ob, ",\"busy_ns\":", w->busy_ns);
+		ob_key_u64(ob, ",\"on_cpu_ns\":", w->oncpu_ns);
+		ob_key_u64(ob, ",\"max_poll_ns\":", w->max_poll_ns);
+		ob_key_u64(ob, ",\"wakes\":", w->wakes);
+		ob_key_u64(ob, ",\"self_wakes\":", w->self_wakes);
+		ob_key_u64(ob, ",\"steals\":", w->steals);
+		ob_key_u64(ob, ",\"stolen\":", w->stolen);
+		ob_key_u64(ob, ",\"parks\":", w->parks);
+		ob_key_u64(ob, ",\"park_ns\":", w->park_ns);
+		ob_key_u64(ob, ",\"queue_peak\":", w->queue.peak);
+		ob_key_u64(ob, ",\"queue_area\":", w->queue.area);
 		j_hist(ob, ",\"poll\":", &w->poll);
 		j_hist(ob, ",\"on_cpu\":", &w->oncpu);
 		j_hist(ob, ",\"delay\":", &w->delay);
@@ -341,15 +335,15 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 		char name[AT_TASK_NAME_LEN];
 
 		model__task_name(m, top[i].id, s->name_addr, name, sizeof(name));
-		j_u64(ob, i ? ",{\"id\":" : "{\"id\":", top[i].id);
+		ob_key_u64(ob, i ? ",{\"id\":" : "{\"id\":", top[i].id);
 		ob_puts(ob, ",\"name\":");
 		ob_json_str(ob, name);
-		j_u64(ob, ",\"polls\":", s->polls);
-		j_u64(ob, ",\"poll_ns\":", s->poll_ns);
-		j_u64(ob, ",\"on_cpu_ns\":", s->oncpu_ns);
-		j_u64(ob, ",\"max_poll_ns\":", s->max_poll_ns);
-		j_u64(ob, ",\"wakes\":", s->wakes);
-		j_u64(ob, ",\"self_wakes\":", s->self_wakes);
+		ob_key_u64(ob, ",\"polls\":", s->polls);
+		ob_key_u64(ob, ",\"poll_ns\":", s->poll_ns);
+		ob_key_u64(ob, ",\"on_cpu_ns\":", s->oncpu_ns);
+		ob_key_u64(ob, ",\"max_poll_ns\":", s->max_poll_ns);
+		ob_key_u64(ob, ",\"wakes\":", s->wakes);
+		ob_key_u64(ob, ",\"self_wakes\":", s->self_wakes);
 		ob_puts(ob, s->done ? ",\"done\":true" : ",\"done\":false");
 		j_hist(ob, ",\"poll\":", &s->poll);
 		j_hist(ob, ",\"delay\":", &s->delay);
@@ -360,10 +354,10 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 
 	ob_puts(ob, ",\"steals\":[");
 	for (size_t i = 0; i < st->nr_steals; i++) {
-		j_u64(ob, i ? ",{\"thief\":" : "{\"thief\":", st->steals[i].key.thief);
-		j_u64(ob, ",\"victim\":", st->steals[i].key.victim);
-		j_u64(ob, ",\"ops\":", st->steals[i].s.ops);
-		j_u64(ob, ",\"tasks\":", st->steals[i].s.tasks);
+		ob_key_u64(ob, i ? ",{\"thief\":" : "{\"thief\":", st->steals[i].key.thief);
+		ob_key_u64(ob, ",\"victim\":", st->steals[i].key.victim);
+		ob_key_u64(ob, ",\"ops\":", st->steals[i].s.ops);
+		ob_key_u64(ob, ",\"tasks\":", st->steals[i].s.tasks);
 		ob_putc(ob, '}');
 	}
 	ob_puts(ob, "]");
@@ -372,7 +366,7 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 	for (int k = 1; k < ALERT_KIND_MAX; k++) {
 		ob_puts(ob, k > 1 ? ",\"" : "\"");
 		ob_puts(ob, alert_kind_str(k));
-		j_u64(ob, "\":", d->begun[k]);
+		ob_key_u64(ob, "\":", d->begun[k]);
 	}
 	ob_puts(ob, "},\"log\":[\n");
 	for (size_t i = 0; i < d->nr_log; i++) {

@@ -82,12 +82,6 @@ static void put_task_name(struct outbuf *ob, const char *prefix, const struct ta
 	ob_json_str(ob, buf);
 }
 
-static void put_arg_u64(struct outbuf *ob, const char *key, uint64_t v)
-{
-	ob_puts(ob, key);
-	ob_u64(ob, v);
-}
-
 static void put_arg_us(struct outbuf *ob, const char *key, uint64_t ns)
 {
 	ob_puts(ob, key);
@@ -236,11 +230,11 @@ static void write_wake(struct trace_json *tj, struct model *m, const struct at_w
 	put_dur(ob, 0);
 	put_task_name(ob, spawn ? "spawn " : "wake ", t, w->task);
 	ob_puts(ob, ",\"args\":{");
-	put_arg_u64(ob, "\"task\":", w->task);
+	ob_key_u64(ob, "\"task\":", w->task);
 	if (w->waker_task)
-		put_arg_u64(ob, spawn ? ",\"parent\":" : ",\"waker_task\":", w->waker_task);
+		ob_key_u64(ob, spawn ? ",\"parent\":" : ",\"waker_task\":", w->waker_task);
 	put_queue(ob, w->queue);
-	put_arg_u64(ob, ",\"depth\":", w->depth);
+	ob_key_u64(ob, ",\"depth\":", w->depth);
 	ob_putc(ob, '}');
 	if (linked)
 		put_flow(ob, w->wake_id, true);
@@ -266,14 +260,14 @@ static void on_poll(struct trace_json *tj, struct model *m, const struct at_poll
 	ob_puts(ob, ",\"name\":");
 	ob_json_str(ob, t ? t->name : "task");
 	ob_puts(ob, ",\"args\":{");
-	put_arg_u64(ob, "\"task\":", p->task);
-	put_arg_u64(ob, ",\"worker\":", p->worker);
+	ob_key_u64(ob, "\"task\":", p->task);
+	ob_key_u64(ob, ",\"worker\":", p->worker);
 	put_arg_us(ob, ",\"on_cpu_us\":", p->oncpu_ns);
 	put_arg_us(ob, ",\"blocked_us\":", p->blocked_ns);
 	put_arg_us(ob, ",\"runnable_us\":", p->runnable_ns);
 	if (p->wake_ts && p->wake_ts <= p->hdr.ts)
 		put_arg_us(ob, ",\"wake_delay_us\":", p->hdr.ts - p->wake_ts);
-	put_arg_u64(ob, ",\"queue_depth\":", p->depth);
+	ob_key_u64(ob, ",\"queue_depth\":", p->depth);
 	ob_puts(ob, p->ready ? ",\"result\":\"ready\"" : ",\"result\":\"pending\"");
 	ob_putc(ob, '}');
 	if (linked)
@@ -357,8 +351,8 @@ static void on_steal(struct trace_json *tj, struct model *m, const struct at_ste
 		ob_puts(ob, ",\"name\":\"stolen by worker ");
 		ob_u64(ob, s->thief);
 		ob_puts(ob, "\",\"args\":{");
-		put_arg_u64(ob, "\"count\":", s->count);
-		put_arg_u64(ob, ",\"depth\":", s->victim_depth);
+		ob_key_u64(ob, "\"count\":", s->count);
+		ob_key_u64(ob, ",\"depth\":", s->victim_depth);
 		ob_putc(ob, '}');
 		put_flow(ob, flow, true);
 		end_event(ob);
@@ -370,10 +364,10 @@ static void on_steal(struct trace_json *tj, struct model *m, const struct at_ste
 	ob_puts(ob, ",\"name\":\"steal from worker ");
 	ob_u64(ob, s->victim);
 	ob_puts(ob, "\",\"args\":{");
-	put_arg_u64(ob, "\"count\":", s->count);
-	put_arg_u64(ob, ",\"thief\":", s->thief);
-	put_arg_u64(ob, ",\"victim\":", s->victim);
-	put_arg_u64(ob, ",\"depth\":", s->thief_depth);
+	ob_key_u64(ob, "\"count\":", s->count);
+	ob_key_u64(ob, ",\"thief\":", s->thief);
+	ob_key_u64(ob, ",\"victim\":", s->victim);
+	ob_key_u64(ob, ",\"depth\":", s->thief_depth);
 	ob_putc(ob, '}');
 	if (linked)
 		put_flow(ob, flow, false);
@@ -391,7 +385,7 @@ static void on_park(struct trace_json *tj, struct model *m, const struct at_park
 	put_tid(ob, p->hdr.tid);
 	put_dur(ob, p->duration_ns);
 	ob_puts(ob, ",\"name\":\"parked\",\"args\":{");
-	put_arg_u64(ob, "\"worker\":", p->worker);
+	ob_key_u64(ob, "\"worker\":", p->worker);
 	ob_putc(ob, '}');
 	end_event(ob);
 }
@@ -443,12 +437,12 @@ static void tj_alert(struct sink *s, struct model *m, const struct alert *a)
 	ob_puts(ob, ",\"s\":\"p\",\"name\":");
 	ob_json_str(ob, name);
 	ob_puts(ob, ",\"args\":{");
-	put_arg_u64(ob, "\"episode\":", a->episode);
+	ob_key_u64(ob, "\"episode\":", a->episode);
 	ob_puts(ob, is_end ? ",\"state\":\"end\"" : ",\"state\":\"begin\"");
 	if (a->task)
-		put_arg_u64(ob, ",\"task\":", a->task);
+		ob_key_u64(ob, ",\"task\":", a->task);
 	if (a->worker >= 0)
-		put_arg_u64(ob, ",\"worker\":", (uint64_t)a->worker);
+		ob_key_u64(ob, ",\"worker\":", (uint64_t)a->worker);
 	if (a->kind == ALERT_LONG_POLL) {
 		ob_puts(ob, ",\"cause\":\"");
 		ob_puts(ob, poll_cause_str(a->cause));
