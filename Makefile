@@ -15,18 +15,23 @@ CC        ?= cc
 CLANG     ?= clang
 BPFTOOL   ?= bpftool
 PYTHON    ?= python3
+# Debian's Rust toolchain, whatever else is on PATH: it builds against the
+# tokio sources Debian packages (librust-tokio-dev), offline.
+CARGO     ?= /usr/bin/cargo
+RUSTC     ?= /usr/bin/rustc
 
 CFLAGS    ?= -O2 -g
 CFLAGS    += -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter \
 	     -Wmissing-prototypes -Wstrict-prototypes -D_GNU_SOURCE
 CPPFLAGS  += -Iinclude -I$(BUILD)
 DEPFLAGS   = -MMD -MP
-LDLIBS_TRACER = -lbpf -lelf -lz -lm
+LDLIBS_TRACER = -lbpf -lelf -lz -lm -liberty -lcapstone
 LDLIBS_EXEC   = -pthread
 
 # libbpf's usdt.bpf.h includes <asm/errno.h>, which lives under the multiarch dir.
+# -mcpu=v3: atomic fetch-and-add, whose result we use (kernels >= 5.12).
 MULTIARCH := $(shell $(CC) -dumpmachine)
-BPF_CFLAGS = -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall \
+BPF_CFLAGS = -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall \
 	     -Iinclude -I$(dir $(VMLINUX_H)) -I/usr/include/$(MULTIARCH)
 
 ifeq ($(V),1)
@@ -53,7 +58,7 @@ UNIT_BINS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 # Every tracer object but main.o, for linking unit tests against the real code.
 LIB_OBJS    := $(filter-out $(BUILD)/src/main.o,$(TRACER_OBJS))
 
-.PHONY: all clean test test-unit test-integration demo setup bench
+.PHONY: all clean test test-unit test-integration demo setup bench tokio
 .DELETE_ON_ERROR:
 # Keep BPF objects: they are worth inspecting with bpftool and llvm-objdump.
 .SECONDARY:
@@ -76,6 +81,38 @@ $(BUILD)/sample-executor-shared: $(BUILD)/executor/main.o $(BUILD)/libsample-exe
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< -L$(BUILD) -lsample-executor \
 		-Wl,-rpath,'$$ORIGIN' $(LDLIBS_EXEC) -o $@
+
+# The tokio test program (tests/tokio), built three ways: the default release
+# profile (legacy symbol mangling), fat LTO (steal_into inlined away), and v0
+# mangling (future types in the symbols); plus a stripped copy.
+TOKIO_DIR  := tests/tokio
+TOKIO_SRCS := $(wildcard $(TOKIO_DIR)/src/*.rs) $(TOKIO_DIR)/Cargo.toml $(TOKIO_DIR)/Cargo.lock
+TOKIO_APPS := $(BUILD)/tokio-app $(BUILD)/tokio-app-lto $(BUILD)/tokio-app-v0 \
+	      $(BUILD)/tokio-app-stripped
+CARGO_BUILD = cd $(TOKIO_DIR) && RUSTC=$(RUSTC) RUSTFLAGS="$(TOKIO_RUSTFLAGS)" \
+	      $(CARGO) build --offline --quiet
+
+tokio: $(TOKIO_APPS)
+
+$(BUILD)/tokio-app: $(TOKIO_SRCS)
+	$(call msg,CARGO,$@)
+	$(Q)$(CARGO_BUILD) --release --target-dir $(abspath $(BUILD))/cargo/legacy
+	$(Q)cp $(BUILD)/cargo/legacy/release/tokio-app $@
+
+$(BUILD)/tokio-app-lto: $(TOKIO_SRCS)
+	$(call msg,CARGO,$@)
+	$(Q)$(CARGO_BUILD) --profile fat-lto --target-dir $(abspath $(BUILD))/cargo/lto
+	$(Q)cp $(BUILD)/cargo/lto/fat-lto/tokio-app $@
+
+$(BUILD)/tokio-app-v0: TOKIO_RUSTFLAGS = -C symbol-mangling-version=v0
+$(BUILD)/tokio-app-v0: $(TOKIO_SRCS)
+	$(call msg,CARGO,$@)
+	$(Q)$(CARGO_BUILD) --release --target-dir $(abspath $(BUILD))/cargo/v0
+	$(Q)cp $(BUILD)/cargo/v0/release/tokio-app $@
+
+$(BUILD)/tokio-app-stripped: $(BUILD)/tokio-app
+	$(call msg,STRIP,$@)
+	$(Q)strip -o $@ $<
 
 # Userspace objects include the generated skeletons, so those come first.
 $(TRACER_OBJS): | $(BPF_SKELS)
@@ -126,11 +163,11 @@ test-unit: $(UNIT_BINS) $(BUILD)/sample-executor
 	$(Q)$(PYTHON) tests/integration/trace_check.py $(BUILD)/tests/synthetic.json
 
 # Integration tests need root: they load BPF and trace real executors.
-test-integration: all
+test-integration: all tokio
 	$(Q)BUILD=$(BUILD) $(PYTHON) -m unittest discover -s tests/integration -t . -v
 
 # Numbers, not pass/fail: see docs/performance.md.
-bench: all
+bench: all tokio
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/scenarios.py 5
 
 setup:

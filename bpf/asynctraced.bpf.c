@@ -1,399 +1,48 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
- * BPF side of asynctraced: USDT probes of the asynctrace provider plus the
- * sched_switch tracepoint, for one target process.
+ * BPF side of asynctraced, for one target process: front-ends that turn a
+ * runtime's probes into the executor events of core.bpf.h, plus the
+ * sched_switch tracepoint that splits each poll into on-CPU, blocked and
+ * runnable time.
  *
- * Per thread it tracks the poll in progress and splits its duration into
- * on-CPU, blocked and runnable time as sched_switch moves the thread off and
- * onto a CPU. Per task it remembers the wake that queued the next poll, so
- * every poll carries its wake-to-poll delay and a flow id back to that wake.
+ *  - USDT: the asynctrace provider (docs/usdt-abi.md), whose probes carry
+ *    everything as arguments.
+ *  - tokio: uprobes on an unmodified binary's own functions (raw::poll of
+ *    every future type, the waker, schedule, steal_into, spawn, remove),
+ *    whose arguments are task Header pointers; ids, names, workers and queue
+ *    depths are recovered around them (../shared/reference/probes.md).
  *
- * Two outputs, both always maintained:
- *  - aggregates in maps: per worker and per task histograms, queue depths
- *    over time, steal matrix (include/asynctraced.h);
- *  - records in the ring buffer: in full-trace mode one per poll, wake,
- *    spawn, steal and park; in maps-only mode only the polls that an alert
- *    needs to see (long, or long delayed). A record that does not fit is
- *    counted, never lost silently.
+ * Per thread we track the poll in progress; per task, the wake that queued
+ * its next poll. Aggregates go to maps in every mode; records go to the ring
+ * buffer (all of them, or in maps-only mode just the polls alerts need).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/usdt.bpf.h>
-#include "asynctraced.h"
-#include "stats.bpf.h"
+#include "core.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-const volatile __u32 target_tgid = 0;
-/* Wake the consumer only once this much is waiting: batches epoll wake-ups. */
-const volatile __u64 wakeup_bytes = 256 * 1024;
-/*
- * Full trace: every record. Otherwise only the polls the detectors need: at
- * least long_poll_ns long, or late by sched_delay_ns with fewer than
- * starve_depth tasks queued ahead (a backlog explains itself).
- */
-const volatile bool trace_events = true;
-const volatile __u64 long_poll_ns = 0;
-const volatile __u64 sched_delay_ns = 0;
-const volatile __u32 starve_depth = 0;
-
-struct thread_state {
-	__u64 task;		/* task being polled, 0 if none */
-	__u64 begin;		/* poll begin */
-	__u64 since;		/* last switch in or out inside the poll */
-	__u64 oncpu;
-	__u64 blocked;
-	__u64 runnable;
-	__u64 wake_ts;
-	__u64 wake_id;
-	__u64 name_addr;
-	__u64 holder_begin;
-	__u32 worker;
-	__u32 depth;
-	__s32 queued_on;
-	__u32 queued_depth;
-	__u16 nr_blocked;
-	__u16 nr_preempted;
-	__u8 off_cpu;		/* switched out inside the poll */
-	__u8 off_blocked;	/* ... asleep rather than preempted */
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 16 * 1024 * 1024); /* resized by the loader */
-} events SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, AT_MAX_THREADS);
-	__type(key, __u32);
-	__type(value, struct thread_state);
-} threads SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, AT_MAX_TASKS);
-	__type(key, __u64);
-	__type(value, struct at_task_state);
-} tasks SEC(".maps");
-
-/* Globals live in the mmap-able .bss: userspace reads them without syscalls. */
-struct at_worker_stats worker_stats[AT_MAX_WORKERS];
-struct at_runtime_stats runtime_stats;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, AT_MAX_TASK_STATS);
-	__type(key, __u64);
-	__type(value, struct at_task_stats);
-} task_stats SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, AT_MAX_STEAL_PAIRS);
-	__type(key, struct at_steal_key);
-	__type(value, struct at_steal_stats);
-} steals SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, AT_STAT_NR);
-	__type(key, __u32);
-	__type(value, __u64);
-} stats SEC(".maps");
-
-/* Flow ids: unique for the whole session, never reused. */
-__u64 wake_seq = 0;
-
-/* Zeroed values to insert from: too large for the BPF stack. */
-static const struct at_task_stats zero_task_stats;
-static const struct at_steal_stats zero_steal_stats;
-
-static __always_inline __u32 current_tid(void)
-{
-	return (__u32)bpf_get_current_pid_tgid();
-}
-
-static __always_inline void stat_inc(__u32 idx)
-{
-	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
-
-	if (v)
-		*v += 1;
-}
-
-static __always_inline struct at_worker_stats *worker_get(__u32 worker)
-{
-	if (worker >= AT_MAX_WORKERS) {
-		__sync_fetch_and_add(&runtime_stats.unknown_workers, 1);
-		return NULL;
-	}
-	/*
-	 * The verifier cannot follow clang's folded bounds check: hide the
-	 * value from the optimizer, then mask it (AT_MAX_WORKERS is 2^n).
-	 */
-	barrier_var(worker);
-	return &worker_stats[worker & (AT_MAX_WORKERS - 1)];
-}
-
-static __always_inline struct at_task_stats *task_stats_get(__u64 task, __u64 now)
-{
-	struct at_task_stats *s = bpf_map_lookup_elem(&task_stats, &task);
-
-	if (s)
-		return s;
-	bpf_map_update_elem(&task_stats, &task, &zero_task_stats, BPF_NOEXIST);
-	s = bpf_map_lookup_elem(&task_stats, &task);
-	if (s && !s->first_ts)
-		s->first_ts = now;
-	return s;
-}
-
-/* Some queue now holds depth tasks: a worker's local queue or the injection queue. */
-static __always_inline void queue_depth(__s32 queue, __u32 depth, __u64 now)
-{
-	struct at_worker_stats *w;
-
-	if (queue >= 0) {
-		w = worker_get((__u32)queue);
-		if (w)
-			queue_set(&w->queue, depth, now);
-	} else if (queue == AT_QUEUE_INJECT) {
-		queue_set(&runtime_stats.inject, depth, now);
-	}
-}
-
-static __always_inline void *event_reserve(__u32 kind, __u32 size)
-{
-	struct at_hdr *h = bpf_ringbuf_reserve(&events, size, 0);
-
-	if (!h) {
-		stat_inc(AT_STAT_DROP_BASE + kind);
-		return NULL;
-	}
-	h->kind = kind;
-	h->size = size;
-	h->tid = current_tid();
-	return h;
-}
-
-static __always_inline void event_submit(void *e)
-{
-	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes
-			      ? BPF_RB_FORCE_WAKEUP
-			      : BPF_RB_NO_WAKEUP;
-
-	bpf_ringbuf_submit(e, flags);
-}
-
-static __always_inline struct thread_state *thread_get(__u32 tid)
-{
-	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
-	struct thread_state zero = {};
-
-	if (t)
-		return t;
-	bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST);
-	t = bpf_map_lookup_elem(&threads, &tid);
-	if (!t)
-		stat_inc(AT_STAT_THREADS_FULL);
-	return t;
-}
-
-/*
- * Remember the first wake since the task's last poll began: that is the one
- * the next poll answers. Later wakes before that poll are coalesced into it.
- * Returns the new flow id, or 0 if coalesced.
- */
-static __always_inline __u64 task_note_wake(__u64 task, __u64 now, __s32 queue, __u32 depth)
-{
-	struct at_task_state *ts = bpf_map_lookup_elem(&tasks, &task);
-	struct at_task_state fresh = {};
-
-	if (ts) {
-		ts->idle_since = 0;
-		if (ts->wake_id) {
-			/* Coalesced; a later push is still where it waits. */
-			if (queue != AT_QUEUE_NONE) {
-				ts->queued_on = queue;
-				ts->queued_depth = depth;
-			}
-			return 0;
-		}
-		fresh.name_addr = ts->name_addr;
-	}
-	fresh.wake_ts = now;
-	fresh.wake_id = __sync_fetch_and_add(&wake_seq, 1) + 1;
-	fresh.queued_on = queue;
-	fresh.queued_depth = depth;
-	bpf_map_update_elem(&tasks, &task, &fresh, BPF_ANY);
-	return fresh.wake_id;
-}
+/* ---- USDT: the asynctrace provider -------------------------------------- */
 
 SEC("usdt")
 int BPF_USDT(usdt_task_spawn, __u64 task, __u64 parent, const char *name, int queue,
 	     __u32 depth)
 {
-	__u64 now = bpf_ktime_get_ns();
-	__u64 wake_id = task_note_wake(task, now, queue, depth);
-	struct at_spawn *e;
-
-	__sync_fetch_and_add(&runtime_stats.spawns, 1);
-	queue_depth(queue, depth, now);
-	if (!trace_events)
-		return 0;
-	e = event_reserve(AT_EV_SPAWN, sizeof(*e));
-	if (!e)
-		return 0;
-	e->hdr.ts = now;
-	e->task = task;
-	e->parent = parent;
-	e->wake_id = wake_id;
-	e->queue = queue;
-	e->depth = depth;
-	if (bpf_probe_read_user_str(e->name, sizeof(e->name), name) < 0)
-		e->name[0] = '\0';
-	event_submit(e);
+	on_spawn(task, parent, name, 0, queue, depth);
 	return 0;
-}
-
-/*
- * The task was taken from another worker's queue: if that worker is in a
- * poll, when did it begin? A long one there explains a long wait here.
- */
-static __always_inline __u64 holder_begin(__u32 worker)
-{
-	struct at_worker_stats *w = worker_get(worker);
-	struct thread_state *holder;
-	__u32 tid;
-
-	if (!w || !w->tid)
-		return 0;
-	tid = w->tid;
-	holder = bpf_map_lookup_elem(&threads, &tid);
-	return holder && holder->task ? holder->begin : 0;
 }
 
 SEC("usdt")
 int BPF_USDT(usdt_poll_begin, __u64 task, __u32 worker, __u32 depth, __u64 name_addr)
 {
 	struct thread_state *t = thread_get(current_tid());
-	struct at_task_state *ts;
-	struct at_worker_stats *w;
-	__u64 now;
 
-	if (!t)
-		return 0;
-	now = bpf_ktime_get_ns();
-	t->task = task;
-	t->begin = now;
-	t->since = now;
-	t->oncpu = 0;
-	t->blocked = 0;
-	t->runnable = 0;
-	t->nr_blocked = 0;
-	t->nr_preempted = 0;
-	t->off_cpu = 0;
-	t->worker = worker;
-	t->depth = depth;
-	t->name_addr = name_addr;
-	t->wake_ts = 0;
-	t->wake_id = 0;
-	t->queued_on = AT_QUEUE_NONE;
-	t->queued_depth = 0;
-	ts = bpf_map_lookup_elem(&tasks, &task);
-	if (ts) {
-		t->wake_ts = ts->wake_ts;
-		t->wake_id = ts->wake_id;
-		t->queued_on = ts->queued_on;
-		t->queued_depth = ts->queued_depth;
-		/* Consumed: wakes from here on queue the next poll. */
-		ts->wake_ts = 0;
-		ts->wake_id = 0;
-		ts->idle_since = 0;
-		ts->name_addr = name_addr;
-	}
-	t->holder_begin = t->queued_on >= 0 && (__u32)t->queued_on != worker
-				  ? holder_begin((__u32)t->queued_on)
-				  : 0;
-	w = worker_get(worker);
-	if (w) {
-		w->tid = current_tid();
-		queue_set(&w->queue, depth, now);
-		if (t->wake_ts && t->wake_ts <= now)
-			hist_add(&w->delay, now - t->wake_ts);
-	}
+	if (t)
+		on_poll_begin(t, task, worker, depth, name_addr);
 	return 0;
-}
-
-static __always_inline void account_poll(struct thread_state *t, __u64 task, __u64 dur)
-{
-	struct at_worker_stats *w = worker_get(t->worker);
-	struct at_task_stats *s = task_stats_get(task, t->begin);
-
-	if (w) {
-		w->polls++;
-		w->busy_ns += dur;
-		w->oncpu_ns += t->oncpu;
-		if (dur > w->max_poll_ns)
-			w->max_poll_ns = dur;
-		hist_add(&w->poll, dur);
-		hist_add(&w->oncpu, t->oncpu);
-	}
-	if (s) {
-		s->polls++;
-		s->poll_ns += dur;
-		s->oncpu_ns += t->oncpu;
-		s->name_addr = t->name_addr;
-		if (dur > s->max_poll_ns)
-			s->max_poll_ns = dur;
-		hist_add(&s->poll, dur);
-		hist_add(&s->oncpu, t->oncpu);
-		if (t->wake_ts && t->wake_ts <= t->begin)
-			hist_add(&s->delay, t->begin - t->wake_ts);
-	}
-}
-
-/* The task went back to waiting: nothing has woken it yet. */
-static __always_inline void task_idle(__u64 task, __u64 name_addr, __u64 now)
-{
-	struct at_task_state *ts = bpf_map_lookup_elem(&tasks, &task);
-	struct at_task_state fresh = {};
-
-	if (ts) {
-		if (!ts->wake_id)
-			ts->idle_since = now;
-		return;
-	}
-	fresh.idle_since = now;
-	fresh.name_addr = name_addr;
-	fresh.queued_on = AT_QUEUE_NONE;
-	bpf_map_update_elem(&tasks, &task, &fresh, BPF_NOEXIST);
-}
-
-/* Woken while it ran, queued again now: this is the queue it waits in. */
-static __always_inline void task_requeued(__u64 task, __s32 queue, __u32 depth)
-{
-	struct at_task_state *ts = bpf_map_lookup_elem(&tasks, &task);
-
-	if (ts) {
-		ts->queued_on = queue;
-		ts->queued_depth = depth;
-	}
-}
-
-static __always_inline bool poll_wanted(const struct thread_state *t, __u64 dur)
-{
-	if (trace_events)
-		return true;
-	if (long_poll_ns && dur >= long_poll_ns)
-		return true;
-	if (starve_depth && t->queued_depth >= starve_depth)
-		return false;
-	return sched_delay_ns && t->wake_ts && t->begin > t->wake_ts &&
-	       t->begin - t->wake_ts >= sched_delay_ns;
 }
 
 SEC("usdt")
@@ -401,103 +50,19 @@ int BPF_USDT(usdt_poll_end, __u64 task, __u32 worker, int ready, int queue, __u3
 {
 	__u32 tid = current_tid();
 	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
-	__u64 now = bpf_ktime_get_ns(), dur;
-	struct at_task_stats *s;
-	struct at_poll *e;
 
 	if (!t || t->task != task) {
 		stat_inc(AT_STAT_ORPHAN_POLL_END);
 		return 0;
 	}
-	t->task = 0;
-	if (!t->off_cpu)
-		t->oncpu += now - t->since;
-	dur = now - t->begin;
-	account_poll(t, task, dur);
-	if (ready) {
-		__sync_fetch_and_add(&runtime_stats.completed, 1);
-		bpf_map_delete_elem(&tasks, &task);
-		s = bpf_map_lookup_elem(&task_stats, &task);
-		if (s)
-			s->done = 1;
-	} else if (queue == AT_QUEUE_NONE) {
-		task_idle(task, t->name_addr, now);
-	} else {
-		queue_depth(queue, depth, now);
-		task_requeued(task, queue, depth);
-	}
-
-	if (!poll_wanted(t, dur))
-		return 0;
-	e = event_reserve(AT_EV_POLL, sizeof(*e));
-	if (!e)
-		return 0;
-	e->hdr.ts = t->begin;
-	e->task = task;
-	e->duration_ns = dur;
-	e->oncpu_ns = t->oncpu;
-	e->blocked_ns = t->blocked;
-	e->runnable_ns = t->runnable;
-	e->wake_ts = t->wake_ts;
-	e->wake_id = t->wake_id;
-	e->name_addr = t->name_addr;
-	e->worker = worker;
-	e->depth = t->depth;
-	e->requeue = queue;
-	e->requeue_depth = depth;
-	e->nr_blocked = t->nr_blocked;
-	e->nr_preempted = t->nr_preempted;
-	e->ready = ready != 0;
-	e->pad[0] = e->pad[1] = e->pad[2] = 0;
-	e->queued_on = t->queued_on;
-	e->queued_depth = t->queued_depth;
-	e->holder_begin = t->holder_begin;
-	event_submit(e);
+	on_poll_end(t, task, ready, queue, depth, true);
 	return 0;
 }
 
 SEC("usdt")
 int BPF_USDT(usdt_wake, __u64 task, __u64 waker_task, int waker_worker, int queue, __u32 depth)
 {
-	__u64 now = bpf_ktime_get_ns();
-	__u64 wake_id = task_note_wake(task, now, queue, depth);
-	bool self = waker_task == task;
-	struct at_worker_stats *w;
-	struct at_task_stats *s;
-	struct at_wake *e;
-
-	queue_depth(queue, depth, now);
-	__sync_fetch_and_add(&runtime_stats.wakes, 1);
-	if (self)
-		__sync_fetch_and_add(&runtime_stats.self_wakes, 1);
-	if (waker_worker < 0)
-		__sync_fetch_and_add(&runtime_stats.outside_wakes, 1);
-	if (waker_worker >= 0 && (w = worker_get((__u32)waker_worker))) {
-		w->wakes++;
-		if (self)
-			w->self_wakes++;
-	}
-	s = task_stats_get(task, now);
-	if (s) {
-		__sync_fetch_and_add(&s->wakes, 1);
-		if (self)
-			__sync_fetch_and_add(&s->self_wakes, 1);
-	}
-
-	if (!trace_events)
-		return 0;
-	e = event_reserve(AT_EV_WAKE, sizeof(*e));
-	if (!e)
-		return 0;
-	e->hdr.ts = now;
-	e->task = task;
-	e->waker_task = waker_task;
-	e->wake_id = wake_id;
-	e->waker_worker = waker_worker;
-	e->queue = queue;
-	e->depth = depth;
-	e->pad = 0;
-	event_submit(e);
+	on_wake(task, waker_task, waker_worker, queue, depth, 0);
 	return 0;
 }
 
@@ -505,135 +70,267 @@ SEC("usdt")
 int BPF_USDT(usdt_steal, __u32 thief, __u32 victim, __u32 count, __u32 thief_depth,
 	     __u32 victim_depth)
 {
-	struct at_steal_key key = { .thief = thief, .victim = victim };
-	__u64 now = bpf_ktime_get_ns();
-	struct at_worker_stats *w = worker_get(thief);
-	struct at_steal_stats *pair;
-	struct at_steal *e;
-
-	if (w) {
-		w->steals++;
-		w->stolen += count;
-	}
-	queue_depth((__s32)thief, thief_depth, now);
-	queue_depth((__s32)victim, victim_depth, now);
-	pair = bpf_map_lookup_elem(&steals, &key);
-	if (!pair) {
-		bpf_map_update_elem(&steals, &key, &zero_steal_stats, BPF_NOEXIST);
-		pair = bpf_map_lookup_elem(&steals, &key);
-	}
-	if (pair) {
-		__sync_fetch_and_add(&pair->ops, 1);
-		__sync_fetch_and_add(&pair->tasks, count);
-	}
-
-	if (!trace_events)
-		return 0;
-	e = event_reserve(AT_EV_STEAL, sizeof(*e));
-	if (!e)
-		return 0;
-	e->hdr.ts = now;
-	e->thief = thief;
-	e->victim = victim;
-	e->count = count;
-	e->thief_depth = thief_depth;
-	e->victim_depth = victim_depth;
-	e->pad = 0;
-	event_submit(e);
+	on_steal(thief, victim, count, thief_depth, victim_depth, 0);
 	return 0;
 }
 
 SEC("usdt")
 int BPF_USDT(usdt_worker_park, __u32 worker)
 {
-	struct at_worker_stats *w = worker_get(worker);
-
-	if (w) {
-		w->parks++;
-		w->park_since = bpf_ktime_get_ns();
-		w->tid = current_tid();
-	}
+	on_park(worker);
 	return 0;
 }
 
 SEC("usdt")
 int BPF_USDT(usdt_worker_unpark, __u32 worker)
 {
-	struct at_worker_stats *w = worker_get(worker);
-	__u64 now = bpf_ktime_get_ns(), since;
-	struct at_park *e;
-
-	if (!w || !w->park_since)
-		return 0; /* parked before we attached */
-	since = w->park_since;
-	w->park_since = 0;
-	w->park_ns += now - since;
-
-	if (!trace_events)
-		return 0;
-	e = event_reserve(AT_EV_PARK, sizeof(*e));
-	if (!e)
-		return 0;
-	e->hdr.ts = since;
-	e->duration_ns = now - since;
-	e->worker = worker;
-	e->pad = 0;
-	event_submit(e);
+	on_unpark(worker);
 	return 0;
 }
 
-/* Kernels before 5.14 called task_struct::__state "state". */
-struct task_struct___pre514 {
-	long state;
-} __attribute__((preserve_access_index));
+/* ---- tokio: uprobes on an unmodified binary ----------------------------- */
 
-static __always_inline long task_state(struct task_struct *p)
-{
-	if (bpf_core_field_exists(p->__state))
-		return BPF_CORE_READ(p, __state);
-	return BPF_CORE_READ((struct task_struct___pre514 *)p, state);
-}
+/* Where a task's vtable and id live, from its Header (tokio >= 1.23). */
+const volatile __u64 tokio_vtable_off = 0x10;
+const volatile __u64 tokio_id_slot = 0x48;
+/* steal_into is probed: steals come from it, not from migrations. */
+const volatile bool tokio_steal_probed = false;
+/* OwnedTasks::remove is probed: we know when a task completes. */
+const volatile bool tokio_remove_probed = false;
 
+/* Worker ids, given in order of first poll. */
+__u32 tokio_next_worker = 0;
 /*
- * A thread of the target left or took a CPU. Only threads inside a poll have
- * anything to account; the tgid test keeps the rest of the system cheap.
+ * tokio's queue lengths are not in any argument: count them. Each push we
+ * see adds one to its queue, each poll of a task takes one from the queue it
+ * was pushed on. Slot AT_MAX_WORKERS is the injection queue.
  */
-static __always_inline void on_switch(bool preempt, struct task_struct *prev,
-				      struct task_struct *next)
-{
-	struct thread_state *t;
-	__u32 tid;
-	__u64 now;
+__u32 tokio_depth[AT_MAX_WORKERS + 1];
 
-	if (BPF_CORE_READ(prev, tgid) == target_tgid) {
-		tid = BPF_CORE_READ(prev, pid);
-		t = bpf_map_lookup_elem(&threads, &tid);
-		if (t && t->task && !t->off_cpu) {
-			now = bpf_ktime_get_ns();
-			t->oncpu += now - t->since;
-			t->since = now;
-			t->off_cpu = 1;
-			/* TASK_RUNNING (0) when switched out: preempted, not asleep. */
-			t->off_blocked = !preempt && task_state(prev) != 0;
-		}
-	}
-	if (BPF_CORE_READ(next, tgid) == target_tgid) {
-		tid = BPF_CORE_READ(next, pid);
-		t = bpf_map_lookup_elem(&threads, &tid);
-		if (t && t->task && t->off_cpu) {
-			now = bpf_ktime_get_ns();
-			if (t->off_blocked) {
-				t->blocked += now - t->since;
-				t->nr_blocked++;
-			} else {
-				t->runnable += now - t->since;
-				t->nr_preempted++;
-			}
-			t->since = now;
-			t->off_cpu = 0;
-		}
-	}
+struct tokio_task {
+	__u64 id;	/* tokio's task id; the Header address if unreadable */
+	__u64 poll_fn;	/* vtable[0]: the raw::poll instance, which names it */
+};
+
+static __always_inline void tokio_task(__u64 hdr, struct tokio_task *tt)
+{
+	__u64 vtable = 0, id_off = 0, id = 0;
+
+	tt->id = hdr;
+	tt->poll_fn = 0;
+	if (!hdr || bpf_probe_read_user(&vtable, sizeof(vtable), (void *)(hdr + tokio_vtable_off)) ||
+	    !vtable)
+		return;
+	bpf_probe_read_user(&tt->poll_fn, sizeof(tt->poll_fn), (void *)vtable);
+	if (bpf_probe_read_user(&id_off, sizeof(id_off), (void *)(vtable + tokio_id_slot)) ||
+	    !id_off || id_off > (1 << 20))
+		return;
+	if (!bpf_probe_read_user(&id, sizeof(id), (void *)(hdr + id_off)) && id)
+		tt->id = id;
 }
+
+static __always_inline __u32 *tokio_depth_of(__s32 queue)
+{
+	__u32 i;
+
+	if (queue == AT_QUEUE_INJECT)
+		return &tokio_depth[AT_MAX_WORKERS];
+	if (queue < 0 || queue >= AT_MAX_WORKERS)
+		return NULL;
+	i = (__u32)queue;
+	barrier_var(i);
+	return &tokio_depth[i & (AT_MAX_WORKERS - 1)];
+}
+
+static __always_inline __u32 tokio_push(__s32 queue)
+{
+	__u32 *d = tokio_depth_of(queue);
+
+	return d ? __sync_add_and_fetch(d, 1) : 0;
+}
+
+static __always_inline void tokio_pop(__s32 queue)
+{
+	__u32 *d = tokio_depth_of(queue);
+
+	/* Tasks queued before we attached were never counted in. */
+	if (d && *d)
+		__sync_fetch_and_add(d, (__u32)-1);
+}
+
+/* The worker this thread is, numbered on its first poll; -1 if it never polled. */
+static __always_inline __s32 tokio_worker_of(struct thread_state *t)
+{
+	return t && t->has_worker ? (__s32)t->own_worker : -1;
+}
+
+/* Where a push from this thread goes: its own worker's queue, else the injection queue. */
+static __always_inline __s32 tokio_target_queue(struct thread_state *t)
+{
+	__s32 w = tokio_worker_of(t);
+
+	return w >= 0 ? w : AT_QUEUE_INJECT;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(tokio_poll, __u64 hdr)
+{
+	struct thread_state *t = thread_get(current_tid());
+	struct at_task_state *ts;
+	struct tokio_task tt;
+	__s32 from = AT_QUEUE_NONE;
+	__u32 worker, *depth;
+
+	if (!t)
+		return 0;
+	/*
+	 * A poll inside a poll: the outer one is a container (the worker loop
+	 * runs as a blocking task; block_on inside a task) and the inner one is
+	 * what runs. The inner takes over; the outer's end is then an orphan.
+	 */
+	if (!t->has_worker) {
+		t->own_worker = __sync_fetch_and_add(&tokio_next_worker, 1);
+		t->has_worker = 1;
+	}
+	worker = t->own_worker;
+	tokio_task(hdr, &tt);
+	ts = bpf_map_lookup_elem(&tasks, &tt.id);
+	if (ts)
+		from = ts->queued_on;
+	tokio_pop(from);
+	if (!tokio_steal_probed && from >= 0 && (__u32)from != worker)
+		on_steal(worker, (__u32)from, 1, 0, 0, AT_STEAL_INFERRED);
+	depth = tokio_depth_of((__s32)worker);
+	/* the cookie is this instance's address: the future type names the task */
+	on_poll_begin(t, tt.id, worker, depth ? *depth : 0, bpf_get_attach_cookie(ctx));
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(tokio_poll_ret)
+{
+	__u32 tid = current_tid();
+	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+	struct at_task_state *ts;
+	__s32 queue = AT_QUEUE_NONE;
+	__u32 depth = 0;
+	__u64 task;
+
+	if (!t || !t->task) {
+		stat_inc(AT_STAT_ORPHAN_POLL_END);
+		return 0;
+	}
+	task = t->task;
+	/*
+	 * Woken while it ran: tokio yields it back onto this worker's queue,
+	 * unless the wake came after it went idle and already scheduled it.
+	 */
+	if (!t->completed && (ts = bpf_map_lookup_elem(&tasks, &task)) && ts->wake_id &&
+	    ts->queued_on == AT_QUEUE_NONE) {
+		queue = (__s32)t->worker;
+		depth = tokio_push(queue);
+	}
+	on_poll_end(t, task, t->completed, queue, depth, tokio_remove_probed);
+	return 0;
+}
+
+/* waker::wake_by_val and waker::wake_by_ref: arg0 is the woken task's Header. */
+SEC("uprobe")
+int BPF_KPROBE(tokio_wake, __u64 hdr)
+{
+	__u32 tid = current_tid();
+	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+	struct tokio_task tt;
+
+	tokio_task(hdr, &tt);
+	on_wake(tt.id, t ? t->task : 0, tokio_worker_of(t), AT_QUEUE_NONE, 0, tt.poll_fn);
+	return 0;
+}
+
+/* raw::schedule: the wake (just seen on this thread) really queued the task. */
+SEC("uprobe")
+int BPF_KPROBE(tokio_schedule, __u64 hdr)
+{
+	__u32 tid = current_tid();
+	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+	__s32 queue = tokio_target_queue(t);
+	__u32 depth = tokio_push(queue);
+	struct tokio_task tt;
+
+	tokio_task(hdr, &tt);
+	task_queued(tt.id, queue, depth);
+	queue_depth(queue, depth, bpf_ktime_get_ns());
+	return 0;
+}
+
+static __always_inline void tokio_spawned(__u64 hdr)
+{
+	__u32 tid = current_tid();
+	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+	__s32 queue = tokio_target_queue(t);
+	struct tokio_task tt;
+
+	if (!hdr)
+		return;
+	tokio_task(hdr, &tt);
+	on_spawn(tt.id, t ? t->task : 0, NULL, tt.poll_fn, queue, tokio_push(queue));
+}
+
+/* OwnedTasks::bind (tokio < 1.49): the new task is in the JoinHandle it returns. */
+SEC("uretprobe")
+int BPF_KRETPROBE(tokio_bind_ret)
+{
+	tokio_spawned(PT_REGS_RC(ctx));
+	return 0;
+}
+
+/* OwnedTasks::bind_inner (tokio >= 1.49): arg1 is the new task's Header. */
+SEC("uprobe")
+int BPF_KPROBE(tokio_bind_inner, void *self, __u64 hdr)
+{
+	tokio_spawned(hdr);
+	return 0;
+}
+
+/* OwnedTasks::remove(&self, &Task): the task is done, released after completing. */
+SEC("uprobe")
+int BPF_KPROBE(tokio_remove, void *self, __u64 *task)
+{
+	__u32 tid = current_tid();
+	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+	struct tokio_task tt;
+	__u64 hdr = 0;
+
+	if (!t || !t->task || bpf_probe_read_user(&hdr, sizeof(hdr), task))
+		return 0;
+	tokio_task(hdr, &tt);
+	if (tt.id == t->task)
+		t->completed = 1;
+	return 0;
+}
+
+/* Steal::steal_into returns the first stolen task (or None): from whom, its queue says. */
+SEC("uretprobe")
+int BPF_KRETPROBE(tokio_steal_ret)
+{
+	__u32 tid = current_tid();
+	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+	__u64 hdr = PT_REGS_RC(ctx);
+	struct at_task_state *ts;
+	struct tokio_task tt;
+	__u32 victim = AT_WORKER_UNKNOWN;
+
+	if (!hdr || !t || !t->has_worker)
+		return 0;
+	tokio_task(hdr, &tt);
+	ts = bpf_map_lookup_elem(&tasks, &tt.id);
+	if (ts && ts->queued_on >= 0)
+		victim = (__u32)ts->queued_on;
+	on_steal(t->own_worker, victim, 1, 0, 0, 0);
+	return 0;
+}
+
+/* ---- sched_switch ----------------------------------------------------- */
 
 SEC("?tp_btf/sched_switch")
 int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev,

@@ -16,7 +16,7 @@
 
 #define AT_USDT_PROVIDER "asynctrace"
 
-#define AT_TASK_NAME_LEN 48
+#define AT_TASK_NAME_LEN 128
 #define AT_MAX_THREADS 8192	/* threads of the target tracked at once */
 #define AT_MAX_TASKS 65536	/* live tasks: pending wake, idle since (LRU) */
 #define AT_MAX_WORKERS 256	/* workers with statistics (ids beyond: counted) */
@@ -54,7 +54,8 @@ struct at_spawn {
 	__u64 wake_id;	/* flow to the task's first poll */
 	__s32 queue;	/* worker index, AT_QUEUE_INJECT */
 	__u32 depth;	/* of that queue after the push */
-	char name[AT_TASK_NAME_LEN];
+	char name[AT_TASK_NAME_LEN]; /* may be empty: then name_addr names it */
+	__u64 name_addr;	/* a name key: see at_poll.name_addr */
 };
 
 /*
@@ -72,7 +73,12 @@ struct at_poll {
 	__u64 runnable_ns;
 	__u64 wake_ts;		/* the wake that queued this poll; 0 unknown */
 	__u64 wake_id;		/* its flow id; 0 none */
-	__u64 name_addr;	/* task name in the target's memory */
+	/*
+	 * Names the task: for USDT runtimes the address of its name string in
+	 * the target; for runtimes named from symbols, the address of its poll
+	 * function, which userspace maps to the future's type.
+	 */
+	__u64 name_addr;
 	__u32 worker;
 	__u32 depth;		/* worker's local queue after the pop */
 	__s32 requeue;		/* AT_QUEUE_NONE, or where the task went back */
@@ -106,12 +112,16 @@ struct at_wake {
 struct at_steal {
 	struct at_hdr hdr;
 	__u32 thief;
-	__u32 victim;
+	__u32 victim;		/* AT_WORKER_UNKNOWN: not known */
 	__u32 count;
 	__u32 thief_depth;
 	__u32 victim_depth;
-	__u32 pad;
+	__u32 flags;		/* AT_STEAL_* */
 };
+
+/* Not seen taken from a probe, but deduced: queued on one worker, polled by another. */
+#define AT_STEAL_INFERRED 1
+#define AT_WORKER_UNKNOWN 0xffffffffu
 
 /* A worker slept with nothing to do. hdr.ts: park time; emitted at unpark. */
 struct at_park {

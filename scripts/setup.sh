@@ -6,11 +6,13 @@
 set -eu
 
 PACKAGES="
-make gcc clang llvm
+make gcc clang llvm binutils
 libbpf-dev bpftool libelf-dev zlib1g-dev
+libiberty-dev libcapstone-dev
 systemtap-sdt-dev
 libcmocka-dev
 python3
+cargo rustc librust-tokio-dev
 "
 
 missing=

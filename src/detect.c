@@ -337,14 +337,22 @@ static void on_worker_sample(struct detector *d, const struct at_worker_sample *
 		return;
 	}
 	dt = s->hdr.ts - w->ts;
-	w->depth_avg = (double)(s->depth_area - w->area) / (double)dt;
-	w->idle_share = 1.0 - (double)(s->busy_ns - w->busy_ns) / (double)dt;
+	/*
+	 * The BPF side updates a queue's area and timestamp without a lock: a
+	 * sample can land between the two and see less than the last one did.
+	 */
+	w->depth_avg = s->depth_area > w->area ? (double)(s->depth_area - w->area) / (double)dt : 0;
+	w->idle_share = s->busy_ns > w->busy_ns
+				? 1.0 - (double)(s->busy_ns - w->busy_ns) / (double)dt
+				: 1.0;
 	if (w->idle_share < 0)
 		w->idle_share = 0;
 	w->sampled = true;
 	w->ts = s->hdr.ts;
-	w->busy_ns = s->busy_ns;
-	w->area = s->depth_area;
+	if (s->busy_ns > w->busy_ns)
+		w->busy_ns = s->busy_ns;
+	if (s->depth_area > w->area)
+		w->area = s->depth_area;
 	if (!d->opts.starve_depth)
 		return;
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "asynctraced.h"
+#include "elf_image.h"
 
 static int add_site(struct discovery *d, const char *path, const char *target_path,
 		    const char *name)
@@ -34,13 +35,15 @@ static int add_site(struct discovery *d, const char *path, const char *target_pa
 	return 0;
 }
 
-static int scan_binary(void *ctx, const char *path, const char *target_path)
+static int scan_usdt(void *ctx, const char *path, const char *target_path,
+		     const struct target_mapping *map)
 {
 	struct discovery *d = ctx;
 	struct usdt_probe *probes;
 	size_t nr;
 	int err;
 
+	(void)map;
 	d->scanned++;
 	err = usdt__list(path, AT_USDT_PROVIDER, &probes, &nr);
 	if (err) {
@@ -55,9 +58,41 @@ static int scan_binary(void *ctx, const char *path, const char *target_path)
 	return err;
 }
 
+static int scan_tokio(void *ctx, const char *path, const char *target_path,
+		      const struct target_mapping *map)
+{
+	struct discovery *d = ctx;
+	struct tokio_binary *tb = &d->tokio;
+	int err = tokio__detect(path, &tb->rt);
+
+	if (err == -ENOENT && !tb->rt.has_symtab)
+		d->stripped++;
+	if (err)
+		return err == -ENOENT || err == -ENOEXEC ? 0 : err;
+	tb->path = strdup(path);
+	tb->target_path = strdup(target_path);
+	tb->map = *map;
+	if (!tb->path || !tb->target_path)
+		return -ENOMEM;
+	return 1; /* found: one tokio per process is what we trace */
+}
+
 int discover(struct discovery *d, const struct target *t)
 {
-	return target__for_each_binary(t, scan_binary, d);
+	int err = target__for_each_binary(t, scan_usdt, d);
+
+	if (err)
+		return err;
+	if (d->nr) {
+		d->kind = RUNTIME_USDT;
+		return 0;
+	}
+	err = target__for_each_binary(t, scan_tokio, d);
+	if (err < 0)
+		return err;
+	if (err > 0)
+		d->kind = RUNTIME_TOKIO;
+	return 0;
 }
 
 bool discovered(const struct discovery *d, const char *probe)
@@ -68,6 +103,11 @@ bool discovered(const struct discovery *d, const char *probe)
 	return false;
 }
 
+uint64_t discovery__tokio_addr(const struct discovery *d, uint64_t offset)
+{
+	return d->tokio.map.start + (offset - d->tokio.map.offset);
+}
+
 void discovery__free(struct discovery *d)
 {
 	for (size_t i = 0; i < d->nr; i++) {
@@ -75,6 +115,8 @@ void discovery__free(struct discovery *d)
 		free(d->sites[i].target_path);
 	}
 	free(d->sites);
-	d->sites = NULL;
-	d->nr = 0;
+	free(d->tokio.path);
+	free(d->tokio.target_path);
+	tokio__free(&d->tokio.rt);
+	memset(d, 0, sizeof(*d));
 }

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Where a target's asynctrace probes are: its executable and mapped libraries. */
+/*
+ * Which runtime a target runs, and where to attach: the asynctrace USDT
+ * probes in its executable or a mapped library, or else tokio's own
+ * functions in an unmodified binary.
+ */
 #ifndef DISCOVER_H
 #define DISCOVER_H
 
@@ -7,7 +11,14 @@
 #include <stddef.h>
 
 #include "target.h"
+#include "tokio.h"
 #include "usdt_notes.h"
+
+enum runtime_kind {
+	RUNTIME_NONE = 0,
+	RUNTIME_USDT,
+	RUNTIME_TOKIO,
+};
 
 struct probe_site {
 	char *path;		/* opens the ELF from our mount namespace */
@@ -15,16 +26,28 @@ struct probe_site {
 	char name[USDT_NAME_LEN];
 };
 
+struct tokio_binary {
+	char *path;
+	char *target_path;
+	struct target_mapping map;	/* where its code is in the target */
+	struct tokio_runtime rt;
+};
+
 struct discovery {
-	struct probe_site *sites; /* one per (file, probe name) */
+	enum runtime_kind kind;
+	struct probe_site *sites;	/* USDT: one per (file, probe name) */
 	size_t nr;
-	size_t scanned;		/* ELF files looked at */
-	bool verbose;		/* say why a file was skipped */
+	struct tokio_binary tokio;	/* TOKIO */
+	size_t scanned;			/* ELF files looked at */
+	size_t stripped;		/* ... of which without a symbol table */
+	bool verbose;			/* say why a file was skipped */
 };
 
 /* Scans every ELF file the target maps executable; 0 or -errno. */
 int discover(struct discovery *d, const struct target *t);
 bool discovered(const struct discovery *d, const char *probe);
 void discovery__free(struct discovery *d);
+/* The address in the target of a file offset of the tokio binary. */
+uint64_t discovery__tokio_addr(const struct discovery *d, uint64_t offset);
 
 #endif

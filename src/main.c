@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -121,19 +122,12 @@ static int setup_sinks(struct session *s)
 	return err;
 }
 
-static int attach_all(struct session *s)
+static int attach_usdt(struct session *s)
 {
-	int err = tracer__attach_sched(s->tracer);
-
-	if (err) {
-		err_msg("failed to attach %s sched_switch: %s\n", tracer__sched_hook(s->tracer),
-			strerror(-err));
-		return err;
-	}
 	for (size_t i = 0; i < s->disc.nr; i++) {
 		const struct probe_site *site = &s->disc.sites[i];
+		int err = tracer__attach_usdt(s->tracer, site->path, site->name);
 
-		err = tracer__attach_usdt(s->tracer, site->path, site->name);
 		if (err == -ENOENT) {
 			/* A probe from a newer ABI than ours: not an error. */
 			if (verbose)
@@ -151,6 +145,115 @@ static int attach_all(struct session *s)
 				site->target_path);
 	}
 	return 0;
+}
+
+/* The uprobes each kind of tokio function gets. */
+static const struct {
+	enum tracer_uprobe entry, ret;
+	bool has_entry, has_ret;
+} tokio_uprobes[TOKIO_KIND_MAX] = {
+	[TOKIO_POLL] = { UPROBE_TOKIO_POLL, UPROBE_TOKIO_POLL_RET, true, true },
+	[TOKIO_WAKE] = { UPROBE_TOKIO_WAKE, 0, true, false },
+	[TOKIO_SCHEDULE] = { UPROBE_TOKIO_SCHEDULE, 0, true, false },
+	[TOKIO_BIND] = { 0, UPROBE_TOKIO_BIND_RET, false, true },
+	[TOKIO_BIND_INNER] = { UPROBE_TOKIO_BIND_INNER, 0, true, false },
+	[TOKIO_REMOVE] = { UPROBE_TOKIO_REMOVE, 0, true, false },
+	[TOKIO_STEAL] = { 0, UPROBE_TOKIO_STEAL_RET, false, true },
+};
+
+/*
+ * Polls first: a push (schedule, spawn) seen before the probe that sees its
+ * pop would leave tokio's counted queue depth one too deep for good.
+ */
+static const enum tokio_kind tokio_attach_order[] = {
+	TOKIO_POLL, TOKIO_REMOVE, TOKIO_STEAL, TOKIO_WAKE, TOKIO_SCHEDULE, TOKIO_BIND,
+	TOKIO_BIND_INNER,
+};
+
+static int attach_tokio(struct session *s)
+{
+	const struct tokio_binary *tb = &s->disc.tokio;
+
+	for (size_t k = 0; k < sizeof(tokio_attach_order) / sizeof(tokio_attach_order[0]); k++) {
+		enum tokio_kind kind = tokio_attach_order[k];
+
+		for (size_t i = 0; i < tb->rt.nr; i++) {
+			const struct tokio_site *site = &tb->rt.sites[i];
+			/* A poll's cookie is its address in the target: vtable[0] of its tasks. */
+			uint64_t addr = discovery__tokio_addr(&s->disc, site->offset);
+			int err = 0;
+
+			if (site->kind != kind || site->internal)
+				continue;
+			if (tokio_uprobes[kind].has_entry)
+				err = tracer__attach_uprobe(s->tracer, tokio_uprobes[kind].entry,
+							    tb->path, site->offset, addr);
+			if (!err && tokio_uprobes[kind].has_ret)
+				err = tracer__attach_uprobe(s->tracer, tokio_uprobes[kind].ret,
+							    tb->path, site->offset, addr);
+			if (err) {
+				err_msg("failed to attach uprobe on %s at %s+0x%llx: %s\n",
+					tokio_kind_str(kind), tb->target_path,
+					(unsigned long long)site->offset, strerror(-err));
+				return err;
+			}
+			if (verbose)
+				err_msg("attached %s at %s+0x%llx%s%s\n", tokio_kind_str(kind),
+					tb->target_path, (unsigned long long)site->offset,
+					site->future ? ": " : "", site->future ? site->future : "");
+		}
+	}
+	return 0;
+}
+
+static int attach_all(struct session *s)
+{
+	int err = tracer__attach_sched(s->tracer);
+
+	if (err) {
+		err_msg("failed to attach %s sched_switch: %s\n", tracer__sched_hook(s->tracer),
+			strerror(-err));
+		return err;
+	}
+	return s->disc.kind == RUNTIME_TOKIO ? attach_tokio(s) : attach_usdt(s);
+}
+
+/* tokio names its tasks by the future type of the raw::poll they go through. */
+static void name_tokio_tasks(struct session *s)
+{
+	const struct tokio_binary *tb = &s->disc.tokio;
+
+	for (size_t i = 0; i < tb->rt.nr; i++)
+		if (tb->rt.sites[i].kind == TOKIO_POLL && tb->rt.sites[i].future)
+			model__name(&s->pipe.model,
+				    discovery__tokio_addr(&s->disc, tb->rt.sites[i].offset),
+				    tb->rt.sites[i].future);
+}
+
+/* One line: what was found, and what will be attached. */
+static void say_found(const struct session *s)
+{
+	const struct tokio_runtime *rt = &s->disc.tokio.rt;
+
+	if (s->disc.kind == RUNTIME_USDT) {
+		err_msg("tracing pid %d (%s): %zu asynctrace probes in %s, sched_switch via %s, "
+			"%s; Ctrl-C to stop\n",
+			s->o->pid, s->target.comm, s->disc.nr, s->disc.sites[0].target_path,
+			tracer__sched_hook(s->tracer), s->o->no_trace ? "maps only" : "full trace");
+		return;
+	}
+	err_msg("tracing pid %d (%s): tokio in %s (%s mangling): %zu raw::poll instances "
+		"(%zu named by future type%s), %zu wake, %zu schedule, %zu spawn, %zu remove, "
+		"%s%s; sched_switch via %s, %s; Ctrl-C to stop\n",
+		s->o->pid, s->target.comm, s->disc.tokio.target_path, rt->v0 ? "v0" : "legacy",
+		rt->count[TOKIO_POLL], rt->named,
+		rt->internal ? ", the worker loop left out" : "", rt->count[TOKIO_WAKE],
+		rt->count[TOKIO_SCHEDULE], rt->count[TOKIO_BIND] + rt->count[TOKIO_BIND_INNER],
+		rt->count[TOKIO_REMOVE],
+		rt->count[TOKIO_STEAL] ? "steal_into probed"
+				       : "steal_into inlined: steals inferred from migrations",
+		rt->count[TOKIO_REMOVE] ? "" : ", remove inlined: completions and lost wakers not seen",
+		tracer__sched_hook(s->tracer), s->o->no_trace ? "maps only" : "full trace");
 }
 
 /*
@@ -280,13 +383,21 @@ static int start(struct session *s)
 		err_msg("cannot read the mappings of pid %d: %s\n", o->pid, strerror(-err));
 		return err;
 	}
-	if (!s->disc.nr) {
-		err_msg("no %s USDT probes in pid %d (%s): looked in %zu mapped ELF files; "
-			"the target is not an instrumented executor (see docs/usdt-abi.md)\n",
-			AT_USDT_PROVIDER, o->pid, s->target.comm, s->disc.scanned);
+	if (s->disc.kind == RUNTIME_NONE && s->disc.stripped) {
+		err_msg("pid %d (%s): no asynctrace USDT probes, and its binary is stripped (no "
+			"symbol table): asynctraced finds tokio by its function symbols; rebuild "
+			"without `strip = true` (strip = \"debuginfo\" keeps them)\n",
+			o->pid, s->target.comm);
 		return -ENOENT;
 	}
-	if (!discovered(&s->disc, "poll_begin") || !discovered(&s->disc, "poll_end")) {
+	if (s->disc.kind == RUNTIME_NONE) {
+		err_msg("no known runtime in pid %d (%s): no %s USDT probes (see "
+			"docs/usdt-abi.md) and no tokio symbols in its %zu mapped ELF files\n",
+			o->pid, s->target.comm, AT_USDT_PROVIDER, s->disc.scanned);
+		return -ENOENT;
+	}
+	if (s->disc.kind == RUNTIME_USDT &&
+	    (!discovered(&s->disc, "poll_begin") || !discovered(&s->disc, "poll_end"))) {
 		err_msg("pid %d (%s) has %s probes but not poll_begin and poll_end: nothing to "
 			"trace\n",
 			o->pid, s->target.comm, AT_USDT_PROVIDER);
@@ -297,6 +408,8 @@ static int start(struct session *s)
 	s->pipe.model.read_str = target__read_str;
 	s->pipe.model.thread_comm = target__thread_comm;
 	s->pipe.model.target_ctx = &s->target;
+	if (s->disc.kind == RUNTIME_TOKIO)
+		name_tokio_tasks(s);
 	err = setup_sinks(s);
 	if (err)
 		return err;
@@ -310,6 +423,8 @@ static int start(struct session *s)
 	s->sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
 	signal(SIGPIPE, SIG_IGN);
 
+	topts.tokio_steal_probed = s->disc.tokio.rt.count[TOKIO_STEAL] > 0;
+	topts.tokio_remove_probed = s->disc.tokio.rt.count[TOKIO_REMOVE] > 0;
 	err = tracer__new(&s->tracer, &topts, on_record, &s->pipe);
 	if (err) {
 		err_msg("failed to load BPF programs: %s%s\n", strerror(-err),
@@ -329,10 +444,7 @@ static int start(struct session *s)
 			err_msg("pid %d exited while attaching\n", o->pid);
 		return err;
 	}
-	err_msg("tracing pid %d (%s): %zu probes in %s, sched_switch via %s, %s; Ctrl-C to "
-		"stop\n",
-		o->pid, s->target.comm, s->disc.nr, s->disc.sites[0].target_path,
-		tracer__sched_hook(s->tracer), o->no_trace ? "maps only" : "full trace");
+	say_found(s);
 	return 0;
 }
 
@@ -414,6 +526,17 @@ static int run(const struct options *o)
 	return ret;
 }
 
+/* A uprobe is a file descriptor, and tokio has one raw::poll per future type. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct options o;
@@ -421,6 +544,7 @@ int main(int argc, char **argv)
 
 	if (err)
 		return err < 0 ? EXIT_OK : err;
+	raise_fd_limit();
 	verbose = o.verbose;
 	libbpf_set_print(libbpf_print);
 	return run(&o);

@@ -90,6 +90,11 @@ static void remember_name(struct model *m, uint64_t addr, const char *name)
 		free(copy);
 }
 
+void model__name(struct model *m, uint64_t addr, const char *name)
+{
+	remember_name(m, addr, name);
+}
+
 void model__task_name(struct model *m, uint64_t id, uint64_t name_addr, char *buf, size_t len)
 {
 	const struct task *t = model__task(m, id);
@@ -198,6 +203,9 @@ static void apply_spawn(struct model *m, const struct at_spawn *e)
 		memcpy(t->name, e->name, sizeof(t->name));
 		t->name[sizeof(t->name) - 1] = '\0';
 		t->named = true;
+	} else if (e->name_addr) {
+		model__task_name(m, e->task, e->name_addr, t->name, sizeof(t->name));
+		t->named = strcmp(t->name, "task") != 0;
 	}
 }
 
@@ -248,16 +256,17 @@ static void apply_wake(struct model *m, const struct at_wake *e)
 static void apply_steal(struct model *m, const struct at_steal *e)
 {
 	struct worker *thief = worker_on(m, e->thief, e->hdr.tid);
-	struct worker *victim = worker_get(m, e->victim);
+	struct worker *victim = e->victim == AT_WORKER_UNKNOWN ? NULL : worker_get(m, e->victim);
 
 	m->n.steals++;
 	m->n.stolen += e->count;
 	if (thief) {
 		thief->steals++;
 		thief->stolen += e->count;
-		thief->depth = e->thief_depth;
+		if (!(e->flags & AT_STEAL_INFERRED))
+			thief->depth = e->thief_depth;
 	}
-	if (victim)
+	if (victim && !(e->flags & AT_STEAL_INFERRED))
 		victim->depth = e->victim_depth;
 }
 

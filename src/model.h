@@ -102,6 +102,8 @@ void model__apply(struct model *m, const struct at_hdr *ev);
 void model__retire(struct model *m, const struct at_hdr *ev);
 
 struct task *model__task(const struct model *m, uint64_t id);
+/* Names every task whose name_addr is addr (a runtime that names tasks by symbols). */
+void model__name(struct model *m, uint64_t addr, const char *name);
 /*
  * A task's name without keeping it in the model: known, else read from the
  * target at name_addr, else "task".

@@ -104,7 +104,8 @@ static void text_counts(FILE *out, const struct model *m, const struct detector 
 		fprintf(out, "  malformed %llu records skipped\n",
 			(unsigned long long)m->n.malformed);
 	if (run->stats[AT_STAT_ORPHAN_POLL_END])
-		fprintf(out, "  untracked %llu polls already running at attach\n",
+		fprintf(out, "  untracked %llu poll ends without a begin (running at attach, or "
+			     "containers of other polls)\n",
 			(unsigned long long)run->stats[AT_STAT_ORPHAN_POLL_END]);
 	if (run->stats[AT_STAT_THREADS_FULL])
 		fprintf(out, "  untracked %llu polls: thread table full\n",
@@ -156,7 +157,7 @@ static void text_tasks(FILE *out, struct model *m, const struct stats *st)
 	struct task_entry *top = top_tasks(st, REPORT_TOP_TASKS, &nr);
 
 	fprintf(out, "\ntop tasks by poll time\n");
-	fprintf(out, " %-28s %9s %9s %8s %8s %8s %7s %9s %9s\n", "task", "polls", "total", "p50",
+	fprintf(out, " %-44s %9s %9s %8s %8s %8s %7s %9s %9s\n", "task", "polls", "total", "p50",
 		"p99", "max", "on-CPU", "wakes", "self");
 	for (size_t i = 0; i < nr; i++) {
 		const struct at_task_stats *s = &top[i].s;
@@ -168,7 +169,7 @@ static void text_tasks(FILE *out, struct model *m, const struct stats *st)
 		fmt_ns(total, sizeof(total), s->poll_ns);
 		fmt_ns(max, sizeof(max), s->max_poll_ns);
 		pct3(poll, &s->poll, s->max_poll_ns);
-		fprintf(out, " %-28.28s %9llu %9s %8s %8s %8s %6.0f%% %9llu %9llu\n", label,
+		fprintf(out, " %-44.44s %9llu %9s %8s %8s %8s %6.0f%% %9llu %9llu\n", label,
 			(unsigned long long)s->polls, total, poll[0], poll[1], max,
 			s->poll_ns ? 100.0 * (double)s->oncpu_ns / (double)s->poll_ns : 0.0,
 			(unsigned long long)s->wakes, (unsigned long long)s->self_wakes);

@@ -135,11 +135,12 @@ int target__for_each_binary(const struct target *t, target_binary_fn fn, void *c
 	have_exe = stat(t->exe, &exe_st) == 0;
 	while (!ret && fgets(line, sizeof(line), f)) {
 		char perms[8], file[4096] = "";
-		unsigned long start, end;
+		unsigned long start, end, offset;
+		struct target_mapping map;
 		struct stat st;
 
-		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %4095[^\n]", &start, &end, perms,
-			   file) < 3)
+		if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %4095[^\n]", &start, &end, perms, &offset,
+			   file) < 4)
 			continue;
 		if (perms[2] != 'x' || file[0] != '/')
 			continue;
@@ -157,10 +158,11 @@ int target__for_each_binary(const struct target *t, target_binary_fn fn, void *c
 			ret = ret < 0 ? ret : 0;
 			continue;
 		}
+		map = (struct target_mapping){ start, end, offset };
 		if (have_exe && exe_st.st_dev == st.st_dev && exe_st.st_ino == st.st_ino)
-			ret = fn(ctx, t->exe, file);
+			ret = fn(ctx, t->exe, file, &map);
 		else
-			ret = fn(ctx, path, file);
+			ret = fn(ctx, path, file, &map);
 	}
 	fclose(f);
 	free(seen);

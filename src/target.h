@@ -30,12 +30,19 @@ int target__alive(const struct target *t);
 int target__thread_comm(void *target, uint32_t tid, char *comm, size_t len);
 int target__read_str(void *target, uint64_t addr, char *buf, size_t len);
 
+/* An executable mapping of a file: file offset `offset` lives at address `start`. */
+struct target_mapping {
+	uint64_t start, end, offset;
+};
+
 /*
  * Calls fn for every distinct ELF file mapped executable in the target, with
- * a path that opens it from our namespace, and the path the target knows it
- * by. Stops early, returning fn's value, when fn returns nonzero.
+ * a path that opens it from our namespace, the path the target knows it by,
+ * and its (first) executable mapping. Stops early, returning fn's value, when
+ * fn returns nonzero.
  */
-typedef int (*target_binary_fn)(void *ctx, const char *path, const char *target_path);
+typedef int (*target_binary_fn)(void *ctx, const char *path, const char *target_path,
+				const struct target_mapping *map);
 int target__for_each_binary(const struct target *t, target_binary_fn fn, void *ctx);
 
 #endif

@@ -338,7 +338,9 @@ static void on_spawn(struct trace_json *tj, struct model *m, const struct at_spa
 static void on_steal(struct trace_json *tj, struct model *m, const struct at_steal *s)
 {
 	struct outbuf *ob = tj->ob;
-	const struct worker *victim = model__worker(m, s->victim);
+	bool inferred = s->flags & AT_STEAL_INFERRED;
+	bool known = s->victim != AT_WORKER_UNKNOWN;
+	const struct worker *victim = known ? model__worker(m, s->victim) : NULL;
 	uint64_t flow = STEAL_FLOW_BASE + ++tj->steal_seq;
 	bool linked = victim && victim->tid;
 
@@ -348,11 +350,13 @@ static void on_steal(struct trace_json *tj, struct model *m, const struct at_ste
 		begin_event(ob, m, 'X', "steal", s->hdr.ts);
 		put_tid(ob, victim->tid);
 		put_dur(ob, 0);
-		ob_puts(ob, ",\"name\":\"stolen by worker ");
+		ob_puts(ob, inferred ? ",\"name\":\"taken (inferred) by worker "
+				     : ",\"name\":\"stolen by worker ");
 		ob_u64(ob, s->thief);
 		ob_puts(ob, "\",\"args\":{");
 		ob_key_u64(ob, "\"count\":", s->count);
-		ob_key_u64(ob, ",\"depth\":", s->victim_depth);
+		if (!inferred)
+			ob_key_u64(ob, ",\"depth\":", s->victim_depth);
 		ob_putc(ob, '}');
 		put_flow(ob, flow, true);
 		end_event(ob);
@@ -361,19 +365,30 @@ static void on_steal(struct trace_json *tj, struct model *m, const struct at_ste
 	begin_event(ob, m, 'X', "steal", s->hdr.ts + 1);
 	put_tid(ob, s->hdr.tid);
 	put_dur(ob, 0);
-	ob_puts(ob, ",\"name\":\"steal from worker ");
-	ob_u64(ob, s->victim);
+	ob_puts(ob, inferred ? ",\"name\":\"steal (inferred) from " : ",\"name\":\"steal from ");
+	if (known) {
+		ob_puts(ob, "worker ");
+		ob_u64(ob, s->victim);
+	} else {
+		ob_puts(ob, "another worker");
+	}
 	ob_puts(ob, "\",\"args\":{");
 	ob_key_u64(ob, "\"count\":", s->count);
 	ob_key_u64(ob, ",\"thief\":", s->thief);
-	ob_key_u64(ob, ",\"victim\":", s->victim);
-	ob_key_u64(ob, ",\"depth\":", s->thief_depth);
+	if (known)
+		ob_key_u64(ob, ",\"victim\":", s->victim);
+	ob_puts(ob, inferred ? ",\"inferred\":true" : ",\"inferred\":false");
+	if (!inferred)
+		ob_key_u64(ob, ",\"depth\":", s->thief_depth);
 	ob_putc(ob, '}');
 	if (linked)
 		put_flow(ob, flow, false);
 	end_event(ob);
-	queue_depth(tj, m, s->hdr.ts, (int32_t)s->victim, s->victim_depth);
-	queue_depth(tj, m, s->hdr.ts, (int32_t)s->thief, s->thief_depth);
+	/* An inferred steal knows no depths: the counters keep theirs. */
+	if (!inferred && known)
+		queue_depth(tj, m, s->hdr.ts, (int32_t)s->victim, s->victim_depth);
+	if (!inferred)
+		queue_depth(tj, m, s->hdr.ts, (int32_t)s->thief, s->thief_depth);
 }
 
 static void on_park(struct trace_json *tj, struct model *m, const struct at_park *p)

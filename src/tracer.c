@@ -59,6 +59,8 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	skel->rodata->long_poll_ns = o->long_poll_ns;
 	skel->rodata->sched_delay_ns = o->sched_delay_ns;
 	skel->rodata->starve_depth = o->starve_depth;
+	skel->rodata->tokio_steal_probed = o->tokio_steal_probed;
+	skel->rodata->tokio_remove_probed = o->tokio_remove_probed;
 	err = bpf_map__set_max_entries(skel->maps.events, (__u32)o->ringbuf_bytes);
 	if (!err)
 		err = bpf_program__set_autoload(skel->progs.handle_sched_switch,
@@ -162,6 +164,29 @@ int tracer__attach_usdt(struct tracer *t, const char *binary, const char *probe)
 		return -ENOENT;
 	return add_link(t, bpf_program__attach_usdt(prog, (pid_t)t->skel->rodata->target_tgid,
 						    binary, AT_USDT_PROVIDER, probe, NULL));
+}
+
+int tracer__attach_uprobe(struct tracer *t, enum tracer_uprobe which, const char *binary,
+			  uint64_t offset, uint64_t cookie)
+{
+	const struct {
+		struct bpf_program *prog;
+		bool ret;
+	} table[] = {
+		[UPROBE_TOKIO_POLL] = { t->skel->progs.tokio_poll, false },
+		[UPROBE_TOKIO_POLL_RET] = { t->skel->progs.tokio_poll_ret, true },
+		[UPROBE_TOKIO_WAKE] = { t->skel->progs.tokio_wake, false },
+		[UPROBE_TOKIO_SCHEDULE] = { t->skel->progs.tokio_schedule, false },
+		[UPROBE_TOKIO_BIND_RET] = { t->skel->progs.tokio_bind_ret, true },
+		[UPROBE_TOKIO_BIND_INNER] = { t->skel->progs.tokio_bind_inner, false },
+		[UPROBE_TOKIO_REMOVE] = { t->skel->progs.tokio_remove, false },
+		[UPROBE_TOKIO_STEAL_RET] = { t->skel->progs.tokio_steal_ret, true },
+	};
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookie, .retprobe = table[which].ret);
+
+	return add_link(t, bpf_program__attach_uprobe_opts(table[which].prog,
+							   (pid_t)t->skel->rodata->target_tgid,
+							   binary, offset, &opts));
 }
 
 int tracer__fd(const struct tracer *t)

@@ -37,6 +37,22 @@ struct tracer_opts {
 	uint64_t long_poll_ns;
 	uint64_t sched_delay_ns;
 	uint32_t starve_depth;
+	/* tokio: steal_into is probed, so steals need not be inferred */
+	bool tokio_steal_probed;
+	/* tokio: OwnedTasks::remove is probed, so completions are known */
+	bool tokio_remove_probed;
+};
+
+/* The uprobe programs, for runtimes probed at their own functions. */
+enum tracer_uprobe {
+	UPROBE_TOKIO_POLL,
+	UPROBE_TOKIO_POLL_RET,
+	UPROBE_TOKIO_WAKE,
+	UPROBE_TOKIO_SCHEDULE,
+	UPROBE_TOKIO_BIND_RET,
+	UPROBE_TOKIO_BIND_INNER,
+	UPROBE_TOKIO_REMOVE,
+	UPROBE_TOKIO_STEAL_RET,
 };
 
 /* Receives each ring-buffer record; returns 0 to go on. */
@@ -49,6 +65,9 @@ int tracer__new(struct tracer **t, const struct tracer_opts *opts, tracer_record
 int tracer__attach_sched(struct tracer *t);
 /* Attaches the program for one asynctrace probe; -ENOENT if we have none. */
 int tracer__attach_usdt(struct tracer *t, const char *binary, const char *probe);
+/* Attaches one uprobe (or uretprobe, as the program wants) at a file offset. */
+int tracer__attach_uprobe(struct tracer *t, enum tracer_uprobe which, const char *binary,
+			  uint64_t offset, uint64_t cookie);
 /* An fd that polls readable when records wait (the ring buffer's epoll). */
 int tracer__fd(const struct tracer *t);
 /*

@@ -72,7 +72,8 @@ struct found {
 	int libc;
 };
 
-static int note_binary(void *ctx, const char *path, const char *target_path)
+static int note_binary(void *ctx, const char *path, const char *target_path,
+		       const struct target_mapping *map)
 {
 	struct found *f = ctx;
 	char self[4096];
@@ -83,6 +84,9 @@ static int note_binary(void *ctx, const char *path, const char *target_path)
 	if (!strcmp(target_path, self)) {
 		/* the main executable is reached through /proc/PID/exe */
 		assert_non_null(strstr(path, "/exe"));
+		/* this very function is inside the executable mapping */
+		assert_true((uintptr_t)note_binary >= map->start &&
+			    (uintptr_t)note_binary < map->end);
 		f->self++;
 	}
 	if (strstr(target_path, "libc.so"))

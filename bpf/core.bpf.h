@@ -1,0 +1,627 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * The runtime-independent core of the BPF side: maps, per-thread and
+ * per-task state, and one function per executor event (spawn, poll begin,
+ * poll end, wake, steal, park). The front-ends in asynctraced.bpf.c turn a
+ * runtime's probes (the asynctrace USDT ABI, tokio's functions) into calls
+ * of these, so every runtime feeds the same aggregates and records.
+ */
+#ifndef CORE_BPF_H
+#define CORE_BPF_H
+
+#include "asynctraced.h"
+#include "stats.bpf.h"
+
+const volatile __u32 target_tgid = 0;
+/* Wake the consumer only once this much is waiting: batches epoll wake-ups. */
+const volatile __u64 wakeup_bytes = 256 * 1024;
+/*
+ * Full trace: every record. Otherwise only the polls the detectors need: at
+ * least long_poll_ns long, or late by sched_delay_ns with fewer than
+ * starve_depth tasks queued ahead (a backlog explains itself).
+ */
+const volatile bool trace_events = true;
+const volatile __u64 long_poll_ns = 0;
+const volatile __u64 sched_delay_ns = 0;
+const volatile __u32 starve_depth = 0;
+
+struct thread_state {
+	__u64 task;		/* task being polled, 0 if none */
+	__u64 begin;		/* poll begin */
+	__u64 since;		/* last switch in or out inside the poll */
+	__u64 oncpu;
+	__u64 blocked;
+	__u64 runnable;
+	__u64 wake_ts;
+	__u64 wake_id;
+	__u64 name_addr;
+	__u64 holder_begin;
+	__u32 worker;		/* of the poll in progress */
+	__u32 depth;
+	__s32 queued_on;
+	__u32 queued_depth;
+	__u16 nr_blocked;
+	__u16 nr_preempted;
+	__u8 off_cpu;		/* switched out inside the poll */
+	__u8 off_blocked;	/* ... asleep rather than preempted */
+	__u8 completed;		/* the task finished inside this poll */
+	/* Runtimes without worker ids in their probes: ours, by first poll. */
+	__u8 has_worker;
+	__u32 own_worker;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 * 1024 * 1024); /* resized by the loader */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AT_MAX_THREADS);
+	__type(key, __u32);
+	__type(value, struct thread_state);
+} threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, AT_MAX_TASKS);
+	__type(key, __u64);
+	__type(value, struct at_task_state);
+} tasks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, AT_MAX_TASK_STATS);
+	__type(key, __u64);
+	__type(value, struct at_task_stats);
+} task_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AT_MAX_STEAL_PAIRS);
+	__type(key, struct at_steal_key);
+	__type(value, struct at_steal_stats);
+} steals SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, AT_STAT_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+/* Globals live in the mmap-able .bss: userspace reads them without syscalls. */
+struct at_worker_stats worker_stats[AT_MAX_WORKERS];
+struct at_runtime_stats runtime_stats;
+
+/* Flow ids: unique for the whole session, never reused. */
+__u64 wake_seq = 0;
+
+/* Zeroed values to insert from: too large for the BPF stack. */
+static const struct at_task_stats zero_task_stats;
+static const struct at_steal_stats zero_steal_stats;
+
+static __always_inline __u32 current_tid(void)
+{
+	return (__u32)bpf_get_current_pid_tgid();
+}
+
+static __always_inline void stat_inc(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
+
+	if (v)
+		*v += 1;
+}
+
+static __always_inline struct at_worker_stats *worker_get(__u32 worker)
+{
+	if (worker >= AT_MAX_WORKERS) {
+		__sync_fetch_and_add(&runtime_stats.unknown_workers, 1);
+		return NULL;
+	}
+	/*
+	 * The verifier cannot follow clang's folded bounds check: hide the
+	 * value from the optimizer, then mask it (AT_MAX_WORKERS is 2^n).
+	 */
+	barrier_var(worker);
+	return &worker_stats[worker & (AT_MAX_WORKERS - 1)];
+}
+
+static __always_inline struct at_task_stats *task_stats_get(__u64 task, __u64 now)
+{
+	struct at_task_stats *s = bpf_map_lookup_elem(&task_stats, &task);
+
+	if (s)
+		return s;
+	bpf_map_update_elem(&task_stats, &task, &zero_task_stats, BPF_NOEXIST);
+	s = bpf_map_lookup_elem(&task_stats, &task);
+	if (s && !s->first_ts)
+		s->first_ts = now;
+	return s;
+}
+
+/* Some queue now holds depth tasks: a worker's local queue or the injection queue. */
+static __always_inline void queue_depth(__s32 queue, __u32 depth, __u64 now)
+{
+	struct at_worker_stats *w;
+
+	if (queue >= 0) {
+		w = worker_get((__u32)queue);
+		if (w)
+			queue_set(&w->queue, depth, now);
+	} else if (queue == AT_QUEUE_INJECT) {
+		queue_set(&runtime_stats.inject, depth, now);
+	}
+}
+
+static __always_inline void *event_reserve(__u32 kind, __u32 size)
+{
+	struct at_hdr *h = bpf_ringbuf_reserve(&events, size, 0);
+
+	if (!h) {
+		stat_inc(AT_STAT_DROP_BASE + kind);
+		return NULL;
+	}
+	h->kind = kind;
+	h->size = size;
+	h->tid = current_tid();
+	return h;
+}
+
+static __always_inline void event_submit(void *e)
+{
+	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes
+			      ? BPF_RB_FORCE_WAKEUP
+			      : BPF_RB_NO_WAKEUP;
+
+	bpf_ringbuf_submit(e, flags);
+}
+
+static __always_inline struct thread_state *thread_get(__u32 tid)
+{
+	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+	struct thread_state zero = {};
+
+	if (t)
+		return t;
+	bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST);
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (!t)
+		stat_inc(AT_STAT_THREADS_FULL);
+	return t;
+}
+
+/*
+ * Remember the first wake since the task's last poll began: that is the one
+ * the next poll answers. Later wakes before that poll are coalesced into it.
+ * Returns the new flow id, or 0 if coalesced.
+ */
+static __always_inline __u64 task_note_wake(__u64 task, __u64 now, __s32 queue, __u32 depth,
+					    __u64 name_addr)
+{
+	struct at_task_state *ts = bpf_map_lookup_elem(&tasks, &task);
+	struct at_task_state fresh = {};
+
+	if (ts) {
+		ts->idle_since = 0;
+		if (ts->wake_id) {
+			/* Coalesced; a later push is still where it waits. */
+			if (queue != AT_QUEUE_NONE) {
+				ts->queued_on = queue;
+				ts->queued_depth = depth;
+			}
+			return 0;
+		}
+		fresh.name_addr = ts->name_addr;
+	}
+	if (name_addr)
+		fresh.name_addr = name_addr;
+	fresh.wake_ts = now;
+	fresh.wake_id = __sync_fetch_and_add(&wake_seq, 1) + 1;
+	fresh.queued_on = queue;
+	fresh.queued_depth = depth;
+	bpf_map_update_elem(&tasks, &task, &fresh, BPF_ANY);
+	return fresh.wake_id;
+}
+
+/* The task was put on a queue after its wake was noted: remember where. */
+static __always_inline void task_queued(__u64 task, __s32 queue, __u32 depth)
+{
+	struct at_task_state *ts = bpf_map_lookup_elem(&tasks, &task);
+
+	if (ts) {
+		ts->queued_on = queue;
+		ts->queued_depth = depth;
+	}
+}
+
+/* ---- events ----------------------------------------------------------- */
+
+/*
+ * A task was created and queued. name: a string in the target (USDT), or
+ * NULL with name_addr naming it (a runtime whose names come from symbols).
+ */
+static __always_inline void on_spawn(__u64 task, __u64 parent, const char *name, __u64 name_addr,
+				     __s32 queue, __u32 depth)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 wake_id = task_note_wake(task, now, queue, depth, name_addr);
+	struct at_spawn *e;
+
+	__sync_fetch_and_add(&runtime_stats.spawns, 1);
+	queue_depth(queue, depth, now);
+	if (!trace_events)
+		return;
+	e = event_reserve(AT_EV_SPAWN, sizeof(*e));
+	if (!e)
+		return;
+	e->hdr.ts = now;
+	e->task = task;
+	e->parent = parent;
+	e->wake_id = wake_id;
+	e->queue = queue;
+	e->depth = depth;
+	e->name_addr = name_addr;
+	e->name[0] = '\0';
+	if (name && bpf_probe_read_user_str(e->name, sizeof(e->name), name) < 0)
+		e->name[0] = '\0';
+	event_submit(e);
+}
+
+/*
+ * The task was taken from another worker's queue: if that worker is in a
+ * poll, when did it begin? A long one there explains a long wait here.
+ */
+static __always_inline __u64 holder_begin(__u32 worker)
+{
+	struct at_worker_stats *w = worker_get(worker);
+	struct thread_state *holder;
+	__u32 tid;
+
+	if (!w || !w->tid)
+		return 0;
+	tid = w->tid;
+	holder = bpf_map_lookup_elem(&threads, &tid);
+	return holder && holder->task ? holder->begin : 0;
+}
+
+static __always_inline void on_poll_begin(struct thread_state *t, __u64 task, __u32 worker,
+					  __u32 depth, __u64 name_addr)
+{
+	struct at_task_state *ts;
+	struct at_worker_stats *w;
+	__u64 now = bpf_ktime_get_ns();
+
+	t->task = task;
+	t->begin = now;
+	t->since = now;
+	t->oncpu = 0;
+	t->blocked = 0;
+	t->runnable = 0;
+	t->nr_blocked = 0;
+	t->nr_preempted = 0;
+	t->off_cpu = 0;
+	t->completed = 0;
+	t->worker = worker;
+	t->depth = depth;
+	t->name_addr = name_addr;
+	t->wake_ts = 0;
+	t->wake_id = 0;
+	t->queued_on = AT_QUEUE_NONE;
+	t->queued_depth = 0;
+	ts = bpf_map_lookup_elem(&tasks, &task);
+	if (ts) {
+		t->wake_ts = ts->wake_ts;
+		t->wake_id = ts->wake_id;
+		t->queued_on = ts->queued_on;
+		t->queued_depth = ts->queued_depth;
+		/* Consumed: wakes from here on queue the next poll. */
+		ts->wake_ts = 0;
+		ts->wake_id = 0;
+		ts->idle_since = 0;
+		ts->name_addr = name_addr;
+	}
+	t->holder_begin = t->queued_on >= 0 && (__u32)t->queued_on != worker
+				  ? holder_begin((__u32)t->queued_on)
+				  : 0;
+	w = worker_get(worker);
+	if (w) {
+		w->tid = current_tid();
+		queue_set(&w->queue, depth, now);
+		if (t->wake_ts && t->wake_ts <= now)
+			hist_add(&w->delay, now - t->wake_ts);
+	}
+}
+
+static __always_inline void account_poll(struct thread_state *t, __u64 task, __u64 dur)
+{
+	struct at_worker_stats *w = worker_get(t->worker);
+	struct at_task_stats *s = task_stats_get(task, t->begin);
+
+	if (w) {
+		w->polls++;
+		w->busy_ns += dur;
+		w->oncpu_ns += t->oncpu;
+		if (dur > w->max_poll_ns)
+			w->max_poll_ns = dur;
+		hist_add(&w->poll, dur);
+		hist_add(&w->oncpu, t->oncpu);
+	}
+	if (s) {
+		s->polls++;
+		s->poll_ns += dur;
+		s->oncpu_ns += t->oncpu;
+		s->name_addr = t->name_addr;
+		if (dur > s->max_poll_ns)
+			s->max_poll_ns = dur;
+		hist_add(&s->poll, dur);
+		hist_add(&s->oncpu, t->oncpu);
+		if (t->wake_ts && t->wake_ts <= t->begin)
+			hist_add(&s->delay, t->begin - t->wake_ts);
+	}
+}
+
+/* The task went back to waiting: nothing has woken it yet. */
+static __always_inline void task_idle(__u64 task, __u64 name_addr, __u64 now)
+{
+	struct at_task_state *ts = bpf_map_lookup_elem(&tasks, &task);
+	struct at_task_state fresh = {};
+
+	if (ts) {
+		if (!ts->wake_id)
+			ts->idle_since = now;
+		return;
+	}
+	fresh.idle_since = now;
+	fresh.name_addr = name_addr;
+	fresh.queued_on = AT_QUEUE_NONE;
+	bpf_map_update_elem(&tasks, &task, &fresh, BPF_NOEXIST);
+}
+
+static __always_inline bool poll_wanted(const struct thread_state *t, __u64 dur)
+{
+	if (trace_events)
+		return true;
+	if (long_poll_ns && dur >= long_poll_ns)
+		return true;
+	if (starve_depth && t->queued_depth >= starve_depth)
+		return false;
+	return sched_delay_ns && t->wake_ts && t->begin > t->wake_ts &&
+	       t->begin - t->wake_ts >= sched_delay_ns;
+}
+
+/*
+ * The poll in progress on this thread ended; queue: where the task went back.
+ * known_end: whether ready is known; if not, a task not requeued may have
+ * finished, so it is not marked as waiting (no lost-waker on it).
+ */
+static __always_inline void on_poll_end(struct thread_state *t, __u64 task, int ready,
+					__s32 queue, __u32 depth, bool known_end)
+{
+	__u64 now = bpf_ktime_get_ns(), dur;
+	struct at_task_stats *s;
+	struct at_poll *e;
+
+	t->task = 0;
+	if (!t->off_cpu)
+		t->oncpu += now - t->since;
+	dur = now - t->begin;
+	account_poll(t, task, dur);
+	if (ready) {
+		__sync_fetch_and_add(&runtime_stats.completed, 1);
+		bpf_map_delete_elem(&tasks, &task);
+		s = bpf_map_lookup_elem(&task_stats, &task);
+		if (s)
+			s->done = 1;
+	} else if (queue == AT_QUEUE_NONE) {
+		if (known_end)
+			task_idle(task, t->name_addr, now);
+	} else {
+		queue_depth(queue, depth, now);
+		task_queued(task, queue, depth);
+	}
+
+	if (!poll_wanted(t, dur))
+		return;
+	e = event_reserve(AT_EV_POLL, sizeof(*e));
+	if (!e)
+		return;
+	e->hdr.ts = t->begin;
+	e->task = task;
+	e->duration_ns = dur;
+	e->oncpu_ns = t->oncpu;
+	e->blocked_ns = t->blocked;
+	e->runnable_ns = t->runnable;
+	e->wake_ts = t->wake_ts;
+	e->wake_id = t->wake_id;
+	e->name_addr = t->name_addr;
+	e->worker = t->worker;
+	e->depth = t->depth;
+	e->requeue = queue;
+	e->requeue_depth = depth;
+	e->nr_blocked = t->nr_blocked;
+	e->nr_preempted = t->nr_preempted;
+	e->ready = ready != 0;
+	e->pad[0] = e->pad[1] = e->pad[2] = 0;
+	e->queued_on = t->queued_on;
+	e->queued_depth = t->queued_depth;
+	e->holder_begin = t->holder_begin;
+	event_submit(e);
+}
+
+static __always_inline void on_wake(__u64 task, __u64 waker_task, __s32 waker_worker,
+				    __s32 queue, __u32 depth, __u64 name_addr)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 wake_id = task_note_wake(task, now, queue, depth, name_addr);
+	bool self = waker_task == task;
+	struct at_worker_stats *w;
+	struct at_task_stats *s;
+	struct at_wake *e;
+
+	queue_depth(queue, depth, now);
+	__sync_fetch_and_add(&runtime_stats.wakes, 1);
+	if (self)
+		__sync_fetch_and_add(&runtime_stats.self_wakes, 1);
+	if (waker_worker < 0)
+		__sync_fetch_and_add(&runtime_stats.outside_wakes, 1);
+	if (waker_worker >= 0 && (w = worker_get((__u32)waker_worker))) {
+		w->wakes++;
+		if (self)
+			w->self_wakes++;
+	}
+	s = task_stats_get(task, now);
+	if (s) {
+		__sync_fetch_and_add(&s->wakes, 1);
+		if (self)
+			__sync_fetch_and_add(&s->self_wakes, 1);
+	}
+
+	if (!trace_events)
+		return;
+	e = event_reserve(AT_EV_WAKE, sizeof(*e));
+	if (!e)
+		return;
+	e->hdr.ts = now;
+	e->task = task;
+	e->waker_task = waker_task;
+	e->wake_id = wake_id;
+	e->waker_worker = waker_worker;
+	e->queue = queue;
+	e->depth = depth;
+	e->pad = 0;
+	event_submit(e);
+}
+
+static __always_inline void on_steal(__u32 thief, __u32 victim, __u32 count, __u32 thief_depth,
+				     __u32 victim_depth, __u32 flags)
+{
+	struct at_steal_key key = { .thief = thief, .victim = victim };
+	__u64 now = bpf_ktime_get_ns();
+	struct at_worker_stats *w = worker_get(thief);
+	struct at_steal_stats *pair;
+	struct at_steal *e;
+
+	if (w) {
+		w->steals++;
+		w->stolen += count;
+	}
+	queue_depth((__s32)thief, thief_depth, now);
+	queue_depth((__s32)victim, victim_depth, now);
+	pair = bpf_map_lookup_elem(&steals, &key);
+	if (!pair) {
+		bpf_map_update_elem(&steals, &key, &zero_steal_stats, BPF_NOEXIST);
+		pair = bpf_map_lookup_elem(&steals, &key);
+	}
+	if (pair) {
+		__sync_fetch_and_add(&pair->ops, 1);
+		__sync_fetch_and_add(&pair->tasks, count);
+	}
+
+	if (!trace_events)
+		return;
+	e = event_reserve(AT_EV_STEAL, sizeof(*e));
+	if (!e)
+		return;
+	e->hdr.ts = now;
+	e->thief = thief;
+	e->victim = victim;
+	e->count = count;
+	e->thief_depth = thief_depth;
+	e->victim_depth = victim_depth;
+	e->flags = flags;
+	event_submit(e);
+}
+
+static __always_inline void on_park(__u32 worker)
+{
+	struct at_worker_stats *w = worker_get(worker);
+
+	if (w) {
+		w->parks++;
+		w->park_since = bpf_ktime_get_ns();
+		w->tid = current_tid();
+	}
+}
+
+static __always_inline void on_unpark(__u32 worker)
+{
+	struct at_worker_stats *w = worker_get(worker);
+	__u64 now = bpf_ktime_get_ns(), since;
+	struct at_park *e;
+
+	if (!w || !w->park_since)
+		return; /* parked before we attached */
+	since = w->park_since;
+	w->park_since = 0;
+	w->park_ns += now - since;
+
+	if (!trace_events)
+		return;
+	e = event_reserve(AT_EV_PARK, sizeof(*e));
+	if (!e)
+		return;
+	e->hdr.ts = since;
+	e->duration_ns = now - since;
+	e->worker = worker;
+	e->pad = 0;
+	event_submit(e);
+}
+
+/* ---- sched_switch ----------------------------------------------------- */
+
+/* Kernels before 5.14 called task_struct::__state "state". */
+struct task_struct___pre514 {
+	long state;
+} __attribute__((preserve_access_index));
+
+static __always_inline long task_state(struct task_struct *p)
+{
+	if (bpf_core_field_exists(p->__state))
+		return BPF_CORE_READ(p, __state);
+	return BPF_CORE_READ((struct task_struct___pre514 *)p, state);
+}
+
+/*
+ * A thread of the target left or took a CPU. Only threads inside a poll have
+ * anything to account; the tgid test keeps the rest of the system cheap.
+ */
+static __always_inline void on_switch(bool preempt, struct task_struct *prev,
+				      struct task_struct *next)
+{
+	struct thread_state *t;
+	__u32 tid;
+	__u64 now;
+
+	if (BPF_CORE_READ(prev, tgid) == target_tgid) {
+		tid = BPF_CORE_READ(prev, pid);
+		t = bpf_map_lookup_elem(&threads, &tid);
+		if (t && t->task && !t->off_cpu) {
+			now = bpf_ktime_get_ns();
+			t->oncpu += now - t->since;
+			t->since = now;
+			t->off_cpu = 1;
+			/* TASK_RUNNING (0) when switched out: preempted, not asleep. */
+			t->off_blocked = !preempt && task_state(prev) != 0;
+		}
+	}
+	if (BPF_CORE_READ(next, tgid) == target_tgid) {
+		tid = BPF_CORE_READ(next, pid);
+		t = bpf_map_lookup_elem(&threads, &tid);
+		if (t && t->task && t->off_cpu) {
+			now = bpf_ktime_get_ns();
+			if (t->off_blocked) {
+				t->blocked += now - t->since;
+				t->nr_blocked++;
+			} else {
+				t->runnable += now - t->since;
+				t->nr_preempted++;
+			}
+			t->since = now;
+			t->off_cpu = 0;
+		}
+	}
+}
+
+#endif

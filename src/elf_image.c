@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: MIT
+#include "elf_image.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <libiberty/demangle.h>
+
+static int by_addr(const void *a, const void *b)
+{
+	const struct elf_func *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	if (x->len != y->len)
+		return x->len < y->len ? -1 : 1;
+	return strncmp(x->mangled, y->mangled, x->len);
+}
+
+static int add_func(struct elf_image *im, size_t *cap, const GElf_Sym *sym, const char *name)
+{
+	const char *lto = strstr(name, ".llvm.");
+
+	if (im->nr_funcs == *cap) {
+		struct elf_func *f;
+
+		*cap = *cap ? *cap * 2 : 4096;
+		f = realloc(im->funcs, *cap * sizeof(*f));
+		if (!f)
+			return -ENOMEM;
+		im->funcs = f;
+	}
+	im->funcs[im->nr_funcs++] = (struct elf_func){
+		.addr = sym->st_value,
+		.size = sym->st_size,
+		.mangled = name,
+		/* LTO's local copies: "...E.llvm.1234" names the same function */
+		.len = (uint32_t)(lto ? (size_t)(lto - name) : strlen(name)),
+	};
+	return 0;
+}
+
+static int read_symbols(struct elf_image *im, Elf *elf)
+{
+	Elf_Scn *scn = NULL;
+	size_t cap = 0;
+	int err;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *data;
+
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+			continue;
+		if (sh.sh_type == SHT_SYMTAB)
+			im->has_symtab = true;
+		data = elf_getdata(scn, NULL);
+		if (!data || !sh.sh_entsize)
+			continue;
+		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			const char *name;
+
+			if (!gelf_getsym(data, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
+			    !sym.st_value || sym.st_shndx == SHN_UNDEF)
+				continue;
+			/* Names point into the mapped file, which outlives the Elf. */
+			name = elf_strptr(elf, sh.sh_link, sym.st_name);
+			if (name && *name && (err = add_func(im, &cap, &sym, name)))
+				return err;
+		}
+	}
+	qsort(im->funcs, im->nr_funcs, sizeof(*im->funcs), by_addr);
+	/* .symtab and .dynsym both list exported functions: keep one of each. */
+	if (im->nr_funcs) {
+		size_t w = 1;
+
+		for (size_t r = 1; r < im->nr_funcs; r++)
+			if (by_addr(&im->funcs[r], &im->funcs[w - 1]))
+				im->funcs[w++] = im->funcs[r];
+		im->nr_funcs = w;
+	}
+	return 0;
+}
+
+static int read_layout(struct elf_image *im, Elf *elf)
+{
+	size_t nr_phdrs = 0;
+	Elf_Scn *scn = NULL;
+	bool first = true;
+
+	if (elf_getphdrnum(elf, &nr_phdrs))
+		return -ENOEXEC;
+	for (size_t i = 0; i < nr_phdrs; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD && first) {
+			im->load_vaddr = ph.p_vaddr & ~(uint64_t)4095;
+			first = false;
+		}
+	}
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		struct elf_section *s;
+
+		if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_ALLOC) || sh.sh_type == SHT_NOBITS)
+			continue;
+		s = realloc(im->secs, (im->nr_secs + 1) * sizeof(*s));
+		if (!s)
+			return -ENOMEM;
+		im->secs = s;
+		im->secs[im->nr_secs++] = (struct elf_section){ sh.sh_addr, sh.sh_size, sh.sh_offset };
+	}
+	return 0;
+}
+
+int elf_image__open(struct elf_image *im, const char *path)
+{
+	struct stat st;
+	GElf_Ehdr eh;
+	Elf *elf = NULL;
+	int err;
+
+	memset(im, 0, sizeof(*im));
+	im->fd = -1;
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
+	im->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (im->fd < 0)
+		return -errno;
+	if (fstat(im->fd, &st)) {
+		err = -errno;
+		goto fail;
+	}
+	im->size = (size_t)st.st_size;
+	im->data = mmap(NULL, im->size, PROT_READ, MAP_PRIVATE, im->fd, 0);
+	if (im->data == MAP_FAILED) {
+		im->data = NULL;
+		err = -errno;
+		goto fail;
+	}
+	elf = elf_memory((char *)im->data, im->size);
+	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh)) {
+		err = -ENOEXEC;
+		goto fail;
+	}
+	im->is_x86_64 = eh.e_machine == EM_X86_64;
+	err = read_layout(im, elf);
+	if (!err)
+		err = read_symbols(im, elf);
+	if (err)
+		goto fail;
+	elf_end(elf);
+	return 0;
+fail:
+	elf_end(elf);
+	elf_image__close(im);
+	return err;
+}
+
+void elf_image__close(struct elf_image *im)
+{
+	for (size_t i = 0; i < im->nr_funcs; i++)
+		free(im->funcs[i].demangled);
+	free(im->funcs);
+	free(im->secs);
+	if (im->data)
+		munmap((void *)im->data, im->size);
+	if (im->fd >= 0)
+		close(im->fd);
+	memset(im, 0, sizeof(*im));
+	im->fd = -1;
+}
+
+const struct elf_func *elf_image__func_at(const struct elf_image *im, uint64_t addr, bool contains)
+{
+	size_t lo = 0, hi = im->nr_funcs;
+
+	/* the last function starting at or before addr */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (im->funcs[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return NULL;
+	for (size_t i = lo; i-- > 0 && im->funcs[i].addr == im->funcs[lo - 1].addr;) {
+		const struct elf_func *f = &im->funcs[i];
+
+		if (f->addr == addr || (contains && addr < f->addr + f->size))
+			return f;
+	}
+	return NULL;
+}
+
+const char *elf_image__name(const struct elf_image *im, const struct elf_func *f)
+{
+	struct elf_func *mf = (struct elf_func *)f; /* the cache is not part of the image's state */
+
+	(void)im;
+	if (!mf->demangled) {
+		char *sym = strndup(mf->mangled, mf->len);
+		char *d = sym ? cplus_demangle(sym, DMGL_RUST | DMGL_PARAMS) : NULL;
+
+		mf->demangled = d ? d : sym;
+		if (d)
+			free(sym);
+	}
+	return mf->demangled ? mf->demangled : "?";
+}
+
+int64_t elf_image__offset(const struct elf_image *im, uint64_t addr)
+{
+	for (size_t i = 0; i < im->nr_secs; i++) {
+		const struct elf_section *s = &im->secs[i];
+
+		if (addr >= s->addr && addr < s->addr + s->size)
+			return (int64_t)(addr - s->addr + s->offset);
+	}
+	return -1;
+}
+
+const uint8_t *elf_image__bytes(const struct elf_image *im, uint64_t addr, size_t len)
+{
+	int64_t off = elf_image__offset(im, addr);
+
+	if (off < 0 || (uint64_t)off + len > im->size)
+		return NULL;
+	return im->data + off;
+}
+
+int elf_image__for_each(const struct elf_image *im, const char *needle, elf_func_fn fn,
+			void *ctx)
+{
+	for (size_t i = 0; i < im->nr_funcs; i++) {
+		int ret;
+
+		if (needle && !strstr(im->funcs[i].mangled, needle))
+			continue;
+		ret = fn(ctx, &im->funcs[i]);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}

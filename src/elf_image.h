@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * An ELF file as a tracer needs it: its functions (from .symtab and .dynsym,
+ * sorted by address, names demangled on demand with libiberty, which reads
+ * both Rust schemes), the file offset a uprobe needs for an address, and the
+ * bytes of the code.
+ */
+#ifndef ELF_IMAGE_H
+#define ELF_IMAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct elf_func {
+	uint64_t addr;		/* link-time virtual address */
+	uint64_t size;
+	const char *mangled;	/* in the mapped file; may end in ".llvm.N" */
+	uint32_t len;		/* of mangled without that LTO suffix */
+	char *demangled;	/* NULL until elf_image__name() */
+};
+
+struct elf_section {
+	uint64_t addr, size, offset;
+};
+
+struct elf_image {
+	int fd;
+	const uint8_t *data;	/* the whole file, mapped */
+	size_t size;
+	struct elf_func *funcs;	/* sorted by addr */
+	size_t nr_funcs;
+	struct elf_section *secs; /* allocated, with file contents */
+	size_t nr_secs;
+	uint64_t load_vaddr;	/* page-aligned vaddr of the first PT_LOAD */
+	bool has_symtab;	/* false: stripped, .dynsym only */
+	bool is_x86_64;
+};
+
+/* 0, -errno opening or mapping, -ENOEXEC if not an ELF file. */
+int elf_image__open(struct elf_image *im, const char *path);
+void elf_image__close(struct elf_image *im);
+
+/* The function starting at addr (or containing it, if contains). */
+const struct elf_func *elf_image__func_at(const struct elf_image *im, uint64_t addr,
+					  bool contains);
+/* Its demangled name (Rust legacy or v0, C++), or the symbol if not mangled. */
+const char *elf_image__name(const struct elf_image *im, const struct elf_func *f);
+/* The file offset of a virtual address: what a uprobe attaches to; -1 if none. */
+int64_t elf_image__offset(const struct elf_image *im, uint64_t addr);
+/* The bytes at addr, len of them, or NULL if not all in the file. */
+const uint8_t *elf_image__bytes(const struct elf_image *im, uint64_t addr, size_t len);
+
+/*
+ * Calls fn for each function whose mangled name contains needle (NULL: all);
+ * stops when fn returns nonzero and returns that.
+ */
+typedef int (*elf_func_fn)(void *ctx, const struct elf_func *f);
+int elf_image__for_each(const struct elf_image *im, const char *needle, elf_func_fn fn,
+			void *ctx);
+
+#endif

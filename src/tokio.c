@@ -1,0 +1,407 @@
+// SPDX-License-Identifier: MIT
+#include "tokio.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <capstone/capstone.h>
+
+/* How far into the calls of a raw::poll instance to look for its future. */
+#define NAME_SEARCH_DEPTH 3
+#define NAME_SEARCH_BYTES 65536
+
+const char *tokio_kind_str(enum tokio_kind k)
+{
+	static const char *const names[TOKIO_KIND_MAX] = {
+		[TOKIO_POLL] = "raw::poll",
+		[TOKIO_WAKE] = "waker::wake_by_*",
+		[TOKIO_SCHEDULE] = "raw::schedule",
+		[TOKIO_BIND] = "OwnedTasks::bind",
+		[TOKIO_BIND_INNER] = "OwnedTasks::bind_inner",
+		[TOKIO_REMOVE] = "OwnedTasks::remove",
+		[TOKIO_STEAL] = "Steal::steal_into",
+	};
+
+	return k < TOKIO_KIND_MAX ? names[k] : "?";
+}
+
+/* The index of the '>' closing the '<' at s[open], or -1. */
+static long closing(const char *s, size_t open)
+{
+	int depth = 0;
+
+	for (size_t i = open; s[i]; i++) {
+		if (s[i] == '<')
+			depth++;
+		else if (s[i] == '>' && --depth == 0)
+			return (long)i;
+		else if (s[i] == '-' && s[i + 1] == '>')
+			i++; /* "->" in fn types is not a bracket */
+	}
+	return -1;
+}
+
+static void append(char *out, size_t size, size_t *len, const char *s, size_t n)
+{
+	if (*len + n >= size)
+		n = *len + 1 < size ? size - *len - 1 : 0;
+	memcpy(out + *len, s, n);
+	*len += n;
+	out[*len] = '\0';
+}
+
+void tokio__strip_generics(const char *d, char *out, size_t size)
+{
+	size_t len = 0;
+
+	out[0] = '\0';
+	/* "<Type<...> as Trait>::f" or v0's "<Type<...>>::f": the type's path first */
+	if (d[0] == '<') {
+		long end = closing(d, 0);
+		char inner[512];
+		size_t n;
+
+		if (end > 0) {
+			n = (size_t)end - 1 < sizeof(inner) - 1 ? (size_t)end - 1 : sizeof(inner) - 1;
+			memcpy(inner, d + 1, n);
+			inner[n] = '\0';
+			if (strstr(inner, " as "))
+				*strstr(inner, " as ") = '\0';
+			tokio__strip_generics(inner, out, size);
+			len = strlen(out);
+			d += end + 1;
+		}
+	}
+	while (*d) {
+		if (*d == '<') {
+			long end = closing(d, 0);
+
+			if (end < 0)
+				break;
+			d += end + 1;
+			continue;
+		}
+		append(out, size, &len, d, 1);
+		d++;
+	}
+	/* a turbofish left "f::": drop the "::" */
+	while (len >= 2 && out[len - 1] == ':' && out[len - 2] == ':')
+		out[len -= 2] = '\0';
+}
+
+/* The first top-level argument of the generic list opening at s[open]. */
+static char *first_arg(const char *s, size_t open)
+{
+	int depth = 0;
+	size_t i;
+
+	for (i = open + 1; s[i]; i++) {
+		if (s[i] == '<' || s[i] == '(' || s[i] == '[')
+			depth++;
+		else if (s[i] == '-' && s[i + 1] == '>')
+			i++;
+		else if ((s[i] == '>' || s[i] == ')' || s[i] == ']') && depth-- == 0)
+			break;
+		else if (s[i] == ',' && depth == 0)
+			break;
+	}
+	if (!s[i] || i == open + 1)
+		return NULL;
+	return strndup(s + open + 1, i - open - 1);
+}
+
+char *tokio__future_of(const char *d)
+{
+	static const char *const wrappers[] = {
+		"tokio::runtime::task::raw::poll::<",	/* v0: raw::poll::<T, S> */
+		"::Stage<",				/* drop glue of Stage<T> */
+		"::CoreStage<",
+		"::Cell<",				/* drop glue of Cell<T, S> */
+		"::task::core::Core<",			/* drop glue of Core<T, S> */
+	};
+
+	for (size_t w = 0; w < sizeof(wrappers) / sizeof(wrappers[0]); w++) {
+		const char *at = strstr(d, wrappers[w]);
+
+		if (w > 0 && (!at || !strstr(d, "drop_in_place")))
+			continue;
+		if (at)
+			return first_arg(at, strlen(wrappers[w]) - 1);
+	}
+	return NULL;
+}
+
+/* A function of the program (not of tokio or the standard library) that is a future's body. */
+static bool is_future_body(const char *d)
+{
+	static const char *const libs[] = { "tokio::", "core::", "std::", "alloc::", "<" };
+
+	if (!strstr(d, "{{closure}}") && !strstr(d, "{closure#"))
+		return false;
+	for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++)
+		if (!strncmp(d, libs[i], strlen(libs[i])))
+			return false;
+	return true;
+}
+
+/* tokio's own layers between raw::poll and the future: look inside them. */
+static bool is_poll_layer(const char *d)
+{
+	return !strncmp(d, "tokio::runtime::task::", 22) &&
+	       (strstr(d, "::poll") || strstr(d, "poll_future") || strstr(d, "poll_inner"));
+}
+
+struct search {
+	const struct elf_image *im;
+	csh cs;
+	cs_insn *insn;
+	char *body;	/* a future's body called along the way: second best */
+	bool worker_loop; /* it runs the scheduler's worker loop: not a task */
+};
+
+/* The multi-thread scheduler's worker loop, inlined into its blocking task. */
+static bool is_worker_loop(const char *d)
+{
+	return strstr(d, "::multi_thread::worker::Context::run_task") ||
+	       strstr(d, "::multi_thread::worker::run");
+}
+
+/* Looks through the direct calls and jumps of the function at addr. */
+static char *search_code(struct search *s, uint64_t addr, int depth)
+{
+	const struct elf_func *f = elf_image__func_at(s->im, addr, false);
+	uint64_t size, pc = addr;
+	const uint8_t *code;
+	size_t left;
+
+	if (!f || depth > NAME_SEARCH_DEPTH)
+		return NULL;
+	size = f->size ? f->size : 256;
+	if (size > NAME_SEARCH_BYTES)
+		size = NAME_SEARCH_BYTES;
+	code = elf_image__bytes(s->im, addr, size);
+	if (!code)
+		return NULL;
+	left = size;
+	while (cs_disasm_iter(s->cs, &code, &left, &pc, s->insn)) {
+		const cs_x86 *x = &s->insn->detail->x86;
+		const struct elf_func *callee;
+		const char *name;
+		char *found;
+
+		if ((s->insn->id != X86_INS_CALL && s->insn->id != X86_INS_JMP) ||
+		    x->op_count != 1 || x->operands[0].type != X86_OP_IMM)
+			continue;
+		callee = elf_image__func_at(s->im, (uint64_t)x->operands[0].imm, false);
+		if (!callee || callee == f)
+			continue;
+		name = elf_image__name(s->im, callee);
+		if (is_worker_loop(name)) {
+			s->worker_loop = true;
+			return NULL;
+		}
+		found = tokio__future_of(name);
+		if (found)
+			return found;
+		if (!s->body && is_future_body(name)) {
+			s->body = strdup(name);
+			continue;
+		}
+		if (is_poll_layer(name)) {
+			/* the cursor state is per call: search the callee with its own */
+			uint64_t callee_addr = callee->addr;
+
+			found = search_code(s, callee_addr, depth + 1);
+			if (found)
+				return found;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * The future type a legacy-mangled raw::poll instance polls, from its code;
+ * *worker_loop set when it runs the scheduler's loop instead.
+ */
+static char *future_from_code(const struct elf_image *im, uint64_t addr, bool *worker_loop)
+{
+	struct search s = { .im = im };
+	char *found;
+
+	if (!im->is_x86_64 || cs_open(CS_ARCH_X86, CS_MODE_64, &s.cs) != CS_ERR_OK)
+		return NULL;
+	cs_option(s.cs, CS_OPT_DETAIL, CS_OPT_ON);
+	s.insn = cs_malloc(s.cs);
+	found = s.insn ? search_code(&s, addr, 0) : NULL;
+	if (!found)
+		found = s.body;
+	else
+		free(s.body);
+	if (s.insn)
+		cs_free(s.insn, 1);
+	cs_close(&s.cs);
+	*worker_loop = s.worker_loop;
+	if (s.worker_loop) {
+		free(found);
+		found = strdup("tokio worker loop");
+	}
+	return found;
+}
+
+/*
+ * Older rustc wraps every async fn's state machine in GenFuture<...>: the
+ * closure inside is the name a reader knows. Unwrapped wherever it appears.
+ */
+static void tidy(char *future)
+{
+	static const char wrapper[] = "core::future::from_generator::GenFuture<";
+	const size_t n = sizeof(wrapper) - 1;
+	char *at;
+
+	while ((at = strstr(future, wrapper))) {
+		long end = closing(at, n - 1);
+
+		if (end < 0)
+			return;
+		/* drop the closing '>' first, then the opening wrapper */
+		memmove(at + end, at + end + 1, strlen(at + end + 1) + 1);
+		memmove(at, at + n, strlen(at + n) + 1);
+	}
+}
+
+/* The runtime's own loops run as tasks too; they are containers, not work. */
+static bool is_internal(const char *future)
+{
+	return future && strstr(future, "BlockingTask<") &&
+	       (strstr(future, "multi_thread::worker::") ||
+		strstr(future, "multi_thread_alt::worker::"));
+}
+
+static const struct {
+	const char *path;	/* without generics */
+	bool suffix;		/* match the end of the path only */
+	enum tokio_kind kind;
+} matchers[] = {
+	{ "tokio::runtime::task::raw::poll", false, TOKIO_POLL },
+	{ "tokio::runtime::task::waker::wake_by_val", false, TOKIO_WAKE },
+	{ "tokio::runtime::task::waker::wake_by_ref", false, TOKIO_WAKE },
+	{ "tokio::runtime::task::raw::schedule", false, TOKIO_SCHEDULE },
+	{ "tokio::runtime::task::list::OwnedTasks::bind", false, TOKIO_BIND },
+	{ "tokio::runtime::task::list::OwnedTasks::bind_inner", false, TOKIO_BIND_INNER },
+	{ "tokio::runtime::task::list::OwnedTasks::remove", false, TOKIO_REMOVE },
+	{ "::queue::Steal::steal_into", true, TOKIO_STEAL },
+};
+
+static bool matches(const char *path, size_t m)
+{
+	size_t n = strlen(path), k = strlen(matchers[m].path);
+
+	if (matchers[m].suffix)
+		return n >= k && !strcmp(path + n - k, matchers[m].path);
+	return !strcmp(path, matchers[m].path);
+}
+
+struct detect {
+	const struct elf_image *im;
+	struct tokio_runtime *rt;
+	int err;
+};
+
+static bool have_site(const struct tokio_runtime *rt, enum tokio_kind kind, uint64_t addr)
+{
+	/* identical code folding: several symbols, one address, one probe */
+	for (size_t i = 0; i < rt->nr; i++)
+		if (rt->sites[i].addr == addr && rt->sites[i].kind == kind)
+			return true;
+	return false;
+}
+
+static int classify(void *ctx, const struct elf_func *f)
+{
+	struct detect *d = ctx;
+	const char *name = elf_image__name(d->im, f);
+	struct tokio_site site = { .addr = f->addr };
+	char path[512];
+	int64_t off;
+	size_t m;
+
+	tokio__strip_generics(name, path, sizeof(path));
+	for (m = 0; m < sizeof(matchers) / sizeof(matchers[0]); m++)
+		if (matches(path, m))
+			break;
+	if (m == sizeof(matchers) / sizeof(matchers[0]) || have_site(d->rt, matchers[m].kind, f->addr))
+		return 0;
+	off = elf_image__offset(d->im, f->addr);
+	if (off < 0)
+		return 0;
+	site.kind = matchers[m].kind;
+	site.offset = (uint64_t)off;
+	if (site.kind == TOKIO_POLL) {
+		if (strstr(name, "raw::poll::<"))
+			d->rt->v0 = true;
+		bool worker_loop = false;
+
+		site.future = tokio__future_of(name);
+		if (!site.future)
+			site.future = future_from_code(d->im, f->addr, &worker_loop);
+		if (site.future)
+			tidy(site.future);
+		site.internal = worker_loop || is_internal(site.future);
+	}
+	{
+		struct tokio_site *s = realloc(d->rt->sites, (d->rt->nr + 1) * sizeof(*s));
+
+		if (!s) {
+			free(site.future);
+			d->err = -ENOMEM;
+			return 1;
+		}
+		d->rt->sites = s;
+		d->rt->sites[d->rt->nr++] = site;
+	}
+	if (site.internal) {
+		d->rt->internal++;
+		return 0;
+	}
+	d->rt->count[site.kind]++;
+	if (site.kind == TOKIO_POLL && site.future)
+		d->rt->named++;
+	return 0;
+}
+
+int tokio__detect(const char *path, struct tokio_runtime *rt)
+{
+	struct elf_image im;
+	struct detect d = { .im = &im, .rt = rt };
+	int err;
+
+	memset(rt, 0, sizeof(*rt));
+	err = elf_image__open(&im, path);
+	if (err)
+		return err;
+	rt->has_symtab = im.has_symtab;
+	/* Both manglings spell identifiers with their length: "5tokio7runtime". */
+	elf_image__for_each(&im, "5tokio7runtime", classify, &d);
+	elf_image__close(&im);
+	if (d.err) {
+		tokio__free(rt);
+		return d.err;
+	}
+	if (!rt->count[TOKIO_POLL]) {
+		bool symtab = rt->has_symtab;
+
+		tokio__free(rt);
+		rt->has_symtab = symtab;
+		return -ENOENT;
+	}
+	return 0;
+}
+
+void tokio__free(struct tokio_runtime *rt)
+{
+	for (size_t i = 0; i < rt->nr; i++)
+		free(rt->sites[i].future);
+	free(rt->sites);
+	memset(rt, 0, sizeof(*rt));
+}

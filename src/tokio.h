@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Finding tokio inside an unmodified binary: the functions to probe (from
+ * the symbol table, both Rust manglings) and, for each instance of
+ * tokio::runtime::task::raw::poll::<T, S>, the future type T that names the
+ * tasks it polls. With v0 mangling T is in the symbol; with the default
+ * legacy mangling it is recovered from the instance's code: what it calls
+ * (Harness::poll, the future's own poll, the drop glue of its Stage<T>).
+ */
+#ifndef TOKIO_H
+#define TOKIO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "elf_image.h"
+
+enum tokio_kind {
+	TOKIO_POLL,		/* raw::poll::<T, S>: entry and return */
+	TOKIO_WAKE,		/* waker::wake_by_val, waker::wake_by_ref */
+	TOKIO_SCHEDULE,		/* raw::schedule::<S> */
+	TOKIO_BIND,		/* OwnedTasks::bind (< 1.49): return */
+	TOKIO_BIND_INNER,	/* OwnedTasks::bind_inner (>= 1.49): entry */
+	TOKIO_REMOVE,		/* OwnedTasks::remove */
+	TOKIO_STEAL,		/* Steal::steal_into: return */
+	TOKIO_KIND_MAX,
+};
+
+struct tokio_site {
+	enum tokio_kind kind;
+	uint64_t addr;		/* link-time address */
+	uint64_t offset;	/* file offset: where the uprobe goes */
+	char *future;		/* TOKIO_POLL: the future type; NULL if not found */
+	bool internal;		/* the runtime's own loop, not a task: not probed */
+};
+
+struct tokio_runtime {
+	struct tokio_site *sites;
+	size_t nr;
+	size_t count[TOKIO_KIND_MAX];	/* sites probed, per kind */
+	size_t named;			/* poll instances whose future was found */
+	size_t internal;		/* poll instances left alone */
+	bool v0;			/* v0 mangling: types are in the symbols */
+	bool has_symtab;
+};
+
+/*
+ * Looks for tokio in the ELF file at path. 0 with rt->nr > 0 when found;
+ * -ENOENT when not (rt->has_symtab says whether it could have been seen);
+ * other -errno when the file cannot be read.
+ */
+int tokio__detect(const char *path, struct tokio_runtime *rt);
+void tokio__free(struct tokio_runtime *rt);
+const char *tokio_kind_str(enum tokio_kind k);
+
+/* Helpers, exposed for unit tests. */
+/* A demangled path without its generic arguments: what identifies the function. */
+void tokio__strip_generics(const char *demangled, char *out, size_t size);
+/*
+ * The future type in a symbol that names it: "raw::poll::<T, S>" (v0),
+ * drop_in_place of "Stage<T>" or "Cell<T, S>"; NULL if none (malloc'd).
+ */
+char *tokio__future_of(const char *demangled);
+
+#endif
