@@ -355,10 +355,10 @@ static __always_inline void account_poll(struct thread_state *t, __u64 task, __u
 		s->name_addr = t->name_addr;
 		if (dur > s->max_poll_ns)
 			s->max_poll_ns = dur;
-		hist_add(&s->poll, dur);
-		hist_add(&s->oncpu, t->oncpu);
+		hist32_add(&s->poll, dur);
+		hist32_add(&s->oncpu, t->oncpu);
 		if (t->wake_ts && t->wake_ts <= t->begin)
-			hist_add(&s->delay, t->begin - t->wake_ts);
+			hist32_add(&s->delay, t->begin - t->wake_ts);
 	}
 }
 

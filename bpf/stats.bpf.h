@@ -42,6 +42,15 @@ static __always_inline void hist_add(struct at_hist *h, __u64 v)
 	h->slot[slot]++;
 }
 
+static __always_inline void hist32_add(struct at_hist32 *h, __u64 v)
+{
+	__u32 slot = log2_u64(v);
+
+	if (slot >= AT_HIST_SLOTS)
+		slot = AT_HIST_SLOTS - 1;
+	h->slot[slot]++;
+}
+
 /* The queue held depth since ts; it holds new_depth from now on. */
 static __always_inline void queue_set(struct at_queue_stats *q, __u32 new_depth, __u64 now)
 {

@@ -20,7 +20,7 @@
 #define AT_MAX_THREADS 8192	/* threads of the target tracked at once */
 #define AT_MAX_TASKS 65536	/* live tasks: pending wake, idle since (LRU) */
 #define AT_MAX_WORKERS 256	/* workers with statistics (ids beyond: counted) */
-#define AT_MAX_TASK_STATS 4096	/* tasks with histograms (LRU) */
+#define AT_MAX_TASK_STATS 16384	/* tasks with histograms (LRU) */
 #define AT_MAX_STEAL_PAIRS 4096	/* (thief, victim) pairs */
 
 /* Queue values in probe arguments (docs/usdt-abi.md). */
@@ -143,6 +143,11 @@ struct at_hist {
 	__u64 slot[AT_HIST_SLOTS];
 };
 
+/* The same, half the size: per task, where thousands are kept. */
+struct at_hist32 {
+	__u32 slot[AT_HIST_SLOTS];
+};
+
 /* A run queue's length over time: depth * ns accumulated in area. */
 struct at_queue_stats {
 	__u64 area;
@@ -183,7 +188,7 @@ struct at_runtime_stats {
 	struct at_queue_stats inject;
 };
 
-/* "task_stats" LRU hash map, by task id. */
+/* "task_stats" LRU hash map, by task id (the tasks most recently active). */
 struct at_task_stats {
 	__u64 polls;
 	__u64 wakes;
@@ -195,9 +200,9 @@ struct at_task_stats {
 	__u64 first_ts;		/* first poll or wake seen */
 	__u8 done;
 	__u8 pad[7];
-	struct at_hist poll;
-	struct at_hist oncpu;
-	struct at_hist delay;
+	struct at_hist32 poll;
+	struct at_hist32 oncpu;
+	struct at_hist32 delay;
 };
 
 /* "tasks" LRU hash map, by task id: every live task the BPF side has met. */

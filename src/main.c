@@ -170,40 +170,56 @@ static const enum tokio_kind tokio_attach_order[] = {
 	TOKIO_BIND_INNER,
 };
 
-static int attach_tokio(struct session *s)
+/* Every site of one kind at once: their offsets, and cookies (a poll's address). */
+static int attach_tokio_kind(struct session *s, enum tokio_kind kind)
 {
 	const struct tokio_binary *tb = &s->disc.tokio;
+	uint64_t *offsets = calloc(tb->rt.nr + 1, sizeof(*offsets));
+	uint64_t *cookies = calloc(tb->rt.nr + 1, sizeof(*cookies));
+	size_t n = 0;
+	int err = 0;
 
-	for (size_t k = 0; k < sizeof(tokio_attach_order) / sizeof(tokio_attach_order[0]); k++) {
-		enum tokio_kind kind = tokio_attach_order[k];
-
-		for (size_t i = 0; i < tb->rt.nr; i++) {
-			const struct tokio_site *site = &tb->rt.sites[i];
-			/* A poll's cookie is its address in the target: vtable[0] of its tasks. */
-			uint64_t addr = discovery__tokio_addr(&s->disc, site->offset);
-			int err = 0;
-
-			if (site->kind != kind || site->internal)
-				continue;
-			if (tokio_uprobes[kind].has_entry)
-				err = tracer__attach_uprobe(s->tracer, tokio_uprobes[kind].entry,
-							    tb->path, site->offset, addr);
-			if (!err && tokio_uprobes[kind].has_ret)
-				err = tracer__attach_uprobe(s->tracer, tokio_uprobes[kind].ret,
-							    tb->path, site->offset, addr);
-			if (err) {
-				err_msg("failed to attach uprobe on %s at %s+0x%llx: %s\n",
-					tokio_kind_str(kind), tb->target_path,
-					(unsigned long long)site->offset, strerror(-err));
-				return err;
-			}
-			if (verbose)
-				err_msg("attached %s at %s+0x%llx%s%s\n", tokio_kind_str(kind),
-					tb->target_path, (unsigned long long)site->offset,
-					site->future ? ": " : "", site->future ? site->future : "");
-		}
+	if (!offsets || !cookies) {
+		err = -ENOMEM;
+		goto out;
 	}
-	return 0;
+	for (size_t i = 0; i < tb->rt.nr; i++) {
+		const struct tokio_site *site = &tb->rt.sites[i];
+
+		if (site->kind != kind || site->internal)
+			continue;
+		offsets[n] = site->offset;
+		/* vtable[0] of a task is its raw::poll: the address names the task */
+		cookies[n] = discovery__tokio_addr(&s->disc, site->offset);
+		if (verbose)
+			err_msg("attaching %s at %s+0x%llx%s%s\n", tokio_kind_str(kind),
+				tb->target_path, (unsigned long long)site->offset,
+				site->future ? ": " : "", site->future ? site->future : "");
+		n++;
+	}
+	if (tokio_uprobes[kind].has_entry)
+		err = tracer__attach_uprobes(s->tracer, tokio_uprobes[kind].entry, tb->path, offsets,
+					     cookies, n);
+	if (!err && tokio_uprobes[kind].has_ret)
+		err = tracer__attach_uprobes(s->tracer, tokio_uprobes[kind].ret, tb->path, offsets,
+					     cookies, n);
+	if (err)
+		err_msg("failed to attach uprobes on %s in %s: %s\n", tokio_kind_str(kind),
+			tb->target_path, strerror(-err));
+out:
+	free(offsets);
+	free(cookies);
+	return err;
+}
+
+static int attach_tokio(struct session *s)
+{
+	int err = 0;
+
+	for (size_t k = 0; !err && k < sizeof(tokio_attach_order) / sizeof(tokio_attach_order[0]);
+	     k++)
+		err = attach_tokio_kind(s, tokio_attach_order[k]);
+	return err;
 }
 
 static int attach_all(struct session *s)
@@ -423,6 +439,7 @@ static int start(struct session *s)
 	s->sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
 	signal(SIGPIPE, SIG_IGN);
 
+	topts.uprobes = s->disc.kind == RUNTIME_TOKIO;
 	topts.tokio_steal_probed = s->disc.tokio.rt.count[TOKIO_STEAL] > 0;
 	topts.tokio_remove_probed = s->disc.tokio.rt.count[TOKIO_REMOVE] > 0;
 	err = tracer__new(&s->tracer, &topts, on_record, &s->pipe);

@@ -168,7 +168,10 @@ static void text_tasks(FILE *out, struct model *m, const struct stats *st)
 		snprintf(label, sizeof(label), "%s #%llu", name, (unsigned long long)top[i].id);
 		fmt_ns(total, sizeof(total), s->poll_ns);
 		fmt_ns(max, sizeof(max), s->max_poll_ns);
-		pct3(poll, &s->poll, s->max_poll_ns);
+		struct at_hist h;
+
+		hist_widen(&h, &s->poll);
+		pct3(poll, &h, s->max_poll_ns);
 		fprintf(out, " %-44.44s %9llu %9s %8s %8s %8s %6.0f%% %9llu %9llu\n", label,
 			(unsigned long long)s->polls, total, poll[0], poll[1], max,
 			s->poll_ns ? 100.0 * (double)s->oncpu_ns / (double)s->poll_ns : 0.0,
@@ -346,8 +349,12 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 		ob_key_u64(ob, ",\"wakes\":", s->wakes);
 		ob_key_u64(ob, ",\"self_wakes\":", s->self_wakes);
 		ob_puts(ob, s->done ? ",\"done\":true" : ",\"done\":false");
-		j_hist(ob, ",\"poll\":", &s->poll);
-		j_hist(ob, ",\"delay\":", &s->delay);
+		struct at_hist h;
+
+		hist_widen(&h, &s->poll);
+		j_hist(ob, ",\"poll\":", &h);
+		hist_widen(&h, &s->delay);
+		j_hist(ob, ",\"delay\":", &h);
 		ob_putc(ob, '}');
 	}
 	free(top);

@@ -40,6 +40,12 @@ uint64_t hist_count(const struct at_hist *h)
 	return n;
 }
 
+void hist_widen(struct at_hist *into, const struct at_hist32 *h)
+{
+	for (int i = 0; i < AT_HIST_SLOTS; i++)
+		into->slot[i] = h->slot[i];
+}
+
 void hist_merge(struct at_hist *into, const struct at_hist *h)
 {
 	for (int i = 0; i < AT_HIST_SLOTS; i++)

@@ -53,6 +53,8 @@ struct stats_totals {
 void stats__totals(const struct stats *s, struct stats_totals *t);
 
 uint64_t hist_count(const struct at_hist *h);
+/* A per-task histogram widened, for the arithmetic below. */
+void hist_widen(struct at_hist *into, const struct at_hist32 *h);
 void hist_merge(struct at_hist *into, const struct at_hist *h);
 /* into = a - b, slot by slot (a newer snapshot of the same histogram as b) */
 void hist_delta(struct at_hist *into, const struct at_hist *a, const struct at_hist *b);

@@ -2,10 +2,12 @@
 #include "tracer.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -18,12 +20,18 @@ struct tracer {
 	struct ring_buffer *rb;
 	struct bpf_link **links;
 	size_t nr_links;
+	int *multi_fds;		/* uprobe_multi links, made without libbpf */
+	size_t nr_multi;
+	bool multi;		/* the uprobe programs were loaded for uprobe_multi */
 	enum sched_hook hook;
 	tracer_record_fn fn;
 	void *ctx;
 	size_t budget;		/* records left in this tracer__consume() */
 	size_t consumed;
 };
+
+/* Threads that remove uprobes at once when detaching (at most 64). */
+#define DETACH_THREADS 32
 
 /* The sentinel that makes libbpf stop draining: the budget is spent. */
 #define BUDGET_SPENT (-EAGAIN)
@@ -44,7 +52,51 @@ int tracer__check_btf(const char *path)
 	return access(path ? path : "/sys/kernel/btf/vmlinux", R_OK) ? -errno : 0;
 }
 
-static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sched_hook hook)
+/*
+ * uprobe_multi links (Linux 6.6): many uprobes in one link, removed with one
+ * RCU grace period instead of one each. libbpf 1.1 predates them, so the
+ * link is made with the bpf syscall; the constants are the kernel's ABI.
+ */
+#define AT_BPF_TRACE_UPROBE_MULTI 48
+#define AT_BPF_F_UPROBE_MULTI_RETURN 1u
+
+struct link_create_uprobe_multi {
+	__u32 prog_fd;
+	__u32 target_fd;
+	__u32 attach_type;
+	__u32 flags;
+	__u64 path;
+	__u64 offsets;
+	__u64 ref_ctr_offsets;
+	__u64 cookies;
+	__u32 cnt;
+	__u32 multi_flags;
+	__u32 pid;
+};
+
+static struct bpf_program *uprobe_prog(struct asynctraced_bpf *skel, enum tracer_uprobe which,
+				       bool *ret)
+{
+	const struct {
+		struct bpf_program *prog;
+		bool ret;
+	} table[] = {
+		[UPROBE_TOKIO_POLL] = { skel->progs.tokio_poll, false },
+		[UPROBE_TOKIO_POLL_RET] = { skel->progs.tokio_poll_ret, true },
+		[UPROBE_TOKIO_WAKE] = { skel->progs.tokio_wake, false },
+		[UPROBE_TOKIO_SCHEDULE] = { skel->progs.tokio_schedule, false },
+		[UPROBE_TOKIO_BIND_RET] = { skel->progs.tokio_bind_ret, true },
+		[UPROBE_TOKIO_BIND_INNER] = { skel->progs.tokio_bind_inner, false },
+		[UPROBE_TOKIO_REMOVE] = { skel->progs.tokio_remove, false },
+		[UPROBE_TOKIO_STEAL_RET] = { skel->progs.tokio_steal_ret, true },
+	};
+
+	*ret = table[which].ret;
+	return table[which].prog;
+}
+
+static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sched_hook hook,
+			 bool multi)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, open_opts, .btf_custom_path = o->btf_path);
 	struct asynctraced_bpf *skel;
@@ -68,6 +120,12 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	if (!err)
 		err = bpf_program__set_autoload(skel->progs.handle_sched_switch_raw,
 						hook == SCHED_HOOK_RAW_TP);
+	for (int u = 0; multi && !err && u <= UPROBE_TOKIO_STEAL_RET; u++) {
+		bool ret;
+
+		err = bpf_program__set_expected_attach_type(uprobe_prog(skel, u, &ret),
+							    AT_BPF_TRACE_UPROBE_MULTI);
+	}
 	if (!err)
 		err = asynctraced_bpf__load(skel);
 	if (err) {
@@ -76,6 +134,7 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	}
 	t->skel = skel;
 	t->hook = hook;
+	t->multi = multi;
 	return 0;
 }
 
@@ -88,13 +147,18 @@ int tracer__new(struct tracer **tp, const struct tracer_opts *o, tracer_record_f
 		return -ENOMEM;
 	t->fn = fn;
 	t->ctx = ctx;
-	if (o->sched_hook == SCHED_HOOK_AUTO) {
-		/* tp_btf is cheaper; kernels without it still have raw_tp. */
-		err = open_and_load(t, o, SCHED_HOOK_TP_BTF);
-		if (err)
-			err = open_and_load(t, o, SCHED_HOOK_RAW_TP);
-	} else {
-		err = open_and_load(t, o, o->sched_hook);
+	/* uprobe_multi where the kernel has it (6.6); one link per uprobe otherwise. */
+	for (int multi = o->uprobes; multi >= 0; multi--) {
+		if (o->sched_hook == SCHED_HOOK_AUTO) {
+			/* tp_btf is cheaper; kernels without it still have raw_tp. */
+			err = open_and_load(t, o, SCHED_HOOK_TP_BTF, multi);
+			if (err)
+				err = open_and_load(t, o, SCHED_HOOK_RAW_TP, multi);
+		} else {
+			err = open_and_load(t, o, o->sched_hook, multi);
+		}
+		if (!err)
+			break;
 	}
 	if (err)
 		goto fail;
@@ -166,27 +230,55 @@ int tracer__attach_usdt(struct tracer *t, const char *binary, const char *probe)
 						    binary, AT_USDT_PROVIDER, probe, NULL));
 }
 
-int tracer__attach_uprobe(struct tracer *t, enum tracer_uprobe which, const char *binary,
-			  uint64_t offset, uint64_t cookie)
+static int attach_multi(struct tracer *t, struct bpf_program *prog, bool ret, const char *binary,
+			const uint64_t *offsets, const uint64_t *cookies, size_t n)
 {
-	const struct {
-		struct bpf_program *prog;
-		bool ret;
-	} table[] = {
-		[UPROBE_TOKIO_POLL] = { t->skel->progs.tokio_poll, false },
-		[UPROBE_TOKIO_POLL_RET] = { t->skel->progs.tokio_poll_ret, true },
-		[UPROBE_TOKIO_WAKE] = { t->skel->progs.tokio_wake, false },
-		[UPROBE_TOKIO_SCHEDULE] = { t->skel->progs.tokio_schedule, false },
-		[UPROBE_TOKIO_BIND_RET] = { t->skel->progs.tokio_bind_ret, true },
-		[UPROBE_TOKIO_BIND_INNER] = { t->skel->progs.tokio_bind_inner, false },
-		[UPROBE_TOKIO_REMOVE] = { t->skel->progs.tokio_remove, false },
-		[UPROBE_TOKIO_STEAL_RET] = { t->skel->progs.tokio_steal_ret, true },
-	};
-	LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookie, .retprobe = table[which].ret);
+	union {
+		struct link_create_uprobe_multi uprobe;
+		char attr[144]; /* what union bpf_attr was when uprobe_multi came */
+	} a;
+	int *fds, fd;
 
-	return add_link(t, bpf_program__attach_uprobe_opts(table[which].prog,
-							   (pid_t)t->skel->rodata->target_tgid,
-							   binary, offset, &opts));
+	memset(&a, 0, sizeof(a));
+	a.uprobe.prog_fd = (__u32)bpf_program__fd(prog);
+	a.uprobe.attach_type = AT_BPF_TRACE_UPROBE_MULTI;
+	a.uprobe.path = (uintptr_t)binary;
+	a.uprobe.offsets = (uintptr_t)offsets;
+	a.uprobe.cookies = (uintptr_t)cookies;
+	a.uprobe.cnt = (__u32)n;
+	a.uprobe.multi_flags = ret ? AT_BPF_F_UPROBE_MULTI_RETURN : 0;
+	a.uprobe.pid = t->skel->rodata->target_tgid;
+	fds = realloc(t->multi_fds, (t->nr_multi + 1) * sizeof(*fds));
+	if (!fds)
+		return -ENOMEM;
+	t->multi_fds = fds;
+	fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+	if (fd < 0)
+		return -errno;
+	t->multi_fds[t->nr_multi++] = fd;
+	return 0;
+}
+
+int tracer__attach_uprobes(struct tracer *t, enum tracer_uprobe which, const char *binary,
+			   const uint64_t *offsets, const uint64_t *cookies, size_t n)
+{
+	bool ret;
+	struct bpf_program *prog = uprobe_prog(t->skel, which, &ret);
+
+	if (!n)
+		return 0;
+	if (t->multi)
+		return attach_multi(t, prog, ret, binary, offsets, cookies, n);
+	for (size_t i = 0; i < n; i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookies[i], .retprobe = ret);
+		int err = add_link(t, bpf_program__attach_uprobe_opts(
+					      prog, (pid_t)t->skel->rodata->target_tgid, binary,
+					      offsets[i], &opts));
+
+		if (err)
+			return err;
+	}
+	return 0;
 }
 
 int tracer__fd(const struct tracer *t)
@@ -206,11 +298,51 @@ int tracer__consume(struct tracer *t, size_t max)
 	return t->consumed > INT32_MAX ? INT32_MAX : (int)t->consumed;
 }
 
+struct detach_job {
+	struct bpf_link **links;
+	size_t nr;
+};
+
+static void *detach_some(void *arg)
+{
+	struct detach_job *job = arg;
+
+	for (size_t i = 0; i < job->nr; i++)
+		bpf_link__destroy(job->links[i]);
+	return NULL;
+}
+
+/*
+ * Removing a uprobe waits for an RCU grace period (~100 ms here), one link
+ * after the other: a tokio binary with hundreds of poll instances would take
+ * minutes to leave. Threads let those waits overlap.
+ */
 void tracer__detach(struct tracer *t)
 {
-	/* Reverse order: USDT probes first, sched_switch (attached first) last. */
-	while (t->nr_links)
-		bpf_link__destroy(t->links[--t->nr_links]);
+	pthread_t threads[DETACH_THREADS];
+	struct detach_job jobs[DETACH_THREADS];
+	size_t nr = t->nr_links, per, started = 0;
+
+	while (t->nr_multi)
+		close(t->multi_fds[--t->nr_multi]);
+	if (!nr)
+		return;
+	/* The probes first, sched_switch (attached first) last, on this thread. */
+	nr--;
+	per = (nr + DETACH_THREADS - 1) / DETACH_THREADS;
+	for (size_t i = 0; i < DETACH_THREADS && i * per < nr; i++) {
+		jobs[i].links = t->links + 1 + i * per;
+		jobs[i].nr = nr - i * per < per ? nr - i * per : per;
+		if (pthread_create(&threads[i], NULL, detach_some, &jobs[i]))
+			detach_some(&jobs[i]);
+		else
+			started |= 1ul << i;
+	}
+	for (size_t i = 0; i < DETACH_THREADS; i++)
+		if (started & (1ul << i))
+			pthread_join(threads[i], NULL);
+	bpf_link__destroy(t->links[0]);
+	t->nr_links = 0;
 }
 
 /*
@@ -371,7 +503,7 @@ const char *tracer__sched_hook(const struct tracer *t)
 
 size_t tracer__nr_links(const struct tracer *t)
 {
-	return t->nr_links;
+	return t->nr_links + t->nr_multi;
 }
 
 void tracer__free(struct tracer *t)
@@ -382,5 +514,6 @@ void tracer__free(struct tracer *t)
 	ring_buffer__free(t->rb);
 	asynctraced_bpf__destroy(t->skel);
 	free(t->links);
+	free(t->multi_fds);
 	free(t);
 }

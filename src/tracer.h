@@ -37,6 +37,8 @@ struct tracer_opts {
 	uint64_t long_poll_ns;
 	uint64_t sched_delay_ns;
 	uint32_t starve_depth;
+	/* uprobes will be attached (a runtime probed at its own functions) */
+	bool uprobes;
 	/* tokio: steal_into is probed, so steals need not be inferred */
 	bool tokio_steal_probed;
 	/* tokio: OwnedTasks::remove is probed, so completions are known */
@@ -65,9 +67,13 @@ int tracer__new(struct tracer **t, const struct tracer_opts *opts, tracer_record
 int tracer__attach_sched(struct tracer *t);
 /* Attaches the program for one asynctrace probe; -ENOENT if we have none. */
 int tracer__attach_usdt(struct tracer *t, const char *binary, const char *probe);
-/* Attaches one uprobe (or uretprobe, as the program wants) at a file offset. */
-int tracer__attach_uprobe(struct tracer *t, enum tracer_uprobe which, const char *binary,
-			  uint64_t offset, uint64_t cookie);
+/*
+ * Attaches a uprobe program (entry or return, as the program wants) at n
+ * file offsets of binary, each with its cookie: one uprobe_multi link where
+ * the kernel has them, else one link each.
+ */
+int tracer__attach_uprobes(struct tracer *t, enum tracer_uprobe which, const char *binary,
+			   const uint64_t *offsets, const uint64_t *cookies, size_t n);
 /* An fd that polls readable when records wait (the ring buffer's epoll). */
 int tracer__fd(const struct tracer *t);
 /*

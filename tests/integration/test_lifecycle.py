@@ -15,7 +15,7 @@ import unittest
 
 from tests.integration import harness, trace_check
 
-OUR_PROGS = ("usdt_", "handle_sched_sw")
+OUR_PROGS = ("usdt_", "tokio_", "handle_sched_sw")
 
 
 def our_progs():

@@ -1,0 +1,261 @@
+# SPDX-License-Identifier: MIT
+"""Unmodified tokio programs (tests/tokio), built three ways: the default
+release profile (legacy mangling), fat LTO, v0 mangling. Each run is traced
+from the first spawn to exit; the tracer must find tokio in the symbols, name
+every future type, count exactly the polls and wakes the program counted
+itself, tell the CPU hog from the blocking call, give every task its own
+track, and draw wake arrows from the waker's poll."""
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+import unittest
+from collections import Counter, defaultdict
+
+from tests.integration import harness, trace_check
+from tests.integration.test_lifecycle import our_progs
+
+APP_LINE = re.compile(r"tokio-app: workers=(\d+) duration=([\d.]+) tasks=(\d+) polls=(\d+) "
+                      r"wakes=(\d+)")
+
+
+def app(variant):
+    return os.path.join(harness.BUILD, "tokio-app" + variant)
+
+
+def traced_tokio_run(variant, duration=3, tracer_args=(), tmpdir=None, trace=True):
+    """Starts the app waiting on stdin, attaches, then lets it run to exit;
+    trace=False traces in maps-only mode."""
+    tmpdir = tmpdir or tempfile.mkdtemp(prefix="asynctraced-")
+    trace_path = os.path.join(tmpdir, "trace.json")
+    alerts = os.path.join(tmpdir, "alerts.jsonl")
+    ex = subprocess.Popen([app(variant), "--wait-stdin", "--duration", str(duration)],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True)
+    err_path = os.path.join(tmpdir, "tracer.err")
+    with open(err_path, "w") as err:
+        tr = subprocess.Popen([harness.TRACER, "-p", str(ex.pid), "--summary", "json",
+                               "--alerts", alerts, *tracer_args,
+                               *(["-o", trace_path] if trace else ["--no-trace"])],
+                              stdout=subprocess.PIPE, stderr=err, text=True)
+    try:
+        attached = harness.wait_for(lambda: "tracing pid" in open(err_path).read(), 30)
+        ex.stdin.write("go\n")
+        ex.stdin.flush()
+        ex_out, ex_err = ex.communicate(timeout=duration + 60)
+        tr_out, _ = tr.communicate(timeout=60)
+    finally:
+        for p in (ex, tr):
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    with open(err_path) as f:
+        tr_err = f.read()
+    run = harness.TracedRun(f"tokio{variant}", ex.returncode, ex_out, ex_err, tr.returncode,
+                            tr_out, tr_err, trace_path)
+    m = APP_LINE.search(ex_out)
+    if m:
+        run.counts = dict(workers=int(m[1]), tasks=int(m[3]), polls=int(m[4]),
+                          wakes=int(m[5]))
+    run.summary = harness.parse_summary(tr_err)
+    run.alerts = harness.parse_alerts(tr_err)
+    run.report = json.loads(tr_out) if tr_out.strip() else {}
+    if os.path.exists(alerts):
+        with open(alerts) as f:
+            run.alert_log = [json.loads(line) for line in f if line.strip()]
+    run.attached = attached
+    return run
+
+
+def polls(run):
+    return [e for e in run.events if e.get("ph") == "X" and e.get("cat") == "poll"]
+
+
+class TokioBuild(unittest.TestCase):
+    variant = None
+    mangling = None
+    closure = None      # how a future's body is spelled in this mangling
+    steal_probed = True
+    spawn_probed = True
+
+    @classmethod
+    def setUpClass(cls):
+        harness.require_root()
+        cls.run_ = traced_tokio_run(cls.variant)
+
+    def setUp(self):
+        self.run = self.run_
+        self.ctx = self.run.describe()
+
+    def test_finds_tokio_and_names_every_future(self):
+        self.assertTrue(self.run.attached, self.ctx)
+        self.assertEqual(self.run.tracer_rc, 0, self.ctx)
+        self.assertEqual(self.run.executor_rc, 0, self.ctx)
+        m = re.search(r"tokio in \S+ \((\w+) mangling\): (\d+) raw::poll instances \((\d+) "
+                      r"named by future type", self.run.tracer_stderr)
+        self.assertIsNotNone(m, self.ctx)
+        self.assertEqual(m[1], self.mangling)
+        # 8 future types, each instantiated for both schedulers
+        self.assertEqual(int(m[2]), 16)
+        self.assertEqual(int(m[3]), 16)
+        self.assertIn("the worker loop left out", self.run.tracer_stderr)
+        self.assertIn("steal_into probed" if self.steal_probed else
+                      "steals inferred from migrations", self.run.tracer_stderr)
+
+    def test_polls_and_wakes_match_the_program(self):
+        c, r = self.run.counts, self.run.report["counts"]
+        self.assertEqual(r["polls"], c["polls"], self.ctx)
+        self.assertEqual(r["wakes"], c["wakes"], self.ctx)
+        self.assertEqual(self.run.report["events"]["by_kind"]["poll"], c["polls"])
+        self.assertEqual(self.run.report["events"]["dropped"], 0)
+        self.assertEqual(len(polls(self.run)), c["polls"])
+        if self.spawn_probed:
+            self.assertEqual(r["tasks_spawned"], c["tasks"])
+            self.assertEqual(r["tasks_completed"], c["tasks"])
+        else:
+            self.assertEqual(r["tasks_spawned"], 0)  # bind inlined: no spawn probe
+
+    def test_long_polls_name_the_future_and_the_cause(self):
+        got = {}
+        for a in self.run.alert_log:
+            if a["kind"] == "long-poll" and a["state"] == "begin":
+                got[a["task"]["name"]] = a["cause"]
+        burn = f"tokio_app::counted::Counted<tokio_app::workload::burn_cpu::{self.closure}>"
+        block = f"tokio_app::counted::Counted<tokio_app::workload::blocking_call::{self.closure}>"
+        self.assertEqual(got, {burn: "cpu-bound", block: "blocked"}, self.ctx)
+        self.assertEqual(harness.begun(self.run), {"long-poll"}, self.ctx)
+
+    def test_workers_named_and_ordered(self):
+        names = {e["tid"]: e["args"]["name"] for e in self.run.events
+                 if e.get("ph") == "M" and e.get("name") == "thread_name"}
+        order = {e["tid"]: e["args"]["sort_index"] for e in self.run.events
+                 if e.get("ph") == "M" and e.get("name") == "thread_sort_index"}
+        workers = {t: n for t, n in names.items() if n.startswith("worker ")}
+        self.assertEqual(sorted(workers.values()),
+                         ["worker 0 (tokio-runtime-w)", "worker 1 (tokio-runtime-w)"])
+        for tid, name in workers.items():
+            self.assertEqual(order[tid], int(name.split()[1]))
+        self.assertTrue(all(p["tid"] in workers for p in polls(self.run)))
+
+    def test_each_task_its_own_track(self):
+        per_task = Counter(p["args"]["task"] for p in polls(self.run))
+        tracks = defaultdict(set)
+        for e in self.run.events:
+            if e.get("ph") == "b" and e.get("cat") == "task":
+                tracks[int(e["id2"]["local"], 16)].add(e["name"])
+        self.assertEqual(set(tracks), set(per_task))
+        # tokio's own task ids: small, dense, one per spawned task
+        self.assertGreaterEqual(len(per_task), self.run.counts["tasks"] - 2)
+        self.assertLess(max(per_task), 10 * self.run.counts["tasks"])
+        for task, names in tracks.items():
+            self.assertEqual(len(names), 1)
+            self.assertTrue(next(iter(names)).endswith(f" #{task}"), names)
+            self.assertTrue(next(iter(names)).startswith("tokio_app::"), names)
+
+    def test_wake_arrows_go_from_the_wakers_poll(self):
+        slices = defaultdict(list)
+        for p in polls(self.run):
+            slices[p["tid"]].append((p["ts"], p["ts"] + p["dur"], p["args"]["task"]))
+        out = {e["bind_id"]: e for e in self.run.events if e.get("flow_out")
+               and e.get("cat") in ("wake", "spawn")}
+        into = {e["bind_id"]: e for e in polls(self.run) if e.get("flow_in")}
+        self.assertGreater(len(out), 1000)
+        self.assertEqual(set(out), set(into))
+        from_tasks = 0
+        for fid, w in out.items():
+            self.assertEqual(into[fid]["args"]["task"], w["args"]["task"])
+            waker = w["args"].get("waker_task") or w["args"].get("parent")
+            if waker:
+                inside = [t for (b, e, t) in slices[w["tid"]] if b <= w["ts"] <= e]
+                self.assertEqual(inside, [waker], w)
+                from_tasks += 1
+        # handle_request wakes backend through the channel, backend answers
+        self.assertGreater(from_tasks, 1000)
+
+    def test_steals(self):
+        steals = [e for e in self.run.events if e.get("ph") == "X" and e.get("cat") == "steal"
+                  and e["name"].startswith("steal")]
+        self.assertGreater(len(steals), 0)
+        self.assertTrue(all(e["args"]["inferred"] != self.steal_probed for e in steals))
+
+    def test_trace_follows_importer_rules(self):
+        self.assertEqual(trace_check.check(self.run.events), [])
+
+
+class Legacy(TokioBuild):
+    variant = ""
+    mangling = "legacy"
+    closure = "{{closure}}"
+
+
+class FatLTO(TokioBuild):
+    variant = "-lto"
+    mangling = "legacy"
+    closure = "{{closure}}"
+    steal_probed = False
+    spawn_probed = False
+
+
+class V0(TokioBuild):
+    variant = "-v0"
+    mangling = "v0"
+    closure = "{closure#0}"
+
+
+class Attach(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        harness.require_root()
+
+    def test_stripped_binary_says_what_is_missing(self):
+        p = subprocess.Popen([app("-stripped"), "--duration", "5"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(0.3)
+            r = harness.run_tracer("-p", p.pid)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("its binary is stripped (no symbol table)", r.stderr)
+            self.assertIn("rebuild without `strip = true`", r.stderr)
+        finally:
+            harness.kill(p)
+            p.communicate()
+
+    def test_attach_and_detach_under_load_again_and_again(self):
+        p = subprocess.Popen([app(""), "--duration", "16", "--rate", "4000"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(0.5)
+            for i in range(3):
+                r = harness.run_tracer("-p", p.pid, "-d", "1.5", "--summary", "json", "-q")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                report = json.loads(r.stdout)
+                self.assertGreater(report["counts"]["polls"], 5000, f"attach {i}")
+                names = {t["name"] for t in report["tasks"]}
+                self.assertTrue(any("burn_cpu" in n for n in names), names)
+                self.assertTrue(harness.wait_for(lambda: not our_progs()), f"attach {i}")
+                time.sleep(0.5)
+            out, err = p.communicate(timeout=30)
+            # the program never noticed: it finishes and counts as always
+            self.assertEqual(p.returncode, 0, err)
+            self.assertRegex(out, APP_LINE)
+        finally:
+            harness.kill(p)
+            p.communicate()
+
+    def test_maps_only_counts_exactly(self):
+        run = traced_tokio_run("", trace=False)
+        self.assertEqual(run.tracer_rc, 0, run.describe())
+        r = run.report
+        self.assertEqual(r["counts"]["polls"], run.counts["polls"])
+        self.assertEqual(r["counts"]["wakes"], run.counts["wakes"])
+        self.assertEqual(sum(w["poll"]["count"] for w in r["workers"]), run.counts["polls"])
+        self.assertLess(r["events"]["received"], 100)  # the long polls only
+        self.assertEqual(harness.begun(run), {"long-poll"})
+
+
+del TokioBuild
+
+if __name__ == "__main__":
+    unittest.main()
