@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Runs every scenario of the sample executor three ways, side by side in one
-run: untraced, traced with a full trace written to disk, and traced in
-maps-only mode (--no-trace). Prints, per run: the executor's poll rate and
+"""Runs every scenario of the sample executor, and the tokio test program,
+three ways, side by side in one run: untraced, traced with a full trace
+written to disk, and traced in maps-only mode (--no-trace). Prints, per run: the executor's poll rate and
 its own CPU time per poll (what tracing adds to the target), the tracer's CPU
 and peak memory, the events that crossed the ring buffer and the drops.
 
@@ -16,9 +16,11 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 BUILD = os.environ.get("BUILD", "build")
-SCENARIOS = ["healthy", "noisy", "blocking", "starve", "thrash", "fanout", "lost", "delay"]
+SCENARIOS = ["healthy", "noisy", "blocking", "starve", "thrash", "fanout", "lost", "delay",
+             "tokio"]
 MODES = ["untraced", "full", "maps"]
 
 
@@ -29,18 +31,35 @@ def cpu_of(pid):
             usage.ru_maxrss / 1024)
 
 
-def run(scenario, mode, seconds, tmp):
+def start(scenario, seconds, traced):
+    """The target, waiting for the tracer when traced."""
+    if scenario == "tokio":
+        # the tokio program waits on stdin; 4000 requests/s for more polls
+        args = [f"{BUILD}/tokio-app", "--duration", str(seconds), "--rate", "4000"]
+        args += ["--wait-stdin"] if traced else []
+        return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
     args = [f"{BUILD}/sample-executor", "--scenario", scenario, "--duration", str(seconds),
             "--workers", "2"]
-    if mode != "untraced":
-        args += ["--wait-traced", "30"]
-    ex = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    args += ["--wait-traced", "30"] if traced else []
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+def run(scenario, mode, seconds, tmp):
+    ex = start(scenario, seconds, mode != "untraced")
     tr = None
     trace = os.path.join(tmp, f"{scenario}.json")
     if mode != "untraced":
+        err_path = os.path.join(tmp, "tracer.err")
         targs = [f"{BUILD}/asynctraced", "-p", str(ex.pid), "-q"]
         targs += ["-o", trace] if mode == "full" else ["--no-trace"]
-        tr = subprocess.Popen(targs, stderr=subprocess.PIPE, text=True)
+        with open(err_path, "w") as err:
+            tr = subprocess.Popen(targs, stderr=err, text=True)
+        if scenario == "tokio":
+            while "tracing pid" not in open(err_path).read():
+                time.sleep(0.05)
+            ex.stdin.write("go\n")
+            ex.stdin.flush()
     ex_out = ex.stdout.read()
     _, ex_cpu, _ = cpu_of(ex.pid)
     polls = int(re.search(r"polls=(\d+)", ex_out).group(1))
@@ -48,8 +67,8 @@ def run(scenario, mode, seconds, tmp):
              ns_per_poll=1e9 * ex_cpu / max(polls, 1), tracer_cpu=0.0, rss=0.0, events_s=0.0,
              dropped=0)
     if tr:
-        err = tr.stderr.read()
         _, tr_cpu, rss = cpu_of(tr.pid)
+        err = open(err_path).read()
         r["tracer_cpu"] = 100 * tr_cpu / seconds
         r["rss"] = rss
         r["events_s"] = int(re.search(r"events\s+(\d+)", err).group(1)) / seconds

@@ -55,7 +55,7 @@ class Errors(unittest.TestCase):
     def test_target_without_probes(self):
         p = self.spawn("sleep", "30")
         self.assertFails(harness.run_tracer("-p", p.pid), 1,
-                         f"no asynctrace USDT probes in pid {p.pid} (sleep)")
+                         f"no known runtime in pid {p.pid} (sleep)")
 
     def test_unwritable_output(self):
         ex = self.executor()
