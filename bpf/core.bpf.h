@@ -291,11 +291,14 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task, __
 {
 	struct at_task_state *ts;
 	struct at_worker_stats *w;
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now;
 
-	t->task = task;
-	t->begin = now;
-	t->since = now;
+	/*
+	 * A uprobe program can be preempted (preemptible RCU), and sched_switch
+	 * then runs in the middle of it: it accounts only threads with a task,
+	 * so the task is set last, once the rest is in place.
+	 */
+	t->task = 0;
 	t->oncpu = 0;
 	t->blocked = 0;
 	t->runnable = 0;
@@ -325,6 +328,7 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task, __
 	t->holder_begin = t->queued_on >= 0 && (__u32)t->queued_on != worker
 				  ? holder_begin((__u32)t->queued_on)
 				  : 0;
+	now = bpf_ktime_get_ns();
 	w = worker_get(worker);
 	if (w) {
 		w->tid = current_tid();
@@ -332,6 +336,10 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task, __
 		if (t->wake_ts && t->wake_ts <= now)
 			hist_add(&w->delay, now - t->wake_ts);
 	}
+	t->begin = now;
+	t->since = now;
+	barrier();
+	t->task = task;
 }
 
 static __always_inline void account_poll(struct thread_state *t, __u64 task, __u64 dur)

@@ -400,10 +400,11 @@ static int start(struct session *s)
 		return err;
 	}
 	if (s->disc.kind == RUNTIME_NONE && s->disc.stripped) {
-		err_msg("pid %d (%s): no asynctrace USDT probes, and its binary is stripped (no "
-			"symbol table): asynctraced finds tokio by its function symbols; rebuild "
-			"without `strip = true` (strip = \"debuginfo\" keeps them)\n",
-			o->pid, s->target.comm);
+		err_msg("no known runtime in pid %d (%s): no %s USDT probes, and its binary is "
+			"stripped (no symbol table), so tokio cannot be looked for: asynctraced "
+			"finds tokio by its function symbols; rebuild without `strip = true` "
+			"(strip = \"debuginfo\" keeps them)\n",
+			o->pid, s->target.comm, AT_USDT_PROVIDER);
 		return -ENOENT;
 	}
 	if (s->disc.kind == RUNTIME_NONE) {

@@ -188,7 +188,7 @@ class Lifecycle(unittest.TestCase):
         ex = self.executor(exe=exe, scenario="noisy", duration=6)
         r = harness.run_tracer("-p", ex.pid, "-d", "1.5", "-v")
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn(f"7 probes in {lib}", r.stderr)
+        self.assertIn(f"7 asynctrace probes in {lib}", r.stderr)
         self.assertIn("long poll: task 'noisy'", r.stderr)
         self.assertRegex(r.stderr, r"polls\s+[1-9]\d*")
 

@@ -189,10 +189,10 @@ class Noisy(LongPollScenario):
     def test_cause_is_cpu(self):
         self.assertEqual(self.run.alerts[0]["cause"], "cpu-bound", self.run.alerts)
         self.assertGreaterEqual(float(self.run.alerts[0]["oncpu"]), 15.0)
-        # each burn spends its 20 ms on the CPU, however long a busy machine
-        # makes it wait in between
+        # each burn spends most of its 20 ms on the CPU, however long a busy
+        # machine makes it wait in between, and none of it asleep
         for p in self.long_polls():
-            self.assertGreaterEqual(p["args"]["on_cpu_us"], 15000, p)
+            self.assertGreaterEqual(p["args"]["on_cpu_us"], 10000, p)
             self.assertLess(p["args"]["blocked_us"], 5000, p)
 
 

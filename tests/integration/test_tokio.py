@@ -216,6 +216,7 @@ class Attach(unittest.TestCase):
             time.sleep(0.3)
             r = harness.run_tracer("-p", p.pid)
             self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("no known runtime in pid", r.stderr)
             self.assertIn("its binary is stripped (no symbol table)", r.stderr)
             self.assertIn("rebuild without `strip = true`", r.stderr)
         finally:
