@@ -88,26 +88,31 @@ $(BUILD)/sample-executor-shared: $(BUILD)/executor/main.o $(BUILD)/libsample-exe
 TOKIO_DIR  := tests/tokio
 TOKIO_SRCS := $(wildcard $(TOKIO_DIR)/src/*.rs) $(TOKIO_DIR)/Cargo.toml $(TOKIO_DIR)/Cargo.lock
 TOKIO_APPS := $(BUILD)/tokio-app $(BUILD)/tokio-app-lto $(BUILD)/tokio-app-v0 \
-	      $(BUILD)/tokio-app-stripped
+	      $(BUILD)/tokio-app-stripped $(BUILD)/tokio-many
 CARGO_BUILD = cd $(TOKIO_DIR) && RUSTC=$(RUSTC) RUSTFLAGS="$(TOKIO_RUSTFLAGS)" \
 	      $(CARGO) build --offline --quiet
 
 tokio: $(TOKIO_APPS)
 
-$(BUILD)/tokio-app: $(TOKIO_SRCS)
+$(BUILD)/tokio-app: $(TOKIO_SRCS) $(TOKIO_DIR)/src/bin/tokio-many.rs
 	$(call msg,CARGO,$@)
-	$(Q)$(CARGO_BUILD) --release --target-dir $(abspath $(BUILD))/cargo/legacy
+	$(Q)$(CARGO_BUILD) --release --bins --target-dir $(abspath $(BUILD))/cargo/legacy
 	$(Q)cp $(BUILD)/cargo/legacy/release/tokio-app $@
+
+# 200 future types, 400 raw::poll instances: built with tokio-app.
+$(BUILD)/tokio-many: $(BUILD)/tokio-app
+	$(Q)cp $(BUILD)/cargo/legacy/release/tokio-many $@
 
 $(BUILD)/tokio-app-lto: $(TOKIO_SRCS)
 	$(call msg,CARGO,$@)
-	$(Q)$(CARGO_BUILD) --profile fat-lto --target-dir $(abspath $(BUILD))/cargo/lto
+	$(Q)$(CARGO_BUILD) --profile fat-lto --bin tokio-app \
+		--target-dir $(abspath $(BUILD))/cargo/lto
 	$(Q)cp $(BUILD)/cargo/lto/fat-lto/tokio-app $@
 
 $(BUILD)/tokio-app-v0: TOKIO_RUSTFLAGS = -C symbol-mangling-version=v0
 $(BUILD)/tokio-app-v0: $(TOKIO_SRCS)
 	$(call msg,CARGO,$@)
-	$(Q)$(CARGO_BUILD) --release --target-dir $(abspath $(BUILD))/cargo/v0
+	$(Q)$(CARGO_BUILD) --release --bin tokio-app --target-dir $(abspath $(BUILD))/cargo/v0
 	$(Q)cp $(BUILD)/cargo/v0/release/tokio-app $@
 
 $(BUILD)/tokio-app-stripped: $(BUILD)/tokio-app

@@ -203,6 +203,21 @@ const struct elf_func *elf_image__func_at(const struct elf_image *im, uint64_t a
 	return NULL;
 }
 
+size_t elf_image__aliases(const struct elf_image *im, uint64_t addr, const struct elf_func **first)
+{
+	const struct elf_func *f = elf_image__func_at(im, addr, false);
+	size_t n = 0;
+
+	if (!f)
+		return 0;
+	while (f > im->funcs && f[-1].addr == addr)
+		f--;
+	*first = f;
+	while (f + n < im->funcs + im->nr_funcs && f[n].addr == addr)
+		n++;
+	return n;
+}
+
 const char *elf_image__name(const struct elf_image *im, const struct elf_func *f)
 {
 	struct elf_func *mf = (struct elf_func *)f; /* the cache is not part of the image's state */

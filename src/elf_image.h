@@ -44,6 +44,8 @@ void elf_image__close(struct elf_image *im);
 /* The function starting at addr (or containing it, if contains). */
 const struct elf_func *elf_image__func_at(const struct elf_image *im, uint64_t addr,
 					  bool contains);
+/* The functions starting at addr (aliases: several symbols, one body); their count. */
+size_t elf_image__aliases(const struct elf_image *im, uint64_t addr, const struct elf_func **first);
 /* Its demangled name (Rust legacy or v0, C++), or the symbol if not mangled. */
 const char *elf_image__name(const struct elf_image *im, const struct elf_func *f);
 /* The file offset of a virtual address: what a uprobe attaches to; -1 if none. */

@@ -259,10 +259,13 @@ static void say_found(const struct session *s)
 		return;
 	}
 	err_msg("tracing pid %d (%s): tokio in %s (%s mangling): %zu raw::poll instances "
-		"(%zu named by future type%s), %zu wake, %zu schedule, %zu spawn, %zu remove, "
+		"(%zu named by future type%s%s), %zu wake, %zu schedule, %zu spawn, %zu remove, "
 		"%s%s; sched_switch via %s, %s; Ctrl-C to stop\n",
 		s->o->pid, s->target.comm, s->disc.tokio.target_path, rt->v0 ? "v0" : "legacy",
 		rt->count[TOKIO_POLL], rt->named,
+		rt->ambiguous ? ", some share their code with other futures: v0 mangling names "
+				"them"
+			      : "",
 		rt->internal ? ", the worker loop left out" : "", rt->count[TOKIO_WAKE],
 		rt->count[TOKIO_SCHEDULE], rt->count[TOKIO_BIND] + rt->count[TOKIO_BIND_INNER],
 		rt->count[TOKIO_REMOVE],

@@ -158,7 +158,36 @@ struct search {
 	cs_insn *insn;
 	char *body;	/* a future's body called along the way: second best */
 	bool worker_loop; /* it runs the scheduler's worker loop: not a task */
+	bool ambiguous;	/* evidence shared by several futures was seen */
 };
+
+/*
+ * The future a callee names, from all the symbols at its address: futures
+ * with identical code share one body under several names (identical code
+ * folding), and then the callee names none of them.
+ */
+static char *future_of_callee(struct search *s, const struct elf_func *callee)
+{
+	const struct elf_func *alias;
+	size_t n = elf_image__aliases(s->im, callee->addr, &alias);
+	char *found = NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		char *f = tokio__future_of(elf_image__name(s->im, &alias[i]));
+
+		if (!f)
+			continue;
+		if (found && strcmp(found, f)) {
+			free(found);
+			free(f);
+			s->ambiguous = true;
+			return NULL;
+		}
+		free(found);
+		found = f;
+	}
+	return found;
+}
 
 /* The multi-thread scheduler's worker loop, inlined into its blocking task. */
 static bool is_worker_loop(const char *d)
@@ -201,7 +230,7 @@ static char *search_code(struct search *s, uint64_t addr, int depth)
 			s->worker_loop = true;
 			return NULL;
 		}
-		found = tokio__future_of(name);
+		found = future_of_callee(s, callee);
 		if (found)
 			return found;
 		if (!s->body && is_future_body(name)) {
@@ -224,7 +253,8 @@ static char *search_code(struct search *s, uint64_t addr, int depth)
  * The future type a legacy-mangled raw::poll instance polls, from its code;
  * *worker_loop set when it runs the scheduler's loop instead.
  */
-static char *future_from_code(const struct elf_image *im, uint64_t addr, bool *worker_loop)
+static char *future_from_code(const struct elf_image *im, uint64_t addr, bool *worker_loop,
+			      bool *ambiguous)
 {
 	struct search s = { .im = im };
 	char *found;
@@ -242,6 +272,7 @@ static char *future_from_code(const struct elf_image *im, uint64_t addr, bool *w
 		cs_free(s.insn, 1);
 	cs_close(&s.cs);
 	*worker_loop = s.worker_loop;
+	*ambiguous = !found && s.ambiguous;
 	if (s.worker_loop) {
 		free(found);
 		found = strdup("tokio worker loop");
@@ -340,11 +371,12 @@ static int classify(void *ctx, const struct elf_func *f)
 	if (site.kind == TOKIO_POLL) {
 		if (strstr(name, "raw::poll::<"))
 			d->rt->v0 = true;
-		bool worker_loop = false;
+		bool worker_loop = false, ambiguous = false;
 
 		site.future = tokio__future_of(name);
 		if (!site.future)
-			site.future = future_from_code(d->im, f->addr, &worker_loop);
+			site.future = future_from_code(d->im, f->addr, &worker_loop, &ambiguous);
+		d->rt->ambiguous += ambiguous;
 		if (site.future)
 			tidy(site.future);
 		site.internal = worker_loop || is_internal(site.future);

@@ -40,6 +40,7 @@ struct tokio_runtime {
 	size_t nr;
 	size_t count[TOKIO_KIND_MAX];	/* sites probed, per kind */
 	size_t named;			/* poll instances whose future was found */
+	size_t ambiguous;		/* ... not found: code shared by several futures */
 	size_t internal;		/* poll instances left alone */
 	bool v0;			/* v0 mangling: types are in the symbols */
 	bool has_symtab;

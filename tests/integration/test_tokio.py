@@ -245,6 +245,36 @@ class Attach(unittest.TestCase):
             harness.kill(p)
             p.communicate()
 
+    def test_hundreds_of_futures(self):
+        """200 future types: 400 raw::poll instances, all probed, all named,
+        all gone after detach."""
+        links = harness.wait_for(lambda: not our_progs()) and len(json.loads(
+            subprocess.run(["bpftool", "-j", "link", "show"], capture_output=True,
+                           text=True).stdout or "[]"))
+        p = subprocess.Popen([os.path.join(harness.BUILD, "tokio-many"), "--duration", "8"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(0.5)
+            r = harness.run_tracer("-p", p.pid, "-d", "2", "--summary", "json", "-q")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("400 raw::poll instances (400 named by future type", r.stderr)
+            report = json.loads(r.stdout)
+            names = {t["name"] for t in report["tasks"]}
+            self.assertEqual(len(names), 50, names)  # the report's top 50, all distinct
+            self.assertTrue(all(re.fullmatch(r"tokio_many::futures::f\d{3}::\{\{closure\}\}", n)
+                                for n in names), names)
+            self.assertGreater(report["counts"]["polls"], 2 * 200)
+            self.assertTrue(harness.wait_for(lambda: not our_progs()))
+            after = len(json.loads(subprocess.run(["bpftool", "-j", "link", "show"],
+                                                  capture_output=True, text=True).stdout or "[]"))
+            self.assertEqual(after, links)
+            out, _ = p.communicate(timeout=30)
+            self.assertEqual(p.returncode, 0)
+            self.assertIn("tasks=200", out)
+        finally:
+            harness.kill(p)
+            p.communicate()
+
     def test_maps_only_counts_exactly(self):
         run = traced_tokio_run("", trace=False)
         self.assertEqual(run.tracer_rc, 0, run.describe())
