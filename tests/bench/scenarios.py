@@ -24,6 +24,11 @@ SCENARIOS = ["healthy", "noisy", "blocking", "starve", "thrash", "fanout", "lost
 MODES = ["untraced", "full", "maps"]
 
 
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
 def cpu_of(pid):
     """Waits for a child; returns (exit code, CPU seconds, peak RSS in MB)."""
     _, status, usage = os.wait4(pid, 0)
@@ -56,7 +61,7 @@ def run(scenario, mode, seconds, tmp):
         with open(err_path, "w") as err:
             tr = subprocess.Popen(targs, stderr=err, text=True)
         if scenario == "tokio":
-            while "tracing pid" not in open(err_path).read():
+            while "tracing pid" not in read(err_path):
                 time.sleep(0.05)
             ex.stdin.write("go\n")
             ex.stdin.flush()
@@ -68,7 +73,7 @@ def run(scenario, mode, seconds, tmp):
              dropped=0)
     if tr:
         _, tr_cpu, rss = cpu_of(tr.pid)
-        err = open(err_path).read()
+        err = read(err_path)
         r["tracer_cpu"] = 100 * tr_cpu / seconds
         r["rss"] = rss
         r["events_s"] = int(re.search(r"events\s+(\d+)", err).group(1)) / seconds

@@ -148,10 +148,15 @@ def traced_run(scenario, duration=3, workers=2, executor_args=(), tracer_args=()
     run = TracedRun(scenario, ex.returncode, ex_out, ex_err, tr.returncode, tr_out, tr_err,
                     trace_path)
     run.counts = parse_executor(ex_out)
-    run.summary = parse_summary(tr_err)
-    run.alerts = parse_alerts(tr_err)
+    return read_outputs(run, alerts_path)
+
+
+def read_outputs(run, alerts_path):
+    """Fills in what the tracer said: summary, alert lines, report, alert log."""
+    run.summary = parse_summary(run.tracer_stderr)
+    run.alerts = parse_alerts(run.tracer_stderr)
     try:
-        run.report = json.loads(tr_out)
+        run.report = json.loads(run.tracer_stdout)
     except ValueError:
         run.report = {}
     if os.path.exists(alerts_path):
@@ -160,9 +165,44 @@ def traced_run(scenario, duration=3, workers=2, executor_args=(), tracer_args=()
     return run
 
 
+def polls(run):
+    """The poll slices of a trace."""
+    return [e for e in run.events if e.get("ph") == "X" and e.get("cat") == "poll"]
+
+
+def check_wake_arrows(test, run, at_least):
+    """Every wake arrow ends on a poll of the task it woke, after the wake;
+    a wake made from inside a poll sits inside that poll's slice on the same
+    thread. Returns how many arrows start in a task's poll."""
+    slices = {}
+    for p in polls(run):
+        slices.setdefault(p["tid"], []).append((p["ts"], p["ts"] + p["dur"], p["args"]["task"]))
+    out = {e["bind_id"]: e for e in run.events if e.get("flow_out")
+           and e.get("cat") in ("wake", "spawn")}
+    into = {e["bind_id"]: e for e in polls(run) if e.get("flow_in")}
+    test.assertGreater(len(out), at_least)
+    test.assertEqual(set(out), set(into))
+    from_tasks = 0
+    for fid, w in out.items():
+        test.assertEqual(into[fid]["args"]["task"], w["args"]["task"])
+        test.assertLess(w["ts"], into[fid]["ts"])
+        waker = w["args"].get("waker_task") or w["args"].get("parent")
+        if not waker or w["tid"] not in slices:
+            continue
+        inside = [t for (b, e, t) in slices[w["tid"]] if b <= w["ts"] <= e]
+        test.assertEqual(inside, [waker], f"wake {w} not inside a poll of task {waker}")
+        from_tasks += 1
+    return from_tasks
+
+
 def begun(run):
     """The kinds of alert episodes that began, from the JSON lines."""
     return {a["kind"] for a in run.alert_log if a["state"] == "begin"}
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
 
 
 def run_tracer(*args, timeout=60, **kw):

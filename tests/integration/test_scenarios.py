@@ -13,8 +13,7 @@ from tests.integration import harness, trace_check
 DURATION = 3
 
 
-def polls(run):
-    return [e for e in run.events if e.get("ph") == "X" and e.get("cat") == "poll"]
+polls = harness.polls
 
 
 def worker_threads(run):
@@ -118,25 +117,7 @@ class ScenarioTest(unittest.TestCase):
     def test_wake_arrows_start_in_the_wakers_poll(self):
         """A wake made from inside a poll sits inside that poll's slice on the
         same thread, and its arrow ends on the woken task's poll."""
-        slices = defaultdict(list)
-        for p in polls(self.run):
-            slices[p["tid"]].append((p["ts"], p["ts"] + p["dur"], p["args"]["task"]))
-        out = {e["bind_id"]: e for e in self.run.events if e.get("flow_out")
-               and e.get("cat") in ("wake", "spawn")}
-        into = {e["bind_id"]: e for e in polls(self.run) if e.get("flow_in")}
-        self.assertGreater(len(out), 100)
-        self.assertEqual(set(out), set(into))
-        from_tasks = 0
-        for fid, w in out.items():
-            self.assertEqual(into[fid]["args"]["task"], w["args"]["task"])
-            self.assertLess(w["ts"], into[fid]["ts"])
-            waker = w["args"].get("waker_task") or w["args"].get("parent")
-            if not waker or w["tid"] not in slices:
-                continue
-            inside = [t for (b, e, t) in slices[w["tid"]] if b <= w["ts"] <= e]
-            self.assertEqual(inside, [waker], f"wake {w} not inside a poll of task {waker}")
-            from_tasks += 1
-        self.assertGreater(from_tasks, 0)
+        self.assertGreater(harness.check_wake_arrows(self, self.run, at_least=100), 0)
 
 
 class Healthy(ScenarioTest):

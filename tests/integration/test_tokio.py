@@ -41,7 +41,7 @@ def traced_tokio_run(variant, duration=3, tracer_args=(), tmpdir=None, trace=Tru
                                *(["-o", trace_path] if trace else ["--no-trace"])],
                               stdout=subprocess.PIPE, stderr=err, text=True)
     try:
-        attached = harness.wait_for(lambda: "tracing pid" in open(err_path).read(), 30)
+        attached = harness.wait_for(lambda: "tracing pid" in harness.read(err_path), 30)
         ex.stdin.write("go\n")
         ex.stdin.flush()
         ex_out, ex_err = ex.communicate(timeout=duration + 60)
@@ -51,26 +51,18 @@ def traced_tokio_run(variant, duration=3, tracer_args=(), tmpdir=None, trace=Tru
             if p.poll() is None:
                 p.kill()
                 p.communicate()
-    with open(err_path) as f:
-        tr_err = f.read()
+    tr_err = harness.read(err_path)
     run = harness.TracedRun(f"tokio{variant}", ex.returncode, ex_out, ex_err, tr.returncode,
                             tr_out, tr_err, trace_path)
     m = APP_LINE.search(ex_out)
     if m:
         run.counts = dict(workers=int(m[1]), tasks=int(m[3]), polls=int(m[4]),
                           wakes=int(m[5]))
-    run.summary = harness.parse_summary(tr_err)
-    run.alerts = harness.parse_alerts(tr_err)
-    run.report = json.loads(tr_out) if tr_out.strip() else {}
-    if os.path.exists(alerts):
-        with open(alerts) as f:
-            run.alert_log = [json.loads(line) for line in f if line.strip()]
     run.attached = attached
-    return run
+    return harness.read_outputs(run, alerts)
 
 
-def polls(run):
-    return [e for e in run.events if e.get("ph") == "X" and e.get("cat") == "poll"]
+polls = harness.polls
 
 
 class TokioBuild(unittest.TestCase):
@@ -155,24 +147,8 @@ class TokioBuild(unittest.TestCase):
             self.assertTrue(next(iter(names)).startswith("tokio_app::"), names)
 
     def test_wake_arrows_go_from_the_wakers_poll(self):
-        slices = defaultdict(list)
-        for p in polls(self.run):
-            slices[p["tid"]].append((p["ts"], p["ts"] + p["dur"], p["args"]["task"]))
-        out = {e["bind_id"]: e for e in self.run.events if e.get("flow_out")
-               and e.get("cat") in ("wake", "spawn")}
-        into = {e["bind_id"]: e for e in polls(self.run) if e.get("flow_in")}
-        self.assertGreater(len(out), 1000)
-        self.assertEqual(set(out), set(into))
-        from_tasks = 0
-        for fid, w in out.items():
-            self.assertEqual(into[fid]["args"]["task"], w["args"]["task"])
-            waker = w["args"].get("waker_task") or w["args"].get("parent")
-            if waker:
-                inside = [t for (b, e, t) in slices[w["tid"]] if b <= w["ts"] <= e]
-                self.assertEqual(inside, [waker], w)
-                from_tasks += 1
         # handle_request wakes backend through the channel, backend answers
-        self.assertGreater(from_tasks, 1000)
+        self.assertGreater(harness.check_wake_arrows(self, self.run, at_least=1000), 1000)
 
     def test_steals(self):
         steals = [e for e in self.run.events if e.get("ph") == "X" and e.get("cat") == "steal"
