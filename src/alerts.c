@@ -156,11 +156,6 @@ static void wall_time(char *buf, size_t size, const struct model *m, uint64_t ts
 		 (unsigned long long)(wall % 1000000000ull / 1000));
 }
 
-static uint64_t rel(const struct model *m, uint64_t ts)
-{
-	return ts > m->t0 ? ts - m->t0 : 0;
-}
-
 void alert__json(struct outbuf *ob, const struct model *m, const struct alert *a)
 {
 	char buf[512];
@@ -171,8 +166,8 @@ void alert__json(struct outbuf *ob, const struct model *m, const struct alert *a
 	ob_key_str(ob, ",\"state\":", a->state == ALERT_END ? "end" : "begin");
 	wall_time(buf, sizeof(buf), m, a->ts);
 	ob_key_str(ob, ",\"time\":", buf);
-	ob_key_u64(ob, ",\"ts_ns\":", rel(m, a->ts));
-	ob_key_u64(ob, ",\"begin_ns\":", rel(m, a->begin_ts));
+	ob_key_u64(ob, ",\"ts_ns\":", model__rel(m, a->ts));
+	ob_key_u64(ob, ",\"begin_ns\":", model__rel(m, a->begin_ts));
 	ob_key_u64(ob, ",\"pid\":", m->pid);
 	ob_key_u64(ob, ",\"count\":", a->count);
 	ob_key_u64(ob, ",\"value_ns\":", a->value_ns);

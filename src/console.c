@@ -74,13 +74,6 @@ static const struct at_worker_stats *prev_worker(const struct console *c, uint32
 	return i < c->prev.nr_workers ? &c->prev.workers[i] : NULL;
 }
 
-static int by_poll_ns(const void *a, const void *b)
-{
-	const struct task_entry *x = a, *y = b;
-
-	return x->s.poll_ns < y->s.poll_ns ? 1 : x->s.poll_ns > y->s.poll_ns ? -1 : 0;
-}
-
 /* Renders the view into buf; returns the number of lines. */
 static int render(struct console *c, struct model *m, const struct stats *st, char *buf,
 		  size_t size)
@@ -163,7 +156,7 @@ static int render(struct console *c, struct model *m, const struct stats *st, ch
 			} else {
 				continue;
 			}
-			qsort(top, nr_top, sizeof(top[0]), by_poll_ns);
+			qsort(top, nr_top, sizeof(top[0]), task_entry__by_poll_ns);
 		}
 		u64map__clear(&before_tasks);
 	}

@@ -102,6 +102,11 @@ void model__apply(struct model *m, const struct at_hdr *ev);
 void model__retire(struct model *m, const struct at_hdr *ev);
 
 struct task *model__task(const struct model *m, uint64_t id);
+/* A timestamp as ns since the trace origin (never negative). */
+static inline uint64_t model__rel(const struct model *m, uint64_t ts)
+{
+	return ts > m->t0 ? ts - m->t0 : 0;
+}
 /* Names every task whose name_addr is addr (a runtime that names tasks by symbols). */
 void model__name(struct model *m, uint64_t addr, const char *name);
 /*

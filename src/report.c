@@ -34,13 +34,6 @@ static double per_sec(uint64_t n, double s)
 	return s > 0 ? (double)n / s : 0;
 }
 
-static int by_poll_ns(const void *a, const void *b)
-{
-	const struct task_entry *x = a, *y = b;
-
-	return x->s.poll_ns < y->s.poll_ns ? 1 : x->s.poll_ns > y->s.poll_ns ? -1 : 0;
-}
-
 /* The tasks with the most poll time, at most max of them (sorted copy). */
 static struct task_entry *top_tasks(const struct stats *st, size_t max, size_t *nr)
 {
@@ -50,7 +43,7 @@ static struct task_entry *top_tasks(const struct stats *st, size_t max, size_t *
 	if (!t)
 		return NULL;
 	memcpy(t, st->tasks, st->nr_tasks * sizeof(*t));
-	qsort(t, st->nr_tasks, sizeof(*t), by_poll_ns);
+	qsort(t, st->nr_tasks, sizeof(*t), task_entry__by_poll_ns);
 	*nr = st->nr_tasks < max ? st->nr_tasks : max;
 	return t;
 }
@@ -218,7 +211,7 @@ static void text_alerts(FILE *out, const struct model *m, const struct detector 
 
 		alert__format(line, sizeof(line), m, a);
 		fprintf(out, "  %8.3f s  #%-4llu %-5s %s\n",
-			(double)(a->ts > m->t0 ? a->ts - m->t0 : 0) / 1e9,
+			(double)model__rel(m, a->ts) / 1e9,
 			(unsigned long long)a->episode, a->state == ALERT_END ? "end" : "begin",
 			line);
 	}

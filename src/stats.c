@@ -14,6 +14,13 @@ void stats__free(struct stats *s)
 	memset(s, 0, sizeof(*s));
 }
 
+int task_entry__by_poll_ns(const void *a, const void *b)
+{
+	const struct task_entry *x = a, *y = b;
+
+	return x->s.poll_ns < y->s.poll_ns ? 1 : x->s.poll_ns > y->s.poll_ns ? -1 : 0;
+}
+
 void stats__totals(const struct stats *s, struct stats_totals *t)
 {
 	memset(t, 0, sizeof(*t));

@@ -44,6 +44,8 @@ struct stats {
 };
 
 void stats__free(struct stats *s);
+/* qsort order: the task with the most poll time first. */
+int task_entry__by_poll_ns(const void *a, const void *b);
 
 /* Totals over every worker. */
 struct stats_totals {

@@ -34,12 +34,6 @@ static inline struct trace_json *tj_of(struct sink *s)
 	return (struct trace_json *)s;
 }
 
-/* Relative timestamps keep the integer part small: no double rounding. */
-static inline uint64_t rel(const struct model *m, uint64_t ts)
-{
-	return ts > m->t0 ? ts - m->t0 : 0;
-}
-
 static void end_event(struct outbuf *ob)
 {
 	ob_puts(ob, "},\n");
@@ -55,7 +49,8 @@ static void begin_event(struct outbuf *ob, const struct model *m, char ph, const
 	ob_puts(ob, "\",\"pid\":");
 	ob_u64(ob, m->pid);
 	ob_puts(ob, ",\"ts\":");
-	ob_us(ob, rel(m, ts));
+	/* relative: the integer part stays small, no double rounding */
+	ob_us(ob, model__rel(m, ts));
 }
 
 static void put_tid(struct outbuf *ob, uint32_t tid)
