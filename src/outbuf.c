@@ -16,7 +16,6 @@ struct outbuf {
 	int err;
 	size_t len;
 	uint64_t bytes;
-	char *path;
 	char buf[OUTBUF_SIZE];
 };
 
@@ -32,8 +31,7 @@ int outbuf__open(struct outbuf **obp, const char *path)
 	if (fd < 0)
 		return -errno;
 	ob = malloc(sizeof(*ob));
-	if (!ob || !(ob->path = strdup(path))) {
-		free(ob);
+	if (!ob) {
 		close(fd);
 		return -ENOMEM;
 	}
@@ -69,23 +67,12 @@ void outbuf__free(struct outbuf *ob)
 	if (!ob)
 		return;
 	close(ob->fd);
-	free(ob->path);
 	free(ob);
-}
-
-int outbuf__error(const struct outbuf *ob)
-{
-	return ob->err;
 }
 
 uint64_t outbuf__bytes(const struct outbuf *ob)
 {
 	return ob->bytes + ob->len;
-}
-
-const char *outbuf__path(const struct outbuf *ob)
-{
-	return ob->path;
 }
 
 static inline void need(struct outbuf *ob, size_t n)

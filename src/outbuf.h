@@ -18,9 +18,7 @@ void outbuf__free(struct outbuf *ob);
 
 /* 0, or the -errno of the first failed write. */
 int outbuf__flush(struct outbuf *ob);
-int outbuf__error(const struct outbuf *ob);
 uint64_t outbuf__bytes(const struct outbuf *ob);
-const char *outbuf__path(const struct outbuf *ob);
 
 void ob_write(struct outbuf *ob, const void *data, size_t len);
 void ob_puts(struct outbuf *ob, const char *s);

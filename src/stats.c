@@ -65,13 +65,6 @@ void hist_delta(struct at_hist *into, const struct at_hist *a, const struct at_h
 		into->slot[i] = a->slot[i] >= b->slot[i] ? a->slot[i] - b->slot[i] : 0;
 }
 
-unsigned hist_slot(uint64_t v)
-{
-	unsigned slot = v ? 63 - (unsigned)__builtin_clzll(v) : 0;
-
-	return slot < AT_HIST_SLOTS ? slot : AT_HIST_SLOTS - 1;
-}
-
 uint64_t hist_percentile(const struct at_hist *h, double p)
 {
 	uint64_t total = hist_count(h), seen = 0, rank;

@@ -67,8 +67,6 @@ void hist_delta(struct at_hist *into, const struct at_hist *a, const struct at_h
 uint64_t hist_percentile(const struct at_hist *h, double p);
 /* The same, never above max when the exact maximum is known (max != 0). */
 uint64_t hist_percentile_max(const struct at_hist *h, double p, uint64_t max);
-/* The slot a value falls in, as the BPF side files it. */
-unsigned hist_slot(uint64_t v);
 
 /* "12us", "3.4ms", "1.20s": a duration in at most 6 characters. */
 void fmt_ns(char *buf, size_t size, uint64_t ns);

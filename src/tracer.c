@@ -501,11 +501,6 @@ const char *tracer__sched_hook(const struct tracer *t)
 	return t->hook == SCHED_HOOK_TP_BTF ? "tp_btf" : "raw_tp";
 }
 
-size_t tracer__nr_links(const struct tracer *t)
-{
-	return t->nr_links + t->nr_multi;
-}
-
 void tracer__free(struct tracer *t)
 {
 	if (!t)

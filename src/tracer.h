@@ -92,7 +92,6 @@ int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64
 /* Sums the per-CPU counters of enum at_stat. */
 int tracer__stats(const struct tracer *t, uint64_t stats[AT_STAT_NR]);
 const char *tracer__sched_hook(const struct tracer *t);
-size_t tracer__nr_links(const struct tracer *t);
 void tracer__free(struct tracer *t);
 
 /* Does the kernel (or path) offer BTF? 0, or -errno with a reason. */
