@@ -491,8 +491,34 @@ void detector__event(struct detector *d, struct model *m, const struct at_hdr *e
 	}
 }
 
-/* Ends the episodes of a map whose last occurrence is older than cutoff. */
-static void end_quiet(struct detector *d, struct u64map *map, uint64_t cutoff)
+static uint64_t episode_last(const void *v)
+{
+	return ((const struct episode *)v)->last_ts;
+}
+
+static void episode_over(struct detector *d, void *v)
+{
+	struct episode *ep = v;
+
+	end(d, ep, ep->last_ts, false);
+}
+
+static uint64_t watch_last(const void *v)
+{
+	return ((const struct task_watch *)v)->ts;
+}
+
+static void watch_over(struct detector *d, void *v)
+{
+	struct task_watch *tw = v;
+
+	end(d, tw->ep, tw->ts, false);
+	free(tw);
+}
+
+/* Takes out of map, and lets over() end, every entry last seen before cutoff. */
+static void sweep(struct detector *d, struct u64map *map, uint64_t cutoff,
+		  uint64_t (*last)(const void *), void (*over)(struct detector *, void *))
 {
 	uint64_t key, keys[64];
 	size_t n;
@@ -501,13 +527,10 @@ static void end_quiet(struct detector *d, struct u64map *map, uint64_t cutoff)
 	do { /* deleting while iterating is not allowed: collect, then delete */
 		n = 0;
 		for (size_t i = 0; n < 64 && u64map__next(map, &i, &key, &val);)
-			if (((struct episode *)val)->last_ts < cutoff)
+			if (last(val) < cutoff)
 				keys[n++] = key;
-		for (size_t i = 0; i < n; i++) {
-			struct episode *ep = u64map__del(map, keys[i]);
-
-			end(d, ep, ep->last_ts, false);
-		}
+		for (size_t i = 0; i < n; i++)
+			over(d, u64map__del(map, keys[i]));
 	} while (n == 64);
 }
 
@@ -515,29 +538,15 @@ void detector__tick(struct detector *d, struct model *m, uint64_t now)
 {
 	uint64_t cutoff = now > d->opts.episode_gap_ns ? now - d->opts.episode_gap_ns : 0;
 	uint64_t stale = now > TASK_WATCH_STALE_NS ? now - TASK_WATCH_STALE_NS : 0;
-	uint64_t key, keys[64];
-	size_t n;
-	void *val;
 
 	(void)m;
-	end_quiet(d, &d->long_polls, cutoff);
+	sweep(d, &d->long_polls, cutoff, episode_last, episode_over);
 	if (d->sched && d->sched->last_ts < cutoff) {
 		end(d, d->sched, d->sched->last_ts, false);
 		d->sched = NULL;
 	}
 	/* Tasks that stopped changing are not sampled any more: let them go. */
-	do {
-		n = 0;
-		for (size_t i = 0; n < 64 && u64map__next(&d->thrash, &i, &key, &val);)
-			if (((struct task_watch *)val)->ts < stale)
-				keys[n++] = key;
-		for (size_t i = 0; i < n; i++) {
-			struct task_watch *tw = u64map__del(&d->thrash, keys[i]);
-
-			end(d, tw->ep, tw->ts, false);
-			free(tw);
-		}
-	} while (n == 64);
+	sweep(d, &d->thrash, stale, watch_last, watch_over);
 }
 
 void detector__finish(struct detector *d, struct model *m, uint64_t now)
