@@ -4,6 +4,7 @@
 #   make test            unit tests, then the root integration tests
 #   make demo            trace the sample executor's "noisy" scenario
 #   make bench           measure the tracer on every scenario (root)
+#   make fuzz            fuzz the capture reader and everything behind it
 #   make V=1             show full commands;  make BUILD=dir  build elsewhere
 #   make VMLINUX_H=path  compile the BPF code against another vmlinux.h
 
@@ -58,7 +59,13 @@ UNIT_BINS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 # Every tracer object but main.o, for linking unit tests against the real code.
 LIB_OBJS    := $(filter-out $(BUILD)/src/main.o,$(TRACER_OBJS))
 
-.PHONY: all clean test test-unit test-integration demo setup bench tokio
+# The fuzzer: the same sources again, with libFuzzer's coverage and sanitizers.
+FUZZ_FLAGS  := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+	       -fno-sanitize-recover=undefined
+FUZZ_OBJS   := $(patsubst src/%.c,$(BUILD)/fuzz/src/%.o,$(filter-out src/main.c,$(TRACER_SRCS)))
+FUZZ_TIME   ?= 60
+
+.PHONY: all clean test test-unit test-integration demo setup bench tokio fuzz fuzz-regress
 .DELETE_ON_ERROR:
 # Keep BPF objects: they are worth inspecting with bpftool and llvm-objdump.
 .SECONDARY:
@@ -149,7 +156,19 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJS) | $(BUILD)/tests
 	$(Q)$(CC) $(CPPFLAGS) -Isrc $(CFLAGS) $(DEPFLAGS) $< $(LIB_OBJS) \
 		$(LDLIBS_TRACER) -lcmocka -o $@
 
-$(BUILD)/src $(BUILD)/executor $(BUILD)/executor-pic $(BUILD)/bpf $(BUILD)/tests:
+$(FUZZ_OBJS): | $(BPF_SKELS)
+
+$(BUILD)/fuzz/src/%.o: src/%.c | $(BUILD)/fuzz/src
+	$(call msg,CC-FUZZ,$@)
+	$(Q)$(CLANG) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -std=gnu11 \
+		-D_GNU_SOURCE $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/fuzz/fuzz_capture: tests/fuzz/fuzz_capture.c $(FUZZ_OBJS) | $(BUILD)/fuzz/src
+	$(call msg,CC-FUZZ,$@)
+	$(Q)$(CLANG) $(CPPFLAGS) -Isrc $(FUZZ_FLAGS) -fsanitize=fuzzer -std=gnu11 \
+		-D_GNU_SOURCE $< $(FUZZ_OBJS) $(LDLIBS_TRACER) -o $@
+
+$(BUILD)/src $(BUILD)/executor $(BUILD)/executor-pic $(BUILD)/bpf $(BUILD)/tests $(BUILD)/fuzz/src:
 	$(Q)mkdir -p $@
 
 # The two entry points of the README: each installs what is missing first.
@@ -162,10 +181,22 @@ demo: setup
 
 # Unit tests need no root: they feed synthetic events to the real code. The
 # trace they write is then held to Perfetto's import rules.
-test-unit: $(UNIT_BINS) $(BUILD)/sample-executor
+test-unit: $(UNIT_BINS) $(BUILD)/sample-executor $(BUILD)/asynctraced fuzz-regress
 	$(Q)set -e; for t in $(UNIT_BINS); do echo "== $$t"; \
 		BUILD=$(BUILD) $$t; done
 	$(Q)$(PYTHON) tests/integration/trace_check.py $(BUILD)/tests/synthetic.json
+	$(Q)BUILD=$(BUILD) $(PYTHON) -m unittest discover -s tests/offline -t . -v
+
+# Every input the fuzzer ever kept (seeds, crashes, hangs), once more.
+fuzz-regress: $(BUILD)/fuzz/fuzz_capture
+	$(Q)echo "== fuzz corpus: $$(ls tests/fuzz/corpus | wc -l) inputs"
+	$(Q)$(BUILD)/fuzz/fuzz_capture -runs=0 tests/fuzz/corpus
+
+# New inputs that reach new code land in tests/fuzz/corpus: commit them.
+fuzz: $(BUILD)/fuzz/fuzz_capture
+	$(Q)mkdir -p $(BUILD)/fuzz/artifacts
+	$(BUILD)/fuzz/fuzz_capture -max_total_time=$(FUZZ_TIME) -max_len=65536 -timeout=10 \
+		-artifact_prefix=$(BUILD)/fuzz/artifacts/ tests/fuzz/corpus
 
 # Integration tests need root: they load BPF and trace real executors.
 test-integration: all tokio
@@ -182,4 +213,4 @@ clean:
 	$(call msg,CLEAN,$(BUILD))
 	$(Q)rm -rf $(BUILD)
 
--include $(wildcard $(BUILD)/src/*.d $(BUILD)/executor/*.d $(BUILD)/executor-pic/*.d $(BUILD)/bpf/*.d $(BUILD)/tests/*.d)
+-include $(wildcard $(BUILD)/src/*.d $(BUILD)/fuzz/src/*.d $(BUILD)/executor/*.d $(BUILD)/executor-pic/*.d $(BUILD)/bpf/*.d $(BUILD)/tests/*.d)

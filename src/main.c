@@ -3,11 +3,14 @@
  * asynctraced: trace an async executor from the outside.
  *
  *   sudo asynctraced -p PID [-d SECONDS] [-o FILE] [--no-trace]
+ *   sudo asynctraced record -p PID -o CAPTURE
+ *        asynctraced convert CAPTURE [-o FILE]    (src/convert.c)
  *
- * Finds the target's asynctrace USDT probes, loads and attaches the BPF
- * programs, and runs the pipeline (ring buffer and map samples -> model ->
- * detectors -> sinks) until interrupted, the duration elapses, or the target
- * exits; then reports.
+ * Finds the target's runtime (asynctrace USDT probes, or tokio), loads and
+ * attaches the BPF programs, and runs the pipeline (ring buffer and map
+ * samples -> model -> detectors -> sinks) until interrupted, the duration
+ * elapses, or the target exits; then reports. `record` sends the same
+ * records to a capture instead of the pipeline.
  */
 #include <errno.h>
 #include <linux/capability.h>
@@ -25,16 +28,15 @@
 
 #include <bpf/libbpf.h>
 
-#include "alerts.h"
-#include "console.h"
+#include "capture.h"
+#include "convert.h"
 #include "discover.h"
 #include "options.h"
-#include "outbuf.h"
+#include "outputs.h"
 #include "pipeline.h"
 #include "report.h"
 #include "sampler.h"
 #include "target.h"
-#include "trace_json.h"
 #include "tracer.h"
 #include "util.h"
 
@@ -77,49 +79,54 @@ struct session {
 	struct pipeline pipe;
 	struct sampler sampler;
 	struct tracer *tracer;
+	struct capture_writer *cap;	/* record: where records go instead */
 	struct stats snap;
 	uint64_t start;
 	uint64_t stop;		/* 0 while tracing */
 	int sfd;
 };
 
+/* record: a record and, the first time they show up, its thread's and task's names. */
+static void capture_record(struct session *s, const struct at_hdr *h, size_t size)
+{
+	uint64_t addr = 0;
+	char buf[AT_TASK_NAME_LEN];
+
+	if (!capture__has_thread(s->cap, h->tid)) {
+		if (target__thread_comm(&s->target, h->tid, buf, CAP_COMM_LEN))
+			snprintf(buf, CAP_COMM_LEN, "tid %u", h->tid);
+		capture__thread(s->cap, h->tid, buf);
+	}
+	if (h->kind == AT_EV_POLL && size >= sizeof(struct at_poll))
+		addr = ((const struct at_poll *)h)->name_addr;
+	else if (h->kind == AT_EV_SPAWN && size >= sizeof(struct at_spawn) &&
+		 !((const struct at_spawn *)h)->name[0])
+		addr = ((const struct at_spawn *)h)->name_addr;
+	else if (h->kind == AT_EV_TASK_SAMPLE && size >= sizeof(struct at_task_sample))
+		addr = ((const struct at_task_sample *)h)->name_addr;
+	if (!capture__has_name(s->cap, addr)) {
+		if (target__read_str(&s->target, addr, buf, sizeof(buf)) == 0 && buf[0])
+			capture__name(s->cap, addr, buf);
+		else
+			capture__no_name(s->cap, addr);
+	}
+	capture__event(s->cap, h, size);
+}
+
 static int on_record(void *ctx, const void *data, size_t size)
 {
-	pipeline__push(ctx, data, size);
+	struct session *s = ctx;
+
+	if (s->cap && size >= sizeof(struct at_hdr))
+		capture_record(s, data, size);
+	else
+		pipeline__push(&s->pipe, data, size);
 	return 0;
 }
 
-static int setup_sinks(struct session *s)
+static void on_sample(void *ctx, const void *rec, size_t size)
 {
-	const struct options *o = s->o;
-	struct console_opts co = {
-		.out = stderr,
-		.live = !o->quiet && (o->live == 1 || (o->live < 0 && isatty(STDERR_FILENO))),
-		.print_alerts = !o->quiet,
-	};
-	struct sink *sink;
-	int err;
-
-	err = console__new(&sink, &co);
-	if (!err)
-		err = pipeline__add_sink(&s->pipe, sink);
-	if (!err && o->alerts) {
-		err = alert_log__new(&sink, o->alerts);
-		if (err) {
-			err_msg("cannot write alerts to '%s': %s\n", o->alerts, strerror(-err));
-			return err;
-		}
-		err = pipeline__add_sink(&s->pipe, sink);
-	}
-	if (!err && o->output) {
-		err = trace_json__new(&sink, o->output);
-		if (err) {
-			err_msg("cannot write trace to '%s': %s\n", o->output, strerror(-err));
-			return err;
-		}
-		err = pipeline__add_sink(&s->pipe, sink);
-	}
-	return err;
+	on_record(ctx, rec, size);
 }
 
 static int attach_usdt(struct session *s)
@@ -240,10 +247,14 @@ static void name_tokio_tasks(struct session *s)
 	const struct tokio_binary *tb = &s->disc.tokio;
 
 	for (size_t i = 0; i < tb->rt.nr; i++)
-		if (tb->rt.sites[i].kind == TOKIO_POLL && tb->rt.sites[i].future)
-			model__name(&s->pipe.model,
-				    discovery__tokio_addr(&s->disc, tb->rt.sites[i].offset),
-				    tb->rt.sites[i].future);
+		if (tb->rt.sites[i].kind == TOKIO_POLL && tb->rt.sites[i].future) {
+			uint64_t addr = discovery__tokio_addr(&s->disc, tb->rt.sites[i].offset);
+
+			if (s->cap)
+				capture__name(s->cap, addr, tb->rt.sites[i].future);
+			else
+				model__name(&s->pipe.model, addr, tb->rt.sites[i].future);
+		}
 }
 
 /* One line: what was found, and what will be attached. */
@@ -281,13 +292,13 @@ static void say_found(const struct session *s)
  */
 static void sample(struct session *s, bool tasks, bool show)
 {
-	if (tracer__snapshot(s->tracer, &s->snap, tasks, s->o->detect.lost_waker_ns))
+	if (tracer__snapshot(s->tracer, &s->snap, tasks, s->o->detect.lost_waker_ns, s->stop))
 		return;
-	sampler__workers(&s->sampler, &s->snap, &s->pipe);
+	sampler__workers(&s->sampler, &s->snap);
 	if (!tasks)
 		return;
-	sampler__tasks(&s->sampler, &s->snap, &s->pipe);
-	if (show)
+	sampler__tasks(&s->sampler, &s->snap);
+	if (show && !s->cap)
 		pipeline__stats(&s->pipe, &s->snap);
 }
 
@@ -304,7 +315,15 @@ static void report_now(struct session *s)
 {
 	struct run_info info;
 
-	tracer__snapshot(s->tracer, &s->snap, true, s->o->detect.lost_waker_ns);
+	if (s->cap) {
+		fill_run_info(s, &info, "still recording");
+		err_msg("recording: %.1f s, %llu records, %.1f MB, %llu dropped\n", info.seconds,
+			(unsigned long long)capture_writer__records(s->cap),
+			(double)capture_writer__bytes(s->cap) / 1e6,
+			(unsigned long long)report__dropped(&info));
+		return;
+	}
+	tracer__snapshot(s->tracer, &s->snap, true, s->o->detect.lost_waker_ns, 0);
 	fill_run_info(s, &info, "still tracing");
 	report__text(stderr, &s->pipe.model, &s->pipe.detector, &s->snap, &info, true);
 }
@@ -354,7 +373,13 @@ static const char *trace_loop(struct session *s, uint64_t deadline)
 		now = now_ns();
 		if (now >= next_tick) {
 			sample(s, ++ticks % TASK_SAMPLE_TICKS == 0, true);
-			pipeline__tick(&s->pipe, now);
+			if (s->cap) {
+				capture__tick(s->cap, now);
+				/* what is recorded survives asynctraced being killed */
+				capture_writer__flush(s->cap);
+			} else {
+				pipeline__tick(&s->pipe, now);
+			}
 			next_tick = now + TICK_NS;
 		}
 		if (deadline && now >= deadline && !why)
@@ -362,6 +387,32 @@ static const char *trace_loop(struct session *s, uint64_t deadline)
 	}
 	close(ep);
 	return why;
+}
+
+/* The capture's first records: the process, its thresholds, tokio's task names. */
+static void begin_capture(struct session *s)
+{
+	const struct detect_opts *d = &s->o->detect;
+	struct cap_process proc = {
+		.hdr.ts = s->start,
+		.pid = (uint32_t)s->o->pid,
+		.runtime = s->disc.kind == RUNTIME_TOKIO ? CAPTURE_RUNTIME_TOKIO : CAPTURE_RUNTIME_USDT,
+		.realtime_offset = s->pipe.model.realtime_offset,
+		.maps_only = s->o->no_trace,
+		.long_poll_ns = d->long_poll_ns,
+		.sched_delay_ns = d->sched_delay_ns,
+		.starve_ns = d->starve_ns,
+		.lost_waker_ns = d->lost_waker_ns,
+		.episode_gap_ns = d->episode_gap_ns,
+		.starve_depth = d->starve_depth,
+		.thrash_rate = d->thrash_rate,
+	};
+
+	snprintf(proc.comm, sizeof(proc.comm), "%s", s->target.comm);
+	capture__begin(s->cap, &proc);
+	if (s->disc.kind == RUNTIME_TOKIO)
+		name_tokio_tasks(s);
+	capture_writer__flush(s->cap);
 }
 
 /* Everything up to attached: each failure says what and exits 1. */
@@ -428,11 +479,19 @@ static int start(struct session *s)
 	s->pipe.model.read_str = target__read_str;
 	s->pipe.model.thread_comm = target__thread_comm;
 	s->pipe.model.target_ctx = &s->target;
-	if (s->disc.kind == RUNTIME_TOKIO)
-		name_tokio_tasks(s);
-	err = setup_sinks(s);
-	if (err)
-		return err;
+	if (o->command == CMD_RECORD) {
+		err = capture_writer__open(&s->cap, o->output);
+		if (err) {
+			err_msg("cannot write capture to '%s': %s\n", o->output, strerror(-err));
+			return err;
+		}
+	} else {
+		if (s->disc.kind == RUNTIME_TOKIO)
+			name_tokio_tasks(s);
+		err = outputs__open(&s->pipe, o, true);
+		if (err)
+			return err;
+	}
 
 	/* Signals arrive through the loop's epoll; a second one kills (see run). */
 	sigemptyset(&sigs);
@@ -446,7 +505,7 @@ static int start(struct session *s)
 	topts.uprobes = s->disc.kind == RUNTIME_TOKIO;
 	topts.tokio_steal_probed = s->disc.tokio.rt.count[TOKIO_STEAL] > 0;
 	topts.tokio_remove_probed = s->disc.tokio.rt.count[TOKIO_REMOVE] > 0;
-	err = tracer__new(&s->tracer, &topts, on_record, &s->pipe);
+	err = tracer__new(&s->tracer, &topts, on_record, s);
 	if (err) {
 		err_msg("failed to load BPF programs: %s%s\n", strerror(-err),
 			verbose ? "" : " (-v shows libbpf's log)");
@@ -459,6 +518,8 @@ static int start(struct session *s)
 	s->pipe.model.last_ts = s->start;
 	s->pipe.model.realtime_offset =
 		(uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec - s->start;
+	if (s->cap)
+		begin_capture(s);
 	err = attach_all(s);
 	if (err) {
 		if (!target__alive(&s->target))
@@ -469,12 +530,31 @@ static int start(struct session *s)
 	return 0;
 }
 
+/* record: the last snapshot and the end record; one line to say what was written. */
+static int finish_capture(struct session *s, const struct run_info *info)
+{
+	const struct options *o = s->o;
+	int err;
+
+	capture__finish(s->cap, &s->snap, info->stats, AT_STAT_NR, s->stop, info->end_reason);
+	err = capture_writer__flush(s->cap);
+	if (err) {
+		err_msg("failed to write '%s': %s\n", o->output, strerror(-err));
+		return EXIT_FAIL;
+	}
+	err_msg("recorded pid %d (%s) for %.2f s, %s: %llu records, %.1f MB in %s; "
+		"%llu dropped\n",
+		o->pid, s->target.comm, info->seconds, info->end_reason,
+		(unsigned long long)capture_writer__records(s->cap),
+		(double)capture_writer__bytes(s->cap) / 1e6, o->output,
+		(unsigned long long)report__dropped(info));
+	return EXIT_OK;
+}
+
 /* stop -> detach -> drain -> sample -> close episodes -> flush -> report */
 static int finish(struct session *s, const char *why)
 {
-	const struct options *o = s->o;
 	struct run_info info;
-	int err, ret = EXIT_OK;
 
 	s->stop = now_ns();
 	tracer__detach(s->tracer);
@@ -482,33 +562,10 @@ static int finish(struct session *s, const char *why)
 		;
 	/* The last state, for the detectors and the report; no live view. */
 	sample(s, true, false);
-	err = pipeline__finish(&s->pipe, now_ns());
-	if (err) {
-		err_msg("failed to write '%s': %s\n", o->output ? o->output : o->alerts,
-			strerror(-err));
-		ret = EXIT_FAIL;
-	}
 	fill_run_info(s, &info, why);
-	if (o->summary == SUMMARY_JSON) {
-		struct outbuf *ob;
-
-		report__text(stderr, &s->pipe.model, &s->pipe.detector, &s->snap, &info, false);
-		err = outbuf__open(&ob, "-");
-		if (!err) {
-			report__json(ob, &s->pipe.model, &s->pipe.detector, &s->snap, &info);
-			err = outbuf__flush(ob);
-			outbuf__free(ob);
-		}
-		if (err) {
-			err_msg("failed to write the summary: %s\n", strerror(-err));
-			ret = EXIT_FAIL;
-		}
-	} else {
-		report__text(stderr, &s->pipe.model, &s->pipe.detector, &s->snap, &info, true);
-	}
-	if (o->output && ret == EXIT_OK)
-		err_msg("wrote %s\n", o->output);
-	return ret;
+	if (s->cap)
+		return finish_capture(s, &info);
+	return outputs__finish(&s->pipe, s->o, now_ns(), &s->snap, &info);
 }
 
 static int run(const struct options *o)
@@ -526,7 +583,7 @@ static int run(const struct options *o)
 			err_msg("cannot inspect pid %d: %s\n", o->pid, strerror(-err));
 		return EXIT_FAIL;
 	}
-	sampler__init(&s.sampler);
+	sampler__init(&s.sampler, on_sample, &s);
 	if (start(&s) == 0) {
 		why = trace_loop(&s, o->duration_ns ? s.start + o->duration_ns : 0);
 		/* From here a second Ctrl-C kills us the default way. */
@@ -539,6 +596,7 @@ static int run(const struct options *o)
 	tracer__free(s.tracer);
 	pipeline__free(&s.pipe);
 	sampler__free(&s.sampler);
+	capture_writer__free(s.cap);
 	stats__free(&s.snap);
 	if (s.sfd >= 0)
 		close(s.sfd);
@@ -565,6 +623,8 @@ int main(int argc, char **argv)
 
 	if (err)
 		return err < 0 ? EXIT_OK : err;
+	if (o.command == CMD_CONVERT)
+		return convert__run(&o);
 	raise_fd_limit();
 	verbose = o.verbose;
 	libbpf_set_print(libbpf_print);

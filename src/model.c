@@ -255,8 +255,14 @@ static void apply_wake(struct model *m, const struct at_wake *e)
 
 static void apply_steal(struct model *m, const struct at_steal *e)
 {
-	struct worker *thief = worker_on(m, e->thief, e->hdr.tid);
-	struct worker *victim = e->victim == AT_WORKER_UNKNOWN ? NULL : worker_get(m, e->victim);
+	struct worker *thief, *victim = NULL;
+
+	/* Both may grow the workers array: the second lookup must not move the first. */
+	if (e->victim != AT_WORKER_UNKNOWN)
+		worker_get(m, e->victim);
+	thief = worker_on(m, e->thief, e->hdr.tid);
+	if (e->victim != AT_WORKER_UNKNOWN)
+		victim = model__worker(m, e->victim);
 
 	m->n.steals++;
 	m->n.stolen += e->count;

@@ -7,20 +7,27 @@
 
 #include "util.h"
 
-#define VERSION "0.2.0"
+#define VERSION "0.3.0"
 
 #define err_msg(...) fprintf(stderr, "asynctraced: " __VA_ARGS__)
 
 static const char usage[] =
-	"usage: asynctraced -p PID [options]\n"
+	"usage: asynctraced -p PID [options]            trace now\n"
+	"       asynctraced record -p PID -o FILE [options]  record a capture\n"
+	"       asynctraced convert FILE [-o TRACE] [options]  trace it later\n"
 	"\n"
 	"Trace the async executor running as PID: every poll, wake, spawn, steal\n"
 	"and park, aggregated in BPF maps, with live alerts and a report, and with\n"
-	"-o a trace for Perfetto.\n"
+	"-o a trace for Perfetto. `record` writes the raw events to a capture as\n"
+	"cheaply as possible; `convert` turns a capture into a trace, alerts and the\n"
+	"report, exactly as tracing live would have.\n"
 	"\n"
-	"  -p, --pid PID            process to trace (required)\n"
+	"  -p, --pid PID            process to trace (trace, record)\n"
 	"  -d, --duration SECONDS   stop after this long (default: until Ctrl-C or exit)\n"
-	"  -o, --output FILE        write a Chrome JSON trace (Perfetto loads it)\n"
+	"  -o, --output FILE        the trace for Perfetto: native protobuf when FILE\n"
+	"                           ends in .pftrace or .perfetto-trace, else Chrome\n"
+	"                           JSON; for record, the capture (required)\n"
+	"      --format FORMAT      the trace's format whatever its name: json or perfetto\n"
 	"      --no-trace           maps only: no per-event traffic, only aggregates and\n"
 	"                           alerts (the production mode)\n"
 	"      --alerts FILE        also write every alert as a JSON line to FILE\n"
@@ -30,7 +37,8 @@ static const char usage[] =
 	"                           stderr is a terminal)\n"
 	"  -q, --quiet              no live view and no alert lines; the report only\n"
 	"\n"
-	"detectors (a time takes ns, us, ms or s; 0 turns a detector off):\n"
+	"detectors (a time takes ns, us, ms or s; 0 turns a detector off; convert\n"
+	"defaults to the values the capture was recorded with):\n"
 	"      --long-poll TIME     a poll at least this long (default 10ms)\n"
 	"      --sched-delay TIME   wake-to-poll delay nothing else explains (default 20ms)\n"
 	"      --starve-depth N     a worker's average queue depth, while another worker\n"
@@ -67,6 +75,8 @@ enum {
 	OPT_ALERTS,
 	OPT_SUMMARY,
 	OPT_LIVE,
+	OPT_FORMAT,
+	OPT_MAX,
 };
 
 static int bad(const char *opt, const char *arg, const char *want)
@@ -90,30 +100,62 @@ static int uint_opt(const char *opt, const char *arg, uint32_t *v)
 	return 0;
 }
 
-static int check(const struct options *o)
+/* Options that make no sense for a command (indexed by option code). */
+static const struct {
+	int opt;
+	const char *name;
+	unsigned not_for; /* 1 << enum command */
+} misplaced[] = {
+	{ 'p', "-p", 1 << CMD_CONVERT },
+	{ 'd', "-d", 1 << CMD_CONVERT },
+	{ OPT_NO_TRACE, "--no-trace", 1 << CMD_CONVERT },
+	{ OPT_RINGBUF, "--ringbuf-size", 1 << CMD_CONVERT },
+	{ OPT_BTF, "--btf", 1 << CMD_CONVERT },
+	{ OPT_SCHED_HOOK, "--sched-hook", 1 << CMD_CONVERT },
+	{ OPT_LIVE, "--live", 1 << CMD_CONVERT | 1 << CMD_RECORD },
+	{ OPT_ALERTS, "--alerts", 1 << CMD_RECORD },
+	{ OPT_SUMMARY, "--summary", 1 << CMD_RECORD },
+	{ OPT_FORMAT, "--format", 1 << CMD_RECORD },
+};
+
+static const char *const command_names[] = { "trace", "record", "convert" };
+
+static int check(const struct options *o, const bool *given)
 {
-	if (!o->pid) {
+	for (size_t i = 0; i < sizeof(misplaced) / sizeof(misplaced[0]); i++) {
+		if (!given[misplaced[i].opt] || !(misplaced[i].not_for & (1u << o->command)))
+			continue;
+		if (o->command == CMD_RECORD)
+			err_msg("%s is for tracing or converting: record writes only the "
+				"capture (asynctraced convert FILE %s ... reads it)\n",
+				misplaced[i].name, misplaced[i].name);
+		else
+			err_msg("%s does not apply to %s\n", misplaced[i].name,
+				command_names[o->command]);
+		return EXIT_USAGE;
+	}
+	if (o->command == CMD_CONVERT) {
+		if (!o->capture) {
+			err_msg("convert needs a capture: asynctraced convert FILE [-o TRACE]\n");
+			return EXIT_USAGE;
+		}
+	} else if (!o->pid) {
 		err_msg("no target: give -p PID\n");
 		fputs(usage, stderr);
 		return EXIT_USAGE;
 	}
-	if (o->output) {
-		const char *dot = strrchr(o->output, '.');
-
-		if (o->no_trace) {
-			err_msg("--no-trace writes no trace: drop -o %s\n", o->output);
-			return EXIT_USAGE;
-		}
-		if (dot && (!strcmp(dot, ".pftrace") || !strcmp(dot, ".perfetto-trace"))) {
-			err_msg("'%s': protobuf output is not implemented yet; "
-				"write a .json trace\n",
-				o->output);
-			return EXIT_USAGE;
-		}
-		if (!strcmp(o->output, "-") && o->summary == SUMMARY_JSON) {
-			err_msg("-o - and --summary json both want standard output\n");
-			return EXIT_USAGE;
-		}
+	if (o->command == CMD_RECORD && !o->output) {
+		err_msg("record needs a file to write: -o FILE\n");
+		return EXIT_USAGE;
+	}
+	if (o->command == CMD_TRACE && o->output && o->no_trace) {
+		err_msg("--no-trace writes no trace: drop -o %s\n", o->output);
+		return EXIT_USAGE;
+	}
+	if (o->command != CMD_RECORD && o->output && !strcmp(o->output, "-") &&
+	    o->summary == SUMMARY_JSON) {
+		err_msg("-o - and --summary json both want standard output\n");
+		return EXIT_USAGE;
 	}
 	return 0;
 }
@@ -124,6 +166,7 @@ int options__parse(int argc, char **argv, struct options *o)
 		{ "pid", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "output", required_argument, NULL, 'o' },
+		{ "format", required_argument, NULL, OPT_FORMAT },
 		{ "no-trace", no_argument, NULL, OPT_NO_TRACE },
 		{ "alerts", required_argument, NULL, OPT_ALERTS },
 		{ "summary", required_argument, NULL, OPT_SUMMARY },
@@ -145,9 +188,20 @@ int options__parse(int argc, char **argv, struct options *o)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct detect_opts *d = &o->detect;
+	bool given[OPT_MAX] = { false };
 	int c, pid, err = 0;
 
 	memset(o, 0, sizeof(*o));
+	if (argc > 1) {
+		for (int i = 0; i < (int)(sizeof(command_names) / sizeof(command_names[0])); i++)
+			if (!strcmp(argv[1], command_names[i]))
+				o->command = (enum command)i;
+		if (o->command != CMD_TRACE || !strcmp(argv[1], "trace")) {
+			argv[1] = argv[0];
+			argv++;
+			argc--;
+		}
+	}
 	o->live = -1;
 	o->ringbuf_bytes = DEFAULT_RINGBUF_BYTES;
 	d->long_poll_ns = DEFAULT_LONG_POLL_NS;
@@ -158,6 +212,8 @@ int options__parse(int argc, char **argv, struct options *o)
 	d->lost_waker_ns = DEFAULT_LOST_WAKER_NS;
 	d->episode_gap_ns = DEFAULT_EPISODE_GAP_NS;
 	while (!err && (c = getopt_long(argc, argv, "p:d:o:qvhV", longopts, NULL)) != -1) {
+		if (c > 0 && c < OPT_MAX)
+			given[c] = true;
 		switch (c) {
 		case 'p':
 			if (parse_int(optarg, 1, INT32_MAX, &pid)) {
@@ -173,6 +229,14 @@ int options__parse(int argc, char **argv, struct options *o)
 			break;
 		case 'o':
 			o->output = optarg;
+			break;
+		case OPT_FORMAT:
+			if (!strcmp(optarg, "json"))
+				o->format = FORMAT_JSON;
+			else if (!strcmp(optarg, "perfetto"))
+				o->format = FORMAT_PERFETTO;
+			else
+				err = bad("--format", optarg, "json or perfetto");
 			break;
 		case OPT_NO_TRACE:
 			o->no_trace = true;
@@ -195,24 +259,31 @@ int options__parse(int argc, char **argv, struct options *o)
 			o->quiet = true;
 			break;
 		case OPT_LONG_POLL:
+			o->detect_given |= GIVEN_LONG_POLL;
 			err = time_opt("--long-poll", optarg, &d->long_poll_ns);
 			break;
 		case OPT_SCHED_DELAY:
+			o->detect_given |= GIVEN_SCHED_DELAY;
 			err = time_opt("--sched-delay", optarg, &d->sched_delay_ns);
 			break;
 		case OPT_STARVE_DEPTH:
+			o->detect_given |= GIVEN_STARVE_DEPTH;
 			err = uint_opt("--starve-depth", optarg, &d->starve_depth);
 			break;
 		case OPT_STARVE_TIME:
+			o->detect_given |= GIVEN_STARVE_TIME;
 			err = time_opt("--starve-time", optarg, &d->starve_ns);
 			break;
 		case OPT_THRASH_RATE:
+			o->detect_given |= GIVEN_THRASH_RATE;
 			err = uint_opt("--thrash-rate", optarg, &d->thrash_rate);
 			break;
 		case OPT_LOST_WAKER:
+			o->detect_given |= GIVEN_LOST_WAKER;
 			err = time_opt("--lost-waker", optarg, &d->lost_waker_ns);
 			break;
 		case OPT_EPISODE_GAP:
+			o->detect_given |= GIVEN_EPISODE_GAP;
 			err = time_opt("--episode-gap", optarg, &d->episode_gap_ns);
 			break;
 		case OPT_RINGBUF:
@@ -250,9 +321,11 @@ int options__parse(int argc, char **argv, struct options *o)
 	}
 	if (err)
 		return err;
+	if (o->command == CMD_CONVERT && optind < argc)
+		o->capture = argv[optind++];
 	if (optind < argc) {
 		err_msg("unexpected argument '%s'\n", argv[optind]);
 		return EXIT_USAGE;
 	}
-	return check(o);
+	return check(o, given);
 }

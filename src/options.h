@@ -17,16 +17,43 @@ enum summary_format {
 	SUMMARY_JSON,
 };
 
+enum trace_format {
+	FORMAT_AUTO = 0,	/* from the output's name */
+	FORMAT_JSON,
+	FORMAT_PERFETTO,
+};
+
+enum command {
+	CMD_TRACE = 0,		/* asynctraced [trace] -p PID */
+	CMD_RECORD,		/* asynctraced record -p PID -o CAPTURE */
+	CMD_CONVERT,		/* asynctraced convert CAPTURE */
+};
+
+/* Bits of options.detect_given: the thresholds given on the command line. */
+enum {
+	GIVEN_LONG_POLL = 1 << 0,
+	GIVEN_SCHED_DELAY = 1 << 1,
+	GIVEN_STARVE_DEPTH = 1 << 2,
+	GIVEN_STARVE_TIME = 1 << 3,
+	GIVEN_THRASH_RATE = 1 << 4,
+	GIVEN_LOST_WAKER = 1 << 5,
+	GIVEN_EPISODE_GAP = 1 << 6,
+};
+
 struct options {
+	enum command command;
+	const char *capture;	/* convert: the capture to read */
 	pid_t pid;
 	uint64_t duration_ns;	/* 0: until stopped */
-	const char *output;	/* trace file, or NULL */
+	const char *output;	/* trace file (record: the capture), or NULL */
+	enum trace_format format;
 	const char *alerts;	/* JSON lines file, or NULL */
 	bool no_trace;		/* maps only */
 	int live;		/* -1: when stderr is a terminal; 0 off; 1 on */
 	bool quiet;
 	enum summary_format summary;
 	struct detect_opts detect;
+	uint32_t detect_given;	/* GIVEN_* */
 	uint64_t ringbuf_bytes;
 	const char *btf_path;
 	enum sched_hook sched_hook;

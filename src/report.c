@@ -42,8 +42,10 @@ static struct task_entry *top_tasks(const struct stats *st, size_t max, size_t *
 	*nr = 0;
 	if (!t)
 		return NULL;
-	memcpy(t, st->tasks, st->nr_tasks * sizeof(*t));
-	qsort(t, st->nr_tasks, sizeof(*t), task_entry__by_poll_ns);
+	if (st->nr_tasks) {
+		memcpy(t, st->tasks, st->nr_tasks * sizeof(*t));
+		qsort(t, st->nr_tasks, sizeof(*t), task_entry__by_poll_ns);
+	}
 	*nr = st->nr_tasks < max ? st->nr_tasks : max;
 	return t;
 }

@@ -3,9 +3,11 @@
 
 #include <string.h>
 
-void sampler__init(struct sampler *s)
+void sampler__init(struct sampler *s, sampler_emit_fn emit, void *ctx)
 {
 	u64map__init(&s->seen);
+	s->emit = emit;
+	s->ctx = ctx;
 }
 
 void sampler__free(struct sampler *s)
@@ -13,9 +15,8 @@ void sampler__free(struct sampler *s)
 	u64map__clear(&s->seen);
 }
 
-void sampler__workers(struct sampler *s, const struct stats *st, struct pipeline *p)
+void sampler__workers(struct sampler *s, const struct stats *st)
 {
-	(void)s;
 	for (uint32_t i = 0; i < st->nr_workers; i++) {
 		const struct at_worker_stats *w = &st->workers[i];
 		const struct at_queue_stats *q = &w->queue;
@@ -39,11 +40,11 @@ void sampler__workers(struct sampler *s, const struct stats *st, struct pipeline
 		e.steals = w->steals;
 		e.wakes = w->wakes;
 		e.self_wakes = w->self_wakes;
-		pipeline__push(p, &e, sizeof(e));
+		s->emit(s->ctx, &e, sizeof(e));
 	}
 }
 
-static void push_task(struct pipeline *p, const struct stats *st, uint64_t id,
+static void push_task(struct sampler *s, const struct stats *st, uint64_t id,
 		      const struct at_task_stats *ts, const struct idle_entry *idle)
 {
 	struct at_task_sample e;
@@ -67,10 +68,10 @@ static void push_task(struct pipeline *p, const struct stats *st, uint64_t id,
 		if (!e.name_addr)
 			e.name_addr = idle->name_addr;
 	}
-	pipeline__push(p, &e, sizeof(e));
+	s->emit(s->ctx, &e, sizeof(e));
 }
 
-void sampler__tasks(struct sampler *s, const struct stats *st, struct pipeline *p)
+void sampler__tasks(struct sampler *s, const struct stats *st)
 {
 	struct u64map idle, seen;
 
@@ -84,14 +85,14 @@ void sampler__tasks(struct sampler *s, const struct stats *st, struct pipeline *
 		const struct idle_entry *ie = u64map__del(&idle, t->id);
 
 		if (ie || (uintptr_t)u64map__get(&s->seen, t->id) != sum)
-			push_task(p, st, t->id, &t->s, ie);
+			push_task(s, st, t->id, &t->s, ie);
 		if (!t->s.done)
 			u64map__set(&seen, t->id, (void *)sum);
 	}
 	/* idle tasks whose statistics the LRU already let go */
 	for (size_t i = 0; i < st->nr_idle; i++)
 		if (u64map__get(&idle, st->idle[i].id))
-			push_task(p, st, st->idle[i].id, NULL, &st->idle[i]);
+			push_task(s, st, st->idle[i].id, NULL, &st->idle[i]);
 	u64map__clear(&idle);
 	u64map__clear(&s->seen);
 	s->seen = seen;

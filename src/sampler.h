@@ -8,19 +8,25 @@
 #ifndef SAMPLER_H
 #define SAMPLER_H
 
-#include "pipeline.h"
+#include <stddef.h>
+
 #include "stats.h"
 #include "u64map.h"
 
+/* Where samples go: the pipeline, or a capture. */
+typedef void (*sampler_emit_fn)(void *ctx, const void *rec, size_t size);
+
 struct sampler {
 	struct u64map seen; /* task -> polls + wakes + 1 at its last sample */
+	sampler_emit_fn emit;
+	void *ctx;
 };
 
-void sampler__init(struct sampler *s);
+void sampler__init(struct sampler *s, sampler_emit_fn emit, void *ctx);
 void sampler__free(struct sampler *s);
 /* One sample per worker. */
-void sampler__workers(struct sampler *s, const struct stats *st, struct pipeline *p);
+void sampler__workers(struct sampler *s, const struct stats *st);
 /* One sample per task that changed since the last call, or idle (st->idle). */
-void sampler__tasks(struct sampler *s, const struct stats *st, struct pipeline *p);
+void sampler__tasks(struct sampler *s, const struct stats *st);
 
 #endif

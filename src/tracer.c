@@ -443,7 +443,8 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 	return 0;
 }
 
-int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64_t idle_min_ns)
+int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64_t idle_min_ns,
+		     uint64_t at)
 {
 	const struct at_worker_stats *w = t->skel->bss->worker_stats;
 	uint32_t n = 0;
@@ -451,7 +452,7 @@ int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64
 
 	stats__free(s);
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	s->ts = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+	s->ts = at ? at : (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
 	s->rt = t->skel->bss->runtime_stats;
 	for (uint32_t i = 0; i < AT_MAX_WORKERS; i++)
 		if (w[i].tid || w[i].polls || w[i].parks || w[i].queue.ts)

@@ -86,9 +86,12 @@ void tracer__detach(struct tracer *t);
  * Reads the aggregates into s (freeing what it held): workers and runtime
  * always (cheap: mmap'd); with tasks, also the per-task statistics, the live
  * tasks that returned Pending and were not woken since (idle at least
- * idle_min_ns), and the steal matrix.
+ * idle_min_ns), and the steal matrix. at: the time the snapshot stands for (0:
+ * now); after tracing stopped, its stop, so that nothing counts as idle for
+ * the time detaching took.
  */
-int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64_t idle_min_ns);
+int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64_t idle_min_ns,
+		     uint64_t at);
 /* Sums the per-CPU counters of enum at_stat. */
 int tracer__stats(const struct tracer *t, uint64_t stats[AT_STAT_NR]);
 const char *tracer__sched_hook(const struct tracer *t);

@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: MIT
+#include "convert.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "capture.h"
+#include "outputs.h"
+#include "pipeline.h"
+#include "replay.h"
+
+#define err_msg(...) fprintf(stderr, "asynctraced: " __VA_ARGS__)
+
+int convert__run(const struct options *o)
+{
+	struct options opts = *o;
+	struct capture_reader *r;
+	struct pipeline pipe;
+	struct replay rp;
+	struct run_info info;
+	char why[256];
+	int err, ret;
+
+	err = capture_reader__open(&r, o->capture, why, sizeof(why));
+	if (err) {
+		err_msg("cannot read capture '%s': %s\n", o->capture, why);
+		return EXIT_FAIL;
+	}
+	err = replay__init(&rp, r, &pipe, &opts.detect, o->detect_given);
+	if (!err)
+		err = outputs__open(&pipe, &opts, false);
+	if (err) {
+		pipeline__free(&pipe);
+		replay__free(&rp);
+		capture_reader__free(r);
+		return EXIT_FAIL;
+	}
+	err = replay__run(&rp, r, &pipe);
+
+	memset(&info, 0, sizeof(info));
+	info.seconds = (double)(rp.stop - pipe.model.t0) / 1e9;
+	info.end_reason = rp.ended ? rp.reason : "capture cut short";
+	info.maps_only = capture_reader__process(r)->maps_only;
+	memcpy(info.stats, rp.counters, sizeof(info.stats));
+	/* What came before any damage is written out all the same. */
+	ret = outputs__finish(&pipe, &opts, rp.stop, &rp.stats, &info);
+	if (err) {
+		err_msg("capture '%s' is damaged %s; converted the %llu records before it\n",
+			o->capture, capture_reader__error(r), (unsigned long long)rp.records);
+		ret = EXIT_FAIL;
+	} else if (!rp.have_stats) {
+		err_msg("capture '%s' holds no snapshot of the maps: the report counts only "
+			"the events\n", o->capture);
+	}
+	pipeline__free(&pipe);
+	replay__free(&rp);
+	capture_reader__free(r);
+	return ret;
+}

@@ -1,0 +1,854 @@
+// SPDX-License-Identifier: MIT
+#include "trace_proto.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alerts.h"
+#include "outbuf.h"
+#include "pb.h"
+#include "u64map.h"
+
+/* Field numbers: docs/trace-format.md, tests/proto/perfetto_trace.proto. */
+enum {
+	TRACE_PACKET = 1,
+
+	PACKET_TIMESTAMP = 8,
+	PACKET_SEQUENCE_ID = 10,
+	PACKET_TRACK_EVENT = 11,
+	PACKET_INTERNED_DATA = 12,
+	PACKET_SEQUENCE_FLAGS = 13,
+	PACKET_TRACK_DESCRIPTOR = 60,
+
+	TRACK_UUID = 1,
+	TRACK_NAME = 2,
+	TRACK_PROCESS = 3,
+	TRACK_THREAD = 4,
+	TRACK_PARENT_UUID = 5,
+	TRACK_COUNTER = 8,
+	TRACK_CHILD_ORDERING = 11,
+	TRACK_SIBLING_ORDER_RANK = 12,
+	TRACK_SIBLING_MERGE_BEHAVIOR = 15,
+
+	PROCESS_PID = 1,
+	PROCESS_NAME = 6,
+	THREAD_PID = 1,
+	THREAD_TID = 2,
+	THREAD_NAME = 5,
+	COUNTER_UNIT = 3,
+
+	EVENT_DEBUG_ANNOTATIONS = 4,
+	EVENT_TYPE = 9,
+	EVENT_NAME_IID = 10,
+	EVENT_TRACK_UUID = 11,
+	EVENT_NAME = 23,
+	EVENT_COUNTER_VALUE = 30,
+	EVENT_FLOW_IDS = 47,
+	EVENT_TERMINATING_FLOW_IDS = 48,
+
+	ANNOTATION_NAME_IID = 1,
+	ANNOTATION_BOOL = 2,
+	ANNOTATION_UINT = 3,
+	ANNOTATION_STRING = 6,
+
+	INTERNED_EVENT_NAMES = 2,
+	INTERNED_ANNOTATION_NAMES = 3,
+	INTERNED_IID = 1,
+	INTERNED_NAME = 2,
+};
+
+enum { SLICE_BEGIN = 1, SLICE_END = 2, INSTANT = 3, COUNTER = 4 };
+enum { SEQ_CLEARED = 1, SEQ_NEEDS_STATE = 2 };
+enum { ORDER_EXPLICIT = 3, MERGE_NEVER = 2, UNIT_COUNT = 2 };
+
+#define SEQUENCE_ID 1
+/* Steal flows get ids of their own, above any wake id. */
+#define STEAL_FLOW_BASE (1ull << 52)
+/* Finished tasks whose tracks new children may still nest under. */
+#define DONE_TASKS 4096
+/* Distinct event names interned; any beyond are written in full. */
+#define MAX_INTERNED 65536
+#define MAX_QUEUES 4096
+
+/* Debug annotation names: interned once, in the first packet. */
+#define ANNOTATIONS(X)                                                                             \
+	X(TASK, "task")                                                                            \
+	X(WORKER, "worker")                                                                        \
+	X(ON_CPU, "on_cpu_ns")                                                                     \
+	X(BLOCKED, "blocked_ns")                                                                   \
+	X(RUNNABLE, "runnable_ns")                                                                 \
+	X(WAKE_DELAY, "wake_delay_ns")                                                             \
+	X(QUEUE_DEPTH, "queue_depth")                                                              \
+	X(RESULT, "result")                                                                        \
+	X(PARENT, "parent")                                                                        \
+	X(WAKER_TASK, "waker_task")                                                                \
+	X(QUEUE, "queue")                                                                          \
+	X(DEPTH, "depth")                                                                          \
+	X(COUNT, "count")                                                                          \
+	X(THIEF, "thief")                                                                          \
+	X(VICTIM, "victim")                                                                        \
+	X(INFERRED, "inferred")                                                                    \
+	X(EPISODE, "episode")                                                                      \
+	X(STATE, "state")                                                                          \
+	X(CAUSE, "cause")                                                                          \
+	X(MESSAGE, "message")
+
+#define ANN_ENUM(id, str) ANN_##id,
+enum annotation { ANN_NONE, ANNOTATIONS(ANN_ENUM) ANN_NR };
+#define ANN_STR(id, str) [ANN_##id] = str,
+static const char *const annotation_names[ANN_NR] = { ANNOTATIONS(ANN_STR) };
+
+/* A task's track: one per task, a new one if its id comes back. */
+struct task_track {
+	uint64_t uuid;
+	uint32_t generation;
+	bool done;
+};
+
+struct interned {
+	uint64_t iid;
+	char name[];
+};
+
+struct trace_proto {
+	struct sink sink;
+	struct outbuf *ob;
+	uint64_t next_uuid;
+	uint64_t process_uuid, runtime_uuid, alerts_uuid, runnable_uuid, inject_uuid;
+	uint64_t task_rank;	/* spawn order of task tracks */
+	struct u64map threads;	/* tid -> uuid */
+	struct u64map tasks;	/* task id -> struct task_track * */
+	struct u64map done;	/* finished task id -> uuid (the last DONE_TASKS) */
+	uint64_t done_ring[DONE_TASKS];
+	size_t done_next;
+	struct u64map names;	/* hash of an event name -> struct interned * */
+	uint64_t next_iid;
+	/* names first used by the packet being built */
+	const struct interned *fresh[4];
+	int nr_fresh;
+	/* queue depth counters: last value written (-1 none) and track */
+	int64_t *depth;
+	uint64_t *depth_uuid;
+	uint32_t nr_depth;
+	int64_t inject_depth;
+	int64_t runnable;	/* sum of every queue's depth, last written */
+	uint64_t steal_seq;
+	struct pb pb;
+};
+
+static inline struct trace_proto *tp_of(struct sink *s)
+{
+	return (struct trace_proto *)s;
+}
+
+/* --- packets ------------------------------------------------------------ */
+
+static void packet_begin(struct trace_proto *tp, uint32_t flags)
+{
+	pb_reset(&tp->pb);
+	pb_begin(&tp->pb, TRACE_PACKET);
+	pb_varint(&tp->pb, PACKET_SEQUENCE_ID, SEQUENCE_ID);
+	if (flags)
+		pb_varint(&tp->pb, PACKET_SEQUENCE_FLAGS, flags);
+	tp->nr_fresh = 0;
+}
+
+static void packet_end(struct trace_proto *tp)
+{
+	struct pb *pb = &tp->pb;
+
+	if (tp->nr_fresh) {
+		pb_begin(pb, PACKET_INTERNED_DATA);
+		for (int i = 0; i < tp->nr_fresh; i++) {
+			pb_begin(pb, INTERNED_EVENT_NAMES);
+			pb_varint(pb, INTERNED_IID, tp->fresh[i]->iid);
+			pb_string(pb, INTERNED_NAME, tp->fresh[i]->name);
+			pb_end(pb);
+		}
+		pb_end(pb);
+	}
+	pb_end(pb);
+	if (!pb->overflow)
+		ob_write(tp->ob, pb->buf, pb->len);
+}
+
+static uint64_t hash_name(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+	return h ? h : 1;
+}
+
+/* The iid of an event name, interning it in this packet if new; 0: write it in full. */
+static uint64_t intern(struct trace_proto *tp, const char *name)
+{
+	uint64_t h = hash_name(name);
+	struct interned *in = u64map__get(&tp->names, h);
+	size_t n;
+
+	if (in)
+		return strcmp(in->name, name) ? 0 : in->iid;
+	if (tp->names.len >= MAX_INTERNED || tp->nr_fresh == (int)(sizeof(tp->fresh) / sizeof(tp->fresh[0])))
+		return 0;
+	n = strlen(name) + 1;
+	in = malloc(sizeof(*in) + n);
+	if (!in)
+		return 0;
+	in->iid = ++tp->next_iid;
+	memcpy(in->name, name, n);
+	if (u64map__set(&tp->names, h, in)) {
+		free(in);
+		return 0;
+	}
+	tp->fresh[tp->nr_fresh++] = in;
+	return in->iid;
+}
+
+/* Starts a packet holding one TrackEvent; close with event_end(). */
+static void event_begin(struct trace_proto *tp, const struct model *m, uint64_t ts, int type,
+			uint64_t track, const char *name)
+{
+	struct pb *pb = &tp->pb;
+	uint64_t iid;
+
+	packet_begin(tp, SEQ_NEEDS_STATE);
+	pb_varint(pb, PACKET_TIMESTAMP, model__rel(m, ts));
+	pb_begin(pb, PACKET_TRACK_EVENT);
+	pb_varint(pb, EVENT_TYPE, (uint64_t)type);
+	pb_varint(pb, EVENT_TRACK_UUID, track);
+	if (!name)
+		return;
+	iid = intern(tp, name);
+	if (iid)
+		pb_varint(pb, EVENT_NAME_IID, iid);
+	else
+		pb_string(pb, EVENT_NAME, name);
+}
+
+static void event_end(struct trace_proto *tp)
+{
+	pb_end(&tp->pb);
+	packet_end(tp);
+}
+
+static void ann_u64(struct trace_proto *tp, enum annotation a, uint64_t v)
+{
+	pb_begin(&tp->pb, EVENT_DEBUG_ANNOTATIONS);
+	pb_varint(&tp->pb, ANNOTATION_NAME_IID, a);
+	pb_varint(&tp->pb, ANNOTATION_UINT, v);
+	pb_end(&tp->pb);
+}
+
+static void ann_bool(struct trace_proto *tp, enum annotation a, bool v)
+{
+	pb_begin(&tp->pb, EVENT_DEBUG_ANNOTATIONS);
+	pb_varint(&tp->pb, ANNOTATION_NAME_IID, a);
+	pb_varint(&tp->pb, ANNOTATION_BOOL, v);
+	pb_end(&tp->pb);
+}
+
+static void ann_str(struct trace_proto *tp, enum annotation a, const char *v)
+{
+	pb_begin(&tp->pb, EVENT_DEBUG_ANNOTATIONS);
+	pb_varint(&tp->pb, ANNOTATION_NAME_IID, a);
+	pb_string(&tp->pb, ANNOTATION_STRING, v);
+	pb_end(&tp->pb);
+}
+
+static void ann_queue(struct trace_proto *tp, int32_t queue)
+{
+	char buf[32];
+
+	if (queue >= 0)
+		snprintf(buf, sizeof(buf), "worker %d", queue);
+	else
+		snprintf(buf, sizeof(buf), "%s", queue == AT_QUEUE_INJECT ? "inject" : "none");
+	ann_str(tp, ANN_QUEUE, buf);
+}
+
+/* --- tracks ------------------------------------------------------------- */
+
+static void track_begin(struct trace_proto *tp, uint64_t uuid, uint64_t parent)
+{
+	packet_begin(tp, 0);
+	pb_begin(&tp->pb, PACKET_TRACK_DESCRIPTOR);
+	pb_varint(&tp->pb, TRACK_UUID, uuid);
+	if (parent)
+		pb_varint(&tp->pb, TRACK_PARENT_UUID, parent);
+}
+
+static void track_end(struct trace_proto *tp)
+{
+	pb_end(&tp->pb);
+	packet_end(tp);
+}
+
+static void rank(struct pb *pb, int64_t r)
+{
+	/* int32: negative ranks are sign-extended to 64 bits on the wire */
+	pb_varint(pb, TRACK_SIBLING_ORDER_RANK, (uint64_t)(int64_t)(int32_t)r);
+}
+
+static uint64_t custom_track(struct trace_proto *tp, const char *name, uint64_t parent,
+			     int64_t order)
+{
+	uint64_t uuid = tp->next_uuid++;
+
+	track_begin(tp, uuid, parent);
+	pb_string(&tp->pb, TRACK_NAME, name);
+	pb_varint(&tp->pb, TRACK_CHILD_ORDERING, ORDER_EXPLICIT);
+	rank(&tp->pb, order);
+	track_end(tp);
+	return uuid;
+}
+
+static uint64_t counter_track(struct trace_proto *tp, const char *name, int64_t order)
+{
+	uint64_t uuid = tp->next_uuid++;
+
+	track_begin(tp, uuid, tp->process_uuid);
+	pb_string(&tp->pb, TRACK_NAME, name);
+	rank(&tp->pb, order);
+	pb_begin(&tp->pb, TRACK_COUNTER);
+	pb_varint(&tp->pb, COUNTER_UNIT, UNIT_COUNT);
+	pb_end(&tp->pb);
+	track_end(tp);
+	return uuid;
+}
+
+/*
+ * The first packets: the sequence's state cleared and the annotation names
+ * interned, then the process, its alerts track, its runtime (the parent of
+ * every task track) and the runnable-tasks counter.
+ */
+static void start(struct trace_proto *tp, const struct model *m)
+{
+	struct pb *pb = &tp->pb;
+
+	packet_begin(tp, SEQ_CLEARED);
+	pb_begin(pb, PACKET_INTERNED_DATA);
+	for (int a = 1; a < ANN_NR; a++) {
+		pb_begin(pb, INTERNED_ANNOTATION_NAMES);
+		pb_varint(pb, INTERNED_IID, (uint64_t)a);
+		pb_string(pb, INTERNED_NAME, annotation_names[a]);
+		pb_end(pb);
+	}
+	pb_end(pb);
+	packet_end(tp);
+
+	tp->process_uuid = tp->next_uuid++;
+	track_begin(tp, tp->process_uuid, 0);
+	pb_begin(pb, TRACK_PROCESS);
+	pb_varint(pb, PROCESS_PID, m->pid);
+	pb_string(pb, PROCESS_NAME, m->comm[0] ? m->comm : "target");
+	pb_end(pb);
+	pb_varint(pb, TRACK_CHILD_ORDERING, ORDER_EXPLICIT);
+	track_end(tp);
+
+	tp->alerts_uuid = custom_track(tp, "alerts", tp->process_uuid, -3);
+	tp->runtime_uuid = custom_track(tp, "tasks", tp->process_uuid, -2);
+	tp->runnable_uuid = counter_track(tp, "runnable tasks", -1);
+}
+
+/* A thread's track, declared the first time the thread shows up. */
+static uint64_t thread_track(struct trace_proto *tp, struct model *m, uint32_t tid)
+{
+	uint64_t uuid = (uintptr_t)u64map__get(&tp->threads, tid);
+	const struct thread *th;
+	char name[64];
+
+	if (uuid || !tid)
+		return uuid;
+	th = model__thread(m, tid);
+	uuid = tp->next_uuid++;
+	if (th && th->worker >= 0)
+		snprintf(name, sizeof(name), "worker %d (%s)", th->worker, th->comm);
+	else
+		snprintf(name, sizeof(name), "%s", th ? th->comm : "thread");
+	track_begin(tp, uuid, tp->process_uuid);
+	pb_begin(&tp->pb, TRACK_THREAD);
+	pb_varint(&tp->pb, THREAD_PID, m->pid);
+	pb_varint(&tp->pb, THREAD_TID, tid);
+	pb_string(&tp->pb, THREAD_NAME, name);
+	pb_end(&tp->pb);
+	/* Workers first, in worker order; other threads after them. */
+	rank(&tp->pb, th && th->worker >= 0 ? th->worker : 100000 + (int64_t)(tid % 1000000));
+	track_end(tp);
+	u64map__set(&tp->threads, tid, (void *)(uintptr_t)uuid);
+	return uuid;
+}
+
+static uint64_t task_track(struct trace_proto *tp, struct model *m, uint64_t id, int nesting);
+
+/* The track a new task nests under: its parent's when known, else the runtime's. */
+static uint64_t parent_track(struct trace_proto *tp, struct model *m, uint64_t parent,
+			     int nesting)
+{
+	struct task_track *pt;
+	uint64_t done;
+
+	if (!parent)
+		return tp->runtime_uuid;
+	pt = u64map__get(&tp->tasks, parent);
+	if (pt && !pt->done)
+		return pt->uuid;
+	done = (uintptr_t)u64map__get(&tp->done, parent);
+	if (done)
+		return done;
+	/* A parent met for the first time: declared first, if the model knows it. */
+	if (!pt && nesting < 16 && model__task(m, parent))
+		return task_track(tp, m, parent, nesting + 1);
+	return tp->runtime_uuid;
+}
+
+/* A task's track, declared at its first poll (when its name is best known). */
+static uint64_t task_track(struct trace_proto *tp, struct model *m, uint64_t id, int nesting)
+{
+	struct task_track *tt = u64map__get(&tp->tasks, id);
+	const struct task *t = model__task(m, id);
+	uint64_t parent;
+	char name[AT_TASK_NAME_LEN + 48];
+
+	if (tt && !tt->done)
+		return tt->uuid;
+	if (!tt) {
+		tt = calloc(1, sizeof(*tt));
+		if (!tt || u64map__set(&tp->tasks, id, tt)) {
+			free(tt);
+			return tp->runtime_uuid;
+		}
+	}
+	tt->generation++;
+	tt->done = false;
+	parent = parent_track(tp, m, t ? t->parent : 0, nesting);
+	tt->uuid = tp->next_uuid++;
+	/* Unique names: ids keep same-named tasks apart, generations reused ids. */
+	if (tt->generation == 1)
+		snprintf(name, sizeof(name), "%s #%llu", t ? t->name : "task",
+			 (unsigned long long)id);
+	else
+		snprintf(name, sizeof(name), "%s #%llu/%u", t ? t->name : "task",
+			 (unsigned long long)id, tt->generation);
+	track_begin(tp, tt->uuid, parent);
+	pb_string(&tp->pb, TRACK_NAME, name);
+	pb_varint(&tp->pb, TRACK_CHILD_ORDERING, ORDER_EXPLICIT);
+	rank(&tp->pb, (int64_t)(++tp->task_rank % 0x7fffffff));
+	pb_varint(&tp->pb, TRACK_SIBLING_MERGE_BEHAVIOR, MERGE_NEVER);
+	track_end(tp);
+	return tt->uuid;
+}
+
+/* A task returned Ready: its track is closed; children may still nest under it. */
+static void task_done(struct trace_proto *tp, uint64_t id)
+{
+	struct task_track *tt = u64map__del(&tp->tasks, id);
+	uint64_t old;
+
+	if (!tt)
+		return;
+	old = tp->done_ring[tp->done_next];
+	if (old)
+		u64map__del(&tp->done, old);
+	tp->done_ring[tp->done_next] = id;
+	tp->done_next = (tp->done_next + 1) % DONE_TASKS;
+	u64map__set(&tp->done, id, (void *)(uintptr_t)tt->uuid);
+	free(tt);
+}
+
+/* --- counters ----------------------------------------------------------- */
+
+static void counter(struct trace_proto *tp, const struct model *m, uint64_t ts, uint64_t track,
+		    int64_t v)
+{
+	event_begin(tp, m, ts, COUNTER, track, NULL);
+	pb_varint(&tp->pb, EVENT_COUNTER_VALUE, (uint64_t)v);
+	event_end(tp);
+}
+
+static int64_t *depth_slot(struct trace_proto *tp, const struct model *m, int32_t queue,
+			   uint64_t **uuid)
+{
+	char name[48];
+
+	if (queue == AT_QUEUE_INJECT) {
+		if (!tp->inject_uuid)
+			tp->inject_uuid = counter_track(tp, "queue depth: inject", 100000000);
+		*uuid = &tp->inject_uuid;
+		return &tp->inject_depth;
+	}
+	if (queue < 0 || queue >= MAX_QUEUES)
+		return NULL;
+	if ((uint32_t)queue >= tp->nr_depth) {
+		uint32_t n = (uint32_t)queue + 1;
+		int64_t *d = realloc(tp->depth, n * sizeof(*d));
+		uint64_t *u;
+
+		if (!d)
+			return NULL;
+		tp->depth = d;
+		u = realloc(tp->depth_uuid, n * sizeof(*u));
+		if (!u)
+			return NULL;
+		tp->depth_uuid = u;
+		for (uint32_t i = tp->nr_depth; i < n; i++) {
+			d[i] = -1;
+			u[i] = 0;
+		}
+		tp->nr_depth = n;
+	}
+	if (!tp->depth_uuid[queue]) {
+		snprintf(name, sizeof(name), "queue depth: worker %d", queue);
+		tp->depth_uuid[queue] = counter_track(tp, name, 100000000 + queue + 1);
+	}
+	(void)m;
+	*uuid = &tp->depth_uuid[queue];
+	return &tp->depth[queue];
+}
+
+/* A queue's depth, and the runnable total, when they changed since last written. */
+static void queue_depth(struct trace_proto *tp, const struct model *m, uint64_t ts,
+			int32_t queue, uint32_t depth)
+{
+	uint64_t *uuid;
+	int64_t *last = depth_slot(tp, m, queue, &uuid);
+
+	if (!last || *last == depth)
+		return;
+	tp->runnable += depth - (*last < 0 ? 0 : *last);
+	*last = depth;
+	counter(tp, m, ts, *uuid, depth);
+	counter(tp, m, ts, tp->runnable_uuid, tp->runnable);
+}
+
+/* --- events ------------------------------------------------------------- */
+
+/*
+ * A wake (or spawn) as an instant: inside the waker's poll on its task track
+ * when a task woke it, else on the waking thread. With a flow when linked: its
+ * poll came, and terminates it.
+ */
+static void write_wake(struct trace_proto *tp, struct model *m, const struct at_wake *w,
+		       bool linked)
+{
+	const struct task *t = model__task(m, w->task);
+	const struct task_track *waker = w->waker_task ? u64map__get(&tp->tasks, w->waker_task)
+						       : NULL;
+	bool spawn = w->hdr.kind == AT_EV_SPAWN;
+	uint64_t track = waker && !waker->done ? waker->uuid : thread_track(tp, m, w->hdr.tid);
+	char name[AT_TASK_NAME_LEN + 16];
+
+	if (!track)
+		track = tp->runtime_uuid;
+	snprintf(name, sizeof(name), "%s %s", spawn ? "spawn" : "wake", t ? t->name : "task");
+	event_begin(tp, m, w->hdr.ts, INSTANT, track, name);
+	ann_u64(tp, ANN_TASK, w->task);
+	if (w->waker_task)
+		ann_u64(tp, spawn ? ANN_PARENT : ANN_WAKER_TASK, w->waker_task);
+	ann_queue(tp, w->queue);
+	ann_u64(tp, ANN_DEPTH, w->depth);
+	if (linked)
+		pb_fixed64(&tp->pb, EVENT_FLOW_IDS, w->wake_id);
+	event_end(tp);
+}
+
+static void on_poll(struct trace_proto *tp, struct model *m, const struct at_poll *p)
+{
+	struct task *t = model__task(m, p->task);
+	bool linked = p->wake_id && t && t->pending.wake_id == p->wake_id;
+	uint64_t end = p->hdr.ts + p->duration_ns, begin = p->hdr.ts;
+	uint64_t thread = thread_track(tp, m, p->hdr.tid);
+	uint64_t task = task_track(tp, m, p->task, 0);
+	const char *name = t ? t->name : "task";
+
+	if (linked)
+		write_wake(tp, m, &t->pending, true);
+	queue_depth(tp, m, p->hdr.ts, (int32_t)p->worker, p->depth);
+
+	/* The CPU view: the poll on its worker thread. */
+	if (thread) {
+		event_begin(tp, m, p->hdr.ts, SLICE_BEGIN, thread, name);
+		ann_u64(tp, ANN_TASK, p->task);
+		event_end(tp);
+		event_begin(tp, m, end, SLICE_END, thread, NULL);
+		event_end(tp);
+	}
+
+	/*
+	 * The task view, where the details are. A poll_end may come a little
+	 * after the task's next poll began on another worker (docs/usdt-abi.md):
+	 * begin no earlier than the previous poll's end, so slices never overlap.
+	 */
+	if (t && t->last_end > begin)
+		begin = t->last_end < end ? t->last_end : end;
+	event_begin(tp, m, begin, SLICE_BEGIN, task, name);
+	ann_u64(tp, ANN_TASK, p->task);
+	ann_u64(tp, ANN_WORKER, p->worker);
+	ann_u64(tp, ANN_ON_CPU, p->oncpu_ns);
+	ann_u64(tp, ANN_BLOCKED, p->blocked_ns);
+	ann_u64(tp, ANN_RUNNABLE, p->runnable_ns);
+	if (p->wake_ts && p->wake_ts <= p->hdr.ts)
+		ann_u64(tp, ANN_WAKE_DELAY, p->hdr.ts - p->wake_ts);
+	ann_u64(tp, ANN_QUEUE_DEPTH, p->depth);
+	ann_str(tp, ANN_RESULT, p->ready ? "ready" : "pending");
+	if (linked)
+		pb_fixed64(&tp->pb, EVENT_TERMINATING_FLOW_IDS, p->wake_id);
+	event_end(tp);
+	event_begin(tp, m, end, SLICE_END, task, NULL);
+	event_end(tp);
+
+	if (p->requeue >= 0)
+		queue_depth(tp, m, end, p->requeue, p->requeue_depth);
+	if (p->ready)
+		task_done(tp, p->task);
+}
+
+static void on_wake(struct trace_proto *tp, struct model *m, const struct at_wake *w)
+{
+	struct task *t = model__task(m, w->task);
+
+	if (w->queue != AT_QUEUE_NONE)
+		queue_depth(tp, m, w->hdr.ts, w->queue, w->depth);
+	if (!w->wake_id) {
+		write_wake(tp, m, w, false);
+		return;
+	}
+	/* Linked wakes wait for their poll; one still pending lost its poll. */
+	if (t && t->pending.wake_id)
+		write_wake(tp, m, &t->pending, false);
+}
+
+static void on_spawn(struct trace_proto *tp, struct model *m, const struct at_spawn *s)
+{
+	struct task *t = model__task(m, s->task);
+	struct task_track *tt = u64map__get(&tp->tasks, s->task);
+
+	/* An id that comes back is a new task: it gets a new track. */
+	if (tt)
+		tt->done = true;
+	queue_depth(tp, m, s->hdr.ts, s->queue, s->depth);
+	if (t && t->pending.wake_id)
+		write_wake(tp, m, &t->pending, false);
+	if (!s->wake_id) {
+		struct at_wake w = {
+			.hdr = s->hdr,
+			.task = s->task,
+			.waker_task = s->parent,
+			.waker_worker = -1,
+			.queue = s->queue,
+			.depth = s->depth,
+		};
+
+		write_wake(tp, m, &w, false);
+	}
+}
+
+static void on_steal(struct trace_proto *tp, struct model *m, const struct at_steal *s)
+{
+	bool inferred = s->flags & AT_STEAL_INFERRED;
+	bool known = s->victim != AT_WORKER_UNKNOWN;
+	const struct worker *victim = known ? model__worker(m, s->victim) : NULL;
+	uint64_t flow = STEAL_FLOW_BASE + ++tp->steal_seq;
+	uint64_t from = victim && victim->tid ? thread_track(tp, m, victim->tid) : 0;
+	uint64_t to = thread_track(tp, m, s->hdr.tid);
+	char name[64];
+
+	if (!to)
+		return;
+	if (from) {
+		snprintf(name, sizeof(name), "%s by worker %u",
+			 inferred ? "taken (inferred)" : "stolen", s->thief);
+		event_begin(tp, m, s->hdr.ts, INSTANT, from, name);
+		ann_u64(tp, ANN_COUNT, s->count);
+		if (!inferred)
+			ann_u64(tp, ANN_DEPTH, s->victim_depth);
+		pb_fixed64(&tp->pb, EVENT_FLOW_IDS, flow);
+		event_end(tp);
+	}
+	if (known)
+		snprintf(name, sizeof(name), "steal%s from worker %u", inferred ? " (inferred)" : "",
+			 s->victim);
+	else
+		snprintf(name, sizeof(name), "steal%s from another worker",
+			 inferred ? " (inferred)" : "");
+	/* One nanosecond later, so the flow always starts before it ends. */
+	event_begin(tp, m, s->hdr.ts + 1, INSTANT, to, name);
+	ann_u64(tp, ANN_COUNT, s->count);
+	ann_u64(tp, ANN_THIEF, s->thief);
+	if (known)
+		ann_u64(tp, ANN_VICTIM, s->victim);
+	ann_bool(tp, ANN_INFERRED, inferred);
+	if (!inferred)
+		ann_u64(tp, ANN_DEPTH, s->thief_depth);
+	if (from)
+		pb_fixed64(&tp->pb, EVENT_TERMINATING_FLOW_IDS, flow);
+	event_end(tp);
+	/* An inferred steal knows no depths: the counters keep theirs. */
+	if (!inferred && known)
+		queue_depth(tp, m, s->hdr.ts, (int32_t)s->victim, s->victim_depth);
+	if (!inferred)
+		queue_depth(tp, m, s->hdr.ts, (int32_t)s->thief, s->thief_depth);
+}
+
+static void on_park(struct trace_proto *tp, struct model *m, const struct at_park *p)
+{
+	uint64_t thread = thread_track(tp, m, p->hdr.tid);
+
+	if (!thread)
+		return;
+	event_begin(tp, m, p->hdr.ts, SLICE_BEGIN, thread, "parked");
+	ann_u64(tp, ANN_WORKER, p->worker);
+	event_end(tp);
+	event_begin(tp, m, p->hdr.ts + p->duration_ns, SLICE_END, thread, NULL);
+	event_end(tp);
+}
+
+static void tp_event(struct sink *s, struct model *m, const struct at_hdr *ev)
+{
+	struct trace_proto *tp = tp_of(s);
+
+	if (!tp->process_uuid)
+		start(tp, m);
+	switch (ev->kind) {
+	case AT_EV_POLL:
+		on_poll(tp, m, (const struct at_poll *)ev);
+		break;
+	case AT_EV_WAKE:
+		on_wake(tp, m, (const struct at_wake *)ev);
+		break;
+	case AT_EV_SPAWN:
+		on_spawn(tp, m, (const struct at_spawn *)ev);
+		break;
+	case AT_EV_STEAL:
+		on_steal(tp, m, (const struct at_steal *)ev);
+		break;
+	case AT_EV_PARK:
+		on_park(tp, m, (const struct at_park *)ev);
+		break;
+	}
+}
+
+static void tp_alert(struct sink *s, struct model *m, const struct alert *a)
+{
+	struct trace_proto *tp = tp_of(s);
+	char msg[512], name[AT_TASK_NAME_LEN + 64];
+	bool is_end = a->state == ALERT_END;
+
+	if (!tp->process_uuid)
+		start(tp, m);
+	alert__format(msg, sizeof(msg), m, a);
+	if (a->task)
+		snprintf(name, sizeof(name), "%s%s: %s #%llu", alert_kind_str(a->kind),
+			 is_end ? " over" : "", a->task_name, (unsigned long long)a->task);
+	else if (a->worker >= 0)
+		snprintf(name, sizeof(name), "%s%s: worker %d", alert_kind_str(a->kind),
+			 is_end ? " over" : "", a->worker);
+	else
+		snprintf(name, sizeof(name), "%s%s", alert_kind_str(a->kind), is_end ? " over" : "");
+	/* A beginning is marked where the problem began, an end where it ended. */
+	event_begin(tp, m, is_end ? a->ts : a->begin_ts, INSTANT, tp->alerts_uuid, NULL);
+	pb_string(&tp->pb, EVENT_NAME, name);
+	ann_u64(tp, ANN_EPISODE, a->episode);
+	ann_str(tp, ANN_STATE, is_end ? "end" : "begin");
+	if (a->task)
+		ann_u64(tp, ANN_TASK, a->task);
+	if (a->worker >= 0)
+		ann_u64(tp, ANN_WORKER, (uint64_t)a->worker);
+	if (a->kind == ALERT_LONG_POLL)
+		ann_str(tp, ANN_CAUSE, poll_cause_str(a->cause));
+	ann_str(tp, ANN_MESSAGE, msg);
+	event_end(tp);
+}
+
+static void tp_tick(struct sink *s, struct model *m)
+{
+	(void)m;
+	/* Streamed: what is written survives the tracer being killed. */
+	outbuf__flush(tp_of(s)->ob);
+}
+
+static int tp_finish(struct sink *s, struct model *m)
+{
+	struct trace_proto *tp = tp_of(s);
+	uint64_t key;
+	void *val;
+
+	if (!tp->process_uuid)
+		start(tp, m);
+	/* Wakes whose poll never came still belong in the trace. */
+	for (size_t i = 0; u64map__next(&m->tasks, &i, &key, &val);) {
+		struct task *t = val;
+
+		if (t->pending.wake_id)
+			write_wake(tp, m, &t->pending, false);
+	}
+	return outbuf__flush(tp->ob);
+}
+
+static void tp_free(struct sink *s)
+{
+	struct trace_proto *tp = tp_of(s);
+	uint64_t key;
+	void *val;
+
+	outbuf__free(tp->ob);
+	for (size_t i = 0; u64map__next(&tp->tasks, &i, &key, &val);)
+		free(val);
+	for (size_t i = 0; u64map__next(&tp->names, &i, &key, &val);)
+		free(val);
+	u64map__clear(&tp->tasks);
+	u64map__clear(&tp->done);
+	u64map__clear(&tp->names);
+	u64map__clear(&tp->threads);
+	free(tp->depth);
+	free(tp->depth_uuid);
+	free(tp);
+}
+
+static const struct sink_ops trace_proto_ops = {
+	.name = "perfetto",
+	.event = tp_event,
+	.alert = tp_alert,
+	.tick = tp_tick,
+	.finish = tp_finish,
+	.free = tp_free,
+};
+
+int trace_proto__new(struct sink **s, const char *path)
+{
+	struct trace_proto *tp = calloc(1, sizeof(*tp));
+	int err;
+
+	if (!tp)
+		return -ENOMEM;
+	err = outbuf__open(&tp->ob, path);
+	if (err) {
+		free(tp);
+		return err;
+	}
+	tp->sink.ops = &trace_proto_ops;
+	tp->next_uuid = 1;
+	tp->inject_depth = -1;
+	u64map__init(&tp->threads);
+	u64map__init(&tp->tasks);
+	u64map__init(&tp->done);
+	u64map__init(&tp->names);
+	/* Created at once: an unwritable path fails before tracing starts. */
+	err = outbuf__flush(tp->ob);
+	if (err) {
+		tp_free(&tp->sink);
+		return err;
+	}
+	*s = &tp->sink;
+	return 0;
+}
+
+bool trace_proto__wanted(const char *path)
+{
+	const char *dot = path ? strrchr(path, '.') : NULL;
+
+	return dot && (!strcmp(dot, ".pftrace") || !strcmp(dot, ".perfetto-trace"));
+}

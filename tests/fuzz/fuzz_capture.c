@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libFuzzer target: any bytes as a capture, through the reader, the replay,
+ * the model and detectors, both trace writers, the alert log and both
+ * reports. Whatever the bytes, nothing may crash, hang or leak (ASan and
+ * UBSan watch); a damaged capture must simply be refused.
+ *
+ *   make fuzz                      fuzz for FUZZ_TIME seconds (default 60)
+ *   build/fuzz/fuzz_capture -runs=0 tests/fuzz/corpus   replay the corpus
+ */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "alerts.h"
+#include "capture.h"
+#include "console.h"
+#include "outbuf.h"
+#include "pipeline.h"
+#include "replay.h"
+#include "report.h"
+#include "trace_json.h"
+#include "trace_proto.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static FILE *devnull;
+
+static void add(struct pipeline *p, int err, struct sink *s)
+{
+	if (!err)
+		pipeline__add_sink(p, s);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct detect_opts opts = { 0 };
+	struct console_opts co = { 0 };
+	struct capture_reader *r;
+	struct pipeline p;
+	struct replay rp;
+	struct run_info info = { 0 };
+	struct outbuf *ob;
+	struct sink *s;
+	char err[256];
+
+	if (!devnull)
+		devnull = fopen("/dev/null", "w");
+	if (capture_reader__open_mem(&r, data, size, err, sizeof(err)))
+		return 0;
+	if (replay__init(&rp, r, &p, &opts, 0)) {
+		capture_reader__free(r);
+		return 0;
+	}
+	co.out = devnull;
+	co.print_alerts = true;
+	add(&p, console__new(&s, &co), s);
+	add(&p, alert_log__new(&s, "/dev/null"), s);
+	add(&p, trace_json__new(&s, "/dev/null"), s);
+	add(&p, trace_proto__new(&s, "/dev/null"), s);
+	replay__run(&rp, r, &p);
+	pipeline__finish(&p, rp.stop);
+	info.seconds = (double)(rp.stop - p.model.t0) / 1e9;
+	info.end_reason = rp.ended ? rp.reason : "cut";
+	report__text(devnull, &p.model, &p.detector, &rp.stats, &info, true);
+	if (!outbuf__open(&ob, "/dev/null")) {
+		report__json(ob, &p.model, &p.detector, &rp.stats, &info);
+		outbuf__free(ob);
+	}
+	pipeline__free(&p);
+	replay__free(&rp);
+	capture_reader__free(r);
+	return 0;
+}
