@@ -19,6 +19,8 @@
  * short capture.
  */
 #define CAPTURE_TOP_TASKS 256
+/* The reader gives the pages it read back to the kernel this often. */
+#define RELEASE_BYTES (8u << 20)
 /* Distinct names and threads a capture resolves; beyond, they stay unnamed. */
 #define CAPTURE_MAX_NAMES 65536
 #define CAPTURE_MAX_THREADS 65536
@@ -238,6 +240,7 @@ struct capture_reader {
 	size_t off;
 	void *map;		/* the mmap'd file, if any */
 	size_t map_len;
+	size_t released;	/* bytes of the map given back: memory stays flat */
 	bool started;		/* past the process record */
 	bool ended;
 	struct cap_process proc;
@@ -290,6 +293,21 @@ static const char *check_record(const struct at_hdr *h)
 	return NULL;
 }
 
+/*
+ * Gives back the pages of the map already read (all but the one the current
+ * record starts in): a long capture converts in the memory of a short one.
+ */
+static void release(struct capture_reader *r)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t upto = (r->off - 65536) & ~(page - 1);
+
+	if (upto <= r->released)
+		return;
+	madvise((char *)r->map + r->released, upto - r->released, MADV_DONTNEED);
+	r->released = upto;
+}
+
 int capture_reader__next(struct capture_reader *r, const struct at_hdr **rec, size_t *size)
 {
 	const uint8_t *p = r->data + r->off;
@@ -326,6 +344,8 @@ int capture_reader__next(struct capture_reader *r, const struct at_hdr **rec, si
 	}
 	r->off += h.size;
 	r->ended = h.kind == AT_CAP_END;
+	if (r->map && r->off - r->released >= RELEASE_BYTES)
+		release(r);
 	*rec = (const struct at_hdr *)p;
 	*size = h.size;
 	return 1;

@@ -324,9 +324,10 @@ packet { trusted_packet_sequence_id: 1 track_event {
                            input=trace_bytes(good_packets()), capture_output=True)
         self.assertEqual(r.returncode, 0, r.stderr)
         text = r.stdout.decode()
-        for needle in ("type: TYPE_SLICE_BEGIN", "sibling_merge_behavior: "
-                       "SIBLING_MERGE_BEHAVIOR_NONE", "unit: UNIT_COUNT", "child_ordering: EXPLICIT",
-                       "terminating_flow_ids: 18446744073709551615", "name: \"poll child\""):
+        for needle in ("type: TYPE_SLICE_BEGIN",
+                       "sibling_merge_behavior: SIBLING_MERGE_BEHAVIOR_NONE",
+                       "unit: UNIT_COUNT", "child_ordering: EXPLICIT",
+                       "terminating_flow_ids: 18446744073709551615", 'name: "poll child"'):
             self.assertIn(needle, text)
 
 
@@ -348,6 +349,11 @@ class MalformedWire(Base):
         "truncated fixed32": b"\x0a\x03\x45\x01\x02",
         "field number 0": b"\x0a\x02\x00\x01",
         "field number 0 ": b"\x00\x01",
+        "truncated length": b"\x0a",                         # a packet tag, no length
+        "truncated length ": b"\x0a\x01\x5a\x0a\x00",          # track_event tag, no length
+        # Unknown fields are skipped, but must still fit:
+        "truncated fixed64 ": b"\x0a\x03\x19\x00\x00",
+        "runs past the end ": b"\x0a\x03\x1a\x05\x00",
     }
 
     def test_cases(self):
@@ -359,6 +365,12 @@ class MalformedWire(Base):
     def test_protoc_fails_on_them(self):
         problems = self.protoc(b"\x0a\x09\x40\x01")
         self.assertTrue(any("protoc exited with" in p for p in problems), problems)
+
+    def test_protoc_missing_is_a_problem(self):
+        with tempfile.NamedTemporaryFile(suffix=".pftrace") as f:
+            problems = pc.protoc_check(f.name, PROTO, protoc="/nonexistent/protoc")
+        self.assertEqual(len(problems), 1)
+        self.assertIn("not found", problems[0])
 
     def test_empty_file_is_an_empty_trace(self):
         self.assertEqual(list(pc.decode(b"")), [])
@@ -391,6 +403,17 @@ class UnknownFields(Base):
         data = trace_bytes(good_packets()) + tag(2, 0) + varint(1)
         self.assertIn("trace: unknown field 2 (varint)", pc.check(pc.decode(data)))
         self.assertTrue(self.protoc(data))
+
+    def test_protoc_problems_are_capped(self):
+        packets = good_packets()
+        for p in packets[8:11]:
+            p["track_event"][99] = 1
+        with tempfile.NamedTemporaryFile(suffix=".pftrace") as f:
+            f.write(trace_bytes(packets))
+            f.flush()
+            problems = pc.protoc_check(f.name, PROTO, protoc=PROTOC, limit=2)
+        self.assertEqual(len(problems), 3, problems)
+        self.assertEqual(problems[2], "protoc: 1 more unknown fields not shown")
 
     def test_fixed32_is_skipped_and_reported(self):
         data = trace_bytes(good_packets())
