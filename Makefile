@@ -205,6 +205,7 @@ test-integration: all tokio
 # Numbers, not pass/fail: see docs/performance.md.
 bench: all tokio
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/scenarios.py 5
+	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/convert.py 3
 
 setup:
 	$(Q)scripts/setup.sh

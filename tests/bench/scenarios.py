@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Runs every scenario of the sample executor, and the tokio test program,
-three ways, side by side in one run: untraced, traced with a full trace
-written to disk, and traced in maps-only mode (--no-trace). Prints, per run: the executor's poll rate and
+four ways, side by side in one run: untraced, traced with a full trace
+written to disk, traced in maps-only mode (--no-trace), and recorded to a
+capture (asynctraced record). Prints, per run: the executor's poll rate and
 its own CPU time per poll (what tracing adds to the target), the tracer's CPU
 and peak memory, the events that crossed the ring buffer and the drops.
 
@@ -21,7 +22,7 @@ import time
 BUILD = os.environ.get("BUILD", "build")
 SCENARIOS = ["healthy", "noisy", "blocking", "starve", "thrash", "fanout", "lost", "delay",
              "tokio"]
-MODES = ["untraced", "full", "maps"]
+MODES = ["untraced", "full", "maps", "record"]
 
 
 def read(path):
@@ -57,7 +58,10 @@ def run(scenario, mode, seconds, tmp):
     if mode != "untraced":
         err_path = os.path.join(tmp, "tracer.err")
         targs = [f"{BUILD}/asynctraced", "-p", str(ex.pid), "-q"]
-        targs += ["-o", trace] if mode == "full" else ["--no-trace"]
+        if mode == "record":
+            targs = [f"{BUILD}/asynctraced", "record", "-p", str(ex.pid), "-o", trace]
+        else:
+            targs += ["-o", trace] if mode == "full" else ["--no-trace"]
         with open(err_path, "w") as err:
             tr = subprocess.Popen(targs, stderr=err, text=True)
         if scenario == "tokio":
@@ -76,8 +80,12 @@ def run(scenario, mode, seconds, tmp):
         err = read(err_path)
         r["tracer_cpu"] = 100 * tr_cpu / seconds
         r["rss"] = rss
-        r["events_s"] = int(re.search(r"events\s+(\d+)", err).group(1)) / seconds
-        r["dropped"] = int(re.search(r"dropped\s+(\d+)", err).group(1))
+        if mode == "record":  # "... N records, X MB in FILE; D dropped"
+            r["events_s"] = int(re.search(r"(\d+) records", err).group(1)) / seconds
+            r["dropped"] = int(re.search(r"(\d+) dropped", err).group(1))
+        else:
+            r["events_s"] = int(re.search(r"events\s+(\d+)", err).group(1)) / seconds
+            r["dropped"] = int(re.search(r"dropped\s+(\d+)", err).group(1))
         if os.path.exists(trace):
             os.unlink(trace)
     return r
