@@ -25,3 +25,6 @@ record noisy noisy 200 1.2
 record fanout fanout 100 1
 record lost lost 100 1.5
 record starve-maps starve 150 1.5 --no-trace
+record thrash-maps thrash 500 1 --no-trace
+record delay-maps delay 300 1.5 --no-trace
+record blocking-maps blocking 200 1.2 --no-trace

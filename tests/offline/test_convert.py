@@ -28,6 +28,9 @@ EXPECTED_ALERTS = {
     "fanout": set(),
     "lost": {"lost-waker"},
     "starve-maps": {"starvation"},
+    "thrash-maps": {"waker-thrash"},
+    "delay-maps": {"scheduling-delay"},
+    "blocking-maps": {"long-poll"},
 }
 FULL = ["noisy", "fanout", "lost"]  # recorded with every event (not --no-trace)
 COUNTS = re.compile(r"(\w+)=([\d.]+)")
@@ -96,9 +99,21 @@ class Converted(unittest.TestCase):
                 with open(paths["alerts"]) as f:
                     alerts = [json.loads(line) for line in f]
                 self.assertEqual({a["kind"] for a in alerts}, want)
-                # one episode each, begun and ended
-                self.assertEqual(collections.Counter(a["state"] for a in alerts),
-                                 {"begin": len(want), "end": len(want)} if want else {})
+                # every episode begun is ended (thrash: one per thrashing task)
+                begun = {a["episode"] for a in alerts if a["state"] == "begin"}
+                self.assertEqual(begun, {a["episode"] for a in alerts if a["state"] == "end"})
+                if name != "thrash-maps":
+                    self.assertEqual(len(begun), len(want))
+
+    def test_long_poll_causes(self):
+        """The culprit named, and what its time went to, from maps-only captures too."""
+        for name, cause in (("noisy", "cpu-bound"), ("blocking-maps", "blocked")):
+            with self.subTest(name):
+                paths, _ = self.run_of(name)
+                with open(paths["alerts"]) as f:
+                    begin = [json.loads(line) for line in f][0]
+                self.assertEqual(begin["cause"], cause)
+                self.assertEqual(begin["task"]["name"], name.split("-")[0])
 
     def test_json_trace_follows_importer_rules(self):
         for name in FULL:
