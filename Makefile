@@ -185,6 +185,7 @@ test-unit: $(UNIT_BINS) $(BUILD)/sample-executor $(BUILD)/asynctraced fuzz-regre
 	$(Q)set -e; for t in $(UNIT_BINS); do echo "== $$t"; \
 		BUILD=$(BUILD) $$t; done
 	$(Q)$(PYTHON) tests/integration/trace_check.py $(BUILD)/tests/synthetic.json
+	$(Q)$(PYTHON) tests/integration/pftrace_check.py $(BUILD)/tests/synthetic.pftrace
 	$(Q)BUILD=$(BUILD) $(PYTHON) -m unittest discover -s tests/offline -t . -v
 
 # Every input the fuzzer ever kept (seeds, crashes, hangs), once more.

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * A synthetic event stream through the real pipeline: model, detector, alert
- * sink and JSON writer. The trace it writes, $BUILD/tests/synthetic.json, is
- * then checked against Perfetto's import rules by `make test-unit`.
+ * sink and both trace writers. The traces it writes ($BUILD/tests/synthetic.json
+ * and .pftrace) are then checked against Perfetto's import rules by
+ * `make test-unit`.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 
 #include "pipeline.h"
 #include "trace_json.h"
+#include "trace_proto.h"
 
 #define T0 1000000000ull
 #define MS 1000000ull
@@ -121,15 +123,18 @@ static void synthetic_stream(void **state)
 	const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
 	char path[512];
 	struct pipeline p;
-	struct sink *json;
+	struct sink *json, *proto;
 	char *out;
 
-	snprintf(path, sizeof(path), "%s/tests/synthetic.json", build);
 	assert_int_equal(pipeline__init(&p, 4242, "sample", T0, &opts), 0);
 	p.model.thread_comm = thread_comm;
+	snprintf(path, sizeof(path), "%s/tests/synthetic.pftrace", build);
+	assert_int_equal(trace_proto__new(&proto, path), 0);
+	snprintf(path, sizeof(path), "%s/tests/synthetic.json", build);
 	assert_int_equal(trace_json__new(&json, path), 0);
 	pipeline__add_sink(&p, &c.sink);
 	pipeline__add_sink(&p, json);
+	pipeline__add_sink(&p, proto);
 
 	push_spawn(&p, 200, T0 + 1 * US, 1, "noisy", 1);
 	push_spawn(&p, 200, T0 + 2 * US, 2, "blocking", 2);
