@@ -51,7 +51,8 @@ static void usage(FILE *out)
 		"  --scenario NAME         workload to run (see below)\n"
 		"  --duration SECONDS      how long to run; fractions allowed (2.5)\n"
 		"  --workers N             worker threads (default: online CPUs)\n"
-		"  --rate R                scenario load knob, integer > 0 (see below)\n"
+		"  --rate R                scenario load knob, integer > 0 (see below);\n"
+		"                          max: as fast as the scenario can go\n"
 		"  --wait-traced [TIMEOUT] before the workload, wait until a tracer\n"
 		"                          has attached all 7 probes (default 30 s)\n"
 		"  -h, --help              show this help\n"
@@ -64,7 +65,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"\n"
 		"Output: sample-executor: scenario=NAME workers=N duration=S.SS tasks=T\n"
-		"        polls=P wakes=W steals=S stolen=X parks=K\n"
+		"        polls=P wakes=W steals=S stolen=X parks=K polls_per_s=R\n"
 		"Exit status: 0 ok, 1 runtime failure, 2 usage error.\n");
 }
 
@@ -166,8 +167,10 @@ static void parse_args(int argc, char **argv, struct options *o)
 			have_duration = true;
 		} else if (strcmp(arg, "--workers") == 0) {
 			o->workers = parse_count(arg, value, MAX_WORKERS);
+		} else if (strcmp(value, "max") == 0) {
+			o->rate = RATE_MAX;
 		} else {
-			o->rate = parse_count(arg, value, UINT32_MAX);
+			o->rate = parse_count(arg, value, UINT32_MAX - 1);
 		}
 	}
 
@@ -288,6 +291,8 @@ int main(int argc, char **argv)
 	}
 	if (!o.rate)
 		o.rate = sc->default_rate;
+	if (o.rate == RATE_MAX)
+		o.rate = sc->max_rate;
 	if (o.rate > sc->max_rate)
 		usage_error("--rate: %u is out of range for %s (1..%u: %s)",
 			    o.rate, sc->name, sc->max_rate, sc->rate_help);
@@ -346,10 +351,11 @@ int main(int argc, char **argv)
 	rt_get_stats(&st);
 	printf("sample-executor: scenario=%s workers=%u duration=%.2f "
 	       "tasks=%llu polls=%llu wakes=%llu steals=%llu stolen=%llu "
-	       "parks=%llu\n",
+	       "parks=%llu polls_per_s=%.0f\n",
 	       sc->name, o.workers, (double)elapsed / NSEC_PER_SEC,
 	       (unsigned long long)st.tasks, (unsigned long long)st.polls,
 	       (unsigned long long)st.wakes, (unsigned long long)st.steals,
-	       (unsigned long long)st.stolen, (unsigned long long)st.parks);
+	       (unsigned long long)st.stolen, (unsigned long long)st.parks,
+	       elapsed ? (double)st.polls * NSEC_PER_SEC / (double)elapsed : 0.0);
 	return fflush(stdout) == 0 ? 0 : 1;
 }

@@ -10,6 +10,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* --rate max: as fast as the scenario can go (its max_rate is RATE_MAX). */
+#define RATE_MAX UINT32_MAX
+
 struct scenario {
 	const char *name;
 	const char *summary;        /* one line, for --help */
@@ -57,5 +60,8 @@ void lost_start(unsigned rate);
 
 /* scenario_fanout.c */
 void fanout_start(unsigned rate);
+
+/* scenario_spin.c */
+void spin_start(unsigned rate);
 
 #endif /* SE_SCENARIO_H */

@@ -108,6 +108,17 @@ const struct scenario scenarios[] = {
 		.start = background_start,
 		.cleanup = background_cleanup,
 	},
+	{
+		.name = "spin",
+		.summary = "the benchmark: 16 tasks that each do 2 us of work per poll, then\n"
+			   "            wake themselves",
+		.rate_help = "polls per second, or max",
+		.default_rate = 100000,
+		.max_rate = RATE_MAX,
+		.steal = true,
+		.unpark_on_local_push = true,
+		.start = spin_start,
+	},
 };
 
 const unsigned nscenarios = ARRAY_SIZE(scenarios);
