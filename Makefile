@@ -95,13 +95,13 @@ $(BUILD)/sample-executor-shared: $(BUILD)/executor/main.o $(BUILD)/libsample-exe
 TOKIO_DIR  := tests/tokio
 TOKIO_SRCS := $(wildcard $(TOKIO_DIR)/src/*.rs) $(TOKIO_DIR)/Cargo.toml $(TOKIO_DIR)/Cargo.lock
 TOKIO_APPS := $(BUILD)/tokio-app $(BUILD)/tokio-app-lto $(BUILD)/tokio-app-v0 \
-	      $(BUILD)/tokio-app-stripped $(BUILD)/tokio-many
+	      $(BUILD)/tokio-app-stripped $(BUILD)/tokio-many $(BUILD)/tokio-spin
 CARGO_BUILD = cd $(TOKIO_DIR) && RUSTC=$(RUSTC) RUSTFLAGS="$(TOKIO_RUSTFLAGS)" \
 	      $(CARGO) build --offline --quiet
 
 tokio: $(TOKIO_APPS)
 
-$(BUILD)/tokio-app: $(TOKIO_SRCS) $(TOKIO_DIR)/src/bin/tokio-many.rs
+$(BUILD)/tokio-app: $(TOKIO_SRCS) $(wildcard $(TOKIO_DIR)/src/bin/*.rs)
 	$(call msg,CARGO,$@)
 	$(Q)$(CARGO_BUILD) --release --bins --target-dir $(abspath $(BUILD))/cargo/legacy
 	$(Q)cp $(BUILD)/cargo/legacy/release/tokio-app $@
@@ -109,6 +109,10 @@ $(BUILD)/tokio-app: $(TOKIO_SRCS) $(TOKIO_DIR)/src/bin/tokio-many.rs
 # 200 future types, 400 raw::poll instances: built with tokio-app.
 $(BUILD)/tokio-many: $(BUILD)/tokio-app
 	$(Q)cp $(BUILD)/cargo/legacy/release/tokio-many $@
+
+# The benchmark workload (make bench): built with tokio-app.
+$(BUILD)/tokio-spin: $(BUILD)/tokio-app
+	$(Q)cp $(BUILD)/cargo/legacy/release/tokio-spin $@
 
 $(BUILD)/tokio-app-lto: $(TOKIO_SRCS)
 	$(call msg,CARGO,$@)

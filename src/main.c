@@ -105,7 +105,8 @@ static void capture_record(struct session *s, const struct at_hdr *h, size_t siz
 	else if (h->kind == AT_EV_TASK_SAMPLE && size >= sizeof(struct at_task_sample))
 		addr = ((const struct at_task_sample *)h)->name_addr;
 	if (!capture__has_name(s->cap, addr)) {
-		if (target__read_str(&s->target, addr, buf, sizeof(buf)) == 0 && buf[0])
+		if (s->disc.kind == RUNTIME_USDT &&
+		    target__read_str(&s->target, addr, buf, sizeof(buf)) == 0 && buf[0])
 			capture__name(s->cap, addr, buf);
 		else
 			capture__no_name(s->cap, addr);
@@ -257,6 +258,13 @@ static void name_tokio_tasks(struct session *s)
 		}
 }
 
+static const char *mode_str(const struct options *o)
+{
+	if (o->empty_programs)
+		return "empty programs (the floor: nothing is recorded)";
+	return o->no_trace ? "maps only" : "full trace";
+}
+
 /* One line: what was found, and what will be attached. */
 static void say_found(const struct session *s)
 {
@@ -266,7 +274,7 @@ static void say_found(const struct session *s)
 		err_msg("tracing pid %d (%s): %zu asynctrace probes in %s, sched_switch via %s, "
 			"%s; Ctrl-C to stop\n",
 			s->o->pid, s->target.comm, s->disc.nr, s->disc.sites[0].target_path,
-			tracer__sched_hook(s->tracer), s->o->no_trace ? "maps only" : "full trace");
+			tracer__sched_hook(s->tracer), mode_str(s->o));
 		return;
 	}
 	err_msg("tracing pid %d (%s): tokio in %s (%s mangling): %zu raw::poll instances "
@@ -283,7 +291,7 @@ static void say_found(const struct session *s)
 		rt->count[TOKIO_STEAL] ? "steal_into probed"
 				       : "steal_into inlined: steals inferred from migrations",
 		rt->count[TOKIO_REMOVE] ? "" : ", remove inlined: completions and lost wakers not seen",
-		tracer__sched_hook(s->tracer), s->o->no_trace ? "maps only" : "full trace");
+		tracer__sched_hook(s->tracer), mode_str(s->o));
 }
 
 /*
@@ -428,6 +436,7 @@ static int start(struct session *s)
 		.long_poll_ns = o->detect.long_poll_ns,
 		.sched_delay_ns = o->detect.sched_delay_ns,
 		.starve_depth = o->detect.starve_depth,
+		.empty_programs = o->empty_programs,
 	};
 	struct timespec rt;
 	sigset_t sigs;
@@ -476,7 +485,9 @@ static int start(struct session *s)
 	}
 
 	pipeline__init(&s->pipe, (uint32_t)o->pid, s->target.comm, now_ns(), &o->detect);
-	s->pipe.model.read_str = target__read_str;
+	/* USDT runtimes pass name strings; tokio's name_addr is code, named from symbols. */
+	if (s->disc.kind == RUNTIME_USDT)
+		s->pipe.model.read_str = target__read_str;
 	s->pipe.model.thread_comm = target__thread_comm;
 	s->pipe.model.target_ctx = &s->target;
 	if (o->command == CMD_RECORD) {

@@ -53,6 +53,8 @@ static const char usage[] =
 	"      --ringbuf-size SIZE  ring buffer size (default 16M; power of two)\n"
 	"      --btf FILE           kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
 	"      --sched-hook HOOK    sched_switch via auto, tp_btf or raw_tp (default auto)\n"
+	"      --empty-programs     benchmarks: attach empty BPF programs to the same\n"
+	"                           probes and record nothing (the cost floor)\n"
 	"  -v, --verbose            say what is found and attached; show libbpf's log\n"
 	"  -h, --help               this help\n"
 	"  -V, --version            version\n"
@@ -76,6 +78,7 @@ enum {
 	OPT_SUMMARY,
 	OPT_LIVE,
 	OPT_FORMAT,
+	OPT_EMPTY_PROGRAMS,
 	OPT_MAX,
 };
 
@@ -112,6 +115,7 @@ static const struct {
 	{ OPT_RINGBUF, "--ringbuf-size", 1 << CMD_CONVERT },
 	{ OPT_BTF, "--btf", 1 << CMD_CONVERT },
 	{ OPT_SCHED_HOOK, "--sched-hook", 1 << CMD_CONVERT },
+	{ OPT_EMPTY_PROGRAMS, "--empty-programs", 1 << CMD_CONVERT | 1 << CMD_RECORD },
 	{ OPT_LIVE, "--live", 1 << CMD_CONVERT | 1 << CMD_RECORD },
 	{ OPT_ALERTS, "--alerts", 1 << CMD_RECORD },
 	{ OPT_SUMMARY, "--summary", 1 << CMD_RECORD },
@@ -148,6 +152,10 @@ static int check(const struct options *o, const bool *given)
 		err_msg("record needs a file to write: -o FILE\n");
 		return EXIT_USAGE;
 	}
+	if (o->empty_programs && o->output) {
+		err_msg("--empty-programs records nothing: drop -o %s\n", o->output);
+		return EXIT_USAGE;
+	}
 	if (o->command == CMD_TRACE && o->output && o->no_trace) {
 		err_msg("--no-trace writes no trace: drop -o %s\n", o->output);
 		return EXIT_USAGE;
@@ -182,6 +190,7 @@ int options__parse(int argc, char **argv, struct options *o)
 		{ "ringbuf-size", required_argument, NULL, OPT_RINGBUF },
 		{ "btf", required_argument, NULL, OPT_BTF },
 		{ "sched-hook", required_argument, NULL, OPT_SCHED_HOOK },
+		{ "empty-programs", no_argument, NULL, OPT_EMPTY_PROGRAMS },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -304,6 +313,9 @@ int options__parse(int argc, char **argv, struct options *o)
 				o->sched_hook = SCHED_HOOK_RAW_TP;
 			else
 				err = bad("--sched-hook", optarg, "auto, tp_btf or raw_tp");
+			break;
+		case OPT_EMPTY_PROGRAMS:
+			o->empty_programs = true;
 			break;
 		case 'v':
 			o->verbose = true;

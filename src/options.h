@@ -58,6 +58,7 @@ struct options {
 	const char *btf_path;
 	enum sched_hook sched_hook;
 	bool verbose;
+	bool empty_programs;	/* benchmarks: the floor */
 };
 
 /* 0 to run; EXIT_USAGE after a message; -1 when done (--help, --version). */

@@ -17,6 +17,7 @@
 
 struct tracer {
 	struct asynctraced_bpf *skel;
+	bool empty;		/* the floor: empty programs at the same points */
 	struct ring_buffer *rb;
 	struct bpf_link **links;
 	size_t nr_links;
@@ -74,8 +75,8 @@ struct link_create_uprobe_multi {
 	__u32 pid;
 };
 
-static struct bpf_program *uprobe_prog(struct asynctraced_bpf *skel, enum tracer_uprobe which,
-				       bool *ret)
+static struct bpf_program *uprobe_prog(struct asynctraced_bpf *skel, bool empty,
+				       enum tracer_uprobe which, bool *ret)
 {
 	const struct {
 		struct bpf_program *prog;
@@ -92,7 +93,42 @@ static struct bpf_program *uprobe_prog(struct asynctraced_bpf *skel, enum tracer
 	};
 
 	*ret = table[which].ret;
+	if (empty)
+		return *ret ? skel->progs.floor_uretprobe : skel->progs.floor_uprobe;
 	return table[which].prog;
+}
+
+/* The sched_switch program for a hook, real or empty. */
+static struct bpf_program *sched_prog(struct asynctraced_bpf *skel, bool empty,
+				      enum sched_hook hook)
+{
+	if (hook == SCHED_HOOK_TP_BTF)
+		return empty ? skel->progs.floor_sched_switch : skel->progs.handle_sched_switch;
+	return empty ? skel->progs.floor_sched_switch_raw : skel->progs.handle_sched_switch_raw;
+}
+
+/*
+ * Which programs load: the real ones, or (empty) the floor's; of either,
+ * the one sched_switch hook asked for.
+ */
+static int choose_programs(struct asynctraced_bpf *skel, bool empty, enum sched_hook hook)
+{
+	struct bpf_program *prog;
+	int err = 0;
+
+	bpf_object__for_each_program(prog, skel->obj) {
+		bool floor = !strncmp(bpf_program__name(prog), "floor_", 6);
+
+		if (!err)
+			err = bpf_program__set_autoload(prog, floor == empty);
+	}
+	if (!err)
+		err = bpf_program__set_autoload(sched_prog(skel, empty, SCHED_HOOK_TP_BTF),
+						hook == SCHED_HOOK_TP_BTF);
+	if (!err)
+		err = bpf_program__set_autoload(sched_prog(skel, empty, SCHED_HOOK_RAW_TP),
+						hook == SCHED_HOOK_RAW_TP);
+	return err;
 }
 
 static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sched_hook hook,
@@ -115,16 +151,12 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	skel->rodata->tokio_remove_probed = o->tokio_remove_probed;
 	err = bpf_map__set_max_entries(skel->maps.events, (__u32)o->ringbuf_bytes);
 	if (!err)
-		err = bpf_program__set_autoload(skel->progs.handle_sched_switch,
-						hook == SCHED_HOOK_TP_BTF);
-	if (!err)
-		err = bpf_program__set_autoload(skel->progs.handle_sched_switch_raw,
-						hook == SCHED_HOOK_RAW_TP);
+		err = choose_programs(skel, o->empty_programs, hook);
 	for (int u = 0; multi && !err && u <= UPROBE_TOKIO_STEAL_RET; u++) {
 		bool ret;
 
-		err = bpf_program__set_expected_attach_type(uprobe_prog(skel, u, &ret),
-							    AT_BPF_TRACE_UPROBE_MULTI);
+		err = bpf_program__set_expected_attach_type(
+			uprobe_prog(skel, o->empty_programs, u, &ret), AT_BPF_TRACE_UPROBE_MULTI);
 	}
 	if (!err)
 		err = asynctraced_bpf__load(skel);
@@ -135,6 +167,7 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	t->skel = skel;
 	t->hook = hook;
 	t->multi = multi;
+	t->empty = o->empty_programs;
 	return 0;
 }
 
@@ -192,11 +225,7 @@ static int add_link(struct tracer *t, struct bpf_link *link)
 
 int tracer__attach_sched(struct tracer *t)
 {
-	struct bpf_program *prog = t->hook == SCHED_HOOK_TP_BTF
-					   ? t->skel->progs.handle_sched_switch
-					   : t->skel->progs.handle_sched_switch_raw;
-
-	return add_link(t, bpf_program__attach(prog));
+	return add_link(t, bpf_program__attach(sched_prog(t->skel, t->empty, t->hook)));
 }
 
 static struct bpf_program *usdt_prog(struct tracer *t, const char *probe)
@@ -216,7 +245,7 @@ static struct bpf_program *usdt_prog(struct tracer *t, const char *probe)
 
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
 		if (!strcmp(table[i].probe, probe))
-			return table[i].prog;
+			return t->empty ? t->skel->progs.floor_usdt : table[i].prog;
 	return NULL;
 }
 
@@ -263,7 +292,7 @@ int tracer__attach_uprobes(struct tracer *t, enum tracer_uprobe which, const cha
 			   const uint64_t *offsets, const uint64_t *cookies, size_t n)
 {
 	bool ret;
-	struct bpf_program *prog = uprobe_prog(t->skel, which, &ret);
+	struct bpf_program *prog = uprobe_prog(t->skel, t->empty, which, &ret);
 
 	if (!n)
 		return 0;

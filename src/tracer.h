@@ -43,6 +43,8 @@ struct tracer_opts {
 	bool tokio_steal_probed;
 	/* tokio: OwnedTasks::remove is probed, so completions are known */
 	bool tokio_remove_probed;
+	/* the floor: empty programs at the same attach points, nothing recorded */
+	bool empty_programs;
 };
 
 /* The uprobe programs, for runtimes probed at their own functions. */

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""What tracing costs, against the physical floor, side by side in one run.
+
+Two targets at their highest poll rate: the sample executor's `spin`
+scenario (--rate max) and tokio-spin (a real tokio runtime). Each runs four
+ways, interleaved over several rounds (the machine is shared and noisy):
+
+  untraced   the target alone
+  floor      asynctraced --empty-programs: empty BPF programs on exactly the
+             same probes and hooks; what is left is the probe traps themselves
+  maps       asynctraced --no-trace: aggregates in BPF maps, no event traffic
+  full       asynctraced -o FILE.pftrace: every event, written as protobuf
+
+Per mode (the median of the rounds): polls per second, the target's own CPU
+time per poll (user + system: the traps and BPF programs run in the target's
+context), what that adds per poll over untraced, that as a multiple of what
+the floor adds, the throughput against untraced, the tracer's CPU and peak
+memory, its events per second and drops.
+
+Then the sustained run: spin held at the poll rate that makes the given
+event rate (default 250k events/s) for the given time (default 60 s) in
+full-trace mode, the trace streamed to /dev/null; it reports drops and the
+tracer's memory at the start and at the end.
+
+A benchmark: it prints numbers and ratios and asserts nothing
+(docs/performance.md records them).
+
+Usage: sudo python3 tests/bench/overhead.py [--seconds S] [--rounds N]
+                                             [--sustain-seconds S] [--sustain-rate EV/S]
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+
+BUILD = os.environ.get("BUILD", "build")
+TRACER = os.path.join(BUILD, "asynctraced")
+MODES = ["untraced", "floor", "maps", "full"]
+
+
+def read(path):
+    with open(path, errors="replace") as f:
+        return f.read()
+
+
+def wait_usage(proc):
+    """(exit code, CPU seconds, peak RSS MB) of a child."""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def start_target(target, seconds, traced, rate="max"):
+    if target == "tokio":
+        args = [os.path.join(BUILD, "tokio-spin"), "--duration", str(seconds), "--workers", "2"]
+        args += ["--wait-stdin"] if traced else []
+        return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+    args = [os.path.join(BUILD, "sample-executor"), "--scenario", "spin", "--rate", str(rate),
+            "--duration", str(seconds), "--workers", "2"]
+    args += ["--wait-traced", "30"] if traced else []
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+def tracer_args(mode, pid, tmp):
+    args = [TRACER, "-p", str(pid), "-q", "--thrash-rate", "0"]
+    if mode == "floor":
+        return args + ["--empty-programs"]
+    if mode == "maps":
+        return args + ["--no-trace"]
+    return args + ["-o", os.path.join(tmp, "trace.pftrace")]
+
+
+def run(target, mode, seconds, tmp, rate="max", tracer_out=None, watch_rss=False):
+    ex = start_target(target, seconds, mode != "untraced", rate)
+    tr, err_path, rss_seen = None, os.path.join(tmp, "tracer.err"), []
+    if mode != "untraced":
+        args = tracer_args(mode, ex.pid, tmp)
+        if tracer_out:
+            args = args[:-2] + ["-o", tracer_out, "--format", "perfetto"]
+        with open(err_path, "w") as err:
+            tr = subprocess.Popen(args, stderr=err)
+        if target == "tokio":
+            while "tracing pid" not in read(err_path):
+                if tr.poll() is not None:
+                    raise SystemExit(read(err_path))
+                time.sleep(0.02)
+            ex.stdin.write("go\n")
+            ex.stdin.flush()
+        if watch_rss:
+            while ex.poll() is None:
+                m = re.search(r"VmRSS:\s+(\d+)", read(f"/proc/{tr.pid}/status"))
+                rss_seen.append((time.monotonic(), int(m.group(1)) / 1024))
+                time.sleep(1)
+    out = ex.stdout.read()
+    _, ex_cpu, _ = wait_usage(ex)
+    polls = int(re.search(r"polls=(\d+)", out).group(1))
+    pps = float(re.search(r"polls_per_s=(\d+)", out).group(1))
+    r = dict(polls_s=pps, cpu_poll=1e9 * ex_cpu / max(polls, 1), tracer_cpu=0.0, rss=0.0,
+             events_s=0.0, dropped=0, rss_seen=rss_seen)
+    if tr:
+        _, tr_cpu, rss = wait_usage(tr)
+        err = read(err_path)
+        secs = float(re.search(r"summary for pid \d+ \(.*\): ([\d.]+) s", err).group(1))
+        r.update(tracer_cpu=100 * tr_cpu / secs, rss=rss,
+                 events_s=int(re.search(r"events\s+(\d+)", err).group(1)) / secs,
+                 dropped=int(re.search(r"dropped\s+(\d+)", err).group(1)))
+    return r
+
+
+def compare(targets, seconds, rounds):
+    print(f"# {seconds:g} s per run, 2 workers, median of {rounds} interleaved rounds; "
+          f"CPU/poll is the target's user+system time per poll")
+    print(f"{'target':8} {'mode':8} {'polls/s':>9} {'vs untraced':>11} {'CPU/poll':>9} "
+          f"{'added':>8} {'x floor':>7} {'tracer CPU':>10} {'peak RSS':>8} {'events/s':>9} "
+          f"{'dropped':>7}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for target in targets:
+            runs = {m: [] for m in MODES}
+            for _ in range(rounds):
+                for mode in MODES:
+                    runs[mode].append(run(target, mode, seconds, tmp))
+            med = {m: {k: statistics.median(r[k] for r in runs[m])
+                       for k in ("polls_s", "cpu_poll", "tracer_cpu", "rss", "events_s")}
+                   for m in MODES}
+            for m in MODES:
+                med[m]["dropped"] = max(r["dropped"] for r in runs[m])
+            base = med["untraced"]
+            floor_added = med["floor"]["cpu_poll"] - base["cpu_poll"]
+            for m in MODES:
+                r = med[m]
+                added = r["cpu_poll"] - base["cpu_poll"]
+                times = f"{added / floor_added:6.2f}x" if m != "untraced" and floor_added > 0 \
+                    else ""
+                print(f"{target:8} {m:8} {r['polls_s']:9.0f} {r['polls_s'] / base['polls_s']:10.1%} "
+                      f"{r['cpu_poll']:7.0f}ns {added:6.0f}ns {times:>7} "
+                      f"{r['tracer_cpu']:9.1f}% {r['rss']:6.1f}MB {r['events_s']:9.0f} "
+                      f"{r['dropped']:7d}", flush=True)
+
+
+def sustain(seconds, event_rate):
+    """spin at event_rate (a poll is a poll record and a wake record) in full-trace mode."""
+    rate = event_rate // 2
+    with tempfile.TemporaryDirectory() as tmp:
+        r = run("spin", "full", seconds, tmp, rate=rate, tracer_out="/dev/null",
+                watch_rss=True)
+    seen = r["rss_seen"]
+    first = [rss for t, rss in seen if t - seen[0][0] >= 5][:1] or [seen[0][1]]
+    print(f"# sustained: spin --rate {rate} (polls/s) for {seconds:g} s, full trace "
+          f"streamed as protobuf to /dev/null")
+    print(f"polls/s {r['polls_s']:.0f}  events/s {r['events_s']:.0f}  dropped {r['dropped']}  "
+          f"tracer CPU {r['tracer_cpu']:.1f}%  tracer RSS after 5 s {first[0]:.1f} MB, at the "
+          f"end {seen[-1][1]:.1f} MB, peak {r['rss']:.1f} MB")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=4)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--targets", default="spin,tokio")
+    ap.add_argument("--sustain-seconds", type=float, default=60)
+    ap.add_argument("--sustain-rate", type=int, default=250000)
+    a = ap.parse_args()
+    if a.rounds:
+        compare(a.targets.split(","), a.seconds, a.rounds)
+    if a.sustain_seconds:
+        sustain(a.sustain_seconds, a.sustain_rate)
+
+
+if __name__ == "__main__":
+    main()
