@@ -20,73 +20,104 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include <bpf/usdt.bpf.h>
 #include "core.bpf.h"
+#include "usdt_args.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 /* ---- USDT: the asynctrace provider -------------------------------------- */
 
+/*
+ * Each program reads its probe's argument spec once (usdt_args.bpf.h) and
+ * only the arguments it uses: poll_end's worker is the one its poll_begin
+ * gave, and a task's name address is read from the target only until the
+ * task's state remembers it.
+ */
+#define ARG(n) usdt_arg(ctx, spec, n)
+
 SEC("usdt")
-int BPF_USDT(usdt_task_spawn, __u64 task, __u64 parent, const char *name, int queue,
-	     __u32 depth)
+int usdt_task_spawn(struct pt_regs *ctx)
 {
-	on_spawn(task, parent, name, 0, queue, depth);
+	usdt_spec_t spec = usdt_spec(ctx);
+
+	/* task, parent, name, queue, depth */
+	on_spawn(ARG(0), ARG(1), (const char *)ARG(2), 0, (int)ARG(3), (__u32)ARG(4));
 	return 0;
 }
 
 SEC("usdt")
-int BPF_USDT(usdt_poll_begin, __u64 task, __u32 worker, __u32 depth, __u64 name_addr)
+int usdt_poll_begin(struct pt_regs *ctx)
 {
+	usdt_spec_t spec = usdt_spec(ctx);
 	struct thread_state *t = thread_get(current_tid());
+	__u64 task = ARG(0);
+	struct at_task_state *ts;
 
-	if (t)
-		on_poll_begin(t, task, worker, depth, name_addr);
+	if (!t)
+		return 0;
+	/* task, worker, depth, name_addr */
+	ts = bpf_map_lookup_elem(&tasks, &task);
+	on_poll_begin(t, task, ts, (__u32)ARG(1), (__u32)ARG(2),
+		      ts && ts->name_addr ? ts->name_addr : ARG(3));
 	return 0;
 }
 
 SEC("usdt")
-int BPF_USDT(usdt_poll_end, __u64 task, __u32 worker, int ready, int queue, __u32 depth)
+int usdt_poll_end(struct pt_regs *ctx)
 {
+	usdt_spec_t spec = usdt_spec(ctx);
 	__u32 tid = current_tid();
 	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+	__u64 task = ARG(0);
 
 	if (!t || t->task != task) {
 		stat_inc(AT_STAT_ORPHAN_POLL_END);
 		return 0;
 	}
-	on_poll_end(t, task, ready, queue, depth, true);
+	/* task, worker (known since poll_begin), ready, queue, depth */
+	on_poll_end(t, task, (int)ARG(2), (int)ARG(3), (__u32)ARG(4), true);
 	return 0;
 }
 
 SEC("usdt")
-int BPF_USDT(usdt_wake, __u64 task, __u64 waker_task, int waker_worker, int queue, __u32 depth)
+int usdt_wake(struct pt_regs *ctx)
 {
-	on_wake(task, waker_task, waker_worker, queue, depth, 0);
+	usdt_spec_t spec = usdt_spec(ctx);
+
+	/* task, waker_task, waker_worker, queue, depth */
+	on_wake(ARG(0), ARG(1), (int)ARG(2), (int)ARG(3), (__u32)ARG(4), 0);
 	return 0;
 }
 
 SEC("usdt")
-int BPF_USDT(usdt_steal, __u32 thief, __u32 victim, __u32 count, __u32 thief_depth,
-	     __u32 victim_depth)
+int usdt_steal(struct pt_regs *ctx)
 {
-	on_steal(thief, victim, count, thief_depth, victim_depth, 0);
+	usdt_spec_t spec = usdt_spec(ctx);
+
+	/* thief, victim, count, thief_depth, victim_depth */
+	on_steal((__u32)ARG(0), (__u32)ARG(1), (__u32)ARG(2), (__u32)ARG(3), (__u32)ARG(4), 0);
 	return 0;
 }
 
 SEC("usdt")
-int BPF_USDT(usdt_worker_park, __u32 worker)
+int usdt_worker_park(struct pt_regs *ctx)
 {
-	on_park(worker);
+	usdt_spec_t spec = usdt_spec(ctx);
+
+	on_park((__u32)ARG(0));
 	return 0;
 }
 
 SEC("usdt")
-int BPF_USDT(usdt_worker_unpark, __u32 worker)
+int usdt_worker_unpark(struct pt_regs *ctx)
 {
-	on_unpark(worker);
+	usdt_spec_t spec = usdt_spec(ctx);
+
+	on_unpark((__u32)ARG(0));
 	return 0;
 }
+
+#undef ARG
 
 /* ---- tokio: uprobes on an unmodified binary ----------------------------- */
 
@@ -202,7 +233,7 @@ int BPF_KPROBE(tokio_poll, __u64 hdr)
 		on_steal(worker, (__u32)from, 1, 0, 0, AT_STEAL_INFERRED);
 	depth = tokio_depth_of((__s32)worker);
 	/* the cookie is this instance's address: the future type names the task */
-	on_poll_begin(t, tt.id, worker, depth ? *depth : 0, bpf_get_attach_cookie(ctx));
+	on_poll_begin(t, tt.id, ts, worker, depth ? *depth : 0, bpf_get_attach_cookie(ctx));
 	return 0;
 }
 

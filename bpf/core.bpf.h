@@ -48,6 +48,9 @@ struct thread_state {
 	/* Runtimes without worker ids in their probes: ours, by first poll. */
 	__u8 has_worker;
 	__u32 own_worker;
+	/* the task's wakes since its previous poll began, for its statistics */
+	__u32 wakes;
+	__u32 self_wakes;
 };
 
 struct {
@@ -94,8 +97,41 @@ struct {
 struct at_worker_stats worker_stats[AT_MAX_WORKERS];
 struct at_runtime_stats runtime_stats;
 
-/* Flow ids: unique for the whole session, never reused. */
-__u64 wake_seq = 0;
+/*
+ * Counters every worker bumps, kept per CPU: one shared counter would bounce
+ * its cache line between the workers at every wake. Userspace sums them
+ * into struct at_runtime_stats.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct at_runtime_counts);
+} runtime_counts SEC(".maps");
+
+static __always_inline struct at_runtime_counts *counts(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&runtime_counts, &zero);
+}
+
+/* Atomic even per CPU: a preempted program may share its CPU with another. */
+#define COUNT(field, n)                                                                            	do {                                                                                       		struct at_runtime_counts *c_ = counts();                                           		if (c_)                                                                            			__sync_fetch_and_add(&c_->field, n);                                       	} while (0)
+
+/*
+ * Flow ids: unique for the whole session, never reused. Each CPU counts its
+ * own: id = (cpu + 1) << 40 | n, below 2^52 with up to 2047 CPUs, exact as
+ * a double in JSON, and below the steal flows' ids (2^52 up).
+ */
+static __always_inline __u64 next_wake_id(void)
+{
+	struct at_runtime_counts *c = counts();
+	__u32 cpu = bpf_get_smp_processor_id() & 2047;
+	__u64 n = c ? __sync_fetch_and_add(&c->wake_seq, 1) + 1 : 0;
+
+	return (__u64)(cpu + 1) << 40 | (n & ((1ull << 40) - 1));
+}
 
 /* Zeroed values to insert from: too large for the BPF stack. */
 static const struct at_task_stats zero_task_stats;
@@ -198,12 +234,17 @@ static __always_inline struct thread_state *thread_get(__u32 tid)
  * Returns the new flow id, or 0 if coalesced.
  */
 static __always_inline __u64 task_note_wake(__u64 task, __u64 now, __s32 queue, __u32 depth,
-					    __u64 name_addr)
+					    __u64 name_addr, bool self)
 {
 	struct at_task_state *ts = bpf_map_lookup_elem(&tasks, &task);
 	struct at_task_state fresh = {};
+	__u64 wake_id;
 
 	if (ts) {
+		/* Counted here, moved to the task's statistics by its next poll. */
+		__sync_fetch_and_add(&ts->wakes, 1);
+		if (self)
+			__sync_fetch_and_add(&ts->self_wakes, 1);
 		ts->idle_since = 0;
 		if (ts->wake_id) {
 			/* Coalesced; a later push is still where it waits. */
@@ -213,15 +254,25 @@ static __always_inline __u64 task_note_wake(__u64 task, __u64 now, __s32 queue, 
 			}
 			return 0;
 		}
-		fresh.name_addr = ts->name_addr;
+		/* In place: an update would allocate a new LRU element. */
+		wake_id = next_wake_id();
+		if (name_addr)
+			ts->name_addr = name_addr;
+		ts->wake_ts = now;
+		ts->queued_on = queue;
+		ts->queued_depth = depth;
+		barrier();
+		ts->wake_id = wake_id;
+		return wake_id;
 	}
-	if (name_addr)
-		fresh.name_addr = name_addr;
+	fresh.name_addr = name_addr;
+	fresh.wakes = 1;
+	fresh.self_wakes = self;
 	fresh.wake_ts = now;
-	fresh.wake_id = __sync_fetch_and_add(&wake_seq, 1) + 1;
+	fresh.wake_id = next_wake_id();
 	fresh.queued_on = queue;
 	fresh.queued_depth = depth;
-	bpf_map_update_elem(&tasks, &task, &fresh, BPF_ANY);
+	bpf_map_update_elem(&tasks, &task, &fresh, BPF_NOEXIST);
 	return fresh.wake_id;
 }
 
@@ -246,10 +297,10 @@ static __always_inline void on_spawn(__u64 task, __u64 parent, const char *name,
 				     __s32 queue, __u32 depth)
 {
 	__u64 now = bpf_ktime_get_ns();
-	__u64 wake_id = task_note_wake(task, now, queue, depth, name_addr);
+	__u64 wake_id = task_note_wake(task, now, queue, depth, name_addr, false);
 	struct at_spawn *e;
 
-	__sync_fetch_and_add(&runtime_stats.spawns, 1);
+	COUNT(spawns, 1);
 	queue_depth(queue, depth, now);
 	if (!trace_events)
 		return;
@@ -286,10 +337,11 @@ static __always_inline __u64 holder_begin(__u32 worker)
 	return holder && holder->task ? holder->begin : 0;
 }
 
-static __always_inline void on_poll_begin(struct thread_state *t, __u64 task, __u32 worker,
-					  __u32 depth, __u64 name_addr)
+/* ts: the task's state, looked up by the caller (NULL: none yet). */
+static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
+					  struct at_task_state *ts, __u32 worker, __u32 depth,
+					  __u64 name_addr)
 {
-	struct at_task_state *ts;
 	struct at_worker_stats *w;
 	__u64 now;
 
@@ -313,12 +365,17 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task, __
 	t->wake_id = 0;
 	t->queued_on = AT_QUEUE_NONE;
 	t->queued_depth = 0;
-	ts = bpf_map_lookup_elem(&tasks, &task);
+	t->wakes = 0;
+	t->self_wakes = 0;
 	if (ts) {
 		t->wake_ts = ts->wake_ts;
 		t->wake_id = ts->wake_id;
 		t->queued_on = ts->queued_on;
 		t->queued_depth = ts->queued_depth;
+		t->wakes = ts->wakes;
+		t->self_wakes = ts->self_wakes;
+		ts->wakes = 0;
+		ts->self_wakes = 0;
 		/* Consumed: wakes from here on queue the next poll. */
 		ts->wake_ts = 0;
 		ts->wake_id = 0;
@@ -358,6 +415,8 @@ static __always_inline void account_poll(struct thread_state *t, __u64 task, __u
 	}
 	if (s) {
 		s->polls++;
+		s->wakes += t->wakes;
+		s->self_wakes += t->self_wakes;
 		s->poll_ns += dur;
 		s->oncpu_ns += t->oncpu;
 		s->name_addr = t->name_addr;
@@ -417,7 +476,7 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task, int 
 	dur = now - t->begin;
 	account_poll(t, task, dur);
 	if (ready) {
-		__sync_fetch_and_add(&runtime_stats.completed, 1);
+		COUNT(completed, 1);
 		bpf_map_delete_elem(&tasks, &task);
 		s = bpf_map_lookup_elem(&task_stats, &task);
 		if (s)
@@ -462,28 +521,23 @@ static __always_inline void on_wake(__u64 task, __u64 waker_task, __s32 waker_wo
 				    __s32 queue, __u32 depth, __u64 name_addr)
 {
 	__u64 now = bpf_ktime_get_ns();
-	__u64 wake_id = task_note_wake(task, now, queue, depth, name_addr);
 	bool self = waker_task == task;
+	__u64 wake_id = task_note_wake(task, now, queue, depth, name_addr, self);
 	struct at_worker_stats *w;
-	struct at_task_stats *s;
 	struct at_wake *e;
 
 	queue_depth(queue, depth, now);
-	__sync_fetch_and_add(&runtime_stats.wakes, 1);
-	if (self)
-		__sync_fetch_and_add(&runtime_stats.self_wakes, 1);
-	if (waker_worker < 0)
-		__sync_fetch_and_add(&runtime_stats.outside_wakes, 1);
+	/* A worker's wakes count on the worker; userspace adds the rest. */
 	if (waker_worker >= 0 && (w = worker_get((__u32)waker_worker))) {
 		w->wakes++;
 		if (self)
 			w->self_wakes++;
-	}
-	s = task_stats_get(task, now);
-	if (s) {
-		__sync_fetch_and_add(&s->wakes, 1);
+	} else {
+		COUNT(wakes, 1);
 		if (self)
-			__sync_fetch_and_add(&s->self_wakes, 1);
+			COUNT(self_wakes, 1);
+		if (waker_worker < 0)
+			COUNT(outside_wakes, 1);
 	}
 
 	if (!trace_events)

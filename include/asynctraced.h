@@ -177,7 +177,24 @@ struct at_worker_stats {
 	struct at_hist delay;	/* wake to poll */
 };
 
-/* "runtime" array map, one entry: what belongs to no worker. */
+/*
+ * "runtime_counts" per-CPU array, one entry: counters every worker bumps.
+ * Wakes made by a worker count on the worker (at_worker_stats); these count
+ * the others (outside any worker, or from workers beyond AT_MAX_WORKERS).
+ */
+struct at_runtime_counts {
+	__u64 spawns;
+	__u64 completed;
+	__u64 wakes;
+	__u64 self_wakes;
+	__u64 outside_wakes;
+	__u64 wake_seq;		/* flow ids given on this CPU */
+};
+
+/*
+ * What belongs to no worker: the injection queue in .bss, the counters
+ * summed over the CPUs of runtime_counts by userspace.
+ */
 struct at_runtime_stats {
 	__u64 spawns;
 	__u64 completed;	/* polls that returned Ready */
@@ -213,6 +230,8 @@ struct at_task_state {
 	__u64 name_addr;
 	__s32 queued_on;	/* where that wake put it */
 	__u32 queued_depth;
+	__u32 wakes;		/* since its last poll began (then moved to its stats) */
+	__u32 self_wakes;
 };
 
 /* "steals" hash map: (thief, victim) -> counts. */

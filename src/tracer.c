@@ -472,6 +472,27 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 	return 0;
 }
 
+/* The per-CPU counters into the runtime's totals: one syscall. */
+static void sum_runtime_counts(const struct tracer *t, struct at_runtime_stats *rt)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	struct at_runtime_counts *c;
+	__u32 zero = 0;
+
+	if (ncpu <= 0 || !(c = calloc((size_t)ncpu, sizeof(*c))))
+		return;
+	if (!bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.runtime_counts), &zero, c)) {
+		for (int i = 0; i < ncpu; i++) {
+			rt->spawns += c[i].spawns;
+			rt->completed += c[i].completed;
+			rt->wakes += c[i].wakes;
+			rt->self_wakes += c[i].self_wakes;
+			rt->outside_wakes += c[i].outside_wakes;
+		}
+	}
+	free(c);
+}
+
 int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64_t idle_min_ns,
 		     uint64_t at)
 {
@@ -483,6 +504,7 @@ int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	s->ts = at ? at : (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
 	s->rt = t->skel->bss->runtime_stats;
+	sum_runtime_counts(t, &s->rt);
 	for (uint32_t i = 0; i < AT_MAX_WORKERS; i++)
 		if (w[i].tid || w[i].polls || w[i].parks || w[i].queue.ts)
 			n = i + 1;
@@ -492,6 +514,11 @@ int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64
 	/* Racing the BPF side: each number is whole, the set is nearly simultaneous. */
 	memcpy(s->workers, w, n * sizeof(*w));
 	s->nr_workers = n;
+	/* wakes made by workers count on them; runtime_counts has the rest */
+	for (uint32_t i = 0; i < n; i++) {
+		s->rt.wakes += s->workers[i].wakes;
+		s->rt.self_wakes += s->workers[i].self_wakes;
+	}
 	if (!tasks)
 		return 0;
 	{
