@@ -75,7 +75,7 @@ int usdt_poll_end(struct pt_regs *ctx)
 		return 0;
 	}
 	/* task, worker (known since poll_begin), ready, queue, depth */
-	on_poll_end(t, task, (int)ARG(2), (int)ARG(3), (__u32)ARG(4), true);
+	on_poll_end(t, task, NULL, (int)ARG(2), (int)ARG(3), (__u32)ARG(4), true);
 	return 0;
 }
 
@@ -136,28 +136,86 @@ __u32 tokio_next_worker = 0;
  * see adds one to its queue, each poll of a task takes one from the queue it
  * was pushed on. Slot AT_MAX_WORKERS is the injection queue.
  */
-__u32 tokio_depth[AT_MAX_WORKERS + 1];
+__u32 tokio_depth[AT_MAX_WORKERS + 1][16]; /* [q][0]; a cache line per queue */
 
 struct tokio_task {
 	__u64 id;	/* tokio's task id; the Header address if unreadable */
 	__u64 poll_fn;	/* vtable[0]: the raw::poll instance, which names it */
 };
 
-static __always_inline void tokio_task(__u64 hdr, struct tokio_task *tt)
+/* What a task's vtable says, per vtable (one per future type): read once. */
+struct tokio_vtable {
+	__u64 poll_fn;
+	__u64 id_off;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct tokio_vtable);
+} tokio_vtables SEC(".maps");
+
+/* The start of a Header: its vtable, and often the id, are in it. */
+#define TOKIO_HDR_READ 64
+
+/*
+ * A task's id and poll function from its Header: the Header's first bytes in
+ * one read, the vtable's two words from a cache. t (the calling thread, may
+ * be NULL) remembers the last Header it resolved: a wake and the schedule
+ * that follows it, or a task waking itself, then cost one read of the id,
+ * which also proves the Header still belongs to the same task (ids are never
+ * reused; Headers are).
+ */
+static __always_inline void tokio_task(struct thread_state *t, __u64 hdr, struct tokio_task *tt)
 {
-	__u64 vtable = 0, id_off = 0, id = 0;
+	__u64 buf[TOKIO_HDR_READ / 8] = {}, id = 0, vtable;
+	struct tokio_vtable *vt, fresh = {};
 
 	tt->id = hdr;
 	tt->poll_fn = 0;
-	if (!hdr || bpf_probe_read_user(&vtable, sizeof(vtable), (void *)(hdr + tokio_vtable_off)) ||
-	    !vtable)
+	if (!hdr)
 		return;
-	bpf_probe_read_user(&tt->poll_fn, sizeof(tt->poll_fn), (void *)vtable);
-	if (bpf_probe_read_user(&id_off, sizeof(id_off), (void *)(vtable + tokio_id_slot)) ||
-	    !id_off || id_off > (1 << 20))
-		return;
-	if (!bpf_probe_read_user(&id, sizeof(id), (void *)(hdr + id_off)) && id)
+	if (t && t->hdr == hdr && t->hdr_id &&
+	    !bpf_probe_read_user(&id, sizeof(id), (void *)(hdr + t->hdr_id_off)) &&
+	    id == t->hdr_id) {
 		tt->id = id;
+		tt->poll_fn = t->hdr_poll_fn;
+		return;
+	}
+	if (bpf_probe_read_user(buf, sizeof(buf), (void *)hdr))
+		return;
+	vtable = buf[(tokio_vtable_off / 8) & (TOKIO_HDR_READ / 8 - 1)];
+	if (!vtable)
+		return;
+	vt = bpf_map_lookup_elem(&tokio_vtables, &vtable);
+	if (vt) {
+		fresh.poll_fn = vt->poll_fn;
+		fresh.id_off = vt->id_off;
+	} else {
+		if (bpf_probe_read_user(&fresh.poll_fn, sizeof(fresh.poll_fn), (void *)vtable) ||
+		    bpf_probe_read_user(&fresh.id_off, sizeof(fresh.id_off),
+					(void *)(vtable + tokio_id_slot)))
+			return;
+		bpf_map_update_elem(&tokio_vtables, &vtable, &fresh, BPF_NOEXIST);
+	}
+	tt->poll_fn = fresh.poll_fn;
+	if (!fresh.id_off || fresh.id_off > (1 << 20))
+		return;
+	/* ids are 8-byte aligned in the Header: in the first read, or read apart */
+	if (fresh.id_off <= TOKIO_HDR_READ - 8 && !(fresh.id_off & 7))
+		id = buf[(fresh.id_off / 8) & (TOKIO_HDR_READ / 8 - 1)];
+	else if (bpf_probe_read_user(&id, sizeof(id), (void *)(hdr + fresh.id_off)))
+		return;
+	if (!id)
+		return;
+	tt->id = id;
+	if (t) {
+		t->hdr = hdr;
+		t->hdr_id = id;
+		t->hdr_id_off = fresh.id_off;
+		t->hdr_poll_fn = fresh.poll_fn;
+	}
 }
 
 static __always_inline __u32 *tokio_depth_of(__s32 queue)
@@ -165,12 +223,12 @@ static __always_inline __u32 *tokio_depth_of(__s32 queue)
 	__u32 i;
 
 	if (queue == AT_QUEUE_INJECT)
-		return &tokio_depth[AT_MAX_WORKERS];
+		return &tokio_depth[AT_MAX_WORKERS][0];
 	if (queue < 0 || queue >= AT_MAX_WORKERS)
 		return NULL;
 	i = (__u32)queue;
 	barrier_var(i);
-	return &tokio_depth[i & (AT_MAX_WORKERS - 1)];
+	return &tokio_depth[i & (AT_MAX_WORKERS - 1)][0];
 }
 
 static __always_inline __u32 tokio_push(__s32 queue)
@@ -224,7 +282,7 @@ int BPF_KPROBE(tokio_poll, __u64 hdr)
 		t->has_worker = 1;
 	}
 	worker = t->own_worker;
-	tokio_task(hdr, &tt);
+	tokio_task(t, hdr, &tt);
 	ts = bpf_map_lookup_elem(&tasks, &tt.id);
 	if (ts)
 		from = ts->queued_on;
@@ -256,12 +314,12 @@ int BPF_KRETPROBE(tokio_poll_ret)
 	 * Woken while it ran: tokio yields it back onto this worker's queue,
 	 * unless the wake came after it went idle and already scheduled it.
 	 */
-	if (!t->completed && (ts = bpf_map_lookup_elem(&tasks, &task)) && ts->wake_id &&
-	    ts->queued_on == AT_QUEUE_NONE) {
+	ts = t->completed ? NULL : bpf_map_lookup_elem(&tasks, &task);
+	if (ts && ts->wake_id && ts->queued_on == AT_QUEUE_NONE) {
 		queue = (__s32)t->worker;
 		depth = tokio_push(queue);
 	}
-	on_poll_end(t, task, t->completed, queue, depth, tokio_remove_probed);
+	on_poll_end(t, task, ts, t->completed, queue, depth, tokio_remove_probed);
 	return 0;
 }
 
@@ -273,7 +331,7 @@ int BPF_KPROBE(tokio_wake, __u64 hdr)
 	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
 	struct tokio_task tt;
 
-	tokio_task(hdr, &tt);
+	tokio_task(t, hdr, &tt);
 	on_wake(tt.id, t ? t->task : 0, tokio_worker_of(t), AT_QUEUE_NONE, 0, tt.poll_fn);
 	return 0;
 }
@@ -288,8 +346,8 @@ int BPF_KPROBE(tokio_schedule, __u64 hdr)
 	__u32 depth = tokio_push(queue);
 	struct tokio_task tt;
 
-	tokio_task(hdr, &tt);
-	task_queued(tt.id, queue, depth);
+	tokio_task(t, hdr, &tt);
+	task_queued(tt.id, NULL, queue, depth);
 	queue_depth(queue, depth, bpf_ktime_get_ns());
 	return 0;
 }
@@ -303,7 +361,7 @@ static __always_inline void tokio_spawned(__u64 hdr)
 
 	if (!hdr)
 		return;
-	tokio_task(hdr, &tt);
+	tokio_task(t, hdr, &tt);
 	on_spawn(tt.id, t ? t->task : 0, NULL, tt.poll_fn, queue, tokio_push(queue));
 }
 
@@ -334,7 +392,7 @@ int BPF_KPROBE(tokio_remove, void *self, __u64 *task)
 
 	if (!t || !t->task || bpf_probe_read_user(&hdr, sizeof(hdr), task))
 		return 0;
-	tokio_task(hdr, &tt);
+	tokio_task(t, hdr, &tt);
 	if (tt.id == t->task)
 		t->completed = 1;
 	return 0;
@@ -353,7 +411,7 @@ int BPF_KRETPROBE(tokio_steal_ret)
 
 	if (!hdr || !t || !t->has_worker)
 		return 0;
-	tokio_task(hdr, &tt);
+	tokio_task(t, hdr, &tt);
 	ts = bpf_map_lookup_elem(&tasks, &tt.id);
 	if (ts && ts->queued_on >= 0)
 		victim = (__u32)ts->queued_on;

@@ -51,6 +51,11 @@ struct thread_state {
 	/* the task's wakes since its previous poll began, for its statistics */
 	__u32 wakes;
 	__u32 self_wakes;
+	/* tokio: the last task Header this thread resolved (see tokio_task()) */
+	__u64 hdr;
+	__u64 hdr_id;
+	__u64 hdr_id_off;
+	__u64 hdr_poll_fn;
 };
 
 struct {
@@ -277,10 +282,11 @@ static __always_inline __u64 task_note_wake(__u64 task, __u64 now, __s32 queue, 
 }
 
 /* The task was put on a queue after its wake was noted: remember where. */
-static __always_inline void task_queued(__u64 task, __s32 queue, __u32 depth)
+static __always_inline void task_queued(__u64 task, struct at_task_state *ts, __s32 queue,
+					__u32 depth)
 {
-	struct at_task_state *ts = bpf_map_lookup_elem(&tasks, &task);
-
+	if (!ts)
+		ts = bpf_map_lookup_elem(&tasks, &task);
 	if (ts) {
 		ts->queued_on = queue;
 		ts->queued_depth = depth;
@@ -430,11 +436,13 @@ static __always_inline void account_poll(struct thread_state *t, __u64 task, __u
 }
 
 /* The task went back to waiting: nothing has woken it yet. */
-static __always_inline void task_idle(__u64 task, __u64 name_addr, __u64 now)
+static __always_inline void task_idle(__u64 task, struct at_task_state *ts, __u64 name_addr,
+				      __u64 now)
 {
-	struct at_task_state *ts = bpf_map_lookup_elem(&tasks, &task);
 	struct at_task_state fresh = {};
 
+	if (!ts)
+		ts = bpf_map_lookup_elem(&tasks, &task);
 	if (ts) {
 		if (!ts->wake_id)
 			ts->idle_since = now;
@@ -461,10 +469,12 @@ static __always_inline bool poll_wanted(const struct thread_state *t, __u64 dur)
 /*
  * The poll in progress on this thread ended; queue: where the task went back.
  * known_end: whether ready is known; if not, a task not requeued may have
- * finished, so it is not marked as waiting (no lost-waker on it).
+ * finished, so it is not marked as waiting (no lost-waker on it). ts: the
+ * task's state if the caller has looked it up already, else NULL.
  */
-static __always_inline void on_poll_end(struct thread_state *t, __u64 task, int ready,
-					__s32 queue, __u32 depth, bool known_end)
+static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
+					struct at_task_state *ts, int ready, __s32 queue, __u32 depth,
+					bool known_end)
 {
 	__u64 now = bpf_ktime_get_ns(), dur;
 	struct at_task_stats *s;
@@ -483,10 +493,10 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task, int 
 			s->done = 1;
 	} else if (queue == AT_QUEUE_NONE) {
 		if (known_end)
-			task_idle(task, t->name_addr, now);
+			task_idle(task, ts, t->name_addr, now);
 	} else {
 		queue_depth(queue, depth, now);
-		task_queued(task, queue, depth);
+		task_queued(task, ts, queue, depth);
 	}
 
 	if (!poll_wanted(t, dur))
