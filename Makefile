@@ -95,8 +95,9 @@ $(BUILD)/sample-executor-shared: $(BUILD)/executor/main.o $(BUILD)/libsample-exe
 TOKIO_DIR  := tests/tokio
 TOKIO_SRCS := $(wildcard $(TOKIO_DIR)/src/*.rs) $(TOKIO_DIR)/Cargo.toml $(TOKIO_DIR)/Cargo.lock
 TOKIO_APPS := $(BUILD)/tokio-app $(BUILD)/tokio-app-lto $(BUILD)/tokio-app-v0 \
-	      $(BUILD)/tokio-app-stripped $(BUILD)/tokio-many $(BUILD)/tokio-spin
-CARGO_BUILD = cd $(TOKIO_DIR) && RUSTC=$(RUSTC) RUSTFLAGS="$(TOKIO_RUSTFLAGS)" \
+	      $(BUILD)/tokio-app-stripped $(BUILD)/tokio-many $(BUILD)/tokio-spin \
+	      $(BUILD)/tokio-app-cet $(BUILD)/tokio-spin-cet
+CARGO_BUILD = cd $(TOKIO_DIR) && RUSTC=$(RUSTC) RUSTFLAGS="$(TOKIO_RUSTFLAGS)" $(TOKIO_ENV) \
 	      $(CARGO) build --offline --quiet
 
 tokio: $(TOKIO_APPS)
@@ -125,6 +126,19 @@ $(BUILD)/tokio-app-v0: $(TOKIO_SRCS)
 	$(call msg,CARGO,$@)
 	$(Q)$(CARGO_BUILD) --release --bin tokio-app --target-dir $(abspath $(BUILD))/cargo/v0
 	$(Q)cp $(BUILD)/cargo/v0/release/tokio-app $@
+
+# CET: every function starts with endbr64, which the kernel single-steps under
+# a uprobe: the build that probe placement (src/placement.c) is tested on.
+# -Z flags need RUSTC_BOOTSTRAP with Debian's stable rustc.
+$(BUILD)/tokio-app-cet: TOKIO_RUSTFLAGS = -Z cf-protection=full
+$(BUILD)/tokio-app-cet: TOKIO_ENV = RUSTC_BOOTSTRAP=1
+$(BUILD)/tokio-app-cet: $(TOKIO_SRCS) $(wildcard $(TOKIO_DIR)/src/bin/*.rs)
+	$(call msg,CARGO,$@)
+	$(Q)$(CARGO_BUILD) --release --bins --target-dir $(abspath $(BUILD))/cargo/cet
+	$(Q)cp $(BUILD)/cargo/cet/release/tokio-app $@
+
+$(BUILD)/tokio-spin-cet: $(BUILD)/tokio-app-cet
+	$(Q)cp $(BUILD)/cargo/cet/release/tokio-spin $@
 
 $(BUILD)/tokio-app-stripped: $(BUILD)/tokio-app
 	$(call msg,STRIP,$@)

@@ -80,6 +80,7 @@ struct session {
 	struct sampler sampler;
 	struct tracer *tracer;
 	struct capture_writer *cap;	/* record: where records go instead */
+	size_t probes_moved;		/* tokio entry probes placed past their entry */
 	struct stats snap;
 	uint64_t start;
 	uint64_t stop;		/* 0 while tracing */
@@ -184,7 +185,8 @@ static int attach_tokio_kind(struct session *s, enum tokio_kind kind)
 	const struct tokio_binary *tb = &s->disc.tokio;
 	uint64_t *offsets = calloc(tb->rt.nr + 1, sizeof(*offsets));
 	uint64_t *cookies = calloc(tb->rt.nr + 1, sizeof(*cookies));
-	size_t n = 0;
+	size_t n = 0, moved = 0;
+	uint64_t skip;
 	int err = 0;
 
 	if (!offsets || !cookies) {
@@ -196,13 +198,24 @@ static int attach_tokio_kind(struct session *s, enum tokio_kind kind)
 
 		if (site->kind != kind || site->internal)
 			continue;
-		offsets[n] = site->offset;
+		/* past a single-stepped entry to the first emulated instruction (placement.h) */
+		skip = s->o->probe_at_entry ? 0 : site->place.skip;
+		offsets[n] = site->offset + skip;
 		/* vtable[0] of a task is its raw::poll: the address names the task */
 		cookies[n] = discovery__tokio_addr(&s->disc, site->offset);
-		if (verbose)
-			err_msg("attaching %s at %s+0x%llx%s%s\n", tokio_kind_str(kind),
+		if (verbose && skip)
+			err_msg("attaching %s at %s+0x%llx (+%llu: past %s, at %s)%s%s\n",
+				tokio_kind_str(kind), tb->target_path,
+				(unsigned long long)site->offset, (unsigned long long)skip,
+				site->place.entry, site->place.at, site->future ? ": " : "",
+				site->future ? site->future : "");
+		else if (verbose)
+			err_msg("attaching %s at %s+0x%llx (%s%s)%s%s\n", tokio_kind_str(kind),
 				tb->target_path, (unsigned long long)site->offset,
+				site->place.entry[0] ? site->place.entry : "?",
+				site->place.cheap ? "" : ", single-stepped",
 				site->future ? ": " : "", site->future ? site->future : "");
+		moved += skip != 0;
 		n++;
 	}
 	if (tokio_uprobes[kind].has_entry)
@@ -214,6 +227,7 @@ static int attach_tokio_kind(struct session *s, enum tokio_kind kind)
 	if (err)
 		err_msg("failed to attach uprobes on %s in %s: %s\n", tokio_kind_str(kind),
 			tb->target_path, strerror(-err));
+	s->probes_moved += moved;
 out:
 	free(offsets);
 	free(cookies);
@@ -269,6 +283,7 @@ static const char *mode_str(const struct options *o)
 static void say_found(const struct session *s)
 {
 	const struct tokio_runtime *rt = &s->disc.tokio.rt;
+	char moved[96] = "";
 
 	if (s->disc.kind == RUNTIME_USDT) {
 		err_msg("tracing pid %d (%s): %zu asynctrace probes in %s, sched_switch via %s, "
@@ -277,9 +292,13 @@ static void say_found(const struct session *s)
 			tracer__sched_hook(s->tracer), mode_str(s->o));
 		return;
 	}
+	if (s->probes_moved)
+		snprintf(moved, sizeof(moved),
+			 "; %zu probes placed past a single-stepped entry (--probe-at)",
+			 s->probes_moved);
 	err_msg("tracing pid %d (%s): tokio in %s (%s mangling): %zu raw::poll instances "
 		"(%zu named by future type%s%s), %zu wake, %zu schedule, %zu spawn, %zu remove, "
-		"%s%s; sched_switch via %s, %s; Ctrl-C to stop\n",
+		"%s%s%s; sched_switch via %s, %s; Ctrl-C to stop\n",
 		s->o->pid, s->target.comm, s->disc.tokio.target_path, rt->v0 ? "v0" : "legacy",
 		rt->count[TOKIO_POLL], rt->named,
 		rt->ambiguous ? ", some share their code with other futures: v0 mangling names "
@@ -291,7 +310,7 @@ static void say_found(const struct session *s)
 		rt->count[TOKIO_STEAL] ? "steal_into probed"
 				       : "steal_into inlined: steals inferred from migrations",
 		rt->count[TOKIO_REMOVE] ? "" : ", remove inlined: completions and lost wakers not seen",
-		tracer__sched_hook(s->tracer), mode_str(s->o));
+		moved, tracer__sched_hook(s->tracer), mode_str(s->o));
 }
 
 /*

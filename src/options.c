@@ -53,6 +53,8 @@ static const char usage[] =
 	"      --ringbuf-size SIZE  ring buffer size (default 16M; power of two)\n"
 	"      --btf FILE           kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
 	"      --sched-hook HOOK    sched_switch via auto, tp_btf or raw_tp (default auto)\n"
+	"      --probe-at WHERE     function probes (tokio) at the cheapest equivalent\n"
+	"                           instruction (cheapest, default) or at the entry\n"
 	"      --empty-programs     benchmarks: attach empty BPF programs to the same\n"
 	"                           probes and record nothing (the cost floor)\n"
 	"  -v, --verbose            say what is found and attached; show libbpf's log\n"
@@ -79,6 +81,7 @@ enum {
 	OPT_LIVE,
 	OPT_FORMAT,
 	OPT_EMPTY_PROGRAMS,
+	OPT_PROBE_AT,
 	OPT_MAX,
 };
 
@@ -116,6 +119,7 @@ static const struct {
 	{ OPT_BTF, "--btf", 1 << CMD_CONVERT },
 	{ OPT_SCHED_HOOK, "--sched-hook", 1 << CMD_CONVERT },
 	{ OPT_EMPTY_PROGRAMS, "--empty-programs", 1 << CMD_CONVERT | 1 << CMD_RECORD },
+	{ OPT_PROBE_AT, "--probe-at", 1 << CMD_CONVERT },
 	{ OPT_LIVE, "--live", 1 << CMD_CONVERT | 1 << CMD_RECORD },
 	{ OPT_ALERTS, "--alerts", 1 << CMD_RECORD },
 	{ OPT_SUMMARY, "--summary", 1 << CMD_RECORD },
@@ -191,6 +195,7 @@ int options__parse(int argc, char **argv, struct options *o)
 		{ "btf", required_argument, NULL, OPT_BTF },
 		{ "sched-hook", required_argument, NULL, OPT_SCHED_HOOK },
 		{ "empty-programs", no_argument, NULL, OPT_EMPTY_PROGRAMS },
+		{ "probe-at", required_argument, NULL, OPT_PROBE_AT },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -316,6 +321,14 @@ int options__parse(int argc, char **argv, struct options *o)
 			break;
 		case OPT_EMPTY_PROGRAMS:
 			o->empty_programs = true;
+			break;
+		case OPT_PROBE_AT:
+			if (!strcmp(optarg, "cheapest"))
+				o->probe_at_entry = false;
+			else if (!strcmp(optarg, "entry"))
+				o->probe_at_entry = true;
+			else
+				err = bad("--probe-at", optarg, "cheapest or entry");
 			break;
 		case 'v':
 			o->verbose = true;

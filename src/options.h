@@ -59,6 +59,7 @@ struct options {
 	enum sched_hook sched_hook;
 	bool verbose;
 	bool empty_programs;	/* benchmarks: the floor */
+	bool probe_at_entry;	/* no probe placement past single-stepped entries */
 };
 
 /* 0 to run; EXIT_USAGE after a message; -1 when done (--help, --version). */

@@ -368,6 +368,12 @@ static int classify(void *ctx, const struct elf_func *f)
 		return 0;
 	site.kind = matchers[m].kind;
 	site.offset = (uint64_t)off;
+	if (d->im->is_x86_64 && f->size) {
+		const uint8_t *code = elf_image__bytes(d->im, f->addr, f->size);
+
+		if (code)
+			placement__entry(code, f->size, f->addr, &site.place);
+	}
 	if (site.kind == TOKIO_POLL) {
 		if (strstr(name, "raw::poll::<"))
 			d->rt->v0 = true;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "elf_image.h"
+#include "placement.h"
 
 enum tokio_kind {
 	TOKIO_POLL,		/* raw::poll::<T, S>: entry and return */
@@ -30,7 +31,8 @@ enum tokio_kind {
 struct tokio_site {
 	enum tokio_kind kind;
 	uint64_t addr;		/* link-time address */
-	uint64_t offset;	/* file offset: where the uprobe goes */
+	uint64_t offset;	/* file offset of the function */
+	struct placement place;	/* the uprobe goes at offset + place.skip */
 	char *future;		/* TOKIO_POLL: the future type; NULL if not found */
 	bool internal;		/* the runtime's own loop, not a task: not probed */
 };

@@ -12,6 +12,11 @@ ways, interleaved over several rounds (the machine is shared and noisy):
   maps       asynctraced --no-trace: aggregates in BPF maps, no event traffic
   full       asynctraced -o FILE.pftrace: every event, written as protobuf
 
+A third target, tokio-spin built with CET (tokio-spin-cet: every function
+starts with endbr64, which the kernel single-steps under a uprobe), compares
+the probes placed past it (the default, src/placement.c) with probes at
+the function entries (--probe-at entry), for the floor and maps-only.
+
 Per mode (the median of the rounds): polls per second, the target's own CPU
 time per poll (user + system: the traps and BPF programs run in the target's
 context), what that adds per poll over untraced, that as a multiple of what
@@ -40,6 +45,9 @@ import time
 BUILD = os.environ.get("BUILD", "build")
 TRACER = os.path.join(BUILD, "asynctraced")
 MODES = ["untraced", "floor", "maps", "full"]
+# tokio built with CET (every function starts with endbr64, single-stepped
+# under a uprobe): the probes past it (the default) against at the entry.
+CET_MODES = ["untraced", "floor", "maps", "floor@entry", "maps@entry"]
 
 
 def read(path):
@@ -55,8 +63,9 @@ def wait_usage(proc):
 
 
 def start_target(target, seconds, traced, rate="max"):
-    if target == "tokio":
-        args = [os.path.join(BUILD, "tokio-spin"), "--duration", str(seconds), "--workers", "2"]
+    if target.startswith("tokio"):
+        binary = "tokio-spin-cet" if target == "tokio-cet" else "tokio-spin"
+        args = [os.path.join(BUILD, binary), "--duration", str(seconds), "--workers", "2"]
         args += ["--wait-stdin"] if traced else []
         return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True)
@@ -68,6 +77,9 @@ def start_target(target, seconds, traced, rate="max"):
 
 def tracer_args(mode, pid, tmp):
     args = [TRACER, "-p", str(pid), "-q", "--thrash-rate", "0"]
+    mode, _, at = mode.partition("@")
+    if at:
+        args += ["--probe-at", at]
     if mode == "floor":
         return args + ["--empty-programs"]
     if mode == "maps":
@@ -84,7 +96,7 @@ def run(target, mode, seconds, tmp, rate="max", tracer_out=None, watch_rss=False
             args = args[:-2] + ["-o", tracer_out, "--format", "perfetto"]
         with open(err_path, "w") as err:
             tr = subprocess.Popen(args, stderr=err)
-        if target == "tokio":
+        if target.startswith("tokio"):
             while "tracing pid" not in read(err_path):
                 if tr.poll() is not None:
                     raise SystemExit(read(err_path))
@@ -115,28 +127,29 @@ def run(target, mode, seconds, tmp, rate="max", tracer_out=None, watch_rss=False
 def compare(targets, seconds, rounds):
     print(f"# {seconds:g} s per run, 2 workers, median of {rounds} interleaved rounds; "
           f"CPU/poll is the target's user+system time per poll")
-    print(f"{'target':8} {'mode':8} {'polls/s':>9} {'vs untraced':>11} {'CPU/poll':>9} "
+    print(f"{'target':9} {'mode':11} {'polls/s':>9} {'vs untraced':>11} {'CPU/poll':>9} "
           f"{'added':>8} {'x floor':>7} {'tracer CPU':>10} {'peak RSS':>8} {'events/s':>9} "
           f"{'dropped':>7}")
     with tempfile.TemporaryDirectory() as tmp:
         for target in targets:
-            runs = {m: [] for m in MODES}
+            modes = CET_MODES if target == "tokio-cet" else MODES
+            runs = {m: [] for m in modes}
             for _ in range(rounds):
-                for mode in MODES:
+                for mode in modes:
                     runs[mode].append(run(target, mode, seconds, tmp))
             med = {m: {k: statistics.median(r[k] for r in runs[m])
                        for k in ("polls_s", "cpu_poll", "tracer_cpu", "rss", "events_s")}
-                   for m in MODES}
-            for m in MODES:
+                   for m in modes}
+            for m in modes:
                 med[m]["dropped"] = max(r["dropped"] for r in runs[m])
             base = med["untraced"]
             floor_added = med["floor"]["cpu_poll"] - base["cpu_poll"]
-            for m in MODES:
+            for m in modes:
                 r = med[m]
                 added = r["cpu_poll"] - base["cpu_poll"]
                 times = f"{added / floor_added:6.2f}x" if m != "untraced" and floor_added > 0 \
                     else ""
-                print(f"{target:8} {m:8} {r['polls_s']:9.0f} {r['polls_s'] / base['polls_s']:10.1%} "
+                print(f"{target:9} {m:11} {r['polls_s']:9.0f} {r['polls_s'] / base['polls_s']:10.1%} "
                       f"{r['cpu_poll']:7.0f}ns {added:6.0f}ns {times:>7} "
                       f"{r['tracer_cpu']:9.1f}% {r['rss']:6.1f}MB {r['events_s']:9.0f} "
                       f"{r['dropped']:7d}", flush=True)
@@ -161,7 +174,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=4)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--targets", default="spin,tokio")
+    ap.add_argument("--targets", default="spin,tokio,tokio-cet")
     ap.add_argument("--sustain-seconds", type=float, default=60)
     ap.add_argument("--sustain-rate", type=int, default=250000)
     a = ap.parse_args()

@@ -180,6 +180,30 @@ class V0(TokioBuild):
     closure = "{closure#0}"
 
 
+class Cet(TokioBuild):
+    """Built with CET: every function starts with endbr64, which the kernel
+    single-steps under a uprobe. Every probe goes past it to the emulated
+    instruction after it (src/placement.c), and reads the same arguments
+    there: the counts, names and causes of the inherited tests prove it."""
+    variant = "-cet"
+    mangling = "legacy"
+    closure = "{{closure}}"
+
+    def test_probes_placed_past_endbr64(self):
+        m = re.search(r"(\d+) probes placed past a single-stepped entry", self.run.tracer_stderr)
+        self.assertIsNotNone(m, self.ctx)
+        # every site: 16 poll instances and the wake, schedule, spawn, remove, steal functions
+        self.assertGreaterEqual(int(m[1]), 16 + 2 + 3 + 2 + 1 + 1)
+
+    def test_at_the_entry_the_same_counts(self):
+        """--probe-at entry: the single-stepped entry, the same events."""
+        run = traced_tokio_run(self.variant, duration=2, tracer_args=["--probe-at", "entry"])
+        self.assertNotIn("placed past", run.tracer_stderr)
+        c, r = run.counts, run.report["counts"]
+        self.assertEqual((r["polls"], r["wakes"], r["tasks_spawned"]),
+                         (c["polls"], c["wakes"], c["tasks"]), run.describe())
+
+
 class Attach(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Probe placement on hand-assembled function starts: past endbr64 and other
+ * harmless instructions to the first one the kernel emulates, and never past
+ * anything a probe could see (control flow, memory writes, argument
+ * registers, the stack pointer), nor past a branch target.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "placement.h"
+
+#define ENDBR64 0xf3, 0x0f, 0x1e, 0xfa
+#define PUSH_RBX 0x53
+#define PUSH_R14 0x41, 0x56
+#define RET 0xc3
+#define NOP5 0x0f, 0x1f, 0x44, 0x00, 0x00
+
+static struct placement place(const uint8_t *code, size_t len)
+{
+	struct placement p;
+
+	assert_int_equal(placement__entry(code, len, 0x1000, &p), 0);
+	return p;
+}
+
+#define PLACE(...)                                                                                 \
+	({                                                                                         \
+		static const uint8_t code_[] = { __VA_ARGS__ };                                    \
+		place(code_, sizeof(code_));                                                       \
+	})
+
+static void cheap_entries_stay(void **state)
+{
+	struct placement p = PLACE(PUSH_RBX, RET);
+
+	assert_int_equal(p.skip, 0);
+	assert_true(p.cheap);
+	assert_string_equal(p.at, "push");
+	p = PLACE(0xe9, 0x10, 0x00, 0x00, 0x00); /* jmp rel32 */
+	assert_int_equal(p.skip, 0);
+	assert_true(p.cheap);
+	p = PLACE(NOP5, RET);
+	assert_int_equal(p.skip, 0);
+	assert_true(p.cheap);
+}
+
+static void past_endbr64(void **state)
+{
+	struct placement p = PLACE(ENDBR64, PUSH_RBX, RET);
+
+	assert_int_equal(p.skip, 4);
+	assert_true(p.cheap);
+	assert_string_equal(p.entry, "endbr64");
+	assert_string_equal(p.at, "push");
+	/* endbr64; jmp (a raw::poll instance under CET) */
+	p = PLACE(ENDBR64, 0xe9, 0x10, 0x00, 0x00, 0x00);
+	assert_int_equal(p.skip, 4);
+	/* endbr64; call: the probe goes before the call, which is the side effect */
+	p = PLACE(ENDBR64, 0xe8, 0x10, 0x00, 0x00, 0x00, RET);
+	assert_int_equal(p.skip, 4);
+}
+
+static void past_harmless_moves(void **state)
+{
+	/* mov (%rdi),%rax reads an argument, writes a scratch register: harmless */
+	struct placement p = PLACE(0x48, 0x8b, 0x07, PUSH_R14, RET);
+
+	assert_int_equal(p.skip, 3);
+	assert_string_equal(p.entry, "mov");
+	/* endbr64; xor %eax,%eax; test %rdi,%rdi; jne: flags and scratch only */
+	p = PLACE(ENDBR64, 0x31, 0xc0, 0x48, 0x85, 0xff, 0x75, 0x02, RET, RET, RET);
+	assert_int_equal(p.skip, 9);
+	assert_string_equal(p.at, "jne");
+}
+
+static void never_past_what_a_probe_sees(void **state)
+{
+	/* mov %rsi,%rdi: overwrites the first argument */
+	struct placement p = PLACE(ENDBR64, 0x48, 0x89, 0xf7, PUSH_RBX, RET);
+
+	assert_int_equal(p.skip, 0);
+	assert_false(p.cheap);
+	/* sub $8,%rsp: moves the stack a return probe reads its address from */
+	p = PLACE(0x48, 0x83, 0xec, 0x08, PUSH_RBX, RET);
+	assert_int_equal(p.skip, 0);
+	/* mov %rax,(%rsp): writes memory */
+	p = PLACE(ENDBR64, 0x48, 0x89, 0x04, 0x24, PUSH_RBX, RET);
+	assert_int_equal(p.skip, 0);
+	/* lock incl (%rax) */
+	p = PLACE(0xf0, 0xff, 0x00, PUSH_RBX, RET);
+	assert_int_equal(p.skip, 0);
+	/* mov $1,%ecx: the fourth argument, 32-bit */
+	p = PLACE(ENDBR64, 0xb9, 0x01, 0x00, 0x00, 0x00, PUSH_RBX, RET);
+	assert_int_equal(p.skip, 0);
+	/* ret first: nothing to move past */
+	p = PLACE(RET);
+	assert_int_equal(p.skip, 0);
+	assert_false(p.cheap);
+}
+
+static void never_past_a_branch_target(void **state)
+{
+	/*
+	 * 0x1000 endbr64; 0x1004 mov (%rdi),%rax; 0x1007 push %rbx;
+	 * 0x1008 jmp 0x1004 (back into the prefix): moving to 0x1007 would let the
+	 * loop hit the probe again without entering the function.
+	 */
+	struct placement p = PLACE(ENDBR64, 0x48, 0x8b, 0x07, PUSH_RBX, 0xeb, 0xfa, RET);
+
+	assert_int_equal(p.skip, 0);
+	/* a branch to the entry itself is fine: the probe stays on the path */
+	p = PLACE(ENDBR64, PUSH_RBX, 0xeb, 0xf9, RET);
+	assert_int_equal(p.skip, 4);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(cheap_entries_stay),
+		cmocka_unit_test(past_endbr64),
+		cmocka_unit_test(past_harmless_moves),
+		cmocka_unit_test(never_past_what_a_probe_sees),
+		cmocka_unit_test(never_past_a_branch_target),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
