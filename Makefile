@@ -3,7 +3,7 @@
 #   make                 build build/asynctraced and build/sample-executor
 #   make test            unit tests, then the root integration tests
 #   make demo            trace the sample executor's "noisy" scenario
-#   make bench           measure the tracer on every scenario (root)
+#   make bench           overhead against the floor, convert speed, every scenario (root)
 #   make fuzz            fuzz the capture reader and everything behind it
 #   make V=1             show full commands;  make BUILD=dir  build elsewhere
 #   make VMLINUX_H=path  compile the BPF code against another vmlinux.h
@@ -223,8 +223,9 @@ test-integration: all tokio
 
 # Numbers, not pass/fail: see docs/performance.md.
 bench: all tokio
-	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/scenarios.py 5
+	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/overhead.py
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/convert.py 3
+	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/scenarios.py 5
 
 setup:
 	$(Q)scripts/setup.sh

@@ -51,6 +51,7 @@ struct thread_state {
 	/* the task's wakes since its previous poll began, for its statistics */
 	__u32 wakes;
 	__u32 self_wakes;
+	__u64 born;		/* the task was first seen */
 	/* tokio: the last task Header this thread resolved (see tokio_task()) */
 	__u64 hdr;
 	__u64 hdr_id;
@@ -169,14 +170,26 @@ static __always_inline struct at_worker_stats *worker_get(__u32 worker)
 	return &worker_stats[worker & (AT_MAX_WORKERS - 1)];
 }
 
-static __always_inline struct at_task_stats *task_stats_get(__u64 task, __u64 now)
+/*
+ * Per-task statistics start once a task has lived TASK_STATS_AGE_NS, or at a
+ * poll of TASK_STATS_POLL_NS or more: inserting into a full LRU map of
+ * 16384 tasks evicts one, about 600 ns, which tasks that live a few
+ * milliseconds (a request each, tens of thousands a second) would pay on
+ * every spawn for numbers nobody reads. Their polls still count per worker.
+ */
+#define TASK_STATS_AGE_NS (10 * 1000 * 1000ull)
+#define TASK_STATS_POLL_NS (1000 * 1000ull)
+
+static __always_inline struct at_task_stats *task_stats_get(__u64 task, __u64 born, __u64 now,
+							    __u64 dur)
 {
 	struct at_task_stats *s = bpf_map_lookup_elem(&task_stats, &task);
 
-	if (s)
+	if (s || (now - born < TASK_STATS_AGE_NS && dur < TASK_STATS_POLL_NS))
 		return s;
 	bpf_map_update_elem(&task_stats, &task, &zero_task_stats, BPF_NOEXIST);
 	s = bpf_map_lookup_elem(&task_stats, &task);
+	/* its counters count from here */
 	if (s && !s->first_ts)
 		s->first_ts = now;
 	return s;
@@ -270,6 +283,7 @@ static __always_inline __u64 task_note_wake(__u64 task, __u64 now, __s32 queue, 
 		ts->wake_id = wake_id;
 		return wake_id;
 	}
+	fresh.first_ts = now;
 	fresh.name_addr = name_addr;
 	fresh.wakes = 1;
 	fresh.self_wakes = self;
@@ -373,7 +387,9 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
 	t->queued_depth = 0;
 	t->wakes = 0;
 	t->self_wakes = 0;
+	t->born = 0;
 	if (ts) {
+		t->born = ts->first_ts;
 		t->wake_ts = ts->wake_ts;
 		t->wake_id = ts->wake_id;
 		t->queued_on = ts->queued_on;
@@ -399,6 +415,8 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
 		if (t->wake_ts && t->wake_ts <= now)
 			hist_add(&w->delay, now - t->wake_ts);
 	}
+	if (!t->born)
+		t->born = now;
 	t->begin = now;
 	t->since = now;
 	barrier();
@@ -408,7 +426,7 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
 static __always_inline void account_poll(struct thread_state *t, __u64 task, __u64 dur)
 {
 	struct at_worker_stats *w = worker_get(t->worker);
-	struct at_task_stats *s = task_stats_get(task, t->begin);
+	struct at_task_stats *s = task_stats_get(task, t->born, t->begin, dur);
 
 	if (w) {
 		w->polls++;
@@ -448,6 +466,7 @@ static __always_inline void task_idle(__u64 task, struct at_task_state *ts, __u6
 			ts->idle_since = now;
 		return;
 	}
+	fresh.first_ts = now;
 	fresh.idle_since = now;
 	fresh.name_addr = name_addr;
 	fresh.queued_on = AT_QUEUE_NONE;
@@ -648,11 +667,18 @@ struct task_struct___pre514 {
 	long state;
 } __attribute__((preserve_access_index));
 
-static __always_inline long task_state(struct task_struct *p)
+/*
+ * Fields of a task_struct: tp_btf hands us trusted pointers, read directly
+ * (a load each); raw_tp's are plain numbers, read with probe reads (a helper
+ * call each, five times dearer). direct is a constant in each caller.
+ */
+#define TASK_READ(p, field, direct) ((direct) ? (p)->field : BPF_CORE_READ(p, field))
+
+static __always_inline long task_state(struct task_struct *p, const bool direct)
 {
 	if (bpf_core_field_exists(p->__state))
-		return BPF_CORE_READ(p, __state);
-	return BPF_CORE_READ((struct task_struct___pre514 *)p, state);
+		return TASK_READ(p, __state, direct);
+	return TASK_READ((struct task_struct___pre514 *)p, state, direct);
 }
 
 /*
@@ -660,14 +686,14 @@ static __always_inline long task_state(struct task_struct *p)
  * anything to account; the tgid test keeps the rest of the system cheap.
  */
 static __always_inline void on_switch(bool preempt, struct task_struct *prev,
-				      struct task_struct *next)
+				      struct task_struct *next, const bool direct)
 {
 	struct thread_state *t;
 	__u32 tid;
 	__u64 now;
 
-	if (BPF_CORE_READ(prev, tgid) == target_tgid) {
-		tid = BPF_CORE_READ(prev, pid);
+	if (TASK_READ(prev, tgid, direct) == target_tgid) {
+		tid = TASK_READ(prev, pid, direct);
 		t = bpf_map_lookup_elem(&threads, &tid);
 		if (t && t->task && !t->off_cpu) {
 			now = bpf_ktime_get_ns();
@@ -675,11 +701,11 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 			t->since = now;
 			t->off_cpu = 1;
 			/* TASK_RUNNING (0) when switched out: preempted, not asleep. */
-			t->off_blocked = !preempt && task_state(prev) != 0;
+			t->off_blocked = !preempt && task_state(prev, direct) != 0;
 		}
 	}
-	if (BPF_CORE_READ(next, tgid) == target_tgid) {
-		tid = BPF_CORE_READ(next, pid);
+	if (TASK_READ(next, tgid, direct) == target_tgid) {
+		tid = TASK_READ(next, pid, direct);
 		t = bpf_map_lookup_elem(&threads, &tid);
 		if (t && t->task && t->off_cpu) {
 			now = bpf_ktime_get_ns();

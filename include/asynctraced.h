@@ -214,7 +214,7 @@ struct at_task_stats {
 	__u64 oncpu_ns;
 	__u64 max_poll_ns;
 	__u64 name_addr;
-	__u64 first_ts;		/* first poll or wake seen */
+	__u64 first_ts;		/* counted from here: 10 ms after first seen, or its first 1 ms poll */
 	__u8 done;
 	__u8 pad[7];
 	struct at_hist32 poll;
@@ -232,6 +232,7 @@ struct at_task_state {
 	__u32 queued_depth;
 	__u32 wakes;		/* since its last poll began (then moved to its stats) */
 	__u32 self_wakes;
+	__u64 first_ts;		/* first seen */
 };
 
 /* "steals" hash map: (thief, victim) -> counts. */
