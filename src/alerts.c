@@ -264,3 +264,16 @@ int alert_log__new(struct sink **s, const char *path)
 	*s = &al->sink;
 	return 0;
 }
+
+void alert__title(char *buf, size_t size, const struct alert *a)
+{
+	const char *over = a->state == ALERT_END ? " over" : "";
+
+	if (a->task)
+		snprintf(buf, size, "%s%s: %s #%llu", alert_kind_str(a->kind), over, a->task_name,
+			 (unsigned long long)a->task);
+	else if (a->worker >= 0)
+		snprintf(buf, size, "%s%s: worker %d", alert_kind_str(a->kind), over, a->worker);
+	else
+		snprintf(buf, size, "%s%s", alert_kind_str(a->kind), over);
+}

@@ -324,6 +324,18 @@ void model__apply(struct model *m, const struct at_hdr *ev)
 	}
 }
 
+void model__spawn_as_wake(const struct at_spawn *s, struct at_wake *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->hdr = s->hdr;
+	w->task = s->task;
+	w->waker_task = s->parent;
+	w->wake_id = s->wake_id;
+	w->waker_worker = -1;
+	w->queue = s->queue;
+	w->depth = s->depth;
+}
+
 /*
  * State changes that sinks must see from the "before" side: while a sink
  * handles a wake, task->pending is still the wake it replaces; while it
@@ -339,16 +351,8 @@ void model__retire(struct model *m, const struct at_hdr *ev)
 	switch (ev->kind) {
 	case AT_EV_SPAWN:
 		t = model__task(m, s->task);
-		if (t && s->wake_id) {
-			memset(&t->pending, 0, sizeof(t->pending));
-			t->pending.hdr = s->hdr;
-			t->pending.task = s->task;
-			t->pending.waker_task = s->parent;
-			t->pending.wake_id = s->wake_id;
-			t->pending.waker_worker = -1;
-			t->pending.queue = s->queue;
-			t->pending.depth = s->depth;
-		}
+		if (t && s->wake_id)
+			model__spawn_as_wake(s, &t->pending);
 		break;
 	case AT_EV_WAKE:
 		t = model__task(m, w->task);

@@ -102,6 +102,8 @@ void model__apply(struct model *m, const struct at_hdr *ev);
 void model__retire(struct model *m, const struct at_hdr *ev);
 
 struct task *model__task(const struct model *m, uint64_t id);
+/* A spawn seen as the wake that queued the task's first poll (for trace writers). */
+void model__spawn_as_wake(const struct at_spawn *s, struct at_wake *w);
 /* A timestamp as ns since the trace origin (never negative). */
 static inline uint64_t model__rel(const struct model *m, uint64_t ts)
 {

@@ -317,15 +317,9 @@ static void on_spawn(struct trace_json *tj, struct model *m, const struct at_spa
 	if (t && t->pending.wake_id)
 		write_wake(tj, m, &t->pending, false);
 	if (!s->wake_id) {
-		struct at_wake w = {
-			.hdr = s->hdr,
-			.task = s->task,
-			.waker_task = s->parent,
-			.waker_worker = -1,
-			.queue = s->queue,
-			.depth = s->depth,
-		};
+		struct at_wake w;
 
+		model__spawn_as_wake(s, &w);
 		write_wake(tj, m, &w, false);
 	}
 }
@@ -433,14 +427,7 @@ static void tj_alert(struct sink *s, struct model *m, const struct alert *a)
 	if (!tj->process_named)
 		name_process(tj, m);
 	alert__format(msg, sizeof(msg), m, a);
-	if (a->task)
-		snprintf(name, sizeof(name), "%s%s: %s #%llu", alert_kind_str(a->kind),
-			 is_end ? " over" : "", a->task_name, (unsigned long long)a->task);
-	else if (a->worker >= 0)
-		snprintf(name, sizeof(name), "%s%s: worker %d", alert_kind_str(a->kind),
-			 is_end ? " over" : "", a->worker);
-	else
-		snprintf(name, sizeof(name), "%s%s", alert_kind_str(a->kind), is_end ? " over" : "");
+	alert__title(name, sizeof(name), a);
 	/* Process-scoped: alerts get a track of their own above the threads.
 	 * A beginning is marked where the problem began, an end where it ended. */
 	begin_event(ob, m, 'i', "alert", is_end ? a->ts : a->begin_ts);

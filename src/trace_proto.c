@@ -633,15 +633,9 @@ static void on_spawn(struct trace_proto *tp, struct model *m, const struct at_sp
 	if (t && t->pending.wake_id)
 		write_wake(tp, m, &t->pending, false);
 	if (!s->wake_id) {
-		struct at_wake w = {
-			.hdr = s->hdr,
-			.task = s->task,
-			.waker_task = s->parent,
-			.waker_worker = -1,
-			.queue = s->queue,
-			.depth = s->depth,
-		};
+		struct at_wake w;
 
+		model__spawn_as_wake(s, &w);
 		write_wake(tp, m, &w, false);
 	}
 }
@@ -740,14 +734,7 @@ static void tp_alert(struct sink *s, struct model *m, const struct alert *a)
 	if (!tp->process_uuid)
 		start(tp, m);
 	alert__format(msg, sizeof(msg), m, a);
-	if (a->task)
-		snprintf(name, sizeof(name), "%s%s: %s #%llu", alert_kind_str(a->kind),
-			 is_end ? " over" : "", a->task_name, (unsigned long long)a->task);
-	else if (a->worker >= 0)
-		snprintf(name, sizeof(name), "%s%s: worker %d", alert_kind_str(a->kind),
-			 is_end ? " over" : "", a->worker);
-	else
-		snprintf(name, sizeof(name), "%s%s", alert_kind_str(a->kind), is_end ? " over" : "");
+	alert__title(name, sizeof(name), a);
 	/* A beginning is marked where the problem began, an end where it ended. */
 	event_begin(tp, m, is_end ? a->ts : a->begin_ts, INSTANT, tp->alerts_uuid, NULL);
 	pb_string(&tp->pb, EVENT_NAME, name);
