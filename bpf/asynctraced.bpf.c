@@ -67,7 +67,7 @@ int usdt_poll_end(struct pt_regs *ctx)
 {
 	usdt_spec_t spec = usdt_spec(ctx);
 	__u32 tid = current_tid();
-	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+	struct thread_state *t = thread_find(tid);
 	__u64 task = ARG(0);
 
 	if (!t || t->task != task) {
@@ -299,7 +299,7 @@ SEC("uretprobe")
 int BPF_KRETPROBE(tokio_poll_ret)
 {
 	__u32 tid = current_tid();
-	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+	struct thread_state *t = thread_find(tid);
 	struct at_task_state *ts;
 	__s32 queue = AT_QUEUE_NONE;
 	__u32 depth = 0;
@@ -328,7 +328,7 @@ SEC("uprobe")
 int BPF_KPROBE(tokio_wake, __u64 hdr)
 {
 	__u32 tid = current_tid();
-	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+	struct thread_state *t = thread_find(tid);
 	struct tokio_task tt;
 
 	tokio_task(t, hdr, &tt);
@@ -341,7 +341,7 @@ SEC("uprobe")
 int BPF_KPROBE(tokio_schedule, __u64 hdr)
 {
 	__u32 tid = current_tid();
-	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+	struct thread_state *t = thread_find(tid);
 	__s32 queue = tokio_target_queue(t);
 	__u32 depth = tokio_push(queue);
 	struct tokio_task tt;
@@ -355,7 +355,7 @@ int BPF_KPROBE(tokio_schedule, __u64 hdr)
 static __always_inline void tokio_spawned(__u64 hdr)
 {
 	__u32 tid = current_tid();
-	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+	struct thread_state *t = thread_find(tid);
 	__s32 queue = tokio_target_queue(t);
 	struct tokio_task tt;
 
@@ -386,7 +386,7 @@ SEC("uprobe")
 int BPF_KPROBE(tokio_remove, void *self, __u64 *task)
 {
 	__u32 tid = current_tid();
-	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+	struct thread_state *t = thread_find(tid);
 	struct tokio_task tt;
 	__u64 hdr = 0;
 
@@ -403,7 +403,7 @@ SEC("uretprobe")
 int BPF_KRETPROBE(tokio_steal_ret)
 {
 	__u32 tid = current_tid();
-	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+	struct thread_state *t = thread_find(tid);
 	__u64 hdr = PT_REGS_RC(ctx);
 	struct at_task_state *ts;
 	struct tokio_task tt;

@@ -26,6 +26,8 @@ const volatile __u64 sched_delay_ns = 0;
 const volatile __u32 starve_depth = 0;
 
 struct thread_state {
+	__u32 slot_tid;		/* the thread holding this slot of thread_slots */
+	__u32 pad_;
 	__u64 task;		/* task being polled, 0 if none */
 	__u64 begin;		/* poll begin */
 	__u64 since;		/* last switch in or out inside the poll */
@@ -63,6 +65,14 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 16 * 1024 * 1024); /* resized by the loader */
 } events SEC(".maps");
+
+/* Thread state: a slot per tid modulo AT_MAX_THREADS, the hash for collisions. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, AT_MAX_THREADS);
+	__type(key, __u32);
+	__type(value, struct thread_state);
+} thread_slots SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -232,11 +242,36 @@ static __always_inline void event_submit(void *e)
 	bpf_ringbuf_submit(e, flags);
 }
 
+/*
+ * A thread's state: in the slot its tid indexes, or, when another thread
+ * holds that slot, in the threads hash. The slot is an array element (an
+ * inlined index, no hashing): most threads never need the hash.
+ */
+static __always_inline struct thread_state *thread_slot(__u32 tid)
+{
+	__u32 i = tid & (AT_MAX_THREADS - 1);
+
+	return bpf_map_lookup_elem(&thread_slots, &i);
+}
+
+static __always_inline struct thread_state *thread_find(__u32 tid)
+{
+	struct thread_state *t = thread_slot(tid);
+
+	if (t && t->slot_tid == tid)
+		return t;
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
 static __always_inline struct thread_state *thread_get(__u32 tid)
 {
-	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+	struct thread_state *t = thread_slot(tid);
 	struct thread_state zero = {};
 
+	if (t && (t->slot_tid == tid ||
+		  (!t->slot_tid && __sync_val_compare_and_swap(&t->slot_tid, 0, tid) == 0)))
+		return t;
+	t = bpf_map_lookup_elem(&threads, &tid);
 	if (t)
 		return t;
 	bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST);
@@ -353,7 +388,7 @@ static __always_inline __u64 holder_begin(__u32 worker)
 	if (!w || !w->tid)
 		return 0;
 	tid = w->tid;
-	holder = bpf_map_lookup_elem(&threads, &tid);
+	holder = thread_find(tid);
 	return holder && holder->task ? holder->begin : 0;
 }
 
@@ -694,7 +729,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 
 	if (TASK_READ(prev, tgid, direct) == target_tgid) {
 		tid = TASK_READ(prev, pid, direct);
-		t = bpf_map_lookup_elem(&threads, &tid);
+		t = thread_find(tid);
 		if (t && t->task && !t->off_cpu) {
 			now = bpf_ktime_get_ns();
 			t->oncpu += now - t->since;
@@ -706,7 +741,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	}
 	if (TASK_READ(next, tgid, direct) == target_tgid) {
 		tid = TASK_READ(next, pid, direct);
-		t = bpf_map_lookup_elem(&threads, &tid);
+		t = thread_find(tid);
 		if (t && t->task && t->off_cpu) {
 			now = bpf_ktime_get_ns();
 			if (t->off_blocked) {

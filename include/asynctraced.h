@@ -17,7 +17,7 @@
 #define AT_USDT_PROVIDER "asynctrace"
 
 #define AT_TASK_NAME_LEN 128
-#define AT_MAX_THREADS 8192	/* threads of the target tracked at once */
+#define AT_MAX_THREADS 8192	/* threads of the target tracked at once (a power of 2) */
 #define AT_MAX_TASKS 65536	/* live tasks: pending wake, idle since (LRU) */
 #define AT_MAX_WORKERS 256	/* workers with statistics (ids beyond: counted) */
 #define AT_MAX_TASK_STATS 16384	/* tasks with histograms (LRU) */
