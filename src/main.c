@@ -119,10 +119,14 @@ static int on_record(void *ctx, const void *data, size_t size)
 {
 	struct session *s = ctx;
 
-	if (s->cap && size >= sizeof(struct at_hdr))
-		capture_record(s, data, size);
-	else
+	if (!s->cap) {
 		pipeline__push(&s->pipe, data, size);
+	} else if (model__validate(data, size) < 0) {
+		/* a record whose size lies would throw every later one out of step */
+		s->pipe.model.n.malformed++;
+	} else {
+		capture_record(s, data, size);
+	}
 	return 0;
 }
 

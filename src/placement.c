@@ -49,31 +49,52 @@ static bool guarded(x86_reg r)
 	}
 }
 
-/* May a probe move past this instruction? (It has no effect a probe could see.) */
+/* Segment registers: never a destination a probe moves past. */
+static bool segment(x86_reg r)
+{
+	return r == X86_REG_CS || r == X86_REG_DS || r == X86_REG_ES || r == X86_REG_FS ||
+	       r == X86_REG_GS || r == X86_REG_SS;
+}
+
+/*
+ * May a probe move past this instruction? Only past instructions known to
+ * write nothing but a general register and the flags: endbr64, and moves,
+ * address arithmetic, compares and ALU operations whose destination is a
+ * register (memory, if any, only read) that is neither an argument nor the
+ * stack pointer. An allowlist, not capstone's access flags: capstone 4
+ * reports some stores (movups, fstp, ...) as reads, and enter as touching
+ * nothing.
+ */
 static bool harmless(csh cs, const cs_insn *in)
 {
 	const cs_x86 *x = &in->detail->x86;
-	cs_regs rd, wr;
-	uint8_t nr, nw;
 
+	(void)cs;
 	if (in->id == X86_INS_ENDBR64)
 		return true;
-	if (cs_insn_group(cs, in, CS_GRP_JUMP) || cs_insn_group(cs, in, CS_GRP_CALL) ||
-	    cs_insn_group(cs, in, CS_GRP_RET) || cs_insn_group(cs, in, CS_GRP_INT) ||
-	    cs_insn_group(cs, in, CS_GRP_IRET) || cs_insn_group(cs, in, CS_GRP_PRIVILEGE))
-		return false;
 	if (x->prefix[0] == X86_PREFIX_LOCK || x->prefix[0] == X86_PREFIX_REP ||
 	    x->prefix[0] == X86_PREFIX_REPNE)
 		return false;
-	for (int i = 0; i < x->op_count; i++)
-		if (x->operands[i].type == X86_OP_MEM && (x->operands[i].access & CS_AC_WRITE))
-			return false;
-	if (cs_regs_access(cs, in, rd, &nr, wr, &nw) != CS_ERR_OK)
+	switch (in->id) {
+	case X86_INS_CMP:
+	case X86_INS_TEST:
+		return true; /* flags only */
+	case X86_INS_MOV:
+	case X86_INS_MOVZX:
+	case X86_INS_MOVSX:
+	case X86_INS_MOVSXD:
+	case X86_INS_LEA:
+	case X86_INS_ADD:
+	case X86_INS_SUB:
+	case X86_INS_AND:
+	case X86_INS_OR:
+	case X86_INS_XOR:
+		return x->op_count == 2 && x->operands[0].type == X86_OP_REG &&
+		       !guarded(x->operands[0].reg) &&
+		       !segment(x->operands[0].reg);
+	default:
 		return false;
-	for (int i = 0; i < nw; i++)
-		if (guarded((x86_reg)wr[i]))
-			return false;
-	return true;
+	}
 }
 
 /* Does any relative branch in the function land strictly inside (addr, addr + skip)? */

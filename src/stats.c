@@ -42,8 +42,9 @@ uint64_t hist_count(const struct at_hist *h)
 {
 	uint64_t n = 0;
 
+	/* saturating: slots from a hostile capture may add up past 2^64 */
 	for (int i = 0; i < AT_HIST_SLOTS; i++)
-		n += h->slot[i];
+		n = h->slot[i] > UINT64_MAX - n ? UINT64_MAX : n + h->slot[i];
 	return n;
 }
 
@@ -72,11 +73,15 @@ uint64_t hist_percentile(const struct at_hist *h, double p)
 	if (!total)
 		return 0;
 	/* the smallest value with at least p% of the samples at or below it */
-	rank = (uint64_t)((double)total * p / 100.0 + 0.999999);
+	{
+		double r = (double)total * p / 100.0 + 0.999999;
+
+		rank = r >= (double)total ? total : (uint64_t)r;
+	}
 	if (rank < 1)
 		rank = 1;
 	for (int i = 0; i < AT_HIST_SLOTS; i++) {
-		seen += h->slot[i];
+		seen = h->slot[i] > UINT64_MAX - seen ? UINT64_MAX : seen + h->slot[i];
 		if (seen >= rank)
 			return 2ull << i;
 	}

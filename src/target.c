@@ -86,8 +86,12 @@ int target__read_str(void *target, uint64_t addr, char *buf, size_t len)
 		struct iovec remote = { (void *)(uintptr_t)(addr + got), want };
 		ssize_t n = process_vm_readv(t->pid, &local, 1, &remote, 1, 0);
 
-		if (n <= 0)
-			return got ? 0 : -errno;
+		if (n <= 0) {
+			if (!got)
+				return -errno;
+			buf[got] = '\0'; /* what was readable, up to an unmapped page */
+			return 0;
+		}
 		if (memchr(buf + got, '\0', (size_t)n))
 			return 0;
 		got += (size_t)n;

@@ -102,8 +102,9 @@ static const char *const annotation_names[ANN_NR] = { ANNOTATIONS(ANN_STR) };
 
 /* A task's track: one per task, a new one if its id comes back. */
 struct task_track {
+	uint64_t id;
 	uint64_t uuid;
-	uint32_t generation;
+	uint32_t generation;	/* of its id: 1, or more for an id that came back */
 	bool done;
 };
 
@@ -120,8 +121,8 @@ struct trace_proto {
 	uint64_t task_rank;	/* spawn order of task tracks */
 	struct u64map threads;	/* tid -> uuid */
 	struct u64map tasks;	/* task id -> struct task_track * */
-	struct u64map done;	/* finished task id -> uuid (the last DONE_TASKS) */
-	uint64_t done_ring[DONE_TASKS];
+	struct u64map done;	/* finished task id -> its struct task_track (the last DONE_TASKS) */
+	struct task_track *done_ring[DONE_TASKS];
 	size_t done_next;
 	struct u64map names;	/* hash of an event name -> struct interned * */
 	uint64_t next_iid;
@@ -388,17 +389,16 @@ static uint64_t task_track(struct trace_proto *tp, struct model *m, uint64_t id,
 static uint64_t parent_track(struct trace_proto *tp, struct model *m, uint64_t parent,
 			     int nesting)
 {
-	struct task_track *pt;
-	uint64_t done;
+	struct task_track *pt, *done;
 
 	if (!parent)
 		return tp->runtime_uuid;
 	pt = u64map__get(&tp->tasks, parent);
 	if (pt && !pt->done)
 		return pt->uuid;
-	done = (uintptr_t)u64map__get(&tp->done, parent);
+	done = u64map__get(&tp->done, parent);
 	if (done)
-		return done;
+		return done->uuid;
 	/* A parent met for the first time: declared first, if the model knows it. */
 	if (!pt && nesting < 16 && model__task(m, parent))
 		return task_track(tp, m, parent, nesting + 1);
@@ -408,7 +408,7 @@ static uint64_t parent_track(struct trace_proto *tp, struct model *m, uint64_t p
 /* A task's track, declared at its first poll (when its name is best known). */
 static uint64_t task_track(struct trace_proto *tp, struct model *m, uint64_t id, int nesting)
 {
-	struct task_track *tt = u64map__get(&tp->tasks, id);
+	struct task_track *tt = u64map__get(&tp->tasks, id), *before;
 	const struct task *t = model__task(m, id);
 	uint64_t parent;
 	char name[AT_TASK_NAME_LEN + 48];
@@ -421,6 +421,10 @@ static uint64_t task_track(struct trace_proto *tp, struct model *m, uint64_t id,
 			free(tt);
 			return tp->runtime_uuid;
 		}
+		tt->id = id;
+		/* an id that came back after its task finished: the next generation */
+		before = u64map__get(&tp->done, id);
+		tt->generation = before ? before->generation : 0;
 	}
 	tt->generation++;
 	tt->done = false;
@@ -442,21 +446,28 @@ static uint64_t task_track(struct trace_proto *tp, struct model *m, uint64_t id,
 	return tt->uuid;
 }
 
-/* A task returned Ready: its track is closed; children may still nest under it. */
+/*
+ * A task returned Ready: its track is closed; children may still nest under
+ * it, and its id, should it come back, gets the next generation.
+ */
 static void task_done(struct trace_proto *tp, uint64_t id)
 {
 	struct task_track *tt = u64map__del(&tp->tasks, id);
-	uint64_t old;
+	struct task_track *old;
 
 	if (!tt)
 		return;
+	tt->done = true;
 	old = tp->done_ring[tp->done_next];
-	if (old)
-		u64map__del(&tp->done, old);
-	tp->done_ring[tp->done_next] = id;
+	if (old) {
+		/* the id may be in the ring twice: forget it only if this was the latest */
+		if (u64map__get(&tp->done, old->id) == old)
+			u64map__del(&tp->done, old->id);
+		free(old);
+	}
+	tp->done_ring[tp->done_next] = tt;
 	tp->done_next = (tp->done_next + 1) % DONE_TASKS;
-	u64map__set(&tp->done, id, (void *)(uintptr_t)tt->uuid);
-	free(tt);
+	u64map__set(&tp->done, id, tt);
 }
 
 /* --- counters ----------------------------------------------------------- */
@@ -787,6 +798,8 @@ static void tp_free(struct sink *s)
 	for (size_t i = 0; u64map__next(&tp->names, &i, &key, &val);)
 		free(val);
 	u64map__clear(&tp->tasks);
+	for (size_t i = 0; i < DONE_TASKS; i++)
+		free(tp->done_ring[i]);
 	u64map__clear(&tp->done);
 	u64map__clear(&tp->names);
 	u64map__clear(&tp->threads);

@@ -97,6 +97,17 @@ static void never_past_what_a_probe_sees(void **state)
 	/* mov $1,%ecx: the fourth argument, 32-bit */
 	p = PLACE(ENDBR64, 0xb9, 0x01, 0x00, 0x00, 0x00, PUSH_RBX, RET);
 	assert_int_equal(p.skip, 0);
+	/* stores capstone 4 calls reads: movups %xmm0,(%rdi); fstpl (%rax) */
+	p = PLACE(ENDBR64, 0x0f, 0x11, 0x07, 0xeb, 0x00, RET);
+	assert_int_equal(p.skip, 0);
+	p = PLACE(ENDBR64, 0xdd, 0x18, PUSH_RBX, RET);
+	assert_int_equal(p.skip, 0);
+	/* enter $16,$0: moves the stack (capstone 4 sees no operands) */
+	p = PLACE(ENDBR64, 0xc8, 0x10, 0x00, 0x00, PUSH_RBX, RET);
+	assert_int_equal(p.skip, 0);
+	/* xchg %rax,(%rdx): a store with no lock prefix */
+	p = PLACE(0x48, 0x87, 0x02, PUSH_RBX, RET);
+	assert_int_equal(p.skip, 0);
 	/* ret first: nothing to move past */
 	p = PLACE(RET);
 	assert_int_equal(p.skip, 0);
