@@ -444,11 +444,6 @@ const char *capture_reader__error(const struct capture_reader *r)
 	return r->error;
 }
 
-uint64_t capture_reader__offset(const struct capture_reader *r)
-{
-	return r->off;
-}
-
 void capture_reader__free(struct capture_reader *r)
 {
 	if (!r)

@@ -177,7 +177,6 @@ const struct cap_process *capture_reader__process(const struct capture_reader *r
  */
 int capture_reader__next(struct capture_reader *r, const struct at_hdr **rec, size_t *size);
 const char *capture_reader__error(const struct capture_reader *r);
-uint64_t capture_reader__offset(const struct capture_reader *r);
 void capture_reader__free(struct capture_reader *r);
 
 #endif
