@@ -52,11 +52,12 @@ int usdt_poll_begin(struct pt_regs *ctx)
 	struct thread_state *t = thread_get(current_tid());
 	__u64 task = ARG(0);
 	struct at_task_state *ts;
+	struct at_task_slot *slot;
 
 	if (!t)
 		return 0;
 	/* task, worker, depth, name_addr */
-	ts = bpf_map_lookup_elem(&tasks, &task);
+	ts = task_find(task, &slot);
 	on_poll_begin(t, task, ts, (__u32)ARG(1), (__u32)ARG(2),
 		      ts && ts->name_addr ? ts->name_addr : ARG(3));
 	return 0;
@@ -69,13 +70,16 @@ int usdt_poll_end(struct pt_regs *ctx)
 	__u32 tid = current_tid();
 	struct thread_state *t = thread_find(tid);
 	__u64 task = ARG(0);
+	struct at_task_state *ts;
+	struct at_task_slot *slot;
 
 	if (!t || t->task != task) {
 		stat_inc(AT_STAT_ORPHAN_POLL_END);
 		return 0;
 	}
+	ts = task_find(task, &slot);
 	/* task, worker (known since poll_begin), ready, queue, depth */
-	on_poll_end(t, task, NULL, (int)ARG(2), (int)ARG(3), (__u32)ARG(4), true);
+	on_poll_end(t, task, ts, slot, (int)ARG(2), (int)ARG(3), (__u32)ARG(4), true);
 	return 0;
 }
 
@@ -266,6 +270,7 @@ int BPF_KPROBE(tokio_poll, __u64 hdr)
 {
 	struct thread_state *t = thread_get(current_tid());
 	struct at_task_state *ts;
+	struct at_task_slot *slot;
 	struct tokio_task tt;
 	__s32 from = AT_QUEUE_NONE;
 	__u32 worker, *depth;
@@ -283,7 +288,7 @@ int BPF_KPROBE(tokio_poll, __u64 hdr)
 	}
 	worker = t->own_worker;
 	tokio_task(t, hdr, &tt);
-	ts = bpf_map_lookup_elem(&tasks, &tt.id);
+	ts = task_find(tt.id, &slot);
 	if (ts)
 		from = ts->queued_on;
 	tokio_pop(from);
@@ -301,6 +306,7 @@ int BPF_KRETPROBE(tokio_poll_ret)
 	__u32 tid = current_tid();
 	struct thread_state *t = thread_find(tid);
 	struct at_task_state *ts;
+	struct at_task_slot *slot;
 	__s32 queue = AT_QUEUE_NONE;
 	__u32 depth = 0;
 	__u64 task;
@@ -314,12 +320,12 @@ int BPF_KRETPROBE(tokio_poll_ret)
 	 * Woken while it ran: tokio yields it back onto this worker's queue,
 	 * unless the wake came after it went idle and already scheduled it.
 	 */
-	ts = t->completed ? NULL : bpf_map_lookup_elem(&tasks, &task);
-	if (ts && ts->wake_id && ts->queued_on == AT_QUEUE_NONE) {
+	ts = task_find(task, &slot);
+	if (!t->completed && ts && ts->wake_id && ts->queued_on == AT_QUEUE_NONE) {
 		queue = (__s32)t->worker;
 		depth = tokio_push(queue);
 	}
-	on_poll_end(t, task, ts, t->completed, queue, depth, tokio_remove_probed);
+	on_poll_end(t, task, ts, slot, t->completed, queue, depth, tokio_remove_probed);
 	return 0;
 }
 
@@ -406,13 +412,14 @@ int BPF_KRETPROBE(tokio_steal_ret)
 	struct thread_state *t = thread_find(tid);
 	__u64 hdr = PT_REGS_RC(ctx);
 	struct at_task_state *ts;
+	struct at_task_slot *slot;
 	struct tokio_task tt;
 	__u32 victim = AT_WORKER_UNKNOWN;
 
 	if (!hdr || !t || !t->has_worker)
 		return 0;
 	tokio_task(t, hdr, &tt);
-	ts = bpf_map_lookup_elem(&tasks, &tt.id);
+	ts = task_find(tt.id, &slot);
 	if (ts && ts->queued_on >= 0)
 		victim = (__u32)ts->queued_on;
 	on_steal(t->own_worker, victim, 1, 0, 0, 0);

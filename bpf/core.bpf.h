@@ -21,6 +21,8 @@ const volatile __u64 wakeup_bytes = 256 * 1024;
  * starve_depth tasks queued ahead (a backlog explains itself).
  */
 const volatile bool trace_events = true;
+/* task_slots holds 2^task_slot_bits slots (the loader sizes both). */
+const volatile __u32 task_slot_bits = 14;
 const volatile __u64 long_poll_ns = 0;
 const volatile __u64 sched_delay_ns = 0;
 const volatile __u32 starve_depth = 0;
@@ -80,6 +82,19 @@ struct {
 	__type(key, __u32);
 	__type(value, struct thread_state);
 } threads SEC(".maps");
+
+/*
+ * Live tasks: in the slot their id hashes to (an inlined array index, no
+ * hashing, no helper call), else, when another task holds that slot, in the
+ * tasks and task_stats hashes. See task_find().
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, AT_TASK_SLOTS); /* resized by the loader */
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct at_task_slot);
+} task_slots SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -181,11 +196,13 @@ static __always_inline struct at_worker_stats *worker_get(__u32 worker)
 }
 
 /*
- * Per-task statistics start once a task has lived TASK_STATS_AGE_NS, or at a
- * poll of TASK_STATS_POLL_NS or more: inserting into a full LRU map of
- * 16384 tasks evicts one, about 600 ns, which tasks that live a few
- * milliseconds (a request each, tens of thousands a second) would pay on
- * every spawn for numbers nobody reads. Their polls still count per worker.
+ * Per-task statistics of a task in the hash start once it has lived
+ * TASK_STATS_AGE_NS, or at a poll of TASK_STATS_POLL_NS or more: inserting
+ * into a full LRU map of 16384 tasks evicts one, about 600 ns, which tasks
+ * that live a few milliseconds (a request each, tens of thousands a second)
+ * would pay on every spawn for numbers nobody reads. Their polls still count
+ * per worker. A task in a slot has its statistics there from the start, and
+ * leaves them to the hash when it finishes if it passed the same bar.
  */
 #define TASK_STATS_AGE_NS (10 * 1000 * 1000ull)
 #define TASK_STATS_POLL_NS (1000 * 1000ull)
@@ -281,6 +298,70 @@ static __always_inline struct thread_state *thread_get(__u32 tid)
 	return t;
 }
 
+static __always_inline struct at_task_slot *task_slot(__u64 task)
+{
+	__u32 i = at_task_slot_of(task, task_slot_bits);
+
+	return bpf_map_lookup_elem(&task_slots, &i);
+}
+
+/*
+ * A live task's state, or NULL if we never met it. *slot: its slot, where its
+ * statistics are too; NULL if it lives in the hashes.
+ */
+static __always_inline struct at_task_state *task_find(__u64 task, struct at_task_slot **slot)
+{
+	struct at_task_slot *s = task_slot(task);
+
+	*slot = NULL;
+	if (s && task && s->task == task) {
+		*slot = s;
+		return &s->st;
+	}
+	return bpf_map_lookup_elem(&tasks, &task);
+}
+
+/* A task met for the first time: into its slot if free, else into the hash. */
+static __always_inline void task_insert(__u64 task, const struct at_task_state *fresh)
+{
+	struct at_task_slot *s = task_slot(task);
+
+	if (s && task && !s->task && __sync_val_compare_and_swap(&s->task, 0, task) == 0) {
+		/* A free slot is all zeroes: a reader meanwhile sees a task with no news. */
+		s->st = *fresh;
+		s->s.first_ts = fresh->first_ts;
+		return;
+	}
+	bpf_map_update_elem(&tasks, &task, fresh, BPF_NOEXIST);
+}
+
+/*
+ * The task finished. Its statistics stay for the report (in the hash, if it
+ * lived long enough or had a long poll to be worth the insert); its slot is
+ * cleared and freed for the next task.
+ */
+static __always_inline void task_done(__u64 task, struct at_task_slot *slot, __u64 now)
+{
+	struct at_task_stats *s;
+
+	if (!slot) {
+		bpf_map_delete_elem(&tasks, &task);
+		s = bpf_map_lookup_elem(&task_stats, &task);
+		if (s)
+			s->done = 1;
+		return;
+	}
+	if (now - slot->st.first_ts >= TASK_STATS_AGE_NS ||
+	    slot->s.max_poll_ns >= TASK_STATS_POLL_NS) {
+		slot->s.done = 1;
+		bpf_map_update_elem(&task_stats, &task, &slot->s, BPF_ANY);
+	}
+	__builtin_memset(&slot->st, 0, sizeof(slot->st));
+	__builtin_memset(&slot->s, 0, sizeof(slot->s));
+	barrier();
+	slot->task = 0;
+}
+
 /*
  * Remember the first wake since the task's last poll began: that is the one
  * the next poll answers. Later wakes before that poll are coalesced into it.
@@ -289,7 +370,8 @@ static __always_inline struct thread_state *thread_get(__u32 tid)
 static __always_inline __u64 task_note_wake(__u64 task, __u64 now, __s32 queue, __u32 depth,
 					    __u64 name_addr, bool self)
 {
-	struct at_task_state *ts = bpf_map_lookup_elem(&tasks, &task);
+	struct at_task_slot *slot;
+	struct at_task_state *ts = task_find(task, &slot);
 	struct at_task_state fresh = {};
 	__u64 wake_id;
 
@@ -326,7 +408,7 @@ static __always_inline __u64 task_note_wake(__u64 task, __u64 now, __s32 queue, 
 	fresh.wake_id = next_wake_id();
 	fresh.queued_on = queue;
 	fresh.queued_depth = depth;
-	bpf_map_update_elem(&tasks, &task, &fresh, BPF_NOEXIST);
+	task_insert(task, &fresh);
 	return fresh.wake_id;
 }
 
@@ -334,8 +416,10 @@ static __always_inline __u64 task_note_wake(__u64 task, __u64 now, __s32 queue, 
 static __always_inline void task_queued(__u64 task, struct at_task_state *ts, __s32 queue,
 					__u32 depth)
 {
+	struct at_task_slot *slot;
+
 	if (!ts)
-		ts = bpf_map_lookup_elem(&tasks, &task);
+		ts = task_find(task, &slot);
 	if (ts) {
 		ts->queued_on = queue;
 		ts->queued_depth = depth;
@@ -458,10 +542,11 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
 	t->task = task;
 }
 
-static __always_inline void account_poll(struct thread_state *t, __u64 task, __u64 dur)
+static __always_inline void account_poll(struct thread_state *t, __u64 task,
+					 struct at_task_slot *slot, __u64 dur)
 {
 	struct at_worker_stats *w = worker_get(t->worker);
-	struct at_task_stats *s = task_stats_get(task, t->born, t->begin, dur);
+	struct at_task_stats *s = slot ? &slot->s : task_stats_get(task, t->born, t->begin, dur);
 
 	if (w) {
 		w->polls++;
@@ -488,14 +573,12 @@ static __always_inline void account_poll(struct thread_state *t, __u64 task, __u
 	}
 }
 
-/* The task went back to waiting: nothing has woken it yet. */
+/* The task went back to waiting: nothing has woken it yet. ts: its state, NULL if none. */
 static __always_inline void task_idle(__u64 task, struct at_task_state *ts, __u64 name_addr,
 				      __u64 now)
 {
 	struct at_task_state fresh = {};
 
-	if (!ts)
-		ts = bpf_map_lookup_elem(&tasks, &task);
 	if (ts) {
 		if (!ts->wake_id)
 			ts->idle_since = now;
@@ -505,7 +588,7 @@ static __always_inline void task_idle(__u64 task, struct at_task_state *ts, __u6
 	fresh.idle_since = now;
 	fresh.name_addr = name_addr;
 	fresh.queued_on = AT_QUEUE_NONE;
-	bpf_map_update_elem(&tasks, &task, &fresh, BPF_NOEXIST);
+	task_insert(task, &fresh);
 }
 
 static __always_inline bool poll_wanted(const struct thread_state *t, __u64 dur)
@@ -523,34 +606,31 @@ static __always_inline bool poll_wanted(const struct thread_state *t, __u64 dur)
 /*
  * The poll in progress on this thread ended; queue: where the task went back.
  * known_end: whether ready is known; if not, a task not requeued may have
- * finished, so it is not marked as waiting (no lost-waker on it). ts: the
- * task's state if the caller has looked it up already, else NULL.
+ * finished, so it is not marked as waiting (no lost-waker on it). ts, slot:
+ * what task_find() gave for the task.
  */
 static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
-					struct at_task_state *ts, int ready, __s32 queue, __u32 depth,
-					bool known_end)
+					struct at_task_state *ts, struct at_task_slot *slot,
+					int ready, __s32 queue, __u32 depth, bool known_end)
 {
 	__u64 now = bpf_ktime_get_ns(), dur;
-	struct at_task_stats *s;
 	struct at_poll *e;
 
 	t->task = 0;
 	if (!t->off_cpu)
 		t->oncpu += now - t->since;
 	dur = now - t->begin;
-	account_poll(t, task, dur);
+	account_poll(t, task, slot, dur);
 	if (ready) {
 		COUNT(completed, 1);
-		bpf_map_delete_elem(&tasks, &task);
-		s = bpf_map_lookup_elem(&task_stats, &task);
-		if (s)
-			s->done = 1;
+		task_done(task, slot, now);
 	} else if (queue == AT_QUEUE_NONE) {
 		if (known_end)
 			task_idle(task, ts, t->name_addr, now);
 	} else {
 		queue_depth(queue, depth, now);
-		task_queued(task, ts, queue, depth);
+		if (ts)
+			task_queued(task, ts, queue, depth);
 	}
 
 	if (!poll_wanted(t, dur))

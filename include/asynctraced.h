@@ -21,6 +21,7 @@
 #define AT_MAX_TASKS 65536	/* live tasks: pending wake, idle since (LRU) */
 #define AT_MAX_WORKERS 256	/* workers with statistics (ids beyond: counted) */
 #define AT_MAX_TASK_STATS 16384	/* tasks with histograms (LRU) */
+#define AT_TASK_SLOTS 16384	/* live tasks kept in place (array; a power of 2) */
 #define AT_MAX_STEAL_PAIRS 4096	/* (thief, victim) pairs */
 
 /* Queue values in probe arguments (docs/usdt-abi.md). */
@@ -205,24 +206,10 @@ struct at_runtime_stats {
 	struct at_queue_stats inject;
 };
 
-/* "task_stats" LRU hash map, by task id (the tasks most recently active). */
-struct at_task_stats {
-	__u64 polls;
-	__u64 wakes;
-	__u64 self_wakes;
-	__u64 poll_ns;
-	__u64 oncpu_ns;
-	__u64 max_poll_ns;
-	__u64 name_addr;
-	__u64 first_ts;		/* counted from here: 10 ms after first seen, or its first 1 ms poll */
-	__u8 done;
-	__u8 pad[7];
-	struct at_hist32 poll;
-	struct at_hist32 oncpu;
-	struct at_hist32 delay;
-};
-
-/* "tasks" LRU hash map, by task id: every live task the BPF side has met. */
+/*
+ * Every live task the BPF side has met: in its slot of "task_slots", else in
+ * the "tasks" LRU hash map, by task id.
+ */
 struct at_task_state {
 	__u64 wake_ts;		/* first wake since the last poll began; 0 none */
 	__u64 wake_id;		/* its flow id */
@@ -234,6 +221,46 @@ struct at_task_state {
 	__u32 self_wakes;
 	__u64 first_ts;		/* first seen */
 };
+
+/*
+ * A task's statistics: in its slot while it lives there, else (and once it
+ * finished, if it lived 10 ms or polled 1 ms at once) in the "task_stats"
+ * LRU hash map, by task id.
+ */
+struct at_task_stats {
+	__u64 polls;
+	__u64 wakes;
+	__u64 self_wakes;
+	__u64 poll_ns;
+	__u64 oncpu_ns;
+	__u64 max_poll_ns;
+	__u64 name_addr;
+	__u64 first_ts;		/* counted from here: first seen in a slot; in the hash,
+				   10 ms after first seen, or its first 1 ms poll */
+	__u8 done;
+	__u8 pad[7];
+	struct at_hist32 poll;
+	struct at_hist32 oncpu;
+	struct at_hist32 delay;
+};
+
+/*
+ * "task_slots" array, mmapped by userspace: a live task's state and its
+ * statistics in the slot its id hashes to (the top bits of the id times the
+ * golden ratio; 2^bits slots, --task-slots), found with no helper call. A task whose
+ * slot another holds lives in the "tasks" and "task_stats" hashes instead.
+ * task 0: the slot is free.
+ */
+struct at_task_slot {
+	__u64 task;
+	struct at_task_state st;
+	struct at_task_stats s;
+};
+
+static inline __u32 at_task_slot_of(__u64 task, __u32 bits)
+{
+	return bits ? (__u32)((task * 0x9e3779b97f4a7c15ull) >> (64 - (bits & 31))) : 0;
+}
 
 /* "steals" hash map: (thief, victim) -> counts. */
 struct at_steal_key {

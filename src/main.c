@@ -454,6 +454,7 @@ static int start(struct session *s)
 		.pid = o->pid,
 		.btf_path = o->btf_path,
 		.ringbuf_bytes = o->ringbuf_bytes,
+		.task_slots = o->task_slots,
 		.sched_hook = o->sched_hook,
 		.trace_events = !o->no_trace,
 		.long_poll_ns = o->detect.long_poll_ns,

@@ -51,6 +51,9 @@ static const char usage[] =
 	"      --episode-gap TIME   quiet this long ends an episode (default 1s)\n"
 	"\n"
 	"      --ringbuf-size SIZE  ring buffer size (default 16M; power of two)\n"
+	"      --task-slots N       live tasks kept in place, cheapest to trace; the rest\n"
+	"                           go to hash maps (default 16384; power of two; 616\n"
+	"                           bytes each)\n"
 	"      --btf FILE           kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
 	"      --sched-hook HOOK    sched_switch via auto, tp_btf or raw_tp (default auto)\n"
 	"      --probe-at WHERE     function probes (tokio) at the cheapest equivalent\n"
@@ -73,6 +76,7 @@ enum {
 	OPT_LOST_WAKER,
 	OPT_EPISODE_GAP,
 	OPT_RINGBUF,
+	OPT_TASK_SLOTS,
 	OPT_BTF,
 	OPT_SCHED_HOOK,
 	OPT_NO_TRACE,
@@ -116,6 +120,7 @@ static const struct {
 	{ 'd', "-d", 1 << CMD_CONVERT },
 	{ OPT_NO_TRACE, "--no-trace", 1 << CMD_CONVERT },
 	{ OPT_RINGBUF, "--ringbuf-size", 1 << CMD_CONVERT },
+	{ OPT_TASK_SLOTS, "--task-slots", 1 << CMD_CONVERT },
 	{ OPT_BTF, "--btf", 1 << CMD_CONVERT },
 	{ OPT_SCHED_HOOK, "--sched-hook", 1 << CMD_CONVERT },
 	{ OPT_EMPTY_PROGRAMS, "--empty-programs", 1 << CMD_CONVERT | 1 << CMD_RECORD },
@@ -192,6 +197,7 @@ int options__parse(int argc, char **argv, struct options *o)
 		{ "lost-waker", required_argument, NULL, OPT_LOST_WAKER },
 		{ "episode-gap", required_argument, NULL, OPT_EPISODE_GAP },
 		{ "ringbuf-size", required_argument, NULL, OPT_RINGBUF },
+		{ "task-slots", required_argument, NULL, OPT_TASK_SLOTS },
 		{ "btf", required_argument, NULL, OPT_BTF },
 		{ "sched-hook", required_argument, NULL, OPT_SCHED_HOOK },
 		{ "empty-programs", no_argument, NULL, OPT_EMPTY_PROGRAMS },
@@ -218,6 +224,7 @@ int options__parse(int argc, char **argv, struct options *o)
 	}
 	o->live = -1;
 	o->ringbuf_bytes = DEFAULT_RINGBUF_BYTES;
+	o->task_slots = AT_TASK_SLOTS;
 	d->long_poll_ns = DEFAULT_LONG_POLL_NS;
 	d->sched_delay_ns = DEFAULT_SCHED_DELAY_NS;
 	d->starve_depth = DEFAULT_STARVE_DEPTH;
@@ -305,6 +312,15 @@ int options__parse(int argc, char **argv, struct options *o)
 			    o->ringbuf_bytes > (1ull << 30) ||
 			    (o->ringbuf_bytes & (o->ringbuf_bytes - 1)))
 				err = bad("--ringbuf-size", optarg, "a power of two from 4K to 1G");
+			break;
+		case OPT_TASK_SLOTS: {
+			int n;
+
+			if (parse_int(optarg, 1, 1 << 20, &n) || (n & (n - 1)))
+				err = bad("--task-slots", optarg, "a power of two from 1 to 1048576");
+			else
+				o->task_slots = (uint32_t)n;
+		}
 			break;
 		case OPT_BTF:
 			o->btf_path = optarg;

@@ -55,6 +55,7 @@ struct options {
 	struct detect_opts detect;
 	uint32_t detect_given;	/* GIVEN_* */
 	uint64_t ringbuf_bytes;
+	uint32_t task_slots;
 	const char *btf_path;
 	enum sched_hook sched_hook;
 	bool verbose;

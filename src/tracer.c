@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -14,11 +15,15 @@
 #include <bpf/libbpf.h>
 
 #include "asynctraced.skel.h"
+#include "u64map.h"
 
 struct tracer {
 	struct asynctraced_bpf *skel;
 	bool empty;		/* the floor: empty programs at the same points */
 	struct ring_buffer *rb;
+	const struct at_task_slot *slots; /* task_slots, mapped read-only */
+	size_t slots_size;
+	__u32 nr_slots;
 	struct bpf_link **links;
 	size_t nr_links;
 	int *multi_fds;		/* uprobe_multi links, made without libbpf */
@@ -149,7 +154,10 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	skel->rodata->starve_depth = o->starve_depth;
 	skel->rodata->tokio_steal_probed = o->tokio_steal_probed;
 	skel->rodata->tokio_remove_probed = o->tokio_remove_probed;
+	skel->rodata->task_slot_bits = (__u32)__builtin_ctz(o->task_slots);
 	err = bpf_map__set_max_entries(skel->maps.events, (__u32)o->ringbuf_bytes);
+	if (!err)
+		err = bpf_map__set_max_entries(skel->maps.task_slots, o->task_slots);
 	if (!err)
 		err = choose_programs(skel, o->empty_programs, hook);
 	for (int u = 0; multi && !err && u <= UPROBE_TOKIO_STEAL_RET; u++) {
@@ -197,6 +205,15 @@ int tracer__new(struct tracer **tp, const struct tracer_opts *o, tracer_record_f
 		goto fail;
 	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), on_record, t, NULL);
 	if (!t->rb) {
+		err = -errno;
+		goto fail;
+	}
+	t->nr_slots = o->task_slots;
+	t->slots_size = sizeof(struct at_task_slot) * t->nr_slots;
+	t->slots = mmap(NULL, t->slots_size, PROT_READ, MAP_SHARED,
+			bpf_map__fd(t->skel->maps.task_slots), 0);
+	if (t->slots == MAP_FAILED) {
+		t->slots = NULL;
 		err = -errno;
 		goto fail;
 	}
@@ -417,45 +434,125 @@ fail:
 	return err;
 }
 
+/*
+ * One slot's task, copied while the BPF side may be writing it: the id read
+ * before and after the copy must agree, or the slot changed hands meanwhile
+ * (the task finished, another took the slot) and the copy is dropped.
+ */
+static __u64 slot_copy(const struct at_task_slot *slot, struct at_task_slot *out)
+{
+	__u64 id = __atomic_load_n(&slot->task, __ATOMIC_ACQUIRE);
+
+	if (!id)
+		return 0;
+	memcpy(out, slot, sizeof(*out));
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return __atomic_load_n(&slot->task, __ATOMIC_RELAXED) == id ? id : 0;
+}
+
+/*
+ * The tasks: live ones from their slots, the rest (tasks whose slot was
+ * taken, finished ones kept for the report) from the hashes. A task met in
+ * a slot and in a hash (evicted from the hash, back in a slot) is taken once,
+ * from its slot.
+ */
 static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle_min_ns)
 {
 	struct asynctraced_bpf *skel = t->skel;
+	size_t nr_live = 0, cap = 64, n;
 	struct at_task_stats *ts;
 	struct at_task_state *live;
 	struct at_steal_stats *ss;
 	struct at_steal_key *sk;
+	struct at_task_slot slot;
+	struct u64map seen;
 	__u64 *ids;
-	size_t n;
 	int err;
 
-	err = map_dump(bpf_map__fd(skel->maps.task_stats), sizeof(__u64), sizeof(*ts),
-		       AT_MAX_TASK_STATS, (void **)&ids, (void **)&ts, &n);
-	if (err)
-		return err;
-	s->tasks = calloc(n ? n : 1, sizeof(*s->tasks));
-	for (size_t i = 0; s->tasks && i < n; i++) {
-		s->tasks[i].id = ids[i];
-		s->tasks[i].s = ts[i];
-	}
-	s->nr_tasks = s->tasks ? n : 0;
-	free(ids);
-	free(ts);
+	u64map__init(&seen);
+	s->tasks = calloc(cap, sizeof(*s->tasks));
+	s->idle = calloc(cap, sizeof(*s->idle));
+	err = s->tasks && s->idle ? 0 : -ENOMEM;
+	for (__u32 i = 0; !err && i < t->nr_slots; i++) {
+		__u64 id = slot_copy(&t->slots[i], &slot);
 
-	err = map_dump(bpf_map__fd(skel->maps.tasks), sizeof(__u64), sizeof(*live), AT_MAX_TASKS,
-		       (void **)&ids, (void **)&live, &n);
+		if (!id)
+			continue;
+		if (nr_live == cap) {
+			struct task_entry *te = realloc(s->tasks, 2 * cap * sizeof(*te));
+			struct idle_entry *ie = te ? realloc(s->idle, 2 * cap * sizeof(*ie)) : NULL;
+
+			if (te)
+				s->tasks = te;
+			if (ie)
+				s->idle = ie;
+			if (!te || !ie) {
+				err = -ENOMEM;
+				break;
+			}
+			cap *= 2;
+		}
+		nr_live++;
+		if (u64map__set(&seen, id, &seen)) {
+			err = -ENOMEM;
+			break;
+		}
+		if (slot.s.polls) {
+			s->tasks[s->nr_tasks].id = id;
+			s->tasks[s->nr_tasks].s = slot.s;
+			s->nr_tasks++;
+		}
+		if (slot.st.idle_since && s->ts >= slot.st.idle_since + idle_min_ns) {
+			s->idle[s->nr_idle].id = id;
+			s->idle[s->nr_idle].idle_since = slot.st.idle_since;
+			s->idle[s->nr_idle].name_addr = slot.st.name_addr;
+			s->nr_idle++;
+		}
+	}
+
+	if (!err)
+		err = map_dump(bpf_map__fd(skel->maps.task_stats), sizeof(__u64), sizeof(*ts),
+			       AT_MAX_TASK_STATS, (void **)&ids, (void **)&ts, &n);
+	if (!err) {
+		struct task_entry *te = realloc(s->tasks, (s->nr_tasks + n + 1) * sizeof(*te));
+
+		if (te)
+			s->tasks = te;
+		for (size_t i = 0; te && i < n; i++) {
+			if (u64map__get(&seen, ids[i]))
+				continue;
+			s->tasks[s->nr_tasks].id = ids[i];
+			s->tasks[s->nr_tasks].s = ts[i];
+			s->nr_tasks++;
+		}
+		free(ids);
+		free(ts);
+		err = te ? 0 : -ENOMEM;
+	}
+	if (!err)
+		err = map_dump(bpf_map__fd(skel->maps.tasks), sizeof(__u64), sizeof(*live),
+			       AT_MAX_TASKS, (void **)&ids, (void **)&live, &n);
+	if (!err) {
+		struct idle_entry *ie = realloc(s->idle, (s->nr_idle + n + 1) * sizeof(*ie));
+
+		if (ie)
+			s->idle = ie;
+		for (size_t i = 0; ie && i < n; i++) {
+			if (!live[i].idle_since || s->ts < live[i].idle_since + idle_min_ns ||
+			    u64map__get(&seen, ids[i]))
+				continue;
+			s->idle[s->nr_idle].id = ids[i];
+			s->idle[s->nr_idle].idle_since = live[i].idle_since;
+			s->idle[s->nr_idle].name_addr = live[i].name_addr;
+			s->nr_idle++;
+		}
+		free(ids);
+		free(live);
+		err = ie ? 0 : -ENOMEM;
+	}
+	u64map__clear(&seen);
 	if (err)
 		return err;
-	s->idle = calloc(n ? n : 1, sizeof(*s->idle));
-	for (size_t i = 0; s->idle && i < n; i++) {
-		if (!live[i].idle_since || s->ts < live[i].idle_since + idle_min_ns)
-			continue;
-		s->idle[s->nr_idle].id = ids[i];
-		s->idle[s->nr_idle].idle_since = live[i].idle_since;
-		s->idle[s->nr_idle].name_addr = live[i].name_addr;
-		s->nr_idle++;
-	}
-	free(ids);
-	free(live);
 
 	err = map_dump(bpf_map__fd(skel->maps.steals), sizeof(*sk), sizeof(*ss),
 		       AT_MAX_STEAL_PAIRS, (void **)&sk, (void **)&ss, &n);
@@ -564,6 +661,8 @@ void tracer__free(struct tracer *t)
 		return;
 	tracer__detach(t);
 	ring_buffer__free(t->rb);
+	if (t->slots)
+		munmap((void *)t->slots, t->slots_size);
 	asynctraced_bpf__destroy(t->skel);
 	free(t->links);
 	free(t->multi_fds);

@@ -31,6 +31,7 @@ struct tracer_opts {
 	pid_t pid;
 	const char *btf_path;	/* NULL: the running kernel's BTF */
 	uint64_t ringbuf_bytes;	/* power of two, >= page size */
+	uint32_t task_slots;	/* power of two, 1 to 2^20 */
 	enum sched_hook sched_hook;
 	/* false: maps only; the ring carries just the polls alerts need */
 	bool trace_events;

@@ -21,11 +21,13 @@ DURATION = 3
 
 class MapsOnly(unittest.TestCase):
     """Every scenario in maps-only mode, traced from its first poll to exit."""
+    TRACER_ARGS = ()
 
     @classmethod
     def setUpClass(cls):
         harness.require_root()
-        cls.runs = {s: harness.traced_run(s, DURATION, trace=False)
+        cls.runs = {s: harness.traced_run(s, DURATION, trace=False,
+                                          tracer_args=cls.TRACER_ARGS)
                     for s in harness.EXPECTED_ALERTS}
 
     def test_raises_exactly_the_alerts_each_scenario_is_built_for(self):
@@ -80,6 +82,12 @@ class MapsOnly(unittest.TestCase):
         self.assertEqual(len(thrash), 8)
         for t in thrash:
             self.assertGreater(t["self_wakes"], 0.9 * t["wakes"])
+
+
+class MapsOnlyHashedTasks(MapsOnly):
+    """The same with one task slot: every other task's state and statistics
+    live in the hash maps, the path tasks take when their slot is held."""
+    TRACER_ARGS = ("--task-slots", "1")
 
 
 def slot(ns):
