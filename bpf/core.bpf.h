@@ -13,7 +13,7 @@
 #include "stats.bpf.h"
 
 const volatile __u32 target_tgid = 0;
-/* Wake the consumer only once this much is waiting: batches epoll wake-ups. */
+/* Wake the consumer once a CPU has written this much: batches epoll wake-ups. */
 const volatile __u64 wakeup_bytes = 256 * 1024;
 /*
  * Full trace: every record. Otherwise only the polls the detectors need: at
@@ -63,10 +63,23 @@ struct thread_state {
 	__u64 hdr_poll_fn;
 };
 
-struct {
+/*
+ * Records go to the ring buffer of the CPU they are made on: no lock shared
+ * between CPUs, no cache line bouncing between writers. Userspace merges the
+ * rings in time order (src/rings.c). The loader makes the rings, one per
+ * possible CPU, all the size of this template.
+ */
+struct ring {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 16 * 1024 * 1024); /* resized by the loader */
-} events SEC(".maps");
+	__uint(max_entries, 4096); /* resized by the loader */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1); /* resized by the loader */
+	__type(key, __u32);
+	__array(values, struct ring);
+} rings SEC(".maps");
 
 /* Thread state: a slot per tid modulo AT_MAX_THREADS, the hash for collisions. */
 struct {
@@ -238,7 +251,9 @@ static __always_inline void queue_depth(__s32 queue, __u32 depth, __u64 now)
 
 static __always_inline void *event_reserve(__u32 kind, __u32 size)
 {
-	struct at_hdr *h = bpf_ringbuf_reserve(&events, size, 0);
+	__u32 cpu = bpf_get_smp_processor_id();
+	void *ring = bpf_map_lookup_elem(&rings, &cpu);
+	struct at_hdr *h = ring ? bpf_ringbuf_reserve(ring, size, 0) : NULL;
 
 	if (!h) {
 		stat_inc(AT_STAT_DROP_BASE + kind);
@@ -250,12 +265,23 @@ static __always_inline void *event_reserve(__u32 kind, __u32 size)
 	return h;
 }
 
+/*
+ * No wake-up per record: the reader drains on its own clock, and is woken
+ * once this CPU has written wakeup_bytes since the last wake-up (counted
+ * here: asking the ring how full it is would be one more helper call).
+ */
 static __always_inline void event_submit(void *e)
 {
-	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes
-			      ? BPF_RB_FORCE_WAKEUP
-			      : BPF_RB_NO_WAKEUP;
+	struct at_runtime_counts *c = counts();
+	__u64 flags = BPF_RB_NO_WAKEUP;
 
+	if (c) {
+		c->ring_bytes += ((struct at_hdr *)e)->size;
+		if (c->ring_bytes >= wakeup_bytes) {
+			c->ring_bytes = 0;
+			flags = BPF_RB_FORCE_WAKEUP;
+		}
+	}
 	bpf_ringbuf_submit(e, flags);
 }
 

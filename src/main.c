@@ -399,7 +399,7 @@ static const char *trace_loop(struct session *s, uint64_t deadline)
 			}
 		}
 		/* Records are batched without wake-ups: drain on every turn. */
-		if (tracer__consume(s->tracer, CONSUME_BATCH) < 0 && !why)
+		if (tracer__consume(s->tracer, CONSUME_BATCH, false) < 0 && !why)
 			why = "ring buffer read failed";
 		now = now_ns();
 		if (now >= next_tick) {
@@ -593,7 +593,7 @@ static int finish(struct session *s, const char *why)
 
 	s->stop = now_ns();
 	tracer__detach(s->tracer);
-	while (tracer__consume(s->tracer, CONSUME_BATCH) > 0)
+	while (tracer__consume(s->tracer, CONSUME_BATCH, true) > 0)
 		;
 	/* The last state, for the detectors and the report; no live view. */
 	sample(s, true, false);

@@ -15,12 +15,16 @@
 #include <bpf/libbpf.h>
 
 #include "asynctraced.skel.h"
+#include "rings.h"
 #include "u64map.h"
 
 struct tracer {
 	struct asynctraced_bpf *skel;
 	bool empty;		/* the floor: empty programs at the same points */
-	struct ring_buffer *rb;
+	struct rings *rings;	/* one ring buffer per CPU, read in time order */
+	int *ring_fds;
+	int nr_rings;
+	size_t ring_size;
 	const struct at_task_slot *slots; /* task_slots, mapped read-only */
 	size_t slots_size;
 	__u32 nr_slots;
@@ -32,25 +36,64 @@ struct tracer {
 	enum sched_hook hook;
 	tracer_record_fn fn;
 	void *ctx;
-	size_t budget;		/* records left in this tracer__consume() */
-	size_t consumed;
 };
 
 /* Threads that remove uprobes at once when detaching (at most 64). */
 #define DETACH_THREADS 32
 
-/* The sentinel that makes libbpf stop draining: the budget is spent. */
-#define BUDGET_SPENT (-EAGAIN)
+/*
+ * How long a record may take from its timestamp to its ring: a program
+ * preempted in between. Live reading holds records back this long, unless
+ * every CPU's ring already has a later one.
+ */
+#define RING_MARGIN_NS (10 * 1000 * 1000ull)
 
-static int on_record(void *ctx, void *data, size_t size)
+static int on_record(void *ctx, const void *data, size_t size)
 {
 	struct tracer *t = ctx;
 	int err = t->fn(t->ctx, data, size);
 
-	if (err)
-		return err < 0 ? err : -err;
-	/* libbpf has already consumed this record when we stop here. */
-	return ++t->consumed >= t->budget ? BUDGET_SPENT : 0;
+	return err > 0 ? -err : err;
+}
+
+/* Each CPU's share of the ring buffer space: a power of two, at least a page. */
+static size_t ring_size_per_cpu(uint64_t total, int ncpu)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), per = page;
+
+	while (per * 2 * (size_t)ncpu <= total)
+		per *= 2;
+	return per;
+}
+
+/* The rings, one per possible CPU; the first is the rings map's template. */
+static int make_rings(struct tracer *t)
+{
+	if (t->ring_fds)
+		return 0;
+	t->ring_fds = calloc((size_t)t->nr_rings, sizeof(*t->ring_fds));
+	if (!t->ring_fds)
+		return -ENOMEM;
+	for (int i = 0; i < t->nr_rings; i++)
+		t->ring_fds[i] = -1;
+	for (int i = 0; i < t->nr_rings; i++) {
+		t->ring_fds[i] = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "ring", 0, 0,
+						(__u32)t->ring_size, NULL);
+		if (t->ring_fds[i] < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+/* The rings into the map the programs pick theirs from, then read them. */
+static int plug_rings(struct tracer *t)
+{
+	int outer = bpf_map__fd(t->skel->maps.rings);
+
+	for (__u32 i = 0; i < (__u32)t->nr_rings; i++)
+		if (bpf_map_update_elem(outer, &i, &t->ring_fds[i], BPF_ANY))
+			return -errno;
+	return rings__new(&t->rings, t->ring_fds, t->nr_rings, t->ring_size, on_record, t);
 }
 
 int tracer__check_btf(const char *path)
@@ -147,7 +190,13 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	if (!skel)
 		return -errno;
 	skel->rodata->target_tgid = (__u32)o->pid;
-	skel->rodata->wakeup_bytes = o->ringbuf_bytes / 16;
+	t->nr_rings = libbpf_num_possible_cpus();
+	if (t->nr_rings <= 0) {
+		asynctraced_bpf__destroy(skel);
+		return t->nr_rings ? t->nr_rings : -ENODEV;
+	}
+	t->ring_size = ring_size_per_cpu(o->ringbuf_bytes, t->nr_rings);
+	skel->rodata->wakeup_bytes = t->ring_size / 16;
 	skel->rodata->trace_events = o->trace_events;
 	skel->rodata->long_poll_ns = o->long_poll_ns;
 	skel->rodata->sched_delay_ns = o->sched_delay_ns;
@@ -155,7 +204,11 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	skel->rodata->tokio_steal_probed = o->tokio_steal_probed;
 	skel->rodata->tokio_remove_probed = o->tokio_remove_probed;
 	skel->rodata->task_slot_bits = (__u32)__builtin_ctz(o->task_slots);
-	err = bpf_map__set_max_entries(skel->maps.events, (__u32)o->ringbuf_bytes);
+	err = make_rings(t);
+	if (!err)
+		err = bpf_map__set_max_entries(skel->maps.rings, (__u32)t->nr_rings);
+	if (!err)
+		err = bpf_map__set_inner_map_fd(skel->maps.rings, t->ring_fds[0]);
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.task_slots, o->task_slots);
 	if (!err)
@@ -203,11 +256,9 @@ int tracer__new(struct tracer **tp, const struct tracer_opts *o, tracer_record_f
 	}
 	if (err)
 		goto fail;
-	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), on_record, t, NULL);
-	if (!t->rb) {
-		err = -errno;
+	err = plug_rings(t);
+	if (err)
 		goto fail;
-	}
 	t->nr_slots = o->task_slots;
 	t->slots_size = sizeof(struct at_task_slot) * t->nr_slots;
 	t->slots = mmap(NULL, t->slots_size, PROT_READ, MAP_SHARED,
@@ -329,19 +380,20 @@ int tracer__attach_uprobes(struct tracer *t, enum tracer_uprobe which, const cha
 
 int tracer__fd(const struct tracer *t)
 {
-	return ring_buffer__epoll_fd(t->rb);
+	return rings__fd(t->rings);
 }
 
-int tracer__consume(struct tracer *t, size_t max)
+int tracer__consume(struct tracer *t, size_t max, bool all)
 {
-	int err;
+	struct timespec now;
+	uint64_t until = UINT64_MAX;
 
-	t->budget = max ? max : SIZE_MAX;
-	t->consumed = 0;
-	err = ring_buffer__consume(t->rb);
-	if (err < 0 && err != BUDGET_SPENT)
-		return err;
-	return t->consumed > INT32_MAX ? INT32_MAX : (int)t->consumed;
+	if (!all) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		until = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec -
+			RING_MARGIN_NS;
+	}
+	return rings__consume(t->rings, max, until);
 }
 
 struct detach_job {
@@ -660,7 +712,11 @@ void tracer__free(struct tracer *t)
 	if (!t)
 		return;
 	tracer__detach(t);
-	ring_buffer__free(t->rb);
+	rings__free(t->rings);
+	for (int i = 0; t->ring_fds && i < t->nr_rings; i++)
+		if (t->ring_fds[i] >= 0)
+			close(t->ring_fds[i]);
+	free(t->ring_fds);
 	if (t->slots)
 		munmap((void *)t->slots, t->slots_size);
 	asynctraced_bpf__destroy(t->skel);

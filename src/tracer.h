@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The BPF side seen from userspace: load the programs for one target, attach
- * them to sched_switch and to the target's USDT probes, drain the ring
- * buffer into a callback, read the drop counters, detach.
+ * them to sched_switch and to the target's USDT probes, drain the per-CPU
+ * ring buffers (rings.h) into a callback, read the drop counters, detach.
  *
  * Lifecycle: tracer__new (open, configure, load) -> tracer__attach_* ->
  * tracer__consume ... -> tracer__detach -> tracer__consume (what is left)
@@ -77,13 +77,16 @@ int tracer__attach_usdt(struct tracer *t, const char *binary, const char *probe)
  */
 int tracer__attach_uprobes(struct tracer *t, enum tracer_uprobe which, const char *binary,
 			   const uint64_t *offsets, const uint64_t *cookies, size_t n);
-/* An fd that polls readable when records wait (the ring buffer's epoll). */
+/* An fd that polls readable when a ring buffer woke its reader (an epoll fd). */
 int tracer__fd(const struct tracer *t);
 /*
- * Drains waiting records, at most max of them (0: no limit) so that a flood
- * cannot keep the caller from its signals; the number consumed, or -errno.
+ * Hands waiting records to the callback in time order, at most max of them
+ * (0: no limit) so that a flood cannot keep the caller from its signals; the
+ * number consumed, or -errno. Live, records younger than a margin wait for
+ * the CPUs that may still write older ones; all: everything written, once
+ * the programs are detached.
  */
-int tracer__consume(struct tracer *t, size_t max);
+int tracer__consume(struct tracer *t, size_t max, bool all);
 void tracer__detach(struct tracer *t);
 /*
  * Reads the aggregates into s (freeing what it held): workers and runtime
