@@ -107,11 +107,14 @@ def run(target, mode, seconds, tmp, rate="max", tracer_out=None, watch_rss=False
             args = args[:-2] + ["-o", tracer_out, "--format", "perfetto"]
         with open(err_path, "w") as err:
             tr = subprocess.Popen(args, stderr=err)
+        while "tracing pid" not in read(err_path):
+            if tr.poll() is not None:
+                raise SystemExit(read(err_path))
+            time.sleep(0.02)
+        # the tracer's CPU while tracing, without loading (verifying) the programs
+        stat = read(f"/proc/{tr.pid}/stat").split(")")[-1].split()
+        load_cpu = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
         if target.startswith("tokio"):
-            while "tracing pid" not in read(err_path):
-                if tr.poll() is not None:
-                    raise SystemExit(read(err_path))
-                time.sleep(0.02)
             ex.stdin.write("go\n")
             ex.stdin.flush()
         if watch_rss:
@@ -131,7 +134,7 @@ def run(target, mode, seconds, tmp, rate="max", tracer_out=None, watch_rss=False
         _, tr_cpu, rss = wait_usage(tr)
         err = read(err_path)
         secs = float(re.search(r"summary for pid \d+ \(.*\): ([\d.]+) s", err).group(1))
-        r.update(tracer_cpu=100 * tr_cpu / secs, rss=rss,
+        r.update(tracer_cpu=100 * (tr_cpu - load_cpu) / secs, rss=rss,
                  events_s=int(re.search(r"events\s+(\d+)", err).group(1)) / secs,
                  dropped=int(re.search(r"dropped\s+(\d+)", err).group(1)))
     return r
