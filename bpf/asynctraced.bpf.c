@@ -147,16 +147,24 @@ struct tokio_task {
 	__u64 poll_fn;	/* vtable[0]: the raw::poll instance, which names it */
 };
 
-/* What a task's vtable says, per vtable (one per future type): read once. */
+/*
+ * What a task's vtable says (one vtable per future type), cached per CPU in
+ * the slot the vtable's address hashes to: an inlined index, no helper
+ * call, no lock; a vtable that finds its slot taken is read again and takes
+ * it over.
+ */
 struct tokio_vtable {
+	__u64 vtable;	/* 0: empty */
 	__u64 poll_fn;
 	__u64 id_off;
 };
 
+#define TOKIO_VTABLE_BITS 10
+
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u64);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1 << TOKIO_VTABLE_BITS);
+	__type(key, __u32);
 	__type(value, struct tokio_vtable);
 } tokio_vtables SEC(".maps");
 
@@ -175,6 +183,7 @@ static __always_inline void tokio_task(struct thread_state *t, __u64 hdr, struct
 {
 	__u64 buf[TOKIO_HDR_READ / 8] = {}, id = 0, vtable;
 	struct tokio_vtable *vt, fresh = {};
+	__u32 slot;
 
 	tt->id = hdr;
 	tt->poll_fn = 0;
@@ -192,16 +201,28 @@ static __always_inline void tokio_task(struct thread_state *t, __u64 hdr, struct
 	vtable = buf[(tokio_vtable_off / 8) & (TOKIO_HDR_READ / 8 - 1)];
 	if (!vtable)
 		return;
-	vt = bpf_map_lookup_elem(&tokio_vtables, &vtable);
-	if (vt) {
+	slot = (__u32)((vtable * 0x9e3779b97f4a7c15ull) >> (64 - TOKIO_VTABLE_BITS));
+	vt = bpf_map_lookup_elem(&tokio_vtables, &slot);
+	if (vt && vt->vtable == vtable) {
 		fresh.poll_fn = vt->poll_fn;
 		fresh.id_off = vt->id_off;
+		barrier();
+		/* unchanged: no program that preempted us on this CPU rewrote it */
+		if (vt->vtable != vtable)
+			return;
 	} else {
 		if (bpf_probe_read_user(&fresh.poll_fn, sizeof(fresh.poll_fn), (void *)vtable) ||
 		    bpf_probe_read_user(&fresh.id_off, sizeof(fresh.id_off),
 					(void *)(vtable + tokio_id_slot)))
 			return;
-		bpf_map_update_elem(&tokio_vtables, &vtable, &fresh, BPF_NOEXIST);
+		if (vt) {
+			vt->vtable = 0;
+			barrier();
+			vt->poll_fn = fresh.poll_fn;
+			vt->id_off = fresh.id_off;
+			barrier();
+			vt->vtable = vtable;
+		}
 	}
 	tt->poll_fn = fresh.poll_fn;
 	if (!fresh.id_off || fresh.id_off > (1 << 20))
