@@ -187,6 +187,8 @@ static __always_inline void tokio_task(struct thread_state *t, __u64 hdr, struct
 
 	tt->id = hdr;
 	tt->poll_fn = 0;
+	if (t)
+		t->woken_hdr = 0;
 	if (!hdr)
 		return;
 	if (t && t->hdr == hdr && t->hdr_id &&
@@ -332,6 +334,8 @@ int BPF_KRETPROBE(tokio_poll_ret)
 	__u32 depth = 0;
 	__u64 task;
 
+	if (t)
+		t->woken_hdr = 0;
 	if (!t || !t->task) {
 		stat_inc(AT_STAT_ORPHAN_POLL_END);
 		return 0;
@@ -359,11 +363,19 @@ int BPF_KPROBE(tokio_wake, __u64 hdr)
 	struct tokio_task tt;
 
 	tokio_task(t, hdr, &tt);
+	if (t && t->hdr == hdr && tt.id != hdr)
+		t->woken_hdr = hdr;
 	on_wake(tt.id, t ? t->task : 0, tokio_worker_of(t), AT_QUEUE_NONE, 0, tt.poll_fn);
 	return 0;
 }
 
-/* raw::schedule: the wake (just seen on this thread) really queued the task. */
+/*
+ * raw::schedule: the wake (just seen on this thread) really queued the task.
+ * Called from inside that wake, whose waker keeps the task alive: the Header
+ * the wake resolved needs no second read. Any other probe on the thread
+ * forgets it first (tokio_task), so a schedule from elsewhere (an abort)
+ * reads the Header again.
+ */
 SEC("uprobe")
 int BPF_KPROBE(tokio_schedule, __u64 hdr)
 {
@@ -373,7 +385,13 @@ int BPF_KPROBE(tokio_schedule, __u64 hdr)
 	__u32 depth = tokio_push(queue);
 	struct tokio_task tt;
 
-	tokio_task(t, hdr, &tt);
+	if (t && t->woken_hdr == hdr && t->hdr == hdr) {
+		t->woken_hdr = 0;
+		tt.id = t->hdr_id;
+		tt.poll_fn = t->hdr_poll_fn;
+	} else {
+		tokio_task(t, hdr, &tt);
+	}
 	task_queued(tt.id, NULL, queue, depth);
 	queue_depth(queue, depth, bpf_ktime_get_ns());
 	return 0;

@@ -61,6 +61,8 @@ struct thread_state {
 	__u64 hdr_id;
 	__u64 hdr_id_off;
 	__u64 hdr_poll_fn;
+	/* ... and the wake in progress on this thread resolved it (see tokio_schedule) */
+	__u64 woken_hdr;
 };
 
 /*
