@@ -361,11 +361,14 @@ int BPF_KPROBE(tokio_wake, __u64 hdr)
 	__u32 tid = current_tid();
 	struct thread_state *t = thread_find(tid);
 	struct tokio_task tt;
+	__u64 now;
 
 	tokio_task(t, hdr, &tt);
-	if (t && t->hdr == hdr && tt.id != hdr)
+	now = on_wake(tt.id, t ? t->task : 0, tokio_worker_of(t), AT_QUEUE_NONE, 0, tt.poll_fn);
+	if (t && t->hdr == hdr && tt.id != hdr) {
 		t->woken_hdr = hdr;
-	on_wake(tt.id, t ? t->task : 0, tokio_worker_of(t), AT_QUEUE_NONE, 0, tt.poll_fn);
+		t->woken_ts = now;
+	}
 	return 0;
 }
 
@@ -384,16 +387,20 @@ int BPF_KPROBE(tokio_schedule, __u64 hdr)
 	__s32 queue = tokio_target_queue(t);
 	__u32 depth = tokio_push(queue);
 	struct tokio_task tt;
+	__u64 now;
 
 	if (t && t->woken_hdr == hdr && t->hdr == hdr) {
+		/* and it happened at the wake, as far as queue depth over time can tell */
 		t->woken_hdr = 0;
 		tt.id = t->hdr_id;
 		tt.poll_fn = t->hdr_poll_fn;
+		now = t->woken_ts;
 	} else {
 		tokio_task(t, hdr, &tt);
+		now = bpf_ktime_get_ns();
 	}
 	task_queued(tt.id, NULL, queue, depth);
-	queue_depth(queue, depth, bpf_ktime_get_ns());
+	queue_depth(queue, depth, now);
 	return 0;
 }
 

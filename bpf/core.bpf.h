@@ -61,8 +61,9 @@ struct thread_state {
 	__u64 hdr_id;
 	__u64 hdr_id_off;
 	__u64 hdr_poll_fn;
-	/* ... and the wake in progress on this thread resolved it (see tokio_schedule) */
+	/* ... and the wake in progress on this thread resolved it, at woken_ts (tokio_schedule) */
 	__u64 woken_hdr;
+	__u64 woken_ts;
 };
 
 /*
@@ -689,8 +690,9 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 	event_submit(e);
 }
 
-static __always_inline void on_wake(__u64 task, __u64 waker_task, __s32 waker_worker,
-				    __s32 queue, __u32 depth, __u64 name_addr)
+/* Returns when it happened. */
+static __always_inline __u64 on_wake(__u64 task, __u64 waker_task, __s32 waker_worker,
+				     __s32 queue, __u32 depth, __u64 name_addr)
 {
 	__u64 now = bpf_ktime_get_ns();
 	bool self = waker_task == task;
@@ -713,10 +715,10 @@ static __always_inline void on_wake(__u64 task, __u64 waker_task, __s32 waker_wo
 	}
 
 	if (!trace_events)
-		return;
+		return now;
 	e = event_reserve(AT_EV_WAKE, sizeof(*e));
 	if (!e)
-		return;
+		return now;
 	e->hdr.ts = now;
 	e->task = task;
 	e->waker_task = waker_task;
@@ -726,6 +728,7 @@ static __always_inline void on_wake(__u64 task, __u64 waker_task, __s32 waker_wo
 	e->depth = depth;
 	e->pad = 0;
 	event_submit(e);
+	return now;
 }
 
 static __always_inline void on_steal(__u32 thief, __u32 victim, __u32 count, __u32 thief_depth,
