@@ -89,7 +89,7 @@ int usdt_wake(struct pt_regs *ctx)
 	usdt_spec_t spec = usdt_spec(ctx);
 
 	/* task, waker_task, waker_worker, queue, depth */
-	on_wake(ARG(0), ARG(1), (int)ARG(2), (int)ARG(3), (__u32)ARG(4), 0);
+	on_wake(0, ARG(0), ARG(1), (int)ARG(2), (int)ARG(3), (__u32)ARG(4), 0);
 	return 0;
 }
 
@@ -364,7 +364,8 @@ int BPF_KPROBE(tokio_wake, __u64 hdr)
 	__u64 now;
 
 	tokio_task(t, hdr, &tt);
-	now = on_wake(tt.id, t ? t->task : 0, tokio_worker_of(t), AT_QUEUE_NONE, 0, tt.poll_fn);
+	now = on_wake(tid, tt.id, t ? t->task : 0, tokio_worker_of(t), AT_QUEUE_NONE, 0,
+		      tt.poll_fn);
 	if (t && t->hdr == hdr && tt.id != hdr) {
 		t->woken_hdr = hdr;
 		t->woken_ts = now;

@@ -28,7 +28,7 @@ const volatile __u64 sched_delay_ns = 0;
 const volatile __u32 starve_depth = 0;
 
 struct thread_state {
-	__u32 slot_tid;		/* the thread holding this slot of thread_slots */
+	__u32 tid;		/* whose state this is (in thread_slots: the slot's holder) */
 	__u32 pad_;
 	__u64 task;		/* task being polled, 0 if none */
 	__u64 begin;		/* poll begin */
@@ -252,7 +252,8 @@ static __always_inline void queue_depth(__s32 queue, __u32 depth, __u64 now)
 	}
 }
 
-static __always_inline void *event_reserve(__u32 kind, __u32 size)
+/* tid: the current thread, if the caller knows it; 0: ask */
+static __always_inline void *event_reserve(__u32 kind, __u32 size, __u32 tid)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	void *ring = bpf_map_lookup_elem(&rings, &cpu);
@@ -264,7 +265,7 @@ static __always_inline void *event_reserve(__u32 kind, __u32 size)
 	}
 	h->kind = kind;
 	h->size = size;
-	h->tid = current_tid();
+	h->tid = tid ? tid : current_tid();
 	return h;
 }
 
@@ -304,7 +305,7 @@ static __always_inline struct thread_state *thread_find(__u32 tid)
 {
 	struct thread_state *t = thread_slot(tid);
 
-	if (t && t->slot_tid == tid)
+	if (t && t->tid == tid)
 		return t;
 	return bpf_map_lookup_elem(&threads, &tid);
 }
@@ -314,12 +315,13 @@ static __always_inline struct thread_state *thread_get(__u32 tid)
 	struct thread_state *t = thread_slot(tid);
 	struct thread_state zero = {};
 
-	if (t && (t->slot_tid == tid ||
-		  (!t->slot_tid && __sync_val_compare_and_swap(&t->slot_tid, 0, tid) == 0)))
+	if (t && (t->tid == tid ||
+		  (!t->tid && __sync_val_compare_and_swap(&t->tid, 0, tid) == 0)))
 		return t;
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (t)
 		return t;
+	zero.tid = tid;
 	bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST);
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t)
@@ -472,7 +474,7 @@ static __always_inline void on_spawn(__u64 task, __u64 parent, const char *name,
 	queue_depth(queue, depth, now);
 	if (!trace_events)
 		return;
-	e = event_reserve(AT_EV_SPAWN, sizeof(*e));
+	e = event_reserve(AT_EV_SPAWN, sizeof(*e), 0);
 	if (!e)
 		return;
 	e->hdr.ts = now;
@@ -664,7 +666,7 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 
 	if (!poll_wanted(t, dur))
 		return;
-	e = event_reserve(AT_EV_POLL, sizeof(*e));
+	e = event_reserve(AT_EV_POLL, sizeof(*e), t->tid);
 	if (!e)
 		return;
 	e->hdr.ts = t->begin;
@@ -690,8 +692,8 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 	event_submit(e);
 }
 
-/* Returns when it happened. */
-static __always_inline __u64 on_wake(__u64 task, __u64 waker_task, __s32 waker_worker,
+/* tid: the waking thread if the caller knows it, else 0. Returns when it happened. */
+static __always_inline __u64 on_wake(__u32 tid, __u64 task, __u64 waker_task, __s32 waker_worker,
 				     __s32 queue, __u32 depth, __u64 name_addr)
 {
 	__u64 now = bpf_ktime_get_ns();
@@ -716,7 +718,7 @@ static __always_inline __u64 on_wake(__u64 task, __u64 waker_task, __s32 waker_w
 
 	if (!trace_events)
 		return now;
-	e = event_reserve(AT_EV_WAKE, sizeof(*e));
+	e = event_reserve(AT_EV_WAKE, sizeof(*e), tid);
 	if (!e)
 		return now;
 	e->hdr.ts = now;
@@ -758,7 +760,7 @@ static __always_inline void on_steal(__u32 thief, __u32 victim, __u32 count, __u
 
 	if (!trace_events)
 		return;
-	e = event_reserve(AT_EV_STEAL, sizeof(*e));
+	e = event_reserve(AT_EV_STEAL, sizeof(*e), 0);
 	if (!e)
 		return;
 	e->hdr.ts = now;
@@ -796,7 +798,7 @@ static __always_inline void on_unpark(__u32 worker)
 
 	if (!trace_events)
 		return;
-	e = event_reserve(AT_EV_PARK, sizeof(*e));
+	e = event_reserve(AT_EV_PARK, sizeof(*e), 0);
 	if (!e)
 		return;
 	e->hdr.ts = since;

@@ -3,7 +3,7 @@
 """What tracing costs, against the physical floor, side by side in one run.
 
 Two targets at their highest poll rate: the sample executor's `spin`
-scenario (--rate max) and tokio-spin (a real tokio runtime). Each runs four
+scenario (--rate max) and tokio-spin (a real tokio runtime). Each runs five
 ways, interleaved over several rounds (the machine is shared and noisy):
 
   untraced   the target alone
@@ -11,6 +11,9 @@ ways, interleaved over several rounds (the machine is shared and noisy):
              same probes and hooks; what is left is the probe traps themselves
   maps       asynctraced --no-trace: aggregates in BPF maps, no event traffic
   full       asynctraced -o FILE.pftrace: every event, written as protobuf
+             live (model, detectors and writer run as the events come)
+  record     asynctraced record -o FILE.atcap: every event, copied to a
+             capture (the full trace at its cheapest; convert it later)
 
 A third target, tokio-spin built with CET (tokio-spin-cet: every function
 starts with endbr64, which the kernel single-steps under a uprobe), compares
@@ -49,7 +52,7 @@ import time
 
 BUILD = os.environ.get("BUILD", "build")
 TRACER = os.path.join(BUILD, "asynctraced")
-MODES = ["untraced", "floor", "maps", "full"]
+MODES = ["untraced", "floor", "maps", "full", "record"]
 # tokio built with CET (every function starts with endbr64, single-stepped
 # under a uprobe): the probes past it (the default) against at the entry.
 CET_MODES = ["untraced", "floor", "maps", "floor@entry", "maps@entry"]
@@ -95,6 +98,8 @@ def tracer_args(mode, pid, tmp):
         return args + ["--empty-programs"]
     if mode == "maps":
         return args + ["--no-trace"]
+    if mode == "record":
+        return [TRACER, "record"] + args[1:] + ["-o", os.path.join(tmp, "capture.atcap")]
     return args + ["-o", os.path.join(tmp, "trace.pftrace")]
 
 
@@ -133,10 +138,16 @@ def run(target, mode, seconds, tmp, rate="max", tracer_out=None, watch_rss=False
     if tr:
         _, tr_cpu, rss = wait_usage(tr)
         err = read(err_path)
-        secs = float(re.search(r"summary for pid \d+ \(.*\): ([\d.]+) s", err).group(1))
-        r.update(tracer_cpu=100 * (tr_cpu - load_cpu) / secs, rss=rss,
-                 events_s=int(re.search(r"events\s+(\d+)", err).group(1)) / secs,
-                 dropped=int(re.search(r"dropped\s+(\d+)", err).group(1)))
+        if mode == "record":
+            m = re.search(r"recorded pid \d+ \(.*\) for ([\d.]+) s, .*?: (\d+) records, "
+                          r".*; (\d+) dropped", err)
+            secs, events, dropped = float(m.group(1)), int(m.group(2)), int(m.group(3))
+        else:
+            secs = float(re.search(r"summary for pid \d+ \(.*\): ([\d.]+) s", err).group(1))
+            events = int(re.search(r"events\s+(\d+)", err).group(1))
+            dropped = int(re.search(r"dropped\s+(\d+)", err).group(1))
+        r.update(tracer_cpu=100 * (tr_cpu - load_cpu) / secs, rss=rss, events_s=events / secs,
+                 dropped=dropped)
     return r
 
 
