@@ -172,6 +172,69 @@ struct {
 #define TOKIO_HDR_READ 64
 
 /*
+ * Which task lives at a Header, remembered in the slot the Header's address
+ * hashes to, so that most events need no read of the target's memory. Only
+ * trusted when OwnedTasks::remove is probed: a task spawned while we watch
+ * is bound to OwnedTasks, so it leaves through remove before tokio can free
+ * its memory; its state says which Header it lives at (at_task_state.hdr)
+ * from its spawn until remove clears it. Tasks not seen spawned (older than
+ * the session; spawn_blocking's, which are never bound) are always read. An
+ * entry whose task's state does not name this Header (finished, another
+ * task's entry) is read again. Entries may be written by several CPUs at once: a torn one fails
+ * the same check.
+ */
+struct tokio_hdr {
+	__u64 hdr;
+	__u64 id;
+};
+
+#define TOKIO_HDR_BITS 14
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1 << TOKIO_HDR_BITS);
+	__type(key, __u32);
+	__type(value, struct tokio_hdr);
+} tokio_hdrs SEC(".maps");
+
+static __always_inline struct tokio_hdr *tokio_hdr_slot(__u64 hdr)
+{
+	__u32 i = (__u32)((hdr * 0x9e3779b97f4a7c15ull) >> (64 - TOKIO_HDR_BITS));
+
+	return bpf_map_lookup_elem(&tokio_hdrs, &i);
+}
+
+/* The task that surely lives at hdr, with no read; false if unsure. */
+static __always_inline bool tokio_task_known(__u64 hdr, struct tokio_task *tt)
+{
+	struct tokio_hdr *h = tokio_hdr_slot(hdr);
+	struct at_task_slot *slot;
+	struct at_task_state *ts;
+	__u64 id;
+
+	if (!tokio_remove_probed || !h || h->hdr != hdr)
+		return false;
+	id = h->id;
+	ts = task_find(id, &slot);
+	if (!ts || ts->hdr != hdr)
+		return false;
+	tt->id = id;
+	tt->poll_fn = ts->name_addr;
+	return true;
+}
+
+/* A read found task id at hdr. */
+static __always_inline void tokio_hdr_remember(__u64 hdr, __u64 id)
+{
+	struct tokio_hdr *h = tokio_hdr_slot(hdr);
+
+	if (tokio_remove_probed && h) {
+		h->id = id;
+		h->hdr = hdr;
+	}
+}
+
+/*
  * A task's id and poll function from its Header: the Header's first bytes in
  * one read, the vtable's two words from a cache. t (the calling thread, may
  * be NULL) remembers the last Header it resolved: a wake and the schedule
@@ -189,13 +252,14 @@ static __always_inline void tokio_task(struct thread_state *t, __u64 hdr, struct
 	tt->poll_fn = 0;
 	if (t)
 		t->woken_hdr = 0;
-	if (!hdr)
+	if (!hdr || tokio_task_known(hdr, tt))
 		return;
 	if (t && t->hdr == hdr && t->hdr_id &&
 	    !bpf_probe_read_user(&id, sizeof(id), (void *)(hdr + t->hdr_id_off)) &&
 	    id == t->hdr_id) {
 		tt->id = id;
 		tt->poll_fn = t->hdr_poll_fn;
+		tokio_hdr_remember(hdr, id);
 		return;
 	}
 	if (bpf_probe_read_user(buf, sizeof(buf), (void *)hdr))
@@ -237,6 +301,7 @@ static __always_inline void tokio_task(struct thread_state *t, __u64 hdr, struct
 	if (!id)
 		return;
 	tt->id = id;
+	tokio_hdr_remember(hdr, id);
 	if (t) {
 		t->hdr = hdr;
 		t->hdr_id = id;
@@ -366,8 +431,10 @@ int BPF_KPROBE(tokio_wake, __u64 hdr)
 	tokio_task(t, hdr, &tt);
 	now = on_wake(tid, tt.id, t ? t->task : 0, tokio_worker_of(t), AT_QUEUE_NONE, 0,
 		      tt.poll_fn);
-	if (t && t->hdr == hdr && tt.id != hdr) {
+	if (t && tt.id != hdr) {
 		t->woken_hdr = hdr;
+		t->woken_id = tt.id;
+		t->woken_poll_fn = tt.poll_fn;
 		t->woken_ts = now;
 	}
 	return 0;
@@ -390,11 +457,11 @@ int BPF_KPROBE(tokio_schedule, __u64 hdr)
 	struct tokio_task tt;
 	__u64 now;
 
-	if (t && t->woken_hdr == hdr && t->hdr == hdr) {
+	if (t && t->woken_hdr == hdr) {
 		/* and it happened at the wake, as far as queue depth over time can tell */
 		t->woken_hdr = 0;
-		tt.id = t->hdr_id;
-		tt.poll_fn = t->hdr_poll_fn;
+		tt.id = t->woken_id;
+		tt.poll_fn = t->woken_poll_fn;
 		now = t->woken_ts;
 	} else {
 		tokio_task(t, hdr, &tt);
@@ -410,12 +477,18 @@ static __always_inline void tokio_spawned(__u64 hdr)
 	__u32 tid = current_tid();
 	struct thread_state *t = thread_find(tid);
 	__s32 queue = tokio_target_queue(t);
+	struct at_task_slot *slot;
+	struct at_task_state *ts;
 	struct tokio_task tt;
 
 	if (!hdr)
 		return;
 	tokio_task(t, hdr, &tt);
 	on_spawn(tt.id, t ? t->task : 0, NULL, tt.poll_fn, queue, tokio_push(queue));
+	/* bound: it lives at hdr until its remove (tokio_task_known) */
+	ts = task_find(tt.id, &slot);
+	if (ts && tt.id != hdr)
+		ts->hdr = hdr;
 }
 
 /* OwnedTasks::bind (tokio < 1.49): the new task is in the JoinHandle it returns. */
@@ -440,13 +513,19 @@ int BPF_KPROBE(tokio_remove, void *self, __u64 *task)
 {
 	__u32 tid = current_tid();
 	struct thread_state *t = thread_find(tid);
+	struct at_task_slot *slot;
+	struct at_task_state *ts;
 	struct tokio_task tt;
 	__u64 hdr = 0;
 
-	if (!t || !t->task || bpf_probe_read_user(&hdr, sizeof(hdr), task))
+	if (bpf_probe_read_user(&hdr, sizeof(hdr), task))
 		return 0;
 	tokio_task(t, hdr, &tt);
-	if (tt.id == t->task)
+	/* tokio may free the Header from here on: it no longer names this task */
+	ts = task_find(tt.id, &slot);
+	if (ts)
+		ts->hdr = 0;
+	if (t && t->task && tt.id == t->task)
 		t->completed = 1;
 	return 0;
 }

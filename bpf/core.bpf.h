@@ -61,8 +61,10 @@ struct thread_state {
 	__u64 hdr_id;
 	__u64 hdr_id_off;
 	__u64 hdr_poll_fn;
-	/* ... and the wake in progress on this thread resolved it, at woken_ts (tokio_schedule) */
+	/* tokio: the task the wake in progress on this thread resolved, and when (tokio_schedule) */
 	__u64 woken_hdr;
+	__u64 woken_id;
+	__u64 woken_poll_fn;
 	__u64 woken_ts;
 };
 

@@ -221,6 +221,7 @@ struct at_task_state {
 	__u32 wakes;		/* since its last poll began (then moved to its stats) */
 	__u32 self_wakes;
 	__u64 first_ts;		/* first seen */
+	__u64 hdr;		/* tokio: the Header it lives at, while it lives; 0 unknown */
 };
 
 /*
