@@ -61,6 +61,13 @@ struct thread_state {
 	__u64 hdr_id;
 	__u64 hdr_id_off;
 	__u64 hdr_poll_fn;
+	/* full trace: the polled task's wake of itself, for its poll's record */
+	__u64 sw_ts;
+	__u64 sw_id;
+	__s32 sw_queue;
+	__u32 sw_depth;
+	__s32 sw_worker;
+	__u32 sw_pending;
 	/* tokio: the task the wake in progress on this thread resolved, and when (tokio_schedule) */
 	__u64 woken_hdr;
 	__u64 woken_id;
@@ -530,6 +537,7 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
 	t->nr_preempted = 0;
 	t->off_cpu = 0;
 	t->completed = 0;
+	t->sw_pending = 0;
 	t->worker = worker;
 	t->depth = depth;
 	t->name_addr = name_addr;
@@ -647,6 +655,7 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 					int ready, __s32 queue, __u32 depth, bool known_end)
 {
 	__u64 now = bpf_ktime_get_ns(), dur;
+	struct at_poll_self_wake *pw;
 	struct at_poll *e;
 
 	t->task = 0;
@@ -668,9 +677,30 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 
 	if (!poll_wanted(t, dur))
 		return;
-	e = event_reserve(AT_EV_POLL, sizeof(*e), t->tid);
-	if (!e)
-		return;
+	if (t->sw_pending) {
+		/* with the wake the task made of itself in this poll appended */
+		pw = event_reserve(AT_EV_POLL, sizeof(*pw), t->tid);
+		if (!pw) {
+			stat_inc(AT_STAT_DROP_BASE + AT_EV_WAKE);
+			return;
+		}
+		pw->wake.hdr.kind = AT_EV_WAKE;
+		pw->wake.hdr.size = sizeof(pw->wake);
+		pw->wake.hdr.tid = t->tid;
+		pw->wake.hdr.ts = t->sw_ts;
+		pw->wake.task = task;
+		pw->wake.waker_task = task;
+		pw->wake.wake_id = t->sw_id;
+		pw->wake.waker_worker = t->sw_worker;
+		pw->wake.queue = t->sw_queue;
+		pw->wake.depth = t->sw_depth;
+		pw->wake.pad = 0;
+		e = &pw->poll;
+	} else {
+		e = event_reserve(AT_EV_POLL, sizeof(*e), t->tid);
+		if (!e)
+			return;
+	}
 	e->hdr.ts = t->begin;
 	e->task = task;
 	e->duration_ns = dur;
@@ -720,6 +750,20 @@ static __always_inline __u64 on_wake(__u32 tid, __u64 task, __u64 waker_task, __
 
 	if (!trace_events)
 		return now;
+	/* A task waking itself inside its poll: the wake rides in the poll's record. */
+	if (self) {
+		struct thread_state *t = thread_find(tid ? tid : current_tid());
+
+		if (t && t->task == task && !t->sw_pending) {
+			t->sw_ts = now;
+			t->sw_id = wake_id;
+			t->sw_queue = queue;
+			t->sw_depth = depth;
+			t->sw_worker = waker_worker;
+			t->sw_pending = 1;
+			return now;
+		}
+	}
 	e = event_reserve(AT_EV_WAKE, sizeof(*e), tid);
 	if (!e)
 		return now;

@@ -109,6 +109,18 @@ struct at_wake {
 	__u32 pad;
 };
 
+/*
+ * A poll record with, appended, the wake its task made of itself during that
+ * poll (a yield, a self-wake loop): one record instead of two for the
+ * commonest wake there is. Readers hand the wake on first, as if it had come
+ * alone: it was made before the poll ended, and nothing can poll the task
+ * before then. A reader that predates it sees a poll with appended fields.
+ */
+struct at_poll_self_wake {
+	struct at_poll poll;	/* poll.hdr.size: the whole record */
+	struct at_wake wake;	/* a complete wake record, header included */
+};
+
 /* A worker stole tasks from another. hdr.ts: steal time; hdr.tid: thief. */
 struct at_steal {
 	struct at_hdr hdr;

@@ -42,6 +42,17 @@ int pipeline__push(struct pipeline *p, const void *rec, size_t size)
 	}
 	if (kind == 0)
 		return 0;
+	if (kind == AT_EV_POLL && size >= sizeof(struct at_poll_self_wake)) {
+		/* the wake the task made of itself in this poll, first */
+		const struct at_poll_self_wake *pw = rec;
+		struct at_hdr wh;
+
+		memcpy(&wh, &pw->wake.hdr, sizeof(wh));
+		if (wh.kind == AT_EV_WAKE && wh.size == sizeof(pw->wake))
+			pipeline__push(p, &pw->wake, sizeof(pw->wake));
+		else
+			p->model.n.malformed++;
+	}
 	model__apply(&p->model, ev);
 	detector__event(&p->detector, &p->model, ev);
 	for (int i = 0; i < p->nr_sinks; i++)

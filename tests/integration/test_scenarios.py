@@ -62,6 +62,8 @@ class ScenarioTest(unittest.TestCase):
         self.assertEqual(self.run.report["counts"]["wakes"], self.run.counts["wakes"])
         self.assertEqual(self.run.report["counts"]["tasks_spawned"], self.run.counts["tasks"])
         self.assertEqual(self.run.report["events"]["by_kind"]["poll"], self.run.counts["polls"])
+        # wakes too, those that rode in their poll's record included
+        self.assertEqual(self.run.report["events"]["by_kind"]["wake"], self.run.counts["wakes"])
         # every poll but those whose wake came before the tracer has a delay
         delays = sum(w["delay"]["count"] for w in workers)
         self.assertLessEqual(delays, self.run.counts["polls"])

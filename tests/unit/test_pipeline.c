@@ -243,10 +243,56 @@ static void synthetic_stream(void **state)
 	free(out);
 }
 
+/* A poll record carrying the wake its task made of itself: the wake is handed on first. */
+static void self_wake_rides_in_its_poll(void **state)
+{
+	struct detect_opts opts = { .long_poll_ns = 10 * MS, .episode_gap_ns = 1000 * MS };
+	struct at_poll_self_wake r = {
+		.poll = {
+			.hdr = { .kind = AT_EV_POLL, .size = sizeof(r), .tid = 101, .ts = T0 + MS },
+			.task = 7,
+			.duration_ns = 5 * US,
+			.oncpu_ns = 5 * US,
+			.requeue = 0,
+			.requeue_depth = 1,
+		},
+		.wake = {
+			.hdr = { .kind = AT_EV_WAKE, .size = sizeof(r.wake), .tid = 101,
+				 .ts = T0 + MS + 2 * US },
+			.task = 7,
+			.waker_task = 7,
+			.wake_id = 99,
+			.queue = AT_QUEUE_NONE,
+		},
+	};
+	struct pipeline p;
+
+	assert_int_equal(pipeline__init(&p, 4242, "sample", T0, &opts), 0);
+	push_spawn(&p, 200, T0, 7, "spinner", 98);
+	assert_int_equal(pipeline__push(&p, &r, sizeof(r)), 0);
+	assert_int_equal(p.model.n.by_kind[AT_EV_WAKE], 1);
+	assert_int_equal(p.model.n.by_kind[AT_EV_POLL], 1);
+	assert_int_equal(p.model.n.wakes, 1);
+	assert_int_equal(p.model.n.malformed, 0);
+	/* the next poll answers that wake */
+	assert_non_null(model__task(&p.model, 7));
+	assert_int_equal(model__task(&p.model, 7)->pending.wake_id, 99);
+
+	/* an appended wake that is not one is counted as malformed; the poll stands */
+	r.wake.hdr.kind = AT_EV_STEAL;
+	r.poll.hdr.ts += MS;
+	assert_int_equal(pipeline__push(&p, &r, sizeof(r)), 0);
+	assert_int_equal(p.model.n.by_kind[AT_EV_WAKE], 1);
+	assert_int_equal(p.model.n.by_kind[AT_EV_POLL], 2);
+	assert_int_equal(p.model.n.malformed, 1);
+	pipeline__free(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(synthetic_stream),
+		cmocka_unit_test(self_wake_rides_in_its_poll),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
