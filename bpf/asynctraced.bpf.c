@@ -132,6 +132,8 @@ const volatile __u64 tokio_id_slot = 0x48;
 const volatile bool tokio_steal_probed = false;
 /* OwnedTasks::remove is probed: we know when a task completes. */
 const volatile bool tokio_remove_probed = false;
+/* ... for every bind that is: the Header cache can be trusted (tokio_task_known) */
+const volatile bool tokio_hdr_cache = false;
 
 /* Worker ids, given in order of first poll. */
 __u32 tokio_next_worker = 0;
@@ -157,7 +159,13 @@ struct tokio_vtable {
 	__u64 vtable;	/* 0: empty */
 	__u64 poll_fn;
 	__u64 id_off;
+	__u64 check;	/* of the three: a program preempted mid-write leaves a mix */
 };
+
+static __always_inline __u64 tokio_vtable_check(__u64 vtable, __u64 poll_fn, __u64 id_off)
+{
+	return (vtable ^ poll_fn ^ (id_off << 32) ^ (id_off >> 32)) * 0x9e3779b97f4a7c15ull;
+}
 
 #define TOKIO_VTABLE_BITS 10
 
@@ -174,13 +182,15 @@ struct {
 /*
  * Which task lives at a Header, remembered in the slot the Header's address
  * hashes to, so that most events need no read of the target's memory. Only
- * trusted when OwnedTasks::remove is probed: a task spawned while we watch
- * is bound to OwnedTasks, so it leaves through remove before tokio can free
- * its memory; its state says which Header it lives at (at_task_state.hdr)
- * from its spawn until remove clears it. Tasks not seen spawned (older than
- * the session; spawn_blocking's, which are never bound) are always read. An
- * entry whose task's state does not name this Header (finished, another
- * task's entry) is read again. Entries may be written by several CPUs at once: a torn one fails
+ * trusted when OwnedTasks::remove is probed for every bind: a task spawned
+ * while we watch is bound to OwnedTasks, so it leaves through remove before
+ * tokio can free its memory. Its state is marked bound at the spawn, names
+ * its Header (at_task_state.hdr) from its first poll (it surely lives there
+ * while it runs) until remove clears it. Tasks not seen spawned (older than
+ * the session; spawn_blocking's, never bound) and tasks never polled (one
+ * spawned into a runtime already shut down: removed before its spawn
+ * returns) are always read. An entry whose task's state does not name this
+ * Header (finished, another task's entry) is read again. Entries may be written by several CPUs at once: a torn one fails
  * the same check.
  */
 struct tokio_hdr {
@@ -189,6 +199,8 @@ struct tokio_hdr {
 };
 
 #define TOKIO_HDR_BITS 14
+/* at_task_state.hdr of a task seen bound, not yet polled (no Header is 1) */
+#define TOKIO_HDR_BOUND 1
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -212,7 +224,7 @@ static __always_inline bool tokio_task_known(__u64 hdr, struct tokio_task *tt)
 	struct at_task_state *ts;
 	__u64 id;
 
-	if (!tokio_remove_probed || !h || h->hdr != hdr)
+	if (!tokio_hdr_cache || !h || h->hdr != hdr)
 		return false;
 	id = h->id;
 	ts = task_find(id, &slot);
@@ -228,7 +240,7 @@ static __always_inline void tokio_hdr_remember(__u64 hdr, __u64 id)
 {
 	struct tokio_hdr *h = tokio_hdr_slot(hdr);
 
-	if (tokio_remove_probed && h) {
+	if (tokio_hdr_cache && h) {
 		h->id = id;
 		h->hdr = hdr;
 	}
@@ -269,12 +281,14 @@ static __always_inline void tokio_task(struct thread_state *t, __u64 hdr, struct
 		return;
 	slot = (__u32)((vtable * 0x9e3779b97f4a7c15ull) >> (64 - TOKIO_VTABLE_BITS));
 	vt = bpf_map_lookup_elem(&tokio_vtables, &slot);
-	if (vt && vt->vtable == vtable) {
+	if (vt && vt->vtable == vtable &&
+	    vt->check == tokio_vtable_check(vtable, vt->poll_fn, vt->id_off)) {
 		fresh.poll_fn = vt->poll_fn;
 		fresh.id_off = vt->id_off;
 		barrier();
 		/* unchanged: no program that preempted us on this CPU rewrote it */
-		if (vt->vtable != vtable)
+		if (vt->vtable != vtable ||
+		    vt->check != tokio_vtable_check(vtable, fresh.poll_fn, fresh.id_off))
 			return;
 	} else {
 		if (bpf_probe_read_user(&fresh.poll_fn, sizeof(fresh.poll_fn), (void *)vtable) ||
@@ -286,6 +300,7 @@ static __always_inline void tokio_task(struct thread_state *t, __u64 hdr, struct
 			barrier();
 			vt->poll_fn = fresh.poll_fn;
 			vt->id_off = fresh.id_off;
+			vt->check = tokio_vtable_check(vtable, fresh.poll_fn, fresh.id_off);
 			barrier();
 			vt->vtable = vtable;
 		}
@@ -377,8 +392,12 @@ int BPF_KPROBE(tokio_poll, __u64 hdr)
 	worker = t->own_worker;
 	tokio_task(t, hdr, &tt);
 	ts = task_find(tt.id, &slot);
-	if (ts)
+	if (ts) {
 		from = ts->queued_on;
+		/* bound and running: it lives here until its remove */
+		if (ts->hdr == TOKIO_HDR_BOUND && tt.id != hdr)
+			ts->hdr = hdr;
+	}
 	tokio_pop(from);
 	if (!tokio_steal_probed && from >= 0 && (__u32)from != worker)
 		on_steal(worker, (__u32)from, 1, 0, 0, AT_STEAL_INFERRED);
@@ -485,10 +504,10 @@ static __always_inline void tokio_spawned(__u64 hdr)
 		return;
 	tokio_task(t, hdr, &tt);
 	on_spawn(tt.id, t ? t->task : 0, NULL, tt.poll_fn, queue, tokio_push(queue));
-	/* bound: it lives at hdr until its remove (tokio_task_known) */
+	/* bound: its first poll will say where it lives (tokio_task_known) */
 	ts = task_find(tt.id, &slot);
-	if (ts && tt.id != hdr)
-		ts->hdr = hdr;
+	if (ts && tt.id != hdr && !ts->hdr)
+		ts->hdr = TOKIO_HDR_BOUND;
 }
 
 /* OwnedTasks::bind (tokio < 1.49): the new task is in the JoinHandle it returns. */

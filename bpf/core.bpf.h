@@ -365,12 +365,18 @@ static __always_inline struct at_task_state *task_find(__u64 task, struct at_tas
 static __always_inline void task_insert(__u64 task, const struct at_task_state *fresh)
 {
 	struct at_task_slot *s = task_slot(task);
+	__u64 held;
 
-	if (s && task && !s->task && __sync_val_compare_and_swap(&s->task, 0, task) == 0) {
-		/* A free slot is all zeroes: a reader meanwhile sees a task with no news. */
-		s->st = *fresh;
-		s->s.first_ts = fresh->first_ts;
-		return;
+	if (s && task && !s->task) {
+		held = __sync_val_compare_and_swap(&s->task, 0, task);
+		if (!held) {
+			/* A free slot is all zeroes: a reader meanwhile sees a task with no news. */
+			s->st = *fresh;
+			s->s.first_ts = fresh->first_ts;
+			return;
+		}
+		if (held == task)
+			return; /* another CPU met it at the same moment: one copy */
 	}
 	bpf_map_update_elem(&tasks, &task, fresh, BPF_NOEXIST);
 }
@@ -537,6 +543,9 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
 	t->nr_preempted = 0;
 	t->off_cpu = 0;
 	t->completed = 0;
+	/* a self-wake whose poll never ended (a poll inside a poll took over) */
+	if (t->sw_pending)
+		stat_inc(AT_STAT_DROP_BASE + AT_EV_WAKE);
 	t->sw_pending = 0;
 	t->worker = worker;
 	t->depth = depth;
@@ -679,6 +688,7 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 		return;
 	if (t->sw_pending) {
 		/* with the wake the task made of itself in this poll appended */
+		t->sw_pending = 0;
 		pw = event_reserve(AT_EV_POLL, sizeof(*pw), t->tid);
 		if (!pw) {
 			stat_inc(AT_STAT_DROP_BASE + AT_EV_WAKE);

@@ -112,9 +112,10 @@ struct at_wake {
 /*
  * A poll record with, appended, the wake its task made of itself during that
  * poll (a yield, a self-wake loop): one record instead of two for the
- * commonest wake there is. Readers hand the wake on first, as if it had come
- * alone: it was made before the poll ended, and nothing can poll the task
- * before then. A reader that predates it sees a poll with appended fields.
+ * commonest wake there is. Readers hand the wake on right after the poll, as
+ * if it had come alone: the poll answers the wake before it, this one waits
+ * for the next poll (nothing can poll the task before this poll ends). A
+ * reader that predates it sees a poll with appended fields.
  */
 struct at_poll_self_wake {
 	struct at_poll poll;	/* poll.hdr.size: the whole record */

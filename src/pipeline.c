@@ -42,8 +42,18 @@ int pipeline__push(struct pipeline *p, const void *rec, size_t size)
 	}
 	if (kind == 0)
 		return 0;
+	model__apply(&p->model, ev);
+	detector__event(&p->detector, &p->model, ev);
+	for (int i = 0; i < p->nr_sinks; i++)
+		if (p->sinks[i]->ops->event)
+			p->sinks[i]->ops->event(p->sinks[i], &p->model, ev);
+	model__retire(&p->model, ev);
 	if (kind == AT_EV_POLL && size >= sizeof(struct at_poll_self_wake)) {
-		/* the wake the task made of itself in this poll, first */
+		/*
+		 * The wake the task made of itself in this poll: after the poll,
+		 * which answers the wake before it (the wake then waits for the
+		 * next poll, which answers it).
+		 */
 		const struct at_poll_self_wake *pw = rec;
 		struct at_hdr wh;
 
@@ -53,12 +63,6 @@ int pipeline__push(struct pipeline *p, const void *rec, size_t size)
 		else
 			p->model.n.malformed++;
 	}
-	model__apply(&p->model, ev);
-	detector__event(&p->detector, &p->model, ev);
-	for (int i = 0; i < p->nr_sinks; i++)
-		if (p->sinks[i]->ops->event)
-			p->sinks[i]->ops->event(p->sinks[i], &p->model, ev);
-	model__retire(&p->model, ev);
 	return 0;
 }
 

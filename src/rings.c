@@ -203,6 +203,14 @@ int rings__consume(struct rings *rs, size_t max, uint64_t until)
 	return done > INT32_MAX ? INT32_MAX : (int)done;
 }
 
+bool rings__pending(const struct rings *rs)
+{
+	for (int i = 0; i < rs->n; i++)
+		if (rs->r[i].cons < __atomic_load_n(rs->r[i].producer_pos, __ATOMIC_ACQUIRE))
+			return true;
+	return false;
+}
+
 void rings__free(struct rings *rs)
 {
 	if (!rs)

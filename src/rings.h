@@ -13,6 +13,7 @@
 #ifndef RINGS_H
 #define RINGS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,8 @@ int rings__fd(const struct rings *rs);
  * on, or a negative error (the callback's, or -EINVAL for a damaged ring).
  */
 int rings__consume(struct rings *rs, size_t max, uint64_t until);
+/* Whether any ring holds records not handed on yet (some may still be written). */
+bool rings__pending(const struct rings *rs);
 void rings__free(struct rings *rs);
 
 /* When a record was made: the end of what it describes, for polls and parks. */

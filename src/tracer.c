@@ -79,8 +79,16 @@ static int make_rings(struct tracer *t)
 	for (int i = 0; i < t->nr_rings; i++) {
 		t->ring_fds[i] = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "ring", 0, 0,
 						(__u32)t->ring_size, NULL);
-		if (t->ring_fds[i] < 0)
-			return -errno;
+		if (t->ring_fds[i] < 0) {
+			int err = -errno;
+
+			/* none, rather than some: a retry makes them again */
+			while (i--)
+				close(t->ring_fds[i]);
+			free(t->ring_fds);
+			t->ring_fds = NULL;
+			return err;
+		}
 	}
 	return 0;
 }
@@ -203,6 +211,7 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	skel->rodata->starve_depth = o->starve_depth;
 	skel->rodata->tokio_steal_probed = o->tokio_steal_probed;
 	skel->rodata->tokio_remove_probed = o->tokio_remove_probed;
+	skel->rodata->tokio_hdr_cache = o->tokio_hdr_cache;
 	skel->rodata->task_slot_bits = (__u32)__builtin_ctz(o->task_slots);
 	err = make_rings(t);
 	if (!err)
@@ -387,13 +396,22 @@ int tracer__consume(struct tracer *t, size_t max, bool all)
 {
 	struct timespec now;
 	uint64_t until = UINT64_MAX;
+	int n;
 
 	if (!all) {
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		until = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec -
 			RING_MARGIN_NS;
+		return rings__consume(t->rings, max, until);
 	}
-	return rings__consume(t->rings, max, until);
+	/* A program still writing a record holds the rest back: give it 100 ms. */
+	for (int tries = 0; tries < 100; tries++) {
+		n = rings__consume(t->rings, max, until);
+		if (n != 0 || !rings__pending(t->rings))
+			return n;
+		usleep(1000);
+	}
+	return 0;
 }
 
 struct detach_job {
@@ -545,7 +563,8 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 			cap *= 2;
 		}
 		nr_live++;
-		if (u64map__set(&seen, id, &seen)) {
+		/* its statistics come from here, not from task_stats */
+		if (slot.s.polls && u64map__set(&seen, id, &seen)) {
 			err = -ENOMEM;
 			break;
 		}

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Runs the sample executor under asynctraced and parses what came out."""
+import bisect
 import json
 import os
 import re
@@ -177,6 +178,9 @@ def check_wake_arrows(test, run, at_least):
     slices = {}
     for p in polls(run):
         slices.setdefault(p["tid"], []).append((p["ts"], p["ts"] + p["dur"], p["args"]["task"]))
+    for s in slices.values():
+        s.sort()
+    begins = {tid: [b for b, _, _ in s] for tid, s in slices.items()}
     out = {e["bind_id"]: e for e in run.events if e.get("flow_out")
            and e.get("cat") in ("wake", "spawn")}
     into = {e["bind_id"]: e for e in polls(run) if e.get("flow_in")}
@@ -189,7 +193,11 @@ def check_wake_arrows(test, run, at_least):
         waker = w["args"].get("waker_task") or w["args"].get("parent")
         if not waker or w["tid"] not in slices:
             continue
-        inside = [t for (b, e, t) in slices[w["tid"]] if b <= w["ts"] <= e]
+        # the slices that hold it: the last to begin before it, and any
+        # earlier one still open (a thread's polls do not overlap)
+        s = slices[w["tid"]]
+        i = bisect.bisect_right(begins[w["tid"]], w["ts"])
+        inside = [t for (b, e, t) in s[max(0, i - 2):i] if b <= w["ts"] <= e]
         test.assertEqual(inside, [waker], f"wake {w} not inside a poll of task {waker}")
         from_tasks += 1
     return from_tasks
