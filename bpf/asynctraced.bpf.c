@@ -132,8 +132,16 @@ const volatile __u64 tokio_id_slot = 0x48;
 const volatile bool tokio_steal_probed = false;
 /* OwnedTasks::remove is probed: we know when a task completes. */
 const volatile bool tokio_remove_probed = false;
-/* ... for every bind that is: the Header cache can be trusted (tokio_task_known) */
+/* ... so the Header cache can be trusted (tokio_task_known) */
 const volatile bool tokio_hdr_cache = false;
+/*
+ * Set when a sampled check found another task at a cached Header: a remove
+ * we do not see (inlined for one scheduler type, folded away) let a Header
+ * go. The cache is off from then on.
+ */
+__u32 tokio_hdr_cache_off = 0;
+/* Every TOKIO_HDR_CHECK-th answer of the cache is checked against the Header. */
+#define TOKIO_HDR_CHECK 16
 
 /* Worker ids, given in order of first poll. */
 __u32 tokio_next_worker = 0;
@@ -196,6 +204,7 @@ struct {
 struct tokio_hdr {
 	__u64 hdr;
 	__u64 id;
+	__u64 id_off;	/* where in the Header the id was read */
 };
 
 #define TOKIO_HDR_BITS 14
@@ -216,6 +225,24 @@ static __always_inline struct tokio_hdr *tokio_hdr_slot(__u64 hdr)
 	return bpf_map_lookup_elem(&tokio_hdrs, &i);
 }
 
+/*
+ * Now and then, the cache's answer checked against the Header itself (the id
+ * where it was read): true, and the cache off for good, if another task
+ * lives there.
+ */
+static __always_inline bool tokio_hdr_check(const struct tokio_hdr *h, __u64 id)
+{
+	struct at_runtime_counts *c = counts();
+	__u64 seen = 0, off = h->id_off;
+
+	if (!c || (++c->hdr_checks % TOKIO_HDR_CHECK) || !off || off > (1 << 20))
+		return false;
+	if (bpf_probe_read_user(&seen, sizeof(seen), (void *)(h->hdr + off)) || seen == id)
+		return false;
+	tokio_hdr_cache_off = 1;
+	return true;
+}
+
 /* The task that surely lives at hdr, with no read; false if unsure. */
 static __always_inline bool tokio_task_known(__u64 hdr, struct tokio_task *tt)
 {
@@ -224,24 +251,27 @@ static __always_inline bool tokio_task_known(__u64 hdr, struct tokio_task *tt)
 	struct at_task_state *ts;
 	__u64 id;
 
-	if (!tokio_hdr_cache || !h || h->hdr != hdr)
+	if (!tokio_hdr_cache || tokio_hdr_cache_off || !h || h->hdr != hdr)
 		return false;
 	id = h->id;
 	ts = task_find(id, &slot);
 	if (!ts || ts->hdr != hdr)
+		return false;
+	if (tokio_hdr_check(h, id))
 		return false;
 	tt->id = id;
 	tt->poll_fn = ts->name_addr;
 	return true;
 }
 
-/* A read found task id at hdr. */
-static __always_inline void tokio_hdr_remember(__u64 hdr, __u64 id)
+/* A read found task id at hdr + id_off. */
+static __always_inline void tokio_hdr_remember(__u64 hdr, __u64 id, __u64 id_off)
 {
 	struct tokio_hdr *h = tokio_hdr_slot(hdr);
 
 	if (tokio_hdr_cache && h) {
 		h->id = id;
+		h->id_off = id_off;
 		h->hdr = hdr;
 	}
 }
@@ -271,7 +301,7 @@ static __always_inline void tokio_task(struct thread_state *t, __u64 hdr, struct
 	    id == t->hdr_id) {
 		tt->id = id;
 		tt->poll_fn = t->hdr_poll_fn;
-		tokio_hdr_remember(hdr, id);
+		tokio_hdr_remember(hdr, id, t->hdr_id_off);
 		return;
 	}
 	if (bpf_probe_read_user(buf, sizeof(buf), (void *)hdr))
@@ -316,7 +346,7 @@ static __always_inline void tokio_task(struct thread_state *t, __u64 hdr, struct
 	if (!id)
 		return;
 	tt->id = id;
-	tokio_hdr_remember(hdr, id);
+	tokio_hdr_remember(hdr, id, fresh.id_off);
 	if (t) {
 		t->hdr = hdr;
 		t->hdr_id = id;

@@ -204,6 +204,7 @@ struct at_runtime_counts {
 	__u64 outside_wakes;
 	__u64 wake_seq;		/* flow ids given on this CPU */
 	__u64 ring_bytes;	/* written to this CPU's ring since it last woke the reader */
+	__u64 hdr_checks;	/* tokio: answers of the Header cache on this CPU */
 };
 
 /*

@@ -540,15 +540,8 @@ static int start(struct session *s)
 	topts.uprobes = s->disc.kind == RUNTIME_TOKIO;
 	topts.tokio_steal_probed = s->disc.tokio.rt.count[TOKIO_STEAL] > 0;
 	topts.tokio_remove_probed = s->disc.tokio.rt.count[TOKIO_REMOVE] > 0;
-	/*
-	 * bind and remove are generic over the scheduler: trust the Header cache
-	 * only if there is a probed remove for every probed bind (one may be
-	 * inlined for one scheduler and not another).
-	 */
-	topts.tokio_hdr_cache =
-		topts.tokio_remove_probed &&
-		s->disc.tokio.rt.count[TOKIO_REMOVE] >=
-			s->disc.tokio.rt.count[TOKIO_BIND] + s->disc.tokio.rt.count[TOKIO_BIND_INNER];
+	/* the Header cache needs remove to say when a Header is let go (docs/tokio.md) */
+	topts.tokio_hdr_cache = topts.tokio_remove_probed;
 	err = tracer__new(&s->tracer, &topts, on_record, s);
 	if (err) {
 		err_msg("failed to load BPF programs: %s%s\n", strerror(-err),

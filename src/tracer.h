@@ -44,7 +44,7 @@ struct tracer_opts {
 	bool tokio_steal_probed;
 	/* tokio: OwnedTasks::remove is probed, so completions are known */
 	bool tokio_remove_probed;
-	bool tokio_hdr_cache;	/* every bind has its remove probed (docs/tokio.md) */
+	bool tokio_hdr_cache;	/* trust tokio's Header cache (docs/tokio.md) */
 	/* the floor: empty programs at the same attach points, nothing recorded */
 	bool empty_programs;
 };
