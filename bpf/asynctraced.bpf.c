@@ -220,7 +220,7 @@ struct {
 
 static __always_inline struct tokio_hdr *tokio_hdr_slot(__u64 hdr)
 {
-	__u32 i = (__u32)((hdr * 0x9e3779b97f4a7c15ull) >> (64 - TOKIO_HDR_BITS));
+	__u32 i = at_hash_bits(hdr, TOKIO_HDR_BITS);
 
 	return bpf_map_lookup_elem(&tokio_hdrs, &i);
 }
@@ -309,7 +309,7 @@ static __always_inline void tokio_task(struct thread_state *t, __u64 hdr, struct
 	vtable = buf[(tokio_vtable_off / 8) & (TOKIO_HDR_READ / 8 - 1)];
 	if (!vtable)
 		return;
-	slot = (__u32)((vtable * 0x9e3779b97f4a7c15ull) >> (64 - TOKIO_VTABLE_BITS));
+	slot = at_hash_bits(vtable, TOKIO_VTABLE_BITS);
 	vt = bpf_map_lookup_elem(&tokio_vtables, &slot);
 	if (vt && vt->vtable == vtable &&
 	    vt->check == tokio_vtable_check(vtable, vt->poll_fn, vt->id_off)) {

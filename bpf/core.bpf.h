@@ -62,11 +62,7 @@ struct thread_state {
 	__u64 hdr_id_off;
 	__u64 hdr_poll_fn;
 	/* full trace: the polled task's wake of itself, for its poll's record */
-	__u64 sw_ts;
-	__u64 sw_id;
-	__s32 sw_queue;
-	__u32 sw_depth;
-	__s32 sw_worker;
+	struct at_wake sw;
 	__u32 sw_pending;
 	/* tokio: the task the wake in progress on this thread resolved, and when (tokio_schedule) */
 	__u64 woken_hdr;
@@ -340,7 +336,7 @@ static __always_inline struct thread_state *thread_get(__u32 tid)
 
 static __always_inline struct at_task_slot *task_slot(__u64 task)
 {
-	__u32 i = at_task_slot_of(task, task_slot_bits);
+	__u32 i = at_hash_bits(task, task_slot_bits);
 
 	return bpf_map_lookup_elem(&task_slots, &i);
 }
@@ -694,17 +690,7 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 			stat_inc(AT_STAT_DROP_BASE + AT_EV_WAKE);
 			return;
 		}
-		pw->wake.hdr.kind = AT_EV_WAKE;
-		pw->wake.hdr.size = sizeof(pw->wake);
-		pw->wake.hdr.tid = t->tid;
-		pw->wake.hdr.ts = t->sw_ts;
-		pw->wake.task = task;
-		pw->wake.waker_task = task;
-		pw->wake.wake_id = t->sw_id;
-		pw->wake.waker_worker = t->sw_worker;
-		pw->wake.queue = t->sw_queue;
-		pw->wake.depth = t->sw_depth;
-		pw->wake.pad = 0;
+		pw->wake = t->sw;
 		e = &pw->poll;
 	} else {
 		e = event_reserve(AT_EV_POLL, sizeof(*e), t->tid);
@@ -732,6 +718,20 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 	e->queued_depth = t->queued_depth;
 	e->holder_begin = t->holder_begin;
 	event_submit(e);
+}
+
+/* A wake record's body (its header's kind, size and tid are the caller's). */
+static __always_inline void wake_fill(struct at_wake *e, __u64 now, __u64 task, __u64 waker_task,
+				      __u64 wake_id, __s32 waker_worker, __s32 queue, __u32 depth)
+{
+	e->hdr.ts = now;
+	e->task = task;
+	e->waker_task = waker_task;
+	e->wake_id = wake_id;
+	e->waker_worker = waker_worker;
+	e->queue = queue;
+	e->depth = depth;
+	e->pad = 0;
 }
 
 /* tid: the waking thread if the caller knows it, else 0. Returns when it happened. */
@@ -765,11 +765,10 @@ static __always_inline __u64 on_wake(__u32 tid, __u64 task, __u64 waker_task, __
 		struct thread_state *t = thread_find(tid ? tid : current_tid());
 
 		if (t && t->task == task && !t->sw_pending) {
-			t->sw_ts = now;
-			t->sw_id = wake_id;
-			t->sw_queue = queue;
-			t->sw_depth = depth;
-			t->sw_worker = waker_worker;
+			t->sw.hdr.kind = AT_EV_WAKE;
+			t->sw.hdr.size = sizeof(t->sw);
+			t->sw.hdr.tid = t->tid;
+			wake_fill(&t->sw, now, task, waker_task, wake_id, waker_worker, queue, depth);
 			t->sw_pending = 1;
 			return now;
 		}
@@ -777,14 +776,7 @@ static __always_inline __u64 on_wake(__u32 tid, __u64 task, __u64 waker_task, __
 	e = event_reserve(AT_EV_WAKE, sizeof(*e), tid);
 	if (!e)
 		return now;
-	e->hdr.ts = now;
-	e->task = task;
-	e->waker_task = waker_task;
-	e->wake_id = wake_id;
-	e->waker_worker = waker_worker;
-	e->queue = queue;
-	e->depth = depth;
-	e->pad = 0;
+	wake_fill(e, now, task, waker_task, wake_id, waker_worker, queue, depth);
 	event_submit(e);
 	return now;
 }

@@ -273,10 +273,12 @@ struct at_task_slot {
 	struct at_task_stats s;
 };
 
-static inline __u32 at_task_slot_of(__u64 task, __u32 bits)
+/* The top bits of x times the golden ratio: a slot index for ids and addresses. */
+static inline __u32 at_hash_bits(__u64 x, __u32 bits)
 {
-	return bits ? (__u32)((task * 0x9e3779b97f4a7c15ull) >> (64 - (bits & 31))) : 0;
+	return bits ? (__u32)((x * 0x9e3779b97f4a7c15ull) >> (64 - (bits & 31))) : 0;
 }
+
 
 /* "steals" hash map: (thief, victim) -> counts. */
 struct at_steal_key {
