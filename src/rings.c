@@ -41,7 +41,8 @@ struct rings {
 	void *ctx;
 };
 
-uint64_t rings__record_time(const void *rec, size_t size)
+/* When a record was made: the end of what it describes, for polls and parks. */
+static uint64_t record_time(const void *rec, size_t size)
 {
 	const struct at_hdr *h = rec;
 
@@ -79,7 +80,7 @@ static uint32_t ring_head(struct ring *r, size_t mask)
 			r->cons += record_span(len & ~BPF_RINGBUF_DISCARD_BIT);
 			continue;
 		}
-		r->head_time = rings__record_time(hdr + 2, len);
+		r->head_time = record_time(hdr + 2, len);
 		return len;
 	}
 	return 0;

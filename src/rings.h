@@ -37,7 +37,4 @@ int rings__consume(struct rings *rs, size_t max, uint64_t until);
 bool rings__pending(const struct rings *rs);
 void rings__free(struct rings *rs);
 
-/* When a record was made: the end of what it describes, for polls and parks. */
-uint64_t rings__record_time(const void *rec, size_t size);
-
 #endif
