@@ -48,7 +48,7 @@ TRACER_OBJS := $(patsubst src/%.c,$(BUILD)/src/%.o,$(TRACER_SRCS))
 EXEC_SRCS   := $(wildcard executor/*.c)
 EXEC_OBJS   := $(patsubst executor/%.c,$(BUILD)/executor/%.o,$(EXEC_SRCS))
 # The same runtime as a shared library: a target whose probes live in a
-# mapped library rather than in its executable.
+# mapped library rather than in its executable, inlined at every call site.
 EXEC_SO_OBJS := $(patsubst executor/%.c,$(BUILD)/executor-pic/%.o,\
 		  $(filter-out executor/main.c,$(EXEC_SRCS)))
 BPF_SRCS    := $(wildcard bpf/*.bpf.c)
@@ -157,7 +157,8 @@ $(BUILD)/executor/%.o: executor/%.c | $(BUILD)/executor
 
 $(BUILD)/executor-pic/%.o: executor/%.c | $(BUILD)/executor-pic
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(DEPFLAGS) -fPIC -pthread -c $< -o $@
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(DEPFLAGS) -DSAMPLE_EXECUTOR_INLINE_PROBES -fPIC -pthread \
+		-c $< -o $@
 
 $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(VMLINUX_H) | $(BUILD)/bpf
 	$(call msg,BPF,$@)

@@ -33,12 +33,15 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
  * gave, and a task's name address is read from the target only until the
  * task's state remembers it.
  */
-#define ARG(n) usdt_arg(ctx, spec, n)
+#define USDT_PROBE(id)                                                                             \
+	const int probe = id;                                                                      \
+	usdt_spec_t spec = usdt_spec(ctx, probe)
+#define ARG(n) usdt_arg(ctx, spec, probe, n)
 
 SEC("usdt")
 int usdt_task_spawn(struct pt_regs *ctx)
 {
-	usdt_spec_t spec = usdt_spec(ctx);
+	USDT_PROBE(AT_USDT_TASK_SPAWN);
 
 	/* task, parent, name, queue, depth */
 	on_spawn(ARG(0), ARG(1), (const char *)ARG(2), 0, (int)ARG(3), (__u32)ARG(4));
@@ -48,7 +51,7 @@ int usdt_task_spawn(struct pt_regs *ctx)
 SEC("usdt")
 int usdt_poll_begin(struct pt_regs *ctx)
 {
-	usdt_spec_t spec = usdt_spec(ctx);
+	USDT_PROBE(AT_USDT_POLL_BEGIN);
 	struct thread_state *t = thread_get(current_tid());
 	__u64 task = ARG(0);
 	struct at_task_state *ts;
@@ -66,7 +69,7 @@ int usdt_poll_begin(struct pt_regs *ctx)
 SEC("usdt")
 int usdt_poll_end(struct pt_regs *ctx)
 {
-	usdt_spec_t spec = usdt_spec(ctx);
+	USDT_PROBE(AT_USDT_POLL_END);
 	__u32 tid = current_tid();
 	struct thread_state *t = thread_find(tid);
 	__u64 task = ARG(0);
@@ -86,7 +89,7 @@ int usdt_poll_end(struct pt_regs *ctx)
 SEC("usdt")
 int usdt_wake(struct pt_regs *ctx)
 {
-	usdt_spec_t spec = usdt_spec(ctx);
+	USDT_PROBE(AT_USDT_WAKE);
 
 	/* task, waker_task, waker_worker, queue, depth */
 	on_wake(0, ARG(0), ARG(1), (int)ARG(2), (int)ARG(3), (__u32)ARG(4), 0);
@@ -96,7 +99,7 @@ int usdt_wake(struct pt_regs *ctx)
 SEC("usdt")
 int usdt_steal(struct pt_regs *ctx)
 {
-	usdt_spec_t spec = usdt_spec(ctx);
+	USDT_PROBE(AT_USDT_STEAL);
 
 	/* thief, victim, count, thief_depth, victim_depth */
 	on_steal((__u32)ARG(0), (__u32)ARG(1), (__u32)ARG(2), (__u32)ARG(3), (__u32)ARG(4), 0);
@@ -106,7 +109,7 @@ int usdt_steal(struct pt_regs *ctx)
 SEC("usdt")
 int usdt_worker_park(struct pt_regs *ctx)
 {
-	usdt_spec_t spec = usdt_spec(ctx);
+	USDT_PROBE(AT_USDT_WORKER_PARK);
 
 	on_park((__u32)ARG(0));
 	return 0;
@@ -115,13 +118,14 @@ int usdt_worker_park(struct pt_regs *ctx)
 SEC("usdt")
 int usdt_worker_unpark(struct pt_regs *ctx)
 {
-	usdt_spec_t spec = usdt_spec(ctx);
+	USDT_PROBE(AT_USDT_WORKER_UNPARK);
 
 	on_unpark((__u32)ARG(0));
 	return 0;
 }
 
 #undef ARG
+#undef USDT_PROBE
 
 /* ---- tokio: uprobes on an unmodified binary ----------------------------- */
 

@@ -53,7 +53,7 @@ struct thread_state {
 	__u8 has_worker;
 	__u32 own_worker;
 	/* the task's wakes since its previous poll began, for its statistics */
-	__u32 wakes;
+	__u32 wakes;		/* by others */
 	__u32 self_wakes;
 	__u64 born;		/* the task was first seen */
 	/* tokio: the last task Header this thread resolved (see tokio_task()) */
@@ -418,10 +418,14 @@ static __always_inline __u64 task_note_wake(__u64 task, __u64 now, __s32 queue, 
 	__u64 wake_id;
 
 	if (ts) {
-		/* Counted here, moved to the task's statistics by its next poll. */
-		__sync_fetch_and_add(&ts->wakes, 1);
+		/*
+		 * Counted here, moved to the task's statistics by its next poll.
+		 * Only the thread polling the task makes its self-wakes: no lock.
+		 */
 		if (self)
-			__sync_fetch_and_add(&ts->self_wakes, 1);
+			ts->self_wakes++;
+		else
+			__sync_fetch_and_add(&ts->wakes, 1);
 		ts->idle_since = 0;
 		if (ts->wake_id) {
 			/* Coalesced; a later push is still where it waits. */
@@ -444,7 +448,7 @@ static __always_inline __u64 task_note_wake(__u64 task, __u64 now, __s32 queue, 
 	}
 	fresh.first_ts = now;
 	fresh.name_addr = name_addr;
-	fresh.wakes = 1;
+	fresh.wakes = !self;
 	fresh.self_wakes = self;
 	fresh.wake_ts = now;
 	fresh.wake_id = next_wake_id();
@@ -575,7 +579,7 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
 	now = bpf_ktime_get_ns();
 	w = worker_get(worker);
 	if (w) {
-		w->tid = current_tid();
+		w->tid = t->tid;
 		queue_set(&w->queue, depth, now);
 		if (t->wake_ts && t->wake_ts <= now)
 			hist_add(&w->delay, now - t->wake_ts);
@@ -605,7 +609,7 @@ static __always_inline void account_poll(struct thread_state *t, __u64 task,
 	}
 	if (s) {
 		s->polls++;
-		s->wakes += t->wakes;
+		s->wakes += t->wakes + t->self_wakes;
 		s->self_wakes += t->self_wakes;
 		s->poll_ns += dur;
 		s->oncpu_ns += t->oncpu;

@@ -6,7 +6,8 @@
  * here, 300 ns for five, more than all our own work in a probe. This reads
  * the spec (which libbpf still fills in when attaching) once per probe hit,
  * reads registers straight from the context, and lets a program fetch an
- * argument only when it needs it.
+ * argument only when it needs it. Where the loader could fix a probe's
+ * arguments before loading (usdt_fixed), even that one lookup goes.
  */
 #ifndef USDT_ARGS_BPF_H
 #define USDT_ARGS_BPF_H
@@ -15,11 +16,22 @@
 
 typedef const struct __bpf_usdt_spec *usdt_spec_t;
 
-/* The spec of the probe being hit; NULL if unknown (then every argument reads 0). */
-static __always_inline usdt_spec_t usdt_spec(struct pt_regs *ctx)
-{
-	int id = __bpf_usdt_spec_id(ctx);
+/*
+ * Each probe's arguments, when every site of it says the same (set by the
+ * loader from the ELF notes, include/asynctraced.h). Read-only data the
+ * verifier knows: a known probe's reads become constants, its register
+ * switch a single load, and the spec lookup below drops out of the program.
+ */
+const volatile struct at_usdt_spec usdt_fixed[AT_USDT_NR_PROBES];
 
+/* The spec of the probe being hit; NULL if fixed, or unknown (then every argument reads 0). */
+static __always_inline usdt_spec_t usdt_spec(struct pt_regs *ctx, const int probe)
+{
+	int id;
+
+	if (usdt_fixed[probe].known)
+		return NULL;
+	id = __bpf_usdt_spec_id(ctx);
 	return id < 0 ? NULL : bpf_map_lookup_elem(&__bpf_usdt_specs, &id);
 }
 
@@ -60,35 +72,63 @@ static __always_inline unsigned long usdt_reg(struct pt_regs *ctx, short off)
 	return v;
 }
 
-/* Argument n (a constant) of the probe, as libbpf's bpf_usdt_arg() would give it. */
-static __always_inline long usdt_arg(struct pt_regs *ctx, usdt_spec_t spec, const int n)
+/* An argument of kind (enum at_usdt_arg_kind), found as a spec says. */
+static __always_inline long usdt_value(struct pt_regs *ctx, int kind, short reg_off, long val_off,
+				       int shift, bool is_signed)
 {
-	const struct __bpf_usdt_arg_spec *a;
-	unsigned long val = 0;
+	unsigned long val;
 
-	if (!spec || n >= spec->arg_cnt)
-		return 0;
-	a = &spec->args[n];
-	switch (a->arg_type) {
-	case BPF_USDT_ARG_CONST:
-		val = a->val_off;
+	switch (kind) {
+	case AT_USDT_ARG_CONST:
+		val = val_off;
 		break;
-	case BPF_USDT_ARG_REG:
-		val = usdt_reg(ctx, a->reg_off);
+	case AT_USDT_ARG_REG:
+		val = usdt_reg(ctx, reg_off);
 		break;
-	case BPF_USDT_ARG_REG_DEREF:
-		val = usdt_reg(ctx, a->reg_off);
-		if (bpf_probe_read_user(&val, sizeof(val), (const void *)(val + a->val_off)))
+	case AT_USDT_ARG_DEREF:
+		val = usdt_reg(ctx, reg_off);
+		if (bpf_probe_read_user(&val, sizeof(val), (const void *)(val + val_off)))
 			return 0;
 		break;
 	default:
 		return 0;
 	}
 	/* Arguments of 1, 2 or 4 bytes: clear (or sign-extend) the upper bits. */
-	val <<= a->arg_bitshift;
-	if (a->arg_signed)
-		return ((long)val) >> a->arg_bitshift;
-	return (long)(val >> a->arg_bitshift);
+	val <<= shift;
+	if (is_signed)
+		return ((long)val) >> shift;
+	return (long)(val >> shift);
+}
+
+/* Argument n (a constant) of probe (a constant), as libbpf's bpf_usdt_arg() would give it. */
+static __always_inline long usdt_arg(struct pt_regs *ctx, usdt_spec_t spec, const int probe,
+				     const int n)
+{
+	const volatile struct at_usdt_spec *f = &usdt_fixed[probe];
+	const struct __bpf_usdt_arg_spec *a;
+
+	if (f->known) {
+		if (n >= f->nr_args)
+			return 0;
+		return usdt_value(ctx, f->args[n].kind, f->args[n].reg_off, f->args[n].val,
+				  f->args[n].shift, f->args[n].is_signed);
+	}
+	if (!spec || n >= spec->arg_cnt)
+		return 0;
+	a = &spec->args[n];
+	switch (a->arg_type) {
+	case BPF_USDT_ARG_CONST:
+		return usdt_value(ctx, AT_USDT_ARG_CONST, 0, a->val_off, a->arg_bitshift,
+				  a->arg_signed);
+	case BPF_USDT_ARG_REG:
+		return usdt_value(ctx, AT_USDT_ARG_REG, a->reg_off, 0, a->arg_bitshift,
+				  a->arg_signed);
+	case BPF_USDT_ARG_REG_DEREF:
+		return usdt_value(ctx, AT_USDT_ARG_DEREF, a->reg_off, a->val_off,
+				  a->arg_bitshift, a->arg_signed);
+	default:
+		return 0;
+	}
 }
 
 #endif

@@ -81,8 +81,14 @@ static void stat_add(_Atomic uint64_t *counter, uint64_t n)
  * exactly one stapsdt note per probe: inlining would copy the note into every
  * caller. Call sites test the semaphore first, so an untraced run never even
  * makes the call, and never computes a queue depth.
+ *
+ * The shared-library build inlines them (SAMPLE_EXECUTOR_INLINE_PROBES): a
+ * probe there has a site in every caller, each with its arguments where the
+ * compiler left them, as in runtimes whose probes sit in inline functions.
  */
-#ifdef __clang__
+#if defined(SAMPLE_EXECUTOR_INLINE_PROBES)
+#define PROBE_FN static inline __attribute__((always_inline))
+#elif defined(__clang__)
 #define PROBE_FN static __attribute__((noinline))
 #else
 #define PROBE_FN static __attribute__((noinline, noclone))

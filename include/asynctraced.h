@@ -24,6 +24,48 @@
 #define AT_TASK_SLOTS 16384	/* live tasks kept in place (array; a power of 2) */
 #define AT_MAX_STEAL_PAIRS 4096	/* (thief, victim) pairs */
 
+/* The probes of the asynctrace provider, as the BPF programs number them. */
+enum at_usdt_probe {
+	AT_USDT_TASK_SPAWN,
+	AT_USDT_POLL_BEGIN,
+	AT_USDT_POLL_END,
+	AT_USDT_WAKE,
+	AT_USDT_STEAL,
+	AT_USDT_WORKER_PARK,
+	AT_USDT_WORKER_UNPARK,
+	AT_USDT_NR_PROBES,
+};
+
+#define AT_USDT_MAX_ARGS 6	/* arguments a fixed spec describes (the ABI uses 5) */
+
+enum at_usdt_arg_kind {
+	AT_USDT_ARG_CONST = 1,	/* val */
+	AT_USDT_ARG_REG,	/* the register at reg_off */
+	AT_USDT_ARG_DEREF,	/* memory at that register + val */
+};
+
+/* Where one USDT argument is at its probe site. */
+struct at_usdt_arg {
+	__s64 val;
+	__u16 reg_off;	/* the register, by its offset in struct pt_regs */
+	__u8 kind;	/* enum at_usdt_arg_kind */
+	__u8 shift;	/* 64 - the argument's bits */
+	__u8 is_signed;
+	__u8 pad[3];
+};
+
+/*
+ * A probe's arguments when every site of it in the target says the same
+ * (the usual case: one site a probe). The programs then read them from
+ * these constants instead of looking up libbpf's spec by attach cookie
+ * (docs/performance.md). known = 0: they look it up.
+ */
+struct at_usdt_spec {
+	__u32 known;
+	__u32 nr_args;
+	struct at_usdt_arg args[AT_USDT_MAX_ARGS];
+};
+
 /* Queue values in probe arguments (docs/usdt-abi.md). */
 #define AT_QUEUE_INJECT (-1)
 #define AT_QUEUE_NONE (-2)
@@ -232,8 +274,8 @@ struct at_task_state {
 	__u64 name_addr;
 	__s32 queued_on;	/* where that wake put it */
 	__u32 queued_depth;
-	__u32 wakes;		/* since its last poll began (then moved to its stats) */
-	__u32 self_wakes;
+	__u32 wakes;		/* by others since its last poll began (then moved to its stats) */
+	__u32 self_wakes;	/* ... by itself */
 	__u64 first_ts;		/* first seen */
 	__u64 hdr;		/* tokio: the Header it lives at, while it lives; 0 unknown */
 };

@@ -9,6 +9,49 @@
 #include "asynctraced.h"
 #include "elf_image.h"
 
+static int usdt_probe_id(const char *name)
+{
+	static const char *const names[AT_USDT_NR_PROBES] = {
+		[AT_USDT_TASK_SPAWN] = "task_spawn",
+		[AT_USDT_POLL_BEGIN] = "poll_begin",
+		[AT_USDT_POLL_END] = "poll_end",
+		[AT_USDT_WAKE] = "wake",
+		[AT_USDT_STEAL] = "steal",
+		[AT_USDT_WORKER_PARK] = "worker_park",
+		[AT_USDT_WORKER_UNPARK] = "worker_unpark",
+	};
+
+	for (int i = 0; i < AT_USDT_NR_PROBES; i++)
+		if (!strcmp(names[i], name))
+			return i;
+	return -1;
+}
+
+/*
+ * Keeps a probe's argument spec while every site of it (in every file)
+ * agrees; one that differs, or that we cannot parse, sends the probe's
+ * programs back to libbpf's spec for each site.
+ */
+static void merge_spec(struct discovery *d, const struct usdt_probe *p)
+{
+	int id = usdt_probe_id(p->name);
+	struct at_usdt_spec spec;
+	unsigned int bit;
+
+	if (id < 0)
+		return;
+	bit = 1u << id;
+	if (usdt__parse_args(p->args, &spec))
+		d->specs_mixed |= bit;
+	else if (!(d->specs_seen & bit))
+		d->specs[id] = spec;
+	else if (memcmp(&d->specs[id], &spec, sizeof(spec)))
+		d->specs_mixed |= bit;
+	d->specs_seen |= bit;
+	if (d->specs_mixed & bit)
+		memset(&d->specs[id], 0, sizeof(d->specs[id]));
+}
+
 static int add_site(struct discovery *d, const char *path, const char *target_path,
 		    const char *name)
 {
@@ -26,6 +69,7 @@ static int add_site(struct discovery *d, const char *path, const char *target_pa
 	s->path = strdup(path);
 	s->target_path = strdup(target_path);
 	snprintf(s->name, sizeof(s->name), "%s", name);
+	s->probe = usdt_probe_id(name);
 	if (!s->path || !s->target_path) {
 		free(s->path);
 		free(s->target_path);
@@ -52,8 +96,10 @@ static int scan_usdt(void *ctx, const char *path, const char *target_path,
 				strerror(-err));
 		return 0;
 	}
-	for (size_t i = 0; i < nr && !err; i++)
+	for (size_t i = 0; i < nr && !err; i++) {
+		merge_spec(d, &probes[i]);
 		err = add_site(d, path, target_path, probes[i].name);
+	}
 	free(probes);
 	return err;
 }

@@ -24,6 +24,7 @@ struct probe_site {
 	char *path;		/* opens the ELF from our mount namespace */
 	char *target_path;	/* what the target calls it */
 	char name[USDT_NAME_LEN];
+	int probe;		/* enum at_usdt_probe; -1: not one we know */
 };
 
 struct tokio_binary {
@@ -37,6 +38,9 @@ struct discovery {
 	enum runtime_kind kind;
 	struct probe_site *sites;	/* USDT: one per (file, probe name) */
 	size_t nr;
+	/* USDT: each probe's arguments, if all its sites agree (known) */
+	struct at_usdt_spec specs[AT_USDT_NR_PROBES];
+	unsigned int specs_seen, specs_mixed;	/* bits by probe */
 	struct tokio_binary tokio;	/* TOKIO */
 	size_t scanned;			/* ELF files looked at */
 	size_t stripped;		/* ... of which without a symbol table */

@@ -139,7 +139,7 @@ static int attach_usdt(struct session *s)
 {
 	for (size_t i = 0; i < s->disc.nr; i++) {
 		const struct probe_site *site = &s->disc.sites[i];
-		int err = tracer__attach_usdt(s->tracer, site->path, site->name);
+		int err = tracer__attach_usdt(s->tracer, site->path, site->probe, site->name);
 
 		if (err == -ENOENT) {
 			/* A probe from a newer ABI than ours: not an error. */
@@ -154,8 +154,10 @@ static int attach_usdt(struct session *s)
 			return err;
 		}
 		if (verbose)
-			err_msg("attached usdt '%s:%s' in %s\n", AT_USDT_PROVIDER, site->name,
-				site->target_path);
+			err_msg("attached usdt '%s:%s' in %s (arguments %s)\n", AT_USDT_PROVIDER,
+				site->name, site->target_path,
+				s->disc.specs[site->probe].known ? "fixed at load"
+								 : "looked up per hit");
 	}
 	return 0;
 }
@@ -542,6 +544,8 @@ static int start(struct session *s)
 	topts.tokio_remove_probed = s->disc.tokio.rt.count[TOKIO_REMOVE] > 0;
 	/* the Header cache needs remove to say when a Header is let go (docs/tokio.md) */
 	topts.tokio_hdr_cache = topts.tokio_remove_probed;
+	if (s->disc.kind == RUNTIME_USDT)
+		topts.usdt_specs = s->disc.specs;
 	err = tracer__new(&s->tracer, &topts, on_record, s);
 	if (err) {
 		err_msg("failed to load BPF programs: %s%s\n", strerror(-err),

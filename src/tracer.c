@@ -213,6 +213,9 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	skel->rodata->tokio_remove_probed = o->tokio_remove_probed;
 	skel->rodata->tokio_hdr_cache = o->tokio_hdr_cache;
 	skel->rodata->task_slot_bits = (__u32)__builtin_ctz(o->task_slots);
+	if (o->usdt_specs)
+		memcpy((void *)skel->rodata->usdt_fixed, o->usdt_specs,
+		       sizeof(skel->rodata->usdt_fixed));
 	err = make_rings(t);
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.rings, (__u32)t->nr_rings);
@@ -305,30 +308,26 @@ int tracer__attach_sched(struct tracer *t)
 	return add_link(t, bpf_program__attach(sched_prog(t->skel, t->empty, t->hook)));
 }
 
-static struct bpf_program *usdt_prog(struct tracer *t, const char *probe)
+static struct bpf_program *usdt_prog(struct tracer *t, int id)
 {
-	const struct {
-		const char *probe;
-		struct bpf_program *prog;
-	} table[] = {
-		{ "task_spawn", t->skel->progs.usdt_task_spawn },
-		{ "poll_begin", t->skel->progs.usdt_poll_begin },
-		{ "poll_end", t->skel->progs.usdt_poll_end },
-		{ "wake", t->skel->progs.usdt_wake },
-		{ "steal", t->skel->progs.usdt_steal },
-		{ "worker_park", t->skel->progs.usdt_worker_park },
-		{ "worker_unpark", t->skel->progs.usdt_worker_unpark },
+	struct bpf_program *progs[AT_USDT_NR_PROBES] = {
+		[AT_USDT_TASK_SPAWN] = t->skel->progs.usdt_task_spawn,
+		[AT_USDT_POLL_BEGIN] = t->skel->progs.usdt_poll_begin,
+		[AT_USDT_POLL_END] = t->skel->progs.usdt_poll_end,
+		[AT_USDT_WAKE] = t->skel->progs.usdt_wake,
+		[AT_USDT_STEAL] = t->skel->progs.usdt_steal,
+		[AT_USDT_WORKER_PARK] = t->skel->progs.usdt_worker_park,
+		[AT_USDT_WORKER_UNPARK] = t->skel->progs.usdt_worker_unpark,
 	};
 
-	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
-		if (!strcmp(table[i].probe, probe))
-			return t->empty ? t->skel->progs.floor_usdt : table[i].prog;
-	return NULL;
+	if (id < 0 || id >= AT_USDT_NR_PROBES)
+		return NULL;
+	return t->empty ? t->skel->progs.floor_usdt : progs[id];
 }
 
-int tracer__attach_usdt(struct tracer *t, const char *binary, const char *probe)
+int tracer__attach_usdt(struct tracer *t, const char *binary, int id, const char *probe)
 {
-	struct bpf_program *prog = usdt_prog(t, probe);
+	struct bpf_program *prog = usdt_prog(t, id);
 
 	if (!prog)
 		return -ENOENT;

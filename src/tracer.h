@@ -45,6 +45,8 @@ struct tracer_opts {
 	/* tokio: OwnedTasks::remove is probed, so completions are known */
 	bool tokio_remove_probed;
 	bool tokio_hdr_cache;	/* trust tokio's Header cache (docs/tokio.md) */
+	/* USDT: each probe's arguments where all its sites agree (NULL: none) */
+	const struct at_usdt_spec *usdt_specs;	/* [AT_USDT_NR_PROBES] */
 	/* the floor: empty programs at the same attach points, nothing recorded */
 	bool empty_programs;
 };
@@ -69,8 +71,11 @@ struct tracer;
 int tracer__new(struct tracer **t, const struct tracer_opts *opts, tracer_record_fn fn,
 		void *ctx);
 int tracer__attach_sched(struct tracer *t);
-/* Attaches the program for one asynctrace probe; -ENOENT if we have none. */
-int tracer__attach_usdt(struct tracer *t, const char *binary, const char *probe);
+/*
+ * Attaches the program for one asynctrace probe (enum at_usdt_probe, named
+ * probe in the notes); -ENOENT if we have none.
+ */
+int tracer__attach_usdt(struct tracer *t, const char *binary, int id, const char *probe);
 /*
  * Attaches a uprobe program (entry or return, as the program wants) at n
  * file offsets of binary, each with its cookie: one uprobe_multi link where

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "usdt_notes.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -40,6 +41,11 @@ static int parse_note(const char *desc, size_t len, int is64, struct usdt_probe 
 	if (off + n >= len || n >= sizeof(p->name))
 		return -EINVAL;
 	memcpy(p->name, desc + off, n + 1);
+	off += n + 1;
+	n = strnlen(desc + off, len - off);
+	if (off + n >= len || n >= sizeof(p->args))
+		return -EINVAL;
+	memcpy(p->args, desc + off, n + 1);
 	return 0;
 }
 
@@ -115,3 +121,140 @@ int usdt__list(const char *path, const char *provider, struct usdt_probe **probe
 	}
 	return err;
 }
+
+#if defined(__x86_64__)
+/* A register's offset in struct pt_regs, by any of its names (64 to 8 bits). */
+static int reg_offset(const char *name, size_t len)
+{
+	static const struct {
+		const char *names[4];
+		int off;
+	} regs[] = {
+		{ { "r15", "r15d", "r15w", "r15b" }, 0 },
+		{ { "r14", "r14d", "r14w", "r14b" }, 8 },
+		{ { "r13", "r13d", "r13w", "r13b" }, 16 },
+		{ { "r12", "r12d", "r12w", "r12b" }, 24 },
+		{ { "rbp", "ebp", "bp", "bpl" }, 32 },
+		{ { "rbx", "ebx", "bx", "bl" }, 40 },
+		{ { "r11", "r11d", "r11w", "r11b" }, 48 },
+		{ { "r10", "r10d", "r10w", "r10b" }, 56 },
+		{ { "r9", "r9d", "r9w", "r9b" }, 64 },
+		{ { "r8", "r8d", "r8w", "r8b" }, 72 },
+		{ { "rax", "eax", "ax", "al" }, 80 },
+		{ { "rcx", "ecx", "cx", "cl" }, 88 },
+		{ { "rdx", "edx", "dx", "dl" }, 96 },
+		{ { "rsi", "esi", "si", "sil" }, 104 },
+		{ { "rdi", "edi", "di", "dil" }, 112 },
+		{ { "rsp", "esp", "sp", "spl" }, 152 },
+	};
+
+	for (size_t i = 0; i < sizeof(regs) / sizeof(regs[0]); i++)
+		for (int j = 0; j < 4; j++)
+			if (strlen(regs[i].names[j]) == len && !memcmp(regs[i].names[j], name, len))
+				return regs[i].off;
+	return -1;
+}
+
+/* "%reg" up to the end of s or a ')': its offset, with *end past it; -1 if none. */
+static int parse_reg(const char *s, const char **end)
+{
+	size_t len = 0;
+
+	if (*s != '%')
+		return -1;
+	s++;
+	while (isalnum((unsigned char)s[len]))
+		len++;
+	*end = s + len;
+	return reg_offset(s, len);
+}
+
+/* One operand, "N@..." */
+static int parse_arg(const char *s, const char **end, struct at_usdt_arg *a)
+{
+	char *p;
+	long size = strtol(s, &p, 10);
+	long long v;
+	int off;
+
+	if (p == s || *p != '@' ||
+	    (labs(size) != 1 && labs(size) != 2 && labs(size) != 4 && labs(size) != 8))
+		return -EINVAL;
+	memset(a, 0, sizeof(*a));
+	a->shift = (uint8_t)(64 - 8 * labs(size));
+	a->is_signed = size < 0;
+	s = p + 1;
+	if (*s == '$') {
+		errno = 0;
+		v = strtoll(s + 1, &p, 0);
+		if (p == s + 1 || errno)
+			return -EINVAL;
+		a->kind = AT_USDT_ARG_CONST;
+		a->val = v;
+		*end = p;
+		return 0;
+	}
+	if (*s == '%') {
+		off = parse_reg(s, end);
+		if (off < 0)
+			return -EINVAL;
+		a->kind = AT_USDT_ARG_REG;
+		a->reg_off = (uint16_t)off;
+		return 0;
+	}
+	/* disp(%reg): no index registers, no symbols */
+	v = 0;
+	if (*s != '(') {
+		errno = 0;
+		v = strtoll(s, &p, 0);
+		if (p == s || errno || *p != '(')
+			return -EINVAL;
+		s = p;
+	}
+	off = parse_reg(s + 1, end);
+	if (off < 0 || **end != ')')
+		return -EINVAL;
+	(*end)++;
+	a->kind = AT_USDT_ARG_DEREF;
+	a->reg_off = (uint16_t)off;
+	a->val = v;
+	return 0;
+}
+
+int usdt__parse_args(const char *args, struct at_usdt_spec *spec)
+{
+	const char *s = args;
+
+	memset(spec, 0, sizeof(*spec));
+	for (;;) {
+		struct at_usdt_arg a;
+		int err;
+
+		while (*s == ' ' || *s == '\t')
+			s++;
+		if (!*s)
+			break;
+		err = parse_arg(s, &s, &a);
+		if (!err && *s && *s != ' ' && *s != '\t')
+			err = -EINVAL;
+		if (err) {
+			memset(spec, 0, sizeof(*spec));
+			return err;
+		}
+		if (spec->nr_args < AT_USDT_MAX_ARGS)
+			spec->args[spec->nr_args] = a;
+		spec->nr_args++;
+	}
+	if (spec->nr_args > AT_USDT_MAX_ARGS)
+		spec->nr_args = AT_USDT_MAX_ARGS;
+	spec->known = 1;
+	return 0;
+}
+#else
+int usdt__parse_args(const char *args, struct at_usdt_spec *spec)
+{
+	(void)args;
+	memset(spec, 0, sizeof(*spec));
+	return -EOPNOTSUPP;
+}
+#endif

@@ -10,13 +10,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "asynctraced.h"
+
 #define USDT_NAME_LEN 64
+#define USDT_ARGS_LEN 256
 
 struct usdt_probe {
 	char provider[USDT_NAME_LEN];
 	char name[USDT_NAME_LEN];
 	uint64_t pc;
 	uint64_t semaphore; /* 0: none */
+	char args[USDT_ARGS_LEN]; /* as the note says them: "8@%rdi -4@8(%rbp)" */
 };
 
 /*
@@ -26,5 +30,13 @@ struct usdt_probe {
  */
 int usdt__list(const char *path, const char *provider, struct usdt_probe **probes,
 	       size_t *nr);
+
+/*
+ * Parses a probe's argument string (x86-64 assembler operands: "N@%reg",
+ * "N@$imm", "N@disp(%reg)"; N the size in bytes, negative if signed) into
+ * spec. 0, or -EINVAL for a form we do not read (libbpf's spec is used then),
+ * -EOPNOTSUPP on other architectures.
+ */
+int usdt__parse_args(const char *args, struct at_usdt_spec *spec);
 
 #endif

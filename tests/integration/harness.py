@@ -117,8 +117,8 @@ class TracedRun:
                 f"{self.tracer_stderr}")
 
 
-def start_executor(scenario, duration, workers=2, extra=(), wait_traced=True):
-    args = [EXECUTOR, "--scenario", scenario, "--duration", str(duration),
+def start_executor(scenario, duration, workers=2, extra=(), wait_traced=True, exe=None):
+    args = [exe or EXECUTOR, "--scenario", scenario, "--duration", str(duration),
             "--workers", str(workers), *extra]
     if wait_traced:
         args += ["--wait-traced", "30"]
@@ -126,14 +126,14 @@ def start_executor(scenario, duration, workers=2, extra=(), wait_traced=True):
 
 
 def traced_run(scenario, duration=3, workers=2, executor_args=(), tracer_args=(),
-               tmpdir=None, trace=True):
+               tmpdir=None, trace=True, exe=None):
     """Runs one scenario traced from its first poll to its exit, with the
     report as JSON and every alert in a JSON-lines file; trace=False traces
-    in maps-only mode."""
+    in maps-only mode; exe: another build of the sample executor."""
     tmpdir = tmpdir or tempfile.mkdtemp(prefix="asynctraced-")
     trace_path = os.path.join(tmpdir, f"{scenario}.json")
     alerts_path = os.path.join(tmpdir, f"{scenario}.alerts")
-    ex = start_executor(scenario, duration, workers, executor_args)
+    ex = start_executor(scenario, duration, workers, executor_args, exe=exe)
     args = [TRACER, "-p", str(ex.pid), "--summary", "json", "--alerts", alerts_path,
             *DETECTOR_ARGS, *tracer_args]
     args += ["-o", trace_path] if trace else ["--no-trace"]

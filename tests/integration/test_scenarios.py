@@ -4,6 +4,7 @@ poll to its exit: the tracer's counts and histograms must equal the
 executor's own counts, the trace must follow Perfetto's import rules, each
 scenario must show its shape, and raise exactly the alerts it was built
 for."""
+import os
 import re
 import unittest
 from collections import Counter, defaultdict
@@ -28,12 +29,16 @@ def tasks_named(run, name):
 
 class ScenarioTest(unittest.TestCase):
     scenario = None
+    exe = None          # another build of the sample executor, in BUILD
+    tracer_args = ()
     run_ = None
 
     @classmethod
     def setUpClass(cls):
         harness.require_root()
-        cls.run_ = harness.traced_run(cls.scenario, DURATION)
+        exe = cls.exe and os.path.join(harness.BUILD, cls.exe)
+        cls.run_ = harness.traced_run(cls.scenario, DURATION, tracer_args=cls.tracer_args,
+                                      exe=exe)
 
     def setUp(self):
         self.run = self.run_
@@ -136,6 +141,23 @@ class Healthy(ScenarioTest):
         self.assertGreater(len(outside), 1000)
         self.assertTrue(all(w["args"]["queue"] == "inject" for w in outside
                             if w["args"]["queue"] != "none"))
+
+
+class HealthyInlinedProbes(Healthy):
+    """The runtime as a shared library whose probes are inlined at every call
+    site (libsample-executor.so): poll_end and wake have several sites with
+    their arguments in different registers, so their programs look up each
+    site's argument spec as they hit it, while the probes with one site read
+    theirs from constants fixed at load. Both ways count exactly."""
+    exe = "sample-executor-shared"
+    tracer_args = ("-v",)
+
+    def test_arguments_fixed_at_load_or_looked_up(self):
+        err = self.run.tracer_stderr
+        for probe, how in [("poll_begin", "fixed at load"), ("poll_end", "looked up per hit"),
+                           ("wake", "looked up per hit")]:
+            self.assertRegex(err, rf"attached usdt 'asynctrace:{probe}' in \S+ "
+                                  rf"\(arguments {how}\)", self.ctx)
 
 
 class LongPollScenario(ScenarioTest):

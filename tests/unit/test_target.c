@@ -41,12 +41,78 @@ static void probes_of_the_sample_executor(void **state)
 		assert_string_equal(probes[j].provider, "asynctrace");
 		assert_int_not_equal(probes[j].pc, 0);
 		assert_int_not_equal(probes[j].semaphore, 0); /* every probe has one */
+		assert_true(probes[j].args[0]); /* every probe has arguments... */
+	}
+	/* ...which the loader can fix before loading (one site a probe) */
+	for (size_t j = 0; j < nr; j++) {
+		struct at_usdt_spec spec;
+
+		assert_int_equal(usdt__parse_args(probes[j].args, &spec), 0);
+		assert_true(spec.known);
+		assert_true(spec.nr_args >= 1);
 	}
 	free(probes);
 	/* another provider's name filters everything out */
 	assert_int_equal(usdt__list(path, "nosuchprovider", &probes, &nr), 0);
 	assert_int_equal(nr, 0);
 	free(probes);
+}
+
+static void assert_arg(const struct at_usdt_arg *a, int kind, int reg_off, long long val,
+		       int bits, int is_signed)
+{
+	assert_int_equal(a->kind, kind);
+	assert_int_equal(a->reg_off, reg_off);
+	assert_int_equal(a->val, val);
+	assert_int_equal(a->shift, 64 - bits);
+	assert_int_equal(a->is_signed, is_signed);
+}
+
+static void usdt_argument_specs(void **state)
+{
+	static const char *const rejected[] = {
+		"8@foo(%rip)",	    /* a symbol */
+		"8@8(%rax,%rbx,4)", /* an index register */
+		"3@%rax",	    /* no such size */
+		"8@%ah",	    /* a high byte register */
+		"8@%rax,",	    /* junk after an operand */
+		"8%rax",	    /* no @ */
+		"8@$",		    /* no value */
+		"8@16",		    /* an address without a register */
+	};
+	struct at_usdt_spec spec;
+
+	assert_int_equal(usdt__parse_args("8@%rax -4@%ecx 2@%r9w 1@%sil -8@%r15", &spec), 0);
+	assert_true(spec.known);
+	assert_int_equal(spec.nr_args, 5);
+	assert_arg(&spec.args[0], AT_USDT_ARG_REG, 80, 0, 64, 0);
+	assert_arg(&spec.args[1], AT_USDT_ARG_REG, 88, 0, 32, 1);
+	assert_arg(&spec.args[2], AT_USDT_ARG_REG, 64, 0, 16, 0);
+	assert_arg(&spec.args[3], AT_USDT_ARG_REG, 104, 0, 8, 0);
+	assert_arg(&spec.args[4], AT_USDT_ARG_REG, 0, 0, 64, 1);
+
+	assert_int_equal(usdt__parse_args("  8@$-1 4@$0x10\t-4@-8(%rbp) 8@(%rsp) 2@0x18(%r12d)",
+					  &spec), 0);
+	assert_int_equal(spec.nr_args, 5);
+	assert_arg(&spec.args[0], AT_USDT_ARG_CONST, 0, -1, 64, 0);
+	assert_arg(&spec.args[1], AT_USDT_ARG_CONST, 0, 16, 32, 0);
+	assert_arg(&spec.args[2], AT_USDT_ARG_DEREF, 32, -8, 32, 1);
+	assert_arg(&spec.args[3], AT_USDT_ARG_DEREF, 152, 0, 64, 0);
+	assert_arg(&spec.args[4], AT_USDT_ARG_DEREF, 24, 0x18, 16, 0);
+
+	/* no arguments is a spec too; more than we describe keeps the first ones */
+	assert_int_equal(usdt__parse_args("", &spec), 0);
+	assert_true(spec.known);
+	assert_int_equal(spec.nr_args, 0);
+	assert_int_equal(usdt__parse_args("8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8 8@%r9 8@%rax", &spec),
+			 0);
+	assert_int_equal(spec.nr_args, AT_USDT_MAX_ARGS);
+	assert_arg(&spec.args[5], AT_USDT_ARG_REG, 64, 0, 64, 0);
+
+	for (size_t i = 0; i < sizeof(rejected) / sizeof(rejected[0]); i++) {
+		assert_int_equal(usdt__parse_args(rejected[i], &spec), -EINVAL);
+		assert_false(spec.known);
+	}
 }
 
 static void files_without_probes(void **state)
@@ -124,6 +190,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(probes_of_the_sample_executor),
+		cmocka_unit_test(usdt_argument_specs),
 		cmocka_unit_test(files_without_probes),
 		cmocka_unit_test(ourselves_as_a_target),
 	};
