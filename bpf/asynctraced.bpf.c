@@ -52,7 +52,8 @@ SEC("usdt")
 int usdt_poll_begin(struct pt_regs *ctx)
 {
 	USDT_PROBE(AT_USDT_POLL_BEGIN);
-	struct thread_state *t = thread_get(current_tid());
+	__u32 tid;
+	struct thread_state *t = thread_self(ctx, true, &tid);
 	__u64 task = ARG(0);
 	struct at_task_state *ts;
 	struct at_task_slot *slot;
@@ -70,8 +71,8 @@ SEC("usdt")
 int usdt_poll_end(struct pt_regs *ctx)
 {
 	USDT_PROBE(AT_USDT_POLL_END);
-	__u32 tid = current_tid();
-	struct thread_state *t = thread_find(tid);
+	__u32 tid;
+	struct thread_state *t = thread_self(ctx, false, &tid);
 	__u64 task = ARG(0);
 	struct at_task_state *ts;
 	struct at_task_slot *slot;
@@ -90,9 +91,11 @@ SEC("usdt")
 int usdt_wake(struct pt_regs *ctx)
 {
 	USDT_PROBE(AT_USDT_WAKE);
+	__u32 tid;
 
+	thread_self(ctx, false, &tid);
 	/* task, waker_task, waker_worker, queue, depth */
-	on_wake(0, ARG(0), ARG(1), (int)ARG(2), (int)ARG(3), (__u32)ARG(4), 0);
+	on_wake(tid, ARG(0), ARG(1), (int)ARG(2), (int)ARG(3), (__u32)ARG(4), 0);
 	return 0;
 }
 
@@ -405,7 +408,8 @@ static __always_inline __s32 tokio_target_queue(struct thread_state *t)
 SEC("uprobe")
 int BPF_KPROBE(tokio_poll, __u64 hdr)
 {
-	struct thread_state *t = thread_get(current_tid());
+	__u32 tid;
+	struct thread_state *t = thread_self(ctx, true, &tid);
 	struct at_task_state *ts;
 	struct at_task_slot *slot;
 	struct tokio_task tt;
@@ -444,8 +448,8 @@ int BPF_KPROBE(tokio_poll, __u64 hdr)
 SEC("uretprobe")
 int BPF_KRETPROBE(tokio_poll_ret)
 {
-	__u32 tid = current_tid();
-	struct thread_state *t = thread_find(tid);
+	__u32 tid;
+	struct thread_state *t = thread_self(ctx, false, &tid);
 	struct at_task_state *ts;
 	struct at_task_slot *slot;
 	__s32 queue = AT_QUEUE_NONE;
@@ -476,8 +480,8 @@ int BPF_KRETPROBE(tokio_poll_ret)
 SEC("uprobe")
 int BPF_KPROBE(tokio_wake, __u64 hdr)
 {
-	__u32 tid = current_tid();
-	struct thread_state *t = thread_find(tid);
+	__u32 tid;
+	struct thread_state *t = thread_self(ctx, false, &tid);
 	struct tokio_task tt;
 	__u64 now;
 
@@ -503,8 +507,8 @@ int BPF_KPROBE(tokio_wake, __u64 hdr)
 SEC("uprobe")
 int BPF_KPROBE(tokio_schedule, __u64 hdr)
 {
-	__u32 tid = current_tid();
-	struct thread_state *t = thread_find(tid);
+	__u32 tid;
+	struct thread_state *t = thread_self(ctx, false, &tid);
 	__s32 queue = tokio_target_queue(t);
 	__u32 depth = tokio_push(queue);
 	struct tokio_task tt;
@@ -525,10 +529,10 @@ int BPF_KPROBE(tokio_schedule, __u64 hdr)
 	return 0;
 }
 
-static __always_inline void tokio_spawned(__u64 hdr)
+static __always_inline void tokio_spawned(void *ctx, __u64 hdr)
 {
-	__u32 tid = current_tid();
-	struct thread_state *t = thread_find(tid);
+	__u32 tid;
+	struct thread_state *t = thread_self(ctx, false, &tid);
 	__s32 queue = tokio_target_queue(t);
 	struct at_task_slot *slot;
 	struct at_task_state *ts;
@@ -548,7 +552,7 @@ static __always_inline void tokio_spawned(__u64 hdr)
 SEC("uretprobe")
 int BPF_KRETPROBE(tokio_bind_ret)
 {
-	tokio_spawned(PT_REGS_RC(ctx));
+	tokio_spawned(ctx, PT_REGS_RC(ctx));
 	return 0;
 }
 
@@ -556,7 +560,7 @@ int BPF_KRETPROBE(tokio_bind_ret)
 SEC("uprobe")
 int BPF_KPROBE(tokio_bind_inner, void *self, __u64 hdr)
 {
-	tokio_spawned(hdr);
+	tokio_spawned(ctx, hdr);
 	return 0;
 }
 
@@ -564,8 +568,8 @@ int BPF_KPROBE(tokio_bind_inner, void *self, __u64 hdr)
 SEC("uprobe")
 int BPF_KPROBE(tokio_remove, void *self, __u64 *task)
 {
-	__u32 tid = current_tid();
-	struct thread_state *t = thread_find(tid);
+	__u32 tid;
+	struct thread_state *t = thread_self(ctx, false, &tid);
 	struct at_task_slot *slot;
 	struct at_task_state *ts;
 	struct tokio_task tt;
@@ -587,8 +591,8 @@ int BPF_KPROBE(tokio_remove, void *self, __u64 *task)
 SEC("uretprobe")
 int BPF_KRETPROBE(tokio_steal_ret)
 {
-	__u32 tid = current_tid();
-	struct thread_state *t = thread_find(tid);
+	__u32 tid;
+	struct thread_state *t = thread_self(ctx, false, &tid);
 	__u64 hdr = PT_REGS_RC(ctx);
 	struct at_task_state *ts;
 	struct at_task_slot *slot;

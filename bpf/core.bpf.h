@@ -30,6 +30,7 @@ const volatile __u32 starve_depth = 0;
 struct thread_state {
 	__u32 tid;		/* whose state this is (in thread_slots: the slot's holder) */
 	__u32 pad_;
+	__u64 regs;		/* where its probes' registers are (see thread_self()); 0 unknown */
 	__u64 task;		/* task being polled, 0 if none */
 	__u64 begin;		/* poll begin */
 	__u64 since;		/* last switch in or out inside the poll */
@@ -69,7 +70,7 @@ struct thread_state {
 	__u64 woken_id;
 	__u64 woken_poll_fn;
 	__u64 woken_ts;
-};
+} __attribute__((aligned(64))); /* whole cache lines: threads run on different CPUs */
 
 /*
  * Records go to the ring buffer of the CPU they are made on: no lock shared
@@ -89,9 +90,14 @@ struct {
 	__array(values, struct ring);
 } rings SEC(".maps");
 
-/* Thread state: a slot per tid modulo AT_MAX_THREADS, the hash for collisions. */
+/*
+ * Thread state: a slot per tid modulo AT_MAX_THREADS, the hash for collisions.
+ * Mappable only to start on a page: with the struct's alignment, no two
+ * threads (whose tids, and so slots, are often neighbours) share a cache line.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, AT_MAX_THREADS);
 	__type(key, __u32);
 	__type(value, struct thread_state);
@@ -331,6 +337,62 @@ static __always_inline struct thread_state *thread_get(__u32 tid)
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t)
 		stat_inc(AT_STAT_THREADS_FULL);
+	return t;
+}
+
+/*
+ * The thread a probe hit belongs to, without asking the kernel (a helper
+ * call) on every hit. A probe's registers (the program's context) are saved
+ * at the top of its thread's kernel stack: while the thread lives, no other
+ * thread's probes see that address. Each CPU remembers the last thread it
+ * asked about and that address; the thread's own state remembers it too,
+ * and sched_switch forgets it when the thread exits (its stack may then go
+ * to a new thread). Both must agree with the context to be believed. One
+ * answer in 64 is checked against the kernel's; a wrong one turns this off
+ * for the session (a kernel that passed probes a shared copy of the
+ * registers would).
+ */
+struct cpu_thread {
+	__u64 regs;
+	__u32 tid;
+	__u32 hits;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_thread);
+} cpu_thread SEC(".maps");
+
+__u32 thread_self_off; /* .bss: set when a check found a wrong answer */
+
+static __always_inline struct thread_state *thread_self(void *ctx, bool create, __u32 *tidp)
+{
+	__u32 zero = 0, tid;
+	struct cpu_thread *c = bpf_map_lookup_elem(&cpu_thread, &zero);
+	struct thread_state *t;
+
+	if (c && c->regs == (__u64)ctx && !thread_self_off) {
+		tid = c->tid;
+		t = thread_slot(tid);
+		if (t && t->tid == tid && t->regs == (__u64)ctx) {
+			if (++c->hits % 64 || (__u32)bpf_get_current_pid_tgid() == tid) {
+				*tidp = tid;
+				return t;
+			}
+			thread_self_off = 1;
+			stat_inc(AT_STAT_THREAD_SELF_WRONG);
+		}
+	}
+	tid = (__u32)bpf_get_current_pid_tgid();
+	*tidp = tid;
+	t = create ? thread_get(tid) : thread_find(tid);
+	if (t && c) {
+		t->regs = (__u64)ctx;
+		c->regs = (__u64)ctx;
+		c->tid = tid;
+	}
 	return t;
 }
 
@@ -862,6 +924,8 @@ static __always_inline void on_unpark(__u32 worker)
 
 /* ---- sched_switch ----------------------------------------------------- */
 
+#define PF_EXITING 0x00000004
+
 /* Kernels before 5.14 called task_struct::__state "state". */
 struct task_struct___pre514 {
 	long state;
@@ -895,6 +959,9 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	if (TASK_READ(prev, tgid, direct) == target_tgid) {
 		tid = TASK_READ(prev, pid, direct);
 		t = thread_find(tid);
+		/* exiting: its kernel stack, where thread_self() knows it by, goes */
+		if (t && (TASK_READ(prev, flags, direct) & PF_EXITING))
+			t->regs = 0;
 		if (t && t->task && !t->off_cpu) {
 			now = bpf_ktime_get_ns();
 			t->oncpu += now - t->since;

@@ -37,6 +37,7 @@ struct options {
 	unsigned rate;        /* 0: the scenario's default */
 	bool wait_traced;
 	double wait_timeout;
+	double thread_churn;  /* seconds; 0: workers keep their threads */
 };
 
 static void usage(FILE *out)
@@ -55,6 +56,10 @@ static void usage(FILE *out)
 		"                          max: as fast as the scenario can go\n"
 		"  --wait-traced [TIMEOUT] before the workload, wait until a tracer\n"
 		"                          has attached all 7 probes (default 30 s)\n"
+		"  --thread-churn SECONDS  a busy worker hands its work to a new thread\n"
+		"                          this often and its old thread exits (runtimes\n"
+		"                          whose threads come and go); prints each\n"
+		"                          thread's polls before the counts\n"
 		"  -h, --help              show this help\n"
 		"\n"
 		"Scenarios (--rate meaning, default):\n");
@@ -66,6 +71,7 @@ static void usage(FILE *out)
 		"\n"
 		"Output: sample-executor: scenario=NAME workers=N duration=S.SS tasks=T\n"
 		"        polls=P wakes=W steals=S stolen=X parks=K polls_per_s=R\n"
+		"        (--thread-churn: first, sample-executor: thread TID worker W polls P)\n"
 		"Exit status: 0 ok, 1 runtime failure, 2 usage error.\n");
 }
 
@@ -152,7 +158,8 @@ static void parse_args(int argc, char **argv, struct options *o)
 		}
 
 		if (strcmp(arg, "--scenario") && strcmp(arg, "--duration") &&
-		    strcmp(arg, "--workers") && strcmp(arg, "--rate"))
+		    strcmp(arg, "--workers") && strcmp(arg, "--rate") &&
+		    strcmp(arg, "--thread-churn"))
 			usage_error("unknown option '%s'", arg);
 		if (!value) {
 			if (i + 1 >= argc)
@@ -167,6 +174,8 @@ static void parse_args(int argc, char **argv, struct options *o)
 			have_duration = true;
 		} else if (strcmp(arg, "--workers") == 0) {
 			o->workers = parse_count(arg, value, MAX_WORKERS);
+		} else if (strcmp(arg, "--thread-churn") == 0) {
+			o->thread_churn = parse_seconds(arg, value);
 		} else if (strcmp(value, "max") == 0) {
 			o->rate = RATE_MAX;
 		} else {
@@ -313,6 +322,7 @@ int main(int argc, char **argv)
 		.steal = sc->steal,
 		.unpark_on_local_push = sc->unpark_on_local_push,
 		.lazy_unpark_ns = sc->lazy_unpark_ns,
+		.thread_churn_ns = (uint64_t)(o.thread_churn * NSEC_PER_SEC),
 	};
 	rt_start(&cfg);
 	fprintf(stderr, "sample-executor: pid %d scenario %s workers %u\n",
@@ -349,6 +359,8 @@ int main(int argc, char **argv)
 		sc->cleanup();
 
 	rt_get_stats(&st);
+	if (cfg.thread_churn_ns)
+		rt_print_threads(stdout);
 	printf("sample-executor: scenario=%s workers=%u duration=%.2f "
 	       "tasks=%llu polls=%llu wakes=%llu steals=%llu stolen=%llu "
 	       "parks=%llu polls_per_s=%.0f\n",

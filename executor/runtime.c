@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "probes.h"
 #include "queue.h"
@@ -45,6 +46,16 @@ struct worker {
 	pthread_cond_t park_cond;
 	bool notified;             /* under park_lock */
 	bool idle;                 /* on the idle stack; under rt.idle_lock */
+
+	/* thread changes hands under this (--thread-churn) */
+	pthread_mutex_t thread_lock;
+};
+
+/* A worker thread that has ended, for rt_print_threads(). */
+struct thread_record {
+	pid_t tid;
+	unsigned worker;
+	uint64_t polls;
 };
 
 static struct {
@@ -70,6 +81,13 @@ static struct {
 
 static __thread struct worker *cur_worker;
 static __thread struct task *cur_task;
+static __thread uint64_t thread_polls;
+
+static struct {
+	pthread_mutex_t lock;
+	struct thread_record *v;
+	size_t n;
+} ended = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static void stat_add(_Atomic uint64_t *counter, uint64_t n)
 {
@@ -498,6 +516,7 @@ static void run_task(struct worker *w, struct task *t)
 	int expected = TASK_RUNNING;
 
 	w->polls++;
+	thread_polls++;
 	stat_add(&rt.polls, 1);
 	if (ASYNCTRACE_ENABLED(poll_begin))
 		probe_poll_begin(t, w);
@@ -542,12 +561,55 @@ static void wait_at_gate(void)
 	pthread_mutex_unlock(&rt.gate_lock);
 }
 
+static void thread_ended(const struct worker *w)
+{
+	pthread_mutex_lock(&ended.lock);
+	ended.v = xrealloc(ended.v, (ended.n + 1) * sizeof(*ended.v));
+	ended.v[ended.n++] = (struct thread_record){ gettid(), w->index, thread_polls };
+	pthread_mutex_unlock(&ended.lock);
+}
+
+static void *worker_main(void *arg);
+
+static void name_worker(pthread_t thread, unsigned index)
+{
+	/* The kernel keeps 15 chars; "worker-1023" fits. */
+	char name[32];
+
+	snprintf(name, sizeof(name), "worker-%u", index);
+	pthread_setname_np(thread, name);
+}
+
+/*
+ * --thread-churn: a new thread takes over this worker, and this one ends.
+ * rt_stop() joins whichever thread the worker has when it stops: once stop
+ * is set no worker changes hands.
+ */
+static bool hand_over(struct worker *w)
+{
+	pthread_t next;
+	bool handed = false;
+
+	pthread_mutex_lock(&w->thread_lock);
+	if (!atomic_load(&rt.stop) && pthread_create(&next, NULL, worker_main, w) == 0) {
+		name_worker(next, w->index);
+		pthread_detach(pthread_self());
+		w->thread = next;
+		thread_ended(w);
+		handed = true;
+	}
+	pthread_mutex_unlock(&w->thread_lock);
+	return handed;
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
+	uint64_t born;
 
 	cur_worker = w;
 	wait_at_gate();
+	born = now_ns();
 	while (!atomic_load(&rt.stop)) {
 		struct task *t = next_task(w);
 
@@ -555,8 +617,22 @@ static void *worker_main(void *arg)
 			run_task(w, t);
 		else
 			park(w);
+		if (rt.cfg.thread_churn_ns && now_ns() - born >= rt.cfg.thread_churn_ns &&
+		    hand_over(w))
+			return NULL;
 	}
+	thread_ended(w);
 	return NULL;
+}
+
+void rt_print_threads(FILE *out)
+{
+	for (size_t i = 0; i < ended.n; i++)
+		fprintf(out, "sample-executor: thread %d worker %u polls %llu\n", (int)ended.v[i].tid,
+			ended.v[i].worker, (unsigned long long)ended.v[i].polls);
+	free(ended.v);
+	ended.v = NULL;
+	ended.n = 0;
 }
 
 /* ---- lifecycle -------------------------------------------------------- */
@@ -584,6 +660,7 @@ void rt_start(const struct runtime_config *cfg)
 		prng_seed(&w->rng, i + 1);
 		pthread_mutex_init(&w->park_lock, NULL);
 		pthread_cond_init(&w->park_cond, &park_attr);
+		pthread_mutex_init(&w->thread_lock, NULL);
 	}
 	pthread_condattr_destroy(&park_attr);
 
@@ -591,15 +668,12 @@ void rt_start(const struct runtime_config *cfg)
 
 	for (unsigned i = 0; i < cfg->workers; i++) {
 		struct worker *w = &rt.workers[i];
-		/* The kernel keeps 15 chars; "worker-1023" fits. */
-		char name[32];
 		int err;
 
 		err = pthread_create(&w->thread, NULL, worker_main, w);
 		if (err)
 			fatal("pthread_create: %s", strerror(err));
-		snprintf(name, sizeof(name), "worker-%u", i);
-		pthread_setname_np(w->thread, name);
+		name_worker(w->thread, i);
 	}
 }
 
@@ -622,8 +696,15 @@ void rt_stop(void)
 	open_gate();
 	for (unsigned i = 0; i < rt.cfg.workers; i++)
 		notify(&rt.workers[i]);
-	for (unsigned i = 0; i < rt.cfg.workers; i++)
-		pthread_join(rt.workers[i].thread, NULL);
+	for (unsigned i = 0; i < rt.cfg.workers; i++) {
+		struct worker *w = &rt.workers[i];
+		pthread_t thread;
+
+		pthread_mutex_lock(&w->thread_lock);
+		thread = w->thread;
+		pthread_mutex_unlock(&w->thread_lock);
+		pthread_join(thread, NULL);
+	}
 	reactor_stop();
 }
 
@@ -645,6 +726,7 @@ void rt_destroy(void)
 		lq_destroy(&w->lq);
 		pthread_mutex_destroy(&w->park_lock);
 		pthread_cond_destroy(&w->park_cond);
+		pthread_mutex_destroy(&w->thread_lock);
 	}
 	inj_destroy(&rt.inject);
 	pthread_mutex_destroy(&rt.idle_lock);

@@ -13,6 +13,7 @@
 #define SE_RUNTIME_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 
 enum poll {
@@ -40,6 +41,11 @@ struct runtime_config {
 	 * shutdown) still wakes it at once.
 	 */
 	uint64_t lazy_unpark_ns;
+	/*
+	 * 0: each worker keeps its thread. Otherwise a busy worker hands its
+	 * work to a new thread this often and its old thread exits.
+	 */
+	uint64_t thread_churn_ns;
 };
 
 /* Totals of probe site executions; each matches one probe exactly. */
@@ -64,6 +70,8 @@ void rt_stop(void);
 /* Free every task, finished or not (unfinished ones are never polled again). */
 void rt_destroy(void);
 void rt_get_stats(struct runtime_stats *out);
+/* After rt_stop(): a line per worker thread that ran: tid, worker, polls. */
+void rt_print_threads(FILE *out);
 
 /*
  * Spawn a task. From inside a task it goes on the current worker's local

@@ -79,6 +79,14 @@ void *xcalloc(size_t n, size_t size)
 	return p;
 }
 
+void *xrealloc(void *p, size_t size)
+{
+	p = realloc(p, size);
+	if (!p)
+		fatal("out of memory");
+	return p;
+}
+
 void prng_seed(struct prng *p, uint64_t seed)
 {
 	p->state = seed;

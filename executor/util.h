@@ -35,6 +35,7 @@ void fatal(const char *fmt, ...);
 /* malloc/calloc that cannot fail (out of memory is fatal). */
 void *xmalloc(size_t size);
 void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t size);
 
 /*
  * A tiny deterministic PRNG (splitmix64). Scenarios seed one per task from

@@ -313,7 +313,7 @@ struct at_task_slot {
 	__u64 task;
 	struct at_task_state st;
 	struct at_task_stats s;
-};
+} __attribute__((aligned(64))); /* no cache line shared by two tasks' slots */
 
 /* The top bits of x times the golden ratio: a slot index for ids and addresses. */
 static inline __u32 at_hash_bits(__u64 x, __u32 bits)
@@ -373,6 +373,7 @@ enum at_stat {
 	AT_STAT_DROP_BASE = 0, /* + kind: records lost to a full ring buffer */
 	AT_STAT_ORPHAN_POLL_END = AT_EV_KIND_MAX, /* poll began before attach */
 	AT_STAT_THREADS_FULL,	/* thread map full: a poll went untracked */
+	AT_STAT_THREAD_SELF_WRONG, /* a thread known by its registers was another: off */
 	AT_STAT_NR,
 };
 

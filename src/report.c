@@ -105,6 +105,9 @@ static void text_counts(FILE *out, const struct model *m, const struct detector 
 	if (run->stats[AT_STAT_THREADS_FULL])
 		fprintf(out, "  untracked %llu polls: thread table full\n",
 			(unsigned long long)run->stats[AT_STAT_THREADS_FULL]);
+	if (run->stats[AT_STAT_THREAD_SELF_WRONG])
+		fprintf(out, "  note     this kernel gave two threads' probes the same registers: "
+			     "thread ids are asked of the kernel on every probe hit\n");
 	if (st->rt.unknown_workers)
 		fprintf(out, "  untracked %llu events of workers beyond %d\n",
 			(unsigned long long)st->rt.unknown_workers, AT_MAX_WORKERS);

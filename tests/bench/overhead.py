@@ -4,7 +4,9 @@
 
 Two targets at their highest poll rate: the sample executor's `spin`
 scenario (--rate max) and tokio-spin (a real tokio runtime). Each runs five
-ways, interleaved over several rounds (the machine is shared and noisy):
+ways, interleaved over several rounds, each round in another order (the
+machine is shared and noisy; traces and captures are written to /dev/shm,
+so that one run's disk writeback does not land in the next):
 
   untraced   the target alone
   floor      asynctraced --empty-programs: empty BPF programs on exactly the
@@ -103,6 +105,18 @@ def tracer_args(mode, pid, tmp):
     return args + ["-o", os.path.join(tmp, "trace.pftrace")]
 
 
+def scratch():
+    """Where traces and captures go: memory, where the system has it, so that
+    writing back one run's file to disk does not run in the next one."""
+    return tempfile.TemporaryDirectory(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+
+
+def rotated(modes, i):
+    """Round i runs the modes in another order: no mode always runs right
+    after the same one (later runs in a round were measured slower)."""
+    return modes[i % len(modes):] + modes[:i % len(modes)]
+
+
 def run(target, mode, seconds, tmp, rate="max", tracer_out=None, watch_rss=False):
     ex = start_target(target, seconds, mode != "untraced", rate)
     tr, err_path, rss_seen = None, os.path.join(tmp, "tracer.err"), []
@@ -148,6 +162,8 @@ def run(target, mode, seconds, tmp, rate="max", tracer_out=None, watch_rss=False
             dropped = int(re.search(r"dropped\s+(\d+)", err).group(1))
         r.update(tracer_cpu=100 * (tr_cpu - load_cpu) / secs, rss=rss, events_s=events / secs,
                  dropped=dropped)
+    for f in os.listdir(tmp):
+        os.unlink(os.path.join(tmp, f))
     return r
 
 
@@ -157,12 +173,12 @@ def compare(targets, seconds, rounds):
     print(f"{'target':9} {'mode':11} {'polls/s':>9} {'vs untraced':>11} {'CPU/poll':>9} "
           f"{'added':>8} {'x floor':>7} {'tracer CPU':>10} {'peak RSS':>8} {'events/s':>9} "
           f"{'dropped':>7}")
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch() as tmp:
         for target in targets:
             modes = CET_MODES if target == "tokio-cet" else MODES
             runs = {m: [] for m in modes}
-            for _ in range(rounds):
-                for mode in modes:
+            for i in range(rounds):
+                for mode in rotated(modes, i):
                     runs[mode].append(run(target, mode, seconds, tmp))
             med = {m: {k: statistics.median(r[k] for r in runs[m])
                        for k in ("polls_s", "cpu_poll", "tracer_cpu", "rss", "events_s")}
@@ -186,11 +202,14 @@ def at_100k(seconds, rounds):
     """Maps-only at about 100k polls/s: a saturated realistic load, and a held rate."""
     print(f"# about 100k polls/s, {seconds:g} s per run, median of {rounds} rounds")
     print(f"{'load':34} {'mode':9} {'polls/s':>9} {'vs untraced':>11} {'target CPU':>10}")
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch() as tmp:
         for label, target, rate in (("healthy --rate max (saturated)", "healthy", "max"),
                                     ("spin --rate 100000 (held)", "spin", 100000)):
-            runs = {m: [run(target, m, seconds, tmp, rate=rate) for _ in range(rounds)]
-                    for m in ("untraced", "floor", "maps")}
+            modes = ["untraced", "floor", "maps"]
+            runs = {m: [] for m in modes}
+            for i in range(rounds):
+                for m in rotated(modes, i):
+                    runs[m].append(run(target, m, seconds, tmp, rate=rate))
             base = statistics.median(r["polls_s"] for r in runs["untraced"])
             for m, rs in runs.items():
                 pps = statistics.median(r["polls_s"] for r in rs)
@@ -201,7 +220,7 @@ def at_100k(seconds, rounds):
 def sustain(seconds, event_rate):
     """spin at event_rate (a poll is a poll record and a wake record) in full-trace mode."""
     rate = event_rate // 2
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch() as tmp:
         r = run("spin", "full", seconds, tmp, rate=rate, tracer_out="/dev/null",
                 watch_rss=True)
     seen = r["rss_seen"]

@@ -39,7 +39,7 @@ ALERT = re.compile(
     r"(?P<cause>[\w-]+) \(on-CPU (?P<oncpu>[\d.]+) ms, blocked (?P<blocked>[\d.]+) ms, "
     r"runnable (?P<runnable>[\d.]+) ms\)")
 SUMMARY_LINE = re.compile(r"^  (\w+)\s+(\d+)")
-EXECUTOR_LINE = re.compile(r"^sample-executor: (.*)$", re.M)
+EXECUTOR_LINE = re.compile(r"^sample-executor: (scenario=.*)$", re.M)
 
 
 def require_root():

@@ -160,6 +160,38 @@ class HealthyInlinedProbes(Healthy):
                                   rf"\(arguments {how}\)", self.ctx)
 
 
+class ThreadChurn(unittest.TestCase):
+    """Workers whose threads come and go (--thread-churn: every 10 ms a busy
+    worker hands its work to a new thread and the old one exits). A new
+    thread often gets an exited one's kernel stack, which is what the BPF
+    side knows a thread by between asking the kernel (thread_self() in
+    bpf/core.bpf.h): every poll must still land on the thread that ran it."""
+
+    @classmethod
+    def setUpClass(cls):
+        harness.require_root()
+        cls.run_ = harness.traced_run("healthy", DURATION,
+                                      executor_args=("--thread-churn", "0.01"))
+
+    def setUp(self):
+        self.run = self.run_
+        self.ctx = self.run.describe()
+
+    def test_counts_match_executor(self):
+        s, c = self.run.summary, self.run.counts
+        self.assertEqual((self.run.executor_rc, self.run.tracer_rc), (0, 0), self.ctx)
+        self.assertEqual(s.get("dropped"), 0, self.ctx)
+        for key in ("tasks", "polls", "wakes", "steals", "parks"):
+            self.assertEqual(s.get(key), c.get(key), f"{key}: {self.ctx}")
+
+    def test_each_poll_on_the_thread_that_ran_it(self):
+        theirs = {int(tid): int(n) for tid, n in
+                  re.findall(r"thread (\d+) worker \d+ polls (\d+)", self.run.executor_stdout)}
+        self.assertGreater(len(theirs), 100, self.ctx)
+        ours = Counter(p["tid"] for p in polls(self.run))
+        self.assertEqual(dict(ours), {tid: n for tid, n in theirs.items() if n})
+
+
 class LongPollScenario(ScenarioTest):
     culprit = None
 
