@@ -146,18 +146,18 @@ const volatile bool tokio_hdr_cache = false;
  * we do not see (inlined for one scheduler type, folded away) let a Header
  * go. The cache is off from then on.
  */
-__u32 tokio_hdr_cache_off = 0;
+__u32 tokio_hdr_cache_off CACHE_LINE = 0;
 /* Every TOKIO_HDR_CHECK-th answer of the cache is checked against the Header. */
 #define TOKIO_HDR_CHECK 16
 
 /* Worker ids, given in order of first poll. */
-__u32 tokio_next_worker = 0;
+__u32 tokio_next_worker CACHE_LINE = 0;
 /*
  * tokio's queue lengths are not in any argument: count them. Each push we
  * see adds one to its queue, each poll of a task takes one from the queue it
  * was pushed on. Slot AT_MAX_WORKERS is the injection queue.
  */
-__u32 tokio_depth[AT_MAX_WORKERS + 1][16]; /* [q][0]; a cache line per queue */
+__u32 tokio_depth[AT_MAX_WORKERS + 1][16] CACHE_LINE; /* [q][0]; a cache line per queue */
 
 struct tokio_task {
 	__u64 id;	/* tokio's task id; the Header address if unreadable */

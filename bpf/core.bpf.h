@@ -151,9 +151,14 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
-/* Globals live in the mmap-able .bss: userspace reads them without syscalls. */
-struct at_worker_stats worker_stats[AT_MAX_WORKERS];
-struct at_runtime_stats runtime_stats;
+/*
+ * Globals live in the mmap-able .bss: userspace reads them without syscalls.
+ * CACHE_LINE keeps what one worker writes apart from what another worker
+ * writes or every program reads (a shared line would move between CPUs).
+ */
+#define CACHE_LINE __attribute__((aligned(64)))
+struct at_worker_stats worker_stats[AT_MAX_WORKERS] CACHE_LINE;
+struct at_runtime_stats runtime_stats CACHE_LINE;
 
 /*
  * Counters every worker bumps, kept per CPU: one shared counter would bounce
@@ -365,7 +370,7 @@ struct {
 	__type(value, struct cpu_thread);
 } cpu_thread SEC(".maps");
 
-__u32 thread_self_off; /* .bss: set when a check found a wrong answer */
+__u32 thread_self_off CACHE_LINE; /* .bss: set when a check found a wrong answer */
 
 static __always_inline struct thread_state *thread_self(void *ctx, bool create, __u32 *tidp)
 {

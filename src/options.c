@@ -53,7 +53,7 @@ static const char usage[] =
 	"      --ringbuf-size SIZE  ring buffer space, shared out between the CPUs\n"
 	"                           (default 16M; power of two)\n"
 	"      --task-slots N       live tasks kept in place, cheapest to trace; the rest\n"
-	"                           go to hash maps (default 16384; power of two; 624\n"
+	"                           go to hash maps (default 16384; power of two; 640\n"
 	"                           bytes each)\n"
 	"      --btf FILE           kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
 	"      --sched-hook HOOK    sched_switch via auto, tp_btf or raw_tp (default auto)\n"
