@@ -24,9 +24,11 @@ the function entries (--probe-at entry), for the floor and maps-only.
 
 Per mode (the median of the rounds): polls per second, the target's own CPU
 time per poll (user + system: the traps and BPF programs run in the target's
-context), what that adds per poll over untraced, that as a multiple of what
-the floor adds, the throughput against untraced, the tracer's CPU and peak
-memory, its events per second and drops.
+context), the throughput against untraced, the tracer's CPU and peak memory,
+its events per second and drops. Paired by round (each round's runs against
+that round's untraced and floor runs, then the median over the rounds, and
+the lowest and highest round): what a mode adds per poll over untraced, and
+that as a multiple of what the floor adds.
 
 Then maps-only at about 100k polls/s: the healthy scenario at --rate max
 (requests with timers and pipe I/O, about 100-150k polls/s when saturated:
@@ -168,11 +170,12 @@ def run(target, mode, seconds, tmp, rate="max", tracer_out=None, watch_rss=False
 
 
 def compare(targets, seconds, rounds):
-    print(f"# {seconds:g} s per run, 2 workers, median of {rounds} interleaved rounds; "
-          f"CPU/poll is the target's user+system time per poll")
+    print(f"# {seconds:g} s per run, 2 workers, {rounds} interleaved rounds; CPU/poll is the "
+          f"target's user+system time per poll (median); added and x floor are the medians "
+          f"of each round's own, x floor's lowest and highest after it")
     print(f"{'target':9} {'mode':11} {'polls/s':>9} {'vs untraced':>11} {'CPU/poll':>9} "
-          f"{'added':>8} {'x floor':>7} {'tracer CPU':>10} {'peak RSS':>8} {'events/s':>9} "
-          f"{'dropped':>7}")
+          f"{'added':>8} {'x floor':>7} {'(rounds)':>11} {'tracer CPU':>10} {'peak RSS':>8} "
+          f"{'events/s':>9} {'dropped':>7}")
     with scratch() as tmp:
         for target in targets:
             modes = CET_MODES if target == "tokio-cet" else MODES
@@ -185,17 +188,24 @@ def compare(targets, seconds, rounds):
                    for m in modes}
             for m in modes:
                 med[m]["dropped"] = max(r["dropped"] for r in runs[m])
+            # Paired by round: what a mode adds over that round's untraced run,
+            # and that over what the round's floor adds. The machine drifts
+            # between rounds; within one it drifts less.
+            added = {m: [runs[m][i]["cpu_poll"] - runs["untraced"][i]["cpu_poll"]
+                         for i in range(rounds)] for m in modes}
             base = med["untraced"]
-            floor_added = med["floor"]["cpu_poll"] - base["cpu_poll"]
             for m in modes:
                 r = med[m]
-                added = r["cpu_poll"] - base["cpu_poll"]
-                times = f"{added / floor_added:6.2f}x" if m != "untraced" and floor_added > 0 \
-                    else ""
+                times = spread = ""
+                if m != "untraced":
+                    ratios = [a / f for a, f in zip(added[m], added["floor"]) if f > 0]
+                    if ratios:
+                        times = f"{statistics.median(ratios):6.2f}x"
+                        spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
                 print(f"{target:9} {m:11} {r['polls_s']:9.0f} {r['polls_s'] / base['polls_s']:10.1%} "
-                      f"{r['cpu_poll']:7.0f}ns {added:6.0f}ns {times:>7} "
-                      f"{r['tracer_cpu']:9.1f}% {r['rss']:6.1f}MB {r['events_s']:9.0f} "
-                      f"{r['dropped']:7d}", flush=True)
+                      f"{r['cpu_poll']:7.0f}ns {statistics.median(added[m]):6.0f}ns {times:>7} "
+                      f"{spread:>11} {r['tracer_cpu']:9.1f}% {r['rss']:6.1f}MB "
+                      f"{r['events_s']:9.0f} {r['dropped']:7d}", flush=True)
 
 
 def at_100k(seconds, rounds):
@@ -235,7 +245,7 @@ def sustain(seconds, event_rate):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=4)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--targets", default="spin,tokio,tokio-cet")
     ap.add_argument("--sustain-seconds", type=float, default=60)
     ap.add_argument("--sustain-rate", type=int, default=250000)
