@@ -91,11 +91,14 @@ SEC("usdt")
 int usdt_wake(struct pt_regs *ctx)
 {
 	USDT_PROBE(AT_USDT_WAKE);
-	__u32 tid;
+	__u64 task = ARG(0), waker_task = ARG(1);
+	__u32 tid = 0;
 
-	thread_self(ctx, false, &tid);
+	/* a self-wake is kept in its poll's thread state; other wakes just need the tid */
+	if (task == waker_task)
+		thread_self(ctx, false, &tid);
 	/* task, waker_task, waker_worker, queue, depth */
-	on_wake(tid, ARG(0), ARG(1), (int)ARG(2), (int)ARG(3), (__u32)ARG(4), 0);
+	on_wake(tid, task, waker_task, (int)ARG(2), (int)ARG(3), (__u32)ARG(4), 0);
 	return 0;
 }
 

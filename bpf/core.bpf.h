@@ -331,9 +331,13 @@ static __always_inline struct thread_state *thread_get(__u32 tid)
 	struct thread_state *t = thread_slot(tid);
 	struct thread_state zero = {};
 
-	if (t && (t->tid == tid ||
-		  (!t->tid && __sync_val_compare_and_swap(&t->tid, 0, tid) == 0)))
+	if (t && t->tid == tid)
 		return t;
+	if (t && !t->tid && __sync_val_compare_and_swap(&t->tid, 0, tid) == 0) {
+		/* a slot an exited thread gave back: state this thread had in the hash goes */
+		bpf_map_delete_elem(&threads, &tid);
+		return t;
+	}
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (t)
 		return t;
@@ -351,11 +355,11 @@ static __always_inline struct thread_state *thread_get(__u32 tid)
  * at the top of its thread's kernel stack: while the thread lives, no other
  * thread's probes see that address. Each CPU remembers the last thread it
  * asked about and that address; the thread's own state remembers it too,
- * and sched_switch forgets it when the thread exits (its stack may then go
- * to a new thread). Both must agree with the context to be believed. One
- * answer in 64 is checked against the kernel's; a wrong one turns this off
- * for the session (a kernel that passed probes a shared copy of the
- * registers would).
+ * until sched_switch sees the thread exit (thread_release(): its stack may
+ * then go to a new thread). Both must agree with the context to be
+ * believed. One answer in 64 is checked against the kernel's; a wrong one
+ * turns this off for the session (a kernel that passed probes a shared
+ * copy of the registers would).
  */
 struct cpu_thread {
 	__u64 regs;
@@ -399,6 +403,26 @@ static __always_inline struct thread_state *thread_self(void *ctx, bool create, 
 		c->tid = tid;
 	}
 	return t;
+}
+
+/*
+ * A thread of the target is exiting: its state goes, and its slot with it,
+ * cleared before it is freed (a new thread's tid may index it: a thread
+ * table that kept exited threads would fill up in a runtime whose threads
+ * come and go). thread_self() forgets it too: its kernel stack may go to a
+ * new thread.
+ */
+static __always_inline void thread_release(__u32 tid)
+{
+	struct thread_state *t = thread_slot(tid);
+
+	if (t && t->tid == tid) {
+		__builtin_memset((char *)t + sizeof(t->tid), 0, sizeof(*t) - sizeof(t->tid));
+		barrier();
+		t->tid = 0;
+	} else {
+		bpf_map_delete_elem(&threads, &tid);
+	}
 }
 
 static __always_inline struct at_task_slot *task_slot(__u64 task)
@@ -963,11 +987,10 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 
 	if (TASK_READ(prev, tgid, direct) == target_tgid) {
 		tid = TASK_READ(prev, pid, direct);
-		t = thread_find(tid);
-		/* exiting: its kernel stack, where thread_self() knows it by, goes */
-		if (t && (TASK_READ(prev, flags, direct) & PF_EXITING))
-			t->regs = 0;
-		if (t && t->task && !t->off_cpu) {
+		/* exiting: it runs no more code of its own, so no probe will need it */
+		if (TASK_READ(prev, flags, direct) & PF_EXITING)
+			thread_release(tid);
+		else if ((t = thread_find(tid)) && t->task && !t->off_cpu) {
 			now = bpf_ktime_get_ns();
 			t->oncpu += now - t->since;
 			t->since = now;

@@ -613,10 +613,11 @@ static void *worker_main(void *arg)
 	while (!atomic_load(&rt.stop)) {
 		struct task *t = next_task(w);
 
-		if (t)
-			run_task(w, t);
-		else
+		if (!t) {
 			park(w);
+			continue;
+		}
+		run_task(w, t);
 		if (rt.cfg.thread_churn_ns && now_ns() - born >= rt.cfg.thread_churn_ns &&
 		    hand_over(w))
 			return NULL;

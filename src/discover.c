@@ -41,7 +41,7 @@ static void merge_spec(struct discovery *d, const struct usdt_probe *p)
 	if (id < 0)
 		return;
 	bit = 1u << id;
-	if (usdt__parse_args(p->args, &spec))
+	if (!p->args_known || usdt__parse_args(p->args, &spec))
 		d->specs_mixed |= bit;
 	else if (!(d->specs_seen & bit))
 		d->specs[id] = spec;

@@ -42,10 +42,13 @@ static int parse_note(const char *desc, size_t len, int is64, struct usdt_probe 
 		return -EINVAL;
 	memcpy(p->name, desc + off, n + 1);
 	off += n + 1;
+	/* arguments longer than we keep: the probe is still there, its spec unknown */
 	n = strnlen(desc + off, len - off);
-	if (off + n >= len || n >= sizeof(p->args))
+	if (off + n >= len)
 		return -EINVAL;
-	memcpy(p->args, desc + off, n + 1);
+	p->args_known = n < sizeof(p->args);
+	if (p->args_known)
+		memcpy(p->args, desc + off, n + 1);
 	return 0;
 }
 

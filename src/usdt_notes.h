@@ -7,6 +7,7 @@
 #ifndef USDT_NOTES_H
 #define USDT_NOTES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +22,7 @@ struct usdt_probe {
 	uint64_t pc;
 	uint64_t semaphore; /* 0: none */
 	char args[USDT_ARGS_LEN]; /* as the note says them: "8@%rdi -4@8(%rbp)" */
+	bool args_known;	  /* false: longer than args holds (then empty) */
 };
 
 /*

@@ -198,10 +198,13 @@ def compare(targets, seconds, rounds):
                 r = med[m]
                 times = spread = ""
                 if m != "untraced":
+                    # a round whose floor added nothing has no ratio: say so
                     ratios = [a / f for a, f in zip(added[m], added["floor"]) if f > 0]
                     if ratios:
                         times = f"{statistics.median(ratios):6.2f}x"
                         spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
+                    if len(ratios) < rounds:
+                        spread += f" ({rounds - len(ratios)} no floor)"
                 print(f"{target:9} {m:11} {r['polls_s']:9.0f} {r['polls_s'] / base['polls_s']:10.1%} "
                       f"{r['cpu_poll']:7.0f}ns {statistics.median(added[m]):6.0f}ns {times:>7} "
                       f"{spread:>11} {r['tracer_cpu']:9.1f}% {r['rss']:6.1f}MB "

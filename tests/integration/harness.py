@@ -15,6 +15,10 @@ from tests.integration import trace_check
 BUILD = os.environ.get("BUILD", "build")
 TRACER = os.path.join(BUILD, "asynctraced")
 EXECUTOR = os.path.join(BUILD, "sample-executor")
+# Threads the BPF side keeps state for at once in its slots (and as many
+# again in a hash), from the header both sides share.
+with open(os.path.join(os.path.dirname(__file__), "..", "..", "include", "asynctraced.h")) as _h:
+    AT_MAX_THREADS = int(re.search(r"#define AT_MAX_THREADS (\d+)", _h.read()).group(1))
 
 # What each scenario is built to show, and so the only alerts it may raise.
 EXPECTED_ALERTS = {

@@ -41,6 +41,7 @@ static void probes_of_the_sample_executor(void **state)
 		assert_string_equal(probes[j].provider, "asynctrace");
 		assert_int_not_equal(probes[j].pc, 0);
 		assert_int_not_equal(probes[j].semaphore, 0); /* every probe has one */
+		assert_true(probes[j].args_known);
 		assert_true(probes[j].args[0]); /* every probe has arguments... */
 	}
 	/* ...which the loader can fix before loading (one site a probe) */
