@@ -745,6 +745,27 @@ static __always_inline bool poll_wanted(const struct thread_state *t, __u64 dur)
 }
 
 /*
+ * The thread runs, yet sched_switch never showed it taking the CPU back:
+ * some kernels do not trace a switch away from certain threads (on the CI
+ * machines, those of the sandbox's own agent). The time since it left is
+ * counted as it left: preempted, as on the CPU (a preempted thread is soon
+ * back); asleep, as blocked (after its wake the poll rarely runs long).
+ */
+static __always_inline void missed_switch_in(struct thread_state *t, __u64 now)
+{
+	if (t->off_blocked) {
+		t->blocked += now - t->since;
+		t->nr_blocked++;
+	} else {
+		t->oncpu += now - t->since;
+		t->nr_preempted++;
+	}
+	t->since = now;
+	t->off_cpu = 0;
+	stat_inc(AT_STAT_MISSED_SWITCH_IN);
+}
+
+/*
  * The poll in progress on this thread ended; queue: where the task went back.
  * known_end: whether ready is known; if not, a task not requeued may have
  * finished, so it is not marked as waiting (no lost-waker on it). ts, slot:
@@ -759,8 +780,9 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 	struct at_poll *e;
 
 	t->task = 0;
-	if (!t->off_cpu)
-		t->oncpu += now - t->since;
+	if (t->off_cpu)
+		missed_switch_in(t, now);
+	t->oncpu += now - t->since;
 	dur = now - t->begin;
 	account_poll(t, task, slot, dur);
 	if (ready) {
@@ -990,8 +1012,10 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		/* exiting: it runs no more code of its own, so no probe will need it */
 		if (TASK_READ(prev, flags, direct) & PF_EXITING)
 			thread_release(tid);
-		else if ((t = thread_find(tid)) && t->task && !t->off_cpu) {
+		else if ((t = thread_find(tid)) && t->task) {
 			now = bpf_ktime_get_ns();
+			if (t->off_cpu)
+				missed_switch_in(t, now);
 			t->oncpu += now - t->since;
 			t->since = now;
 			t->off_cpu = 1;

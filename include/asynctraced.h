@@ -374,6 +374,7 @@ enum at_stat {
 	AT_STAT_ORPHAN_POLL_END = AT_EV_KIND_MAX, /* poll began before attach */
 	AT_STAT_THREADS_FULL,	/* thread map full: a poll went untracked */
 	AT_STAT_THREAD_SELF_WRONG, /* a thread known by its registers was another: off */
+	AT_STAT_MISSED_SWITCH_IN, /* a thread in a poll ran again without a traced switch in */
 	AT_STAT_NR,
 };
 

@@ -105,6 +105,11 @@ static void text_counts(FILE *out, const struct model *m, const struct detector 
 	if (run->stats[AT_STAT_THREADS_FULL])
 		fprintf(out, "  untracked %llu polls: thread table full\n",
 			(unsigned long long)run->stats[AT_STAT_THREADS_FULL]);
+	if (run->stats[AT_STAT_MISSED_SWITCH_IN])
+		fprintf(out, "  note     %llu times a thread in a poll ran again without sched_switch "
+			     "showing it (this kernel hides some switches): that time is counted as "
+			     "on-CPU after a preemption, blocked after a sleep\n",
+			(unsigned long long)run->stats[AT_STAT_MISSED_SWITCH_IN]);
 	if (run->stats[AT_STAT_THREAD_SELF_WRONG])
 		fprintf(out, "  note     this kernel gave two threads' probes the same registers: "
 			     "thread ids are asked of the kernel on every probe hit\n");
