@@ -745,24 +745,30 @@ static __always_inline bool poll_wanted(const struct thread_state *t, __u64 dur)
 }
 
 /*
- * The thread runs, yet sched_switch never showed it taking the CPU back:
- * some kernels do not trace a switch away from certain threads (on the CI
- * machines, those of the sandbox's own agent). The time since it left is
- * counted as it left: preempted, as on the CPU (a preempted thread is soon
- * back); asleep, as blocked (after its wake the poll rarely runs long).
+ * The thread is back on a CPU: close its time off it. Asleep, that was
+ * blocked time; preempted, runnable. missed: it runs, yet sched_switch
+ * never showed it taking the CPU back (some kernels do not trace a switch
+ * away from certain threads: on the CI machines, those of the sandbox's
+ * own agent); then a preempted thread's time off is counted as on the CPU
+ * (a preempted thread is soon back; after a sleep's wake the poll rarely
+ * runs long).
  */
-static __always_inline void missed_switch_in(struct thread_state *t, __u64 now)
+static __always_inline void back_on_cpu(struct thread_state *t, __u64 now, const bool missed)
 {
 	if (t->off_blocked) {
 		t->blocked += now - t->since;
 		t->nr_blocked++;
 	} else {
-		t->oncpu += now - t->since;
+		if (missed)
+			t->oncpu += now - t->since;
+		else
+			t->runnable += now - t->since;
 		t->nr_preempted++;
 	}
 	t->since = now;
 	t->off_cpu = 0;
-	stat_inc(AT_STAT_MISSED_SWITCH_IN);
+	if (missed)
+		stat_inc(AT_STAT_MISSED_SWITCH_IN);
 }
 
 /*
@@ -781,7 +787,7 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 
 	t->task = 0;
 	if (t->off_cpu)
-		missed_switch_in(t, now);
+		back_on_cpu(t, now, true);
 	t->oncpu += now - t->since;
 	dur = now - t->begin;
 	account_poll(t, task, slot, dur);
@@ -1015,7 +1021,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		else if ((t = thread_find(tid)) && t->task) {
 			now = bpf_ktime_get_ns();
 			if (t->off_cpu)
-				missed_switch_in(t, now);
+				back_on_cpu(t, now, true);
 			t->oncpu += now - t->since;
 			t->since = now;
 			t->off_cpu = 1;
@@ -1026,18 +1032,8 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	if (TASK_READ(next, tgid, direct) == target_tgid) {
 		tid = TASK_READ(next, pid, direct);
 		t = thread_find(tid);
-		if (t && t->task && t->off_cpu) {
-			now = bpf_ktime_get_ns();
-			if (t->off_blocked) {
-				t->blocked += now - t->since;
-				t->nr_blocked++;
-			} else {
-				t->runnable += now - t->since;
-				t->nr_preempted++;
-			}
-			t->since = now;
-			t->off_cpu = 0;
-		}
+		if (t && t->task && t->off_cpu)
+			back_on_cpu(t, bpf_ktime_get_ns(), false);
 	}
 }
 

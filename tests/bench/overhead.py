@@ -107,6 +107,18 @@ def tracer_args(mode, pid, tmp):
     return args + ["-o", os.path.join(tmp, "trace.pftrace")]
 
 
+def wait_attached(tr, err_path):
+    """Waits until the tracer says it traces; returns the CPU seconds it took
+    to get there (loading and verifying the programs), which the tracer's CPU
+    while tracing leaves out."""
+    while "tracing pid" not in read(err_path):
+        if tr.poll() is not None:
+            raise SystemExit(read(err_path))
+        time.sleep(0.02)
+    stat = read(f"/proc/{tr.pid}/stat").split(")")[-1].split()
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def scratch():
     """Where traces and captures go: memory, where the system has it, so that
     writing back one run's file to disk does not run in the next one."""
@@ -128,13 +140,7 @@ def run(target, mode, seconds, tmp, rate="max", tracer_out=None, watch_rss=False
             args = args[:-2] + ["-o", tracer_out, "--format", "perfetto"]
         with open(err_path, "w") as err:
             tr = subprocess.Popen(args, stderr=err)
-        while "tracing pid" not in read(err_path):
-            if tr.poll() is not None:
-                raise SystemExit(read(err_path))
-            time.sleep(0.02)
-        # the tracer's CPU while tracing, without loading (verifying) the programs
-        stat = read(f"/proc/{tr.pid}/stat").split(")")[-1].split()
-        load_cpu = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+        load_cpu = wait_attached(tr, err_path)
         if target.startswith("tokio"):
             ex.stdin.write("go\n")
             ex.stdin.flush()

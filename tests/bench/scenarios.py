@@ -20,6 +20,8 @@ import sys
 import tempfile
 import time
 
+from overhead import wait_attached  # tests/bench, the script's own directory
+
 BUILD = os.environ.get("BUILD", "build")
 SCENARIOS = ["healthy", "noisy", "blocking", "starve", "thrash", "fanout", "lost", "delay",
              "tokio"]
@@ -65,13 +67,7 @@ def run(scenario, mode, seconds, tmp):
             targs += ["-o", trace] if mode == "full" else ["--no-trace"]
         with open(err_path, "w") as err:
             tr = subprocess.Popen(targs, stderr=err, text=True)
-        while "tracing pid" not in read(err_path):
-            if tr.poll() is not None:
-                raise SystemExit(read(err_path))
-            time.sleep(0.02)
-        # the tracer's CPU while tracing, without loading (verifying) the programs
-        stat = read(f"/proc/{tr.pid}/stat").split(")")[-1].split()
-        load_cpu = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+        load_cpu = wait_attached(tr, err_path)
         if scenario == "tokio":
             ex.stdin.write("go\n")
             ex.stdin.flush()
