@@ -857,9 +857,13 @@ static __always_inline void wake_fill(struct at_wake *e, __u64 now, __u64 task, 
 	e->pad = 0;
 }
 
-/* tid: the waking thread if the caller knows it, else 0. Returns when it happened. */
-static __always_inline __u64 on_wake(__u32 tid, __u64 task, __u64 waker_task, __s32 waker_worker,
-				     __s32 queue, __u32 depth, __u64 name_addr)
+/*
+ * tid: the waking thread if the caller knows it, else 0; t: its state, which
+ * a self-wake needs (NULL: none). Returns when it happened.
+ */
+static __always_inline __u64 on_wake(__u32 tid, struct thread_state *t, __u64 task,
+				     __u64 waker_task, __s32 waker_worker, __s32 queue,
+				     __u32 depth, __u64 name_addr)
 {
 	__u64 now = bpf_ktime_get_ns();
 	bool self = waker_task == task;
@@ -884,17 +888,13 @@ static __always_inline __u64 on_wake(__u32 tid, __u64 task, __u64 waker_task, __
 	if (!trace_events)
 		return now;
 	/* A task waking itself inside its poll: the wake rides in the poll's record. */
-	if (self) {
-		struct thread_state *t = thread_find(tid ? tid : current_tid());
-
-		if (t && t->task == task && !t->sw_pending) {
-			t->sw.hdr.kind = AT_EV_WAKE;
-			t->sw.hdr.size = sizeof(t->sw);
-			t->sw.hdr.tid = t->tid;
-			wake_fill(&t->sw, now, task, waker_task, wake_id, waker_worker, queue, depth);
-			t->sw_pending = 1;
-			return now;
-		}
+	if (self && t && t->task == task && !t->sw_pending) {
+		t->sw.hdr.kind = AT_EV_WAKE;
+		t->sw.hdr.size = sizeof(t->sw);
+		t->sw.hdr.tid = t->tid;
+		wake_fill(&t->sw, now, task, waker_task, wake_id, waker_worker, queue, depth);
+		t->sw_pending = 1;
+		return now;
 	}
 	e = event_reserve(AT_EV_WAKE, sizeof(*e), tid);
 	if (!e)
