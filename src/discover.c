@@ -29,27 +29,23 @@ static int usdt_probe_id(const char *name)
 
 /*
  * Keeps a probe's argument spec while every site of it (in every file)
- * agrees; one that differs, or that we cannot parse, sends the probe's
- * programs back to libbpf's spec for each site.
+ * agrees; one that differs, or that we cannot parse, leaves it unknown, and
+ * the probe's programs look up each site's spec from libbpf.
  */
 static void merge_spec(struct discovery *d, const struct usdt_probe *p)
 {
 	int id = usdt_probe_id(p->name);
-	struct at_usdt_spec spec;
-	unsigned int bit;
+	struct at_usdt_spec spec = { 0 };
 
 	if (id < 0)
 		return;
-	bit = 1u << id;
-	if (!p->args_known || usdt__parse_args(p->args, &spec))
-		d->specs_mixed |= bit;
-	else if (!(d->specs_seen & bit))
+	if (p->args_known)
+		usdt__parse_args(p->args, &spec); /* fails unknown */
+	if (!(d->specs_seen & (1u << id)))
 		d->specs[id] = spec;
 	else if (memcmp(&d->specs[id], &spec, sizeof(spec)))
-		d->specs_mixed |= bit;
-	d->specs_seen |= bit;
-	if (d->specs_mixed & bit)
 		memset(&d->specs[id], 0, sizeof(d->specs[id]));
+	d->specs_seen |= 1u << id;
 }
 
 static int add_site(struct discovery *d, const char *path, const char *target_path,

@@ -40,7 +40,7 @@ struct discovery {
 	size_t nr;
 	/* USDT: each probe's arguments, if all its sites agree (known) */
 	struct at_usdt_spec specs[AT_USDT_NR_PROBES];
-	unsigned int specs_seen, specs_mixed;	/* bits by probe */
+	unsigned int specs_seen;	/* bits by probe */
 	struct tokio_binary tokio;	/* TOKIO */
 	size_t scanned;			/* ELF files looked at */
 	size_t stripped;		/* ... of which without a symbol table */
