@@ -62,7 +62,7 @@ int usdt_poll_begin(struct pt_regs *ctx)
 		return 0;
 	/* task, worker, depth, name_addr */
 	ts = task_find(task, &slot);
-	on_poll_begin(t, task, ts, (__u32)ARG(1), (__u32)ARG(2),
+	on_poll_begin(t, task, ts, slot, (__u32)ARG(1), (__u32)ARG(2),
 		      ts && ts->name_addr ? ts->name_addr : ARG(3));
 	return 0;
 }
@@ -445,7 +445,7 @@ int BPF_KPROBE(tokio_poll, __u64 hdr)
 		on_steal(worker, (__u32)from, 1, 0, 0, AT_STEAL_INFERRED);
 	depth = tokio_depth_of((__s32)worker);
 	/* the cookie is this instance's address: the future type names the task */
-	on_poll_begin(t, tt.id, ts, worker, depth ? *depth : 0, bpf_get_attach_cookie(ctx));
+	on_poll_begin(t, tt.id, ts, slot, worker, depth ? *depth : 0, bpf_get_attach_cookie(ctx));
 	return 0;
 }
 
@@ -495,7 +495,6 @@ int BPF_KPROBE(tokio_wake, __u64 hdr)
 	if (t && tt.id != hdr) {
 		t->woken_hdr = hdr;
 		t->woken_id = tt.id;
-		t->woken_poll_fn = tt.poll_fn;
 		t->woken_ts = now;
 	}
 	return 0;
@@ -504,9 +503,13 @@ int BPF_KPROBE(tokio_wake, __u64 hdr)
 /*
  * raw::schedule: the wake (just seen on this thread) really queued the task.
  * Called from inside that wake, whose waker keeps the task alive: the Header
- * the wake resolved needs no second read. Any other probe on the thread
- * forgets it first (tokio_task), so a schedule from elsewhere (an abort)
- * reads the Header again.
+ * the wake resolved needs no second read. Not every schedule comes from a
+ * wake, though (a JoinHandle's abort calls it directly), and a wake need not
+ * schedule (its task was running): the Header the last wake resolved may
+ * since have been freed and given to another task. So the wake's answer
+ * stands only while that task's state still names the Header, which its
+ * remove undoes before tokio can free it (when every remove is probed: the
+ * Header cache's condition); otherwise the Header is read again.
  */
 SEC("uprobe")
 int BPF_KPROBE(tokio_schedule, __u64 hdr)
@@ -515,20 +518,23 @@ int BPF_KPROBE(tokio_schedule, __u64 hdr)
 	struct thread_state *t = thread_self(ctx, false, &tid);
 	__s32 queue = tokio_target_queue(t);
 	__u32 depth = tokio_push(queue);
+	struct at_task_state *ts = NULL;
+	struct at_task_slot *slot;
 	struct tokio_task tt;
 	__u64 now;
 
-	if (t && t->woken_hdr == hdr) {
+	if (t && t->woken_hdr == hdr && tokio_hdr_cache && !tokio_hdr_cache_off &&
+	    (ts = task_find(t->woken_id, &slot)) && ts->hdr == hdr) {
 		/* and it happened at the wake, as far as queue depth over time can tell */
 		t->woken_hdr = 0;
 		tt.id = t->woken_id;
-		tt.poll_fn = t->woken_poll_fn;
 		now = t->woken_ts;
 	} else {
+		ts = NULL;
 		tokio_task(t, hdr, &tt);
 		now = bpf_ktime_get_ns();
 	}
-	task_queued(tt.id, NULL, queue, depth);
+	task_queued(tt.id, ts, queue, depth);
 	queue_depth(queue, depth, now);
 	return 0;
 }

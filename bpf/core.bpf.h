@@ -12,6 +12,15 @@
 #include "asynctraced.h"
 #include "stats.bpf.h"
 
+/*
+ * A place where another program may run in the middle of this one (a
+ * preempted uprobe program, another CPU): the unit test of these programs
+ * (tests/unit/test_bpf_logic.c) runs other events there. Nothing in BPF.
+ */
+#ifndef AT_RACE_POINT
+#define AT_RACE_POINT(where)
+#endif
+
 const volatile __u32 target_tgid = 0;
 /* Wake the consumer once a CPU has written this much: batches epoll wake-ups. */
 const volatile __u64 wakeup_bytes = 256 * 1024;
@@ -68,8 +77,16 @@ struct thread_state {
 	/* tokio: the task the wake in progress on this thread resolved, and when (tokio_schedule) */
 	__u64 woken_hdr;
 	__u64 woken_id;
-	__u64 woken_poll_fn;
 	__u64 woken_ts;
+	/*
+	 * Between polls (see between_polls()): the kernel's count of its time
+	 * on a run queue (sched_info.run_delay) when last seen, whether it was
+	 * inside a poll when it last took a CPU (that wait was then the poll's
+	 * runnable time), and since when it sleeps (0: it does not).
+	 */
+	__u64 run_delay_seen;
+	__u64 asleep_since;
+	__u8 arrived_in_poll;
 } __attribute__((aligned(64))); /* whole cache lines: threads run on different CPUs */
 
 /*
@@ -159,6 +176,7 @@ struct {
 #define CACHE_LINE __attribute__((aligned(64)))
 struct at_worker_stats worker_stats[AT_MAX_WORKERS] CACHE_LINE;
 struct at_runtime_stats runtime_stats CACHE_LINE;
+struct at_worker_idle worker_idle[AT_MAX_WORKERS] CACHE_LINE;
 
 /*
  * Counters every worker bumps, kept per CPU: one shared counter would bounce
@@ -448,13 +466,19 @@ static __always_inline struct at_task_state *task_find(__u64 task, struct at_tas
 	return bpf_map_lookup_elem(&tasks, &task);
 }
 
-/* A task met for the first time: into its slot if free, else into the hash. */
-static __always_inline void task_insert(__u64 task, const struct at_task_state *fresh)
+/*
+ * A task met for the first time: into its slot if claim and the slot is
+ * free, else into the hash. Only an event that proves the task alive (its
+ * spawn, its poll, a wake that queued it) claims a slot: slots are never
+ * evicted, and a wake may come after its task finished.
+ */
+static __always_inline void task_insert(__u64 task, const struct at_task_state *fresh,
+					bool claim)
 {
 	struct at_task_slot *s = task_slot(task);
 	__u64 held;
 
-	if (s && task && !s->task) {
+	if (claim && s && task && !s->task) {
 		held = __sync_val_compare_and_swap(&s->task, 0, task);
 		if (!held) {
 			/* A free slot is all zeroes: a reader meanwhile sees a task with no news. */
@@ -471,12 +495,15 @@ static __always_inline void task_insert(__u64 task, const struct at_task_state *
 /*
  * The task finished. Its statistics stay for the report (in the hash, if it
  * lived long enough or had a long poll to be worth the insert); its slot is
- * cleared and freed for the next task.
+ * cleared and freed for the next task, and remembers who it was.
  */
 static __always_inline void task_done(__u64 task, struct at_task_slot *slot, __u64 now)
 {
+	struct at_task_slot *home = slot ? slot : task_slot(task);
 	struct at_task_stats *s;
 
+	if (home)
+		home->last_task = task;
 	if (!slot) {
 		bpf_map_delete_elem(&tasks, &task);
 		s = bpf_map_lookup_elem(&task_stats, &task);
@@ -496,57 +523,78 @@ static __always_inline void task_done(__u64 task, struct at_task_slot *slot, __u
 }
 
 /*
+ * Whether ts (from task_find(), slot as it said) is still task's: between a
+ * lookup and a write, on another CPU the task may finish and another take
+ * its place (a slot reclaimed, a hash element reused at once).
+ */
+static __always_inline bool task_still(__u64 task, const struct at_task_state *ts,
+				       const struct at_task_slot *slot)
+{
+	if (slot)
+		return slot->task == task;
+	return bpf_map_lookup_elem(&tasks, &task) == ts;
+}
+
+/*
  * Remember the first wake since the task's last poll began: that is the one
  * the next poll answers. Later wakes before that poll are coalesced into it.
- * Returns the new flow id, or 0 if coalesced.
+ * Returns the new flow id, or 0 if coalesced (or the task finished: a late
+ * wake). spawn: the task is new (a runtime may reuse a finished task's id).
  */
 static __always_inline __u64 task_note_wake(__u64 task, __u64 now, __s32 queue, __u32 depth,
-					    __u64 name_addr, bool self)
+					    __u64 name_addr, bool self, bool spawn)
 {
-	struct at_task_slot *slot;
+	struct at_task_slot *slot, *home;
 	struct at_task_state *ts = task_find(task, &slot);
 	struct at_task_state fresh = {};
 	__u64 wake_id;
 
-	if (ts) {
-		/*
-		 * Counted here, moved to the task's statistics by its next poll.
-		 * Only the thread polling the task makes its self-wakes: no lock.
-		 */
-		if (self)
-			ts->self_wakes++;
-		else
-			__sync_fetch_and_add(&ts->wakes, 1);
-		ts->idle_since = 0;
-		if (ts->wake_id) {
-			/* Coalesced; a later push is still where it waits. */
-			if (queue != AT_QUEUE_NONE) {
-				ts->queued_on = queue;
-				ts->queued_depth = depth;
-			}
-			return 0;
+	AT_RACE_POINT("wake:found");
+	if (!ts) {
+		home = task_slot(task);
+		if (!spawn && home && home->last_task == task)
+			return 0; /* a waker kept past its task's end */
+		fresh.first_ts = now;
+		fresh.name_addr = name_addr;
+		fresh.wakes = !self;
+		fresh.self_wakes = self;
+		fresh.wake_ts = now;
+		fresh.wake_id = next_wake_id();
+		fresh.queued_on = queue;
+		fresh.queued_depth = depth;
+		task_insert(task, &fresh, spawn || queue != AT_QUEUE_NONE);
+		return fresh.wake_id;
+	}
+	/*
+	 * Counted here, taken into the task's statistics by its next poll.
+	 * Only the thread polling the task makes its self-wakes: no lock.
+	 */
+	if (self)
+		ts->self_wakes++;
+	else
+		__sync_fetch_and_add(&ts->wakes, 1);
+	/* In place: an update would allocate a new LRU element. */
+	wake_id = ts->wake_id ? 0 : next_wake_id();
+	/* two wakers at once: one queues the poll, the other is coalesced into it */
+	if (!wake_id || __sync_val_compare_and_swap(&ts->wake_id, 0, wake_id)) {
+		/* a later push is still where it waits */
+		if (queue != AT_QUEUE_NONE) {
+			ts->queued_on = queue;
+			ts->queued_depth = depth;
 		}
-		/* In place: an update would allocate a new LRU element. */
-		wake_id = next_wake_id();
-		if (name_addr)
-			ts->name_addr = name_addr;
-		ts->wake_ts = now;
-		ts->queued_on = queue;
-		ts->queued_depth = depth;
-		barrier();
-		ts->wake_id = wake_id;
+		return 0;
+	}
+	/* the compare-and-swap ordered this after our wake_id: a new owner shows now */
+	if (!task_still(task, ts, slot)) {
+		__sync_val_compare_and_swap(&ts->wake_id, wake_id, 0);
 		return wake_id;
 	}
-	fresh.first_ts = now;
-	fresh.name_addr = name_addr;
-	fresh.wakes = !self;
-	fresh.self_wakes = self;
-	fresh.wake_ts = now;
-	fresh.wake_id = next_wake_id();
-	fresh.queued_on = queue;
-	fresh.queued_depth = depth;
-	task_insert(task, &fresh);
-	return fresh.wake_id;
+	if (name_addr && !ts->name_addr)
+		ts->name_addr = name_addr;
+	ts->wake_ts = now;
+	ts->queued_on = queue;
+	ts->queued_depth = depth;
+	return wake_id;
 }
 
 /* The task was put on a queue after its wake was noted: remember where. */
@@ -573,7 +621,7 @@ static __always_inline void on_spawn(__u64 task, __u64 parent, const char *name,
 				     __s32 queue, __u32 depth)
 {
 	__u64 now = bpf_ktime_get_ns();
-	__u64 wake_id = task_note_wake(task, now, queue, depth, name_addr, false);
+	__u64 wake_id = task_note_wake(task, now, queue, depth, name_addr, false, true);
 	struct at_spawn *e;
 
 	COUNT(spawns, 1);
@@ -613,13 +661,78 @@ static __always_inline __u64 holder_begin(__u32 worker)
 	return holder && holder->task ? holder->begin : 0;
 }
 
-/* ts: the task's state, looked up by the caller (NULL: none yet). */
-static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
-					  struct at_task_state *ts, __u32 worker, __u32 depth,
-					  __u64 name_addr)
+static __always_inline struct at_worker_idle *worker_idle_of(const struct thread_state *t)
 {
+	__u32 worker = t->worker;
+
+	if (!t->begin || worker >= AT_MAX_WORKERS)
+		return NULL; /* it never polled: not a worker we know */
+	barrier_var(worker);
+	return &worker_idle[worker & (AT_MAX_WORKERS - 1)];
+}
+
+/* A worker's thread takes the CPU (or polls: it ran, unseen): asleep until now. */
+static __always_inline void awake(struct thread_state *t, __u64 now)
+{
+	struct at_worker_idle *w = worker_idle_of(t);
+
+	if (w && now > t->asleep_since)
+		w->asleep_ns += now - t->asleep_since;
+	t->asleep_since = 0;
+}
+
+/*
+ * A task about to be polled is surely alive: a task we never met (older than
+ * the session) is met here, and one that lives in the hashes (met first at a
+ * wake that queued nothing, or whose slot was held) moves into its slot if
+ * that is free now, with its statistics. Returns its state; *slot: as
+ * task_find() says.
+ */
+static __always_inline struct at_task_state *task_settle(__u64 task, struct at_task_state *ts,
+							 struct at_task_slot **slot,
+							 __u64 name_addr, __u64 now)
+{
+	struct at_task_state fresh = {};
+	struct at_task_stats *kept;
+	struct at_task_slot *s;
+
+	if (*slot)
+		return ts;
+	if (!ts) {
+		fresh.first_ts = now;
+		fresh.name_addr = name_addr;
+		fresh.queued_on = AT_QUEUE_NONE;
+		task_insert(task, &fresh, true);
+		return task_find(task, slot);
+	}
+	s = task_slot(task);
+	if (!s || !task || s->task || __sync_val_compare_and_swap(&s->task, 0, task))
+		return ts;
+	s->st = *ts;
+	kept = bpf_map_lookup_elem(&task_stats, &task);
+	if (kept) {
+		s->s = *kept;
+		bpf_map_delete_elem(&task_stats, &task);
+	} else {
+		s->s.first_ts = ts->first_ts;
+	}
+	bpf_map_delete_elem(&tasks, &task);
+	*slot = s;
+	return &s->st;
+}
+
+/* ts, slot: the task's state as task_find() gave it (NULL: none yet). */
+static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
+					  struct at_task_state *ts, struct at_task_slot *slot,
+					  __u32 worker, __u32 depth, __u64 name_addr)
+{
+	__u64 now = bpf_ktime_get_ns();
 	struct at_worker_stats *w;
-	__u64 now;
+	__u32 wakes;
+
+	/* no switch in was traced (it happens): it woke by now at the latest */
+	if (t->asleep_since)
+		awake(t, now);
 
 	/*
 	 * A uprobe program can be preempted (preemptible RCU), and sched_switch
@@ -647,27 +760,39 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
 	t->queued_depth = 0;
 	t->wakes = 0;
 	t->self_wakes = 0;
-	t->born = 0;
+	t->born = now;
+	ts = task_settle(task, ts, &slot, name_addr, now);
 	if (ts) {
+		/* its latest poll from now: an older poll's late end no longer leaves it idle */
+		ts->polled = now;
+		ts->idle_since = 0;
 		t->born = ts->first_ts;
-		t->wake_ts = ts->wake_ts;
+		/*
+		 * The wake this poll answers, consumed. Cleared only if there was
+		 * one: a wake landing meanwhile then coalesces into it rather than
+		 * being wiped (wakes publish with a compare-and-swap from 0).
+		 */
 		t->wake_id = ts->wake_id;
+		t->wake_ts = ts->wake_ts;
 		t->queued_on = ts->queued_on;
 		t->queued_depth = ts->queued_depth;
-		t->wakes = ts->wakes;
+		if (t->wake_id) {
+			ts->wake_ts = 0;
+			barrier();
+			ts->wake_id = 0;
+		}
+		/* Wakes by others keep counting as this runs: take those since the last poll. */
+		wakes = *(volatile __u32 *)&ts->wakes;
+		AT_RACE_POINT("poll_begin:wakes");
+		t->wakes = wakes - ts->wakes_seen;
+		ts->wakes_seen = wakes;
 		t->self_wakes = ts->self_wakes;
-		ts->wakes = 0;
 		ts->self_wakes = 0;
-		/* Consumed: wakes from here on queue the next poll. */
-		ts->wake_ts = 0;
-		ts->wake_id = 0;
-		ts->idle_since = 0;
 		ts->name_addr = name_addr;
 	}
 	t->holder_begin = t->queued_on >= 0 && (__u32)t->queued_on != worker
 				  ? holder_begin((__u32)t->queued_on)
 				  : 0;
-	now = bpf_ktime_get_ns();
 	w = worker_get(worker);
 	if (w) {
 		w->tid = t->tid;
@@ -675,8 +800,6 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
 		if (t->wake_ts && t->wake_ts <= now)
 			hist_add(&w->delay, now - t->wake_ts);
 	}
-	if (!t->born)
-		t->born = now;
 	t->begin = now;
 	t->since = now;
 	barrier();
@@ -714,22 +837,18 @@ static __always_inline void account_poll(struct thread_state *t, __u64 task,
 	}
 }
 
-/* The task went back to waiting: nothing has woken it yet. ts: its state, NULL if none. */
-static __always_inline void task_idle(__u64 task, struct at_task_state *ts, __u64 name_addr,
-				      __u64 now)
+/*
+ * The poll that began at begin returned Pending and left the task waiting.
+ * Old news if another poll of it began since (this probe fired late), or if
+ * it is gone (it finished meanwhile): see at_task_idle_since().
+ */
+static __always_inline void task_idle(struct at_task_state *ts, __u64 begin, __u64 now)
 {
-	struct at_task_state fresh = {};
-
-	if (ts) {
-		if (!ts->wake_id)
-			ts->idle_since = now;
+	if (!ts || ts->polled != begin)
 		return;
-	}
-	fresh.first_ts = now;
-	fresh.idle_since = now;
-	fresh.name_addr = name_addr;
-	fresh.queued_on = AT_QUEUE_NONE;
-	task_insert(task, &fresh);
+	ts->idle_since = now;
+	barrier();
+	ts->idle_poll = begin;
 }
 
 static __always_inline bool poll_wanted(const struct thread_state *t, __u64 dur)
@@ -796,7 +915,7 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 		task_done(task, slot, now);
 	} else if (queue == AT_QUEUE_NONE) {
 		if (known_end)
-			task_idle(task, ts, t->name_addr, now);
+			task_idle(ts, t->begin, now);
 	} else {
 		queue_depth(queue, depth, now);
 		if (ts)
@@ -867,7 +986,7 @@ static __always_inline __u64 on_wake(__u32 tid, struct thread_state *t, __u64 ta
 {
 	__u64 now = bpf_ktime_get_ns();
 	bool self = waker_task == task;
-	__u64 wake_id = task_note_wake(task, now, queue, depth, name_addr, self);
+	__u64 wake_id = task_note_wake(task, now, queue, depth, name_addr, self, false);
 	struct at_worker_stats *w;
 	struct at_wake *e;
 
@@ -1002,38 +1121,81 @@ static __always_inline long task_state(struct task_struct *p, const bool direct)
 	return TASK_READ((struct task_struct___pre514 *)p, state, direct);
 }
 
+/* Kernels without CONFIG_SCHED_INFO keep no run_delay: then no wait is known. */
+static __always_inline __u64 run_delay(struct task_struct *p, const bool direct)
+{
+	if (!bpf_core_field_exists(p->sched_info))
+		return 0;
+	return TASK_READ(p, sched_info.run_delay, direct);
+}
+
 /*
- * A thread of the target left or took a CPU. Only threads inside a poll have
- * anything to account; the tgid test keeps the rest of the system cheap.
+ * A worker's thread leaves the CPU outside a poll. The kernel brought its
+ * run-queue time up to date when it took the CPU: the wait before that, if
+ * it was not inside a poll then, was time the worker could have run and the
+ * host gave it no CPU (preempted between polls, or slow to run after a
+ * wake-up); inside a poll it is the poll's runnable time. Asleep now, it is
+ * idle until it runs again.
+ */
+static __always_inline void between_polls(struct thread_state *t, struct task_struct *p,
+					  bool asleep, const bool direct)
+{
+	struct at_worker_idle *w = worker_idle_of(t);
+	__u64 total = run_delay(p, direct), seen = t->run_delay_seen;
+
+	t->run_delay_seen = total;
+	if (!w)
+		return;
+	if (seen && total > seen && !t->arrived_in_poll)
+		w->cpu_wait_ns += total - seen;
+	if (asleep && !t->task)
+		t->asleep_since = bpf_ktime_get_ns();
+}
+
+
+/*
+ * A thread of the target left or took a CPU: a poll in progress is split
+ * into on-CPU, blocked and runnable time, a worker between polls counts its
+ * waits for a CPU. The tgid test keeps the rest of the system cheap.
  */
 static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				      struct task_struct *next, const bool direct)
 {
 	struct thread_state *t;
+	bool asleep;
 	__u32 tid;
 	__u64 now;
 
 	if (TASK_READ(prev, tgid, direct) == target_tgid) {
 		tid = TASK_READ(prev, pid, direct);
 		/* exiting: it runs no more code of its own, so no probe will need it */
-		if (TASK_READ(prev, flags, direct) & PF_EXITING)
+		if (TASK_READ(prev, flags, direct) & PF_EXITING) {
 			thread_release(tid);
-		else if ((t = thread_find(tid)) && t->task) {
-			now = bpf_ktime_get_ns();
-			if (t->off_cpu)
-				back_on_cpu(t, now, true);
-			t->oncpu += now - t->since;
-			t->since = now;
-			t->off_cpu = 1;
+		} else if ((t = thread_find(tid))) {
 			/* TASK_RUNNING (0) when switched out: preempted, not asleep. */
-			t->off_blocked = !preempt && task_state(prev, direct) != 0;
+			asleep = !preempt && task_state(prev, direct) != 0;
+			between_polls(t, prev, asleep, direct);
+			if (t->task) {
+				now = bpf_ktime_get_ns();
+				if (t->off_cpu)
+					back_on_cpu(t, now, true);
+				t->oncpu += now - t->since;
+				t->since = now;
+				t->off_cpu = 1;
+				t->off_blocked = asleep;
+			}
 		}
 	}
 	if (TASK_READ(next, tgid, direct) == target_tgid) {
 		tid = TASK_READ(next, pid, direct);
 		t = thread_find(tid);
-		if (t && t->task && t->off_cpu)
-			back_on_cpu(t, bpf_ktime_get_ns(), false);
+		if (t) {
+			t->arrived_in_poll = t->task != 0;
+			if (t->task && t->off_cpu)
+				back_on_cpu(t, bpf_ktime_get_ns(), false);
+			else if (t->asleep_since)
+				awake(t, bpf_ktime_get_ns());
+		}
 	}
 }
 

@@ -234,6 +234,19 @@ struct at_worker_stats {
 };
 
 /*
+ * .bss "worker_idle", by worker id: where a worker's thread was between polls
+ * (inside one, the poll's own split says it). Idle is asleep (parked, waiting
+ * for work), not merely out of a poll: a worker that runs the runtime's own
+ * code, or waits for a CPU the host does not give it, has no room to spare.
+ * A cache line each: only the worker's own switches write it.
+ */
+struct at_worker_idle {
+	__u64 asleep_ns;	/* off the CPU, asleep */
+	__u64 cpu_wait_ns;	/* runnable without a CPU (preempted, or slow to run once woken) */
+	__u64 pad[6];
+};
+
+/*
  * "runtime_counts" per-CPU array, one entry: counters every worker bumps.
  * Wakes made by a worker count on the worker (at_worker_stats); these count
  * the others (outside any worker, or from workers beyond AT_MAX_WORKERS).
@@ -266,19 +279,43 @@ struct at_runtime_stats {
 /*
  * Every live task the BPF side has met: in its slot of "task_slots", else in
  * the "tasks" LRU hash map, by task id.
+ *
+ * Probes of one task fire on several threads, and a runtime's probe may fire
+ * late: a poll that returned Pending hits its poll_end probe after the task
+ * went idle, by which time a wake may have queued it and another worker
+ * polled it again (or even finished it). So whether a task waits unwoken is
+ * not one flag that the last writer wins, but a relation readers check (see
+ * at_task_idle_since()): it went idle after the poll that is still its
+ * latest, and no wake has come since.
  */
 struct at_task_state {
 	__u64 wake_ts;		/* first wake since the last poll began; 0 none */
-	__u64 wake_id;		/* its flow id */
-	__u64 idle_since;	/* returned Pending and not woken since; 0 no */
+	__u64 wake_id;		/* its flow id; 0: no wake since the last poll began */
+	__u64 idle_since;	/* when a poll returned Pending, not requeued */
 	__u64 name_addr;
 	__s32 queued_on;	/* where that wake put it */
 	__u32 queued_depth;
-	__u32 wakes;		/* by others since its last poll began (then moved to its stats) */
-	__u32 self_wakes;	/* ... by itself */
+	__u32 wakes;		/* by others: a running count (see wakes_seen) */
+	__u32 self_wakes;	/* by itself since its last poll began (then moved to its stats) */
 	__u64 first_ts;		/* first seen */
 	__u64 hdr;		/* tokio: the Header it lives at, while it lives; 0 unknown */
+	__u64 polled;		/* when its latest poll began; 0 never seen polled */
+	__u64 idle_poll;	/* when the poll that left it idle at idle_since began */
+	__u32 wakes_seen;	/* wakes when its latest poll began: the next one counts from here */
+	__u32 pad;
 };
+
+/*
+ * When the task returned Pending and nothing has woken it since, or 0: the
+ * poll that left it idle is still its latest one (a late poll_end of an
+ * older poll counts for nothing), and no wake is pending.
+ */
+static inline __u64 at_task_idle_since(const struct at_task_state *st)
+{
+	if (!st->idle_since || st->wake_id || !st->polled || st->idle_poll != st->polled)
+		return 0;
+	return st->idle_since;
+}
 
 /*
  * A task's statistics: in its slot while it lives there, else (and once it
@@ -311,6 +348,12 @@ struct at_task_stats {
  */
 struct at_task_slot {
 	__u64 task;
+	/*
+	 * The last task that finished here, or whose id hashes here and
+	 * finished in the hashes: a wake of it that comes late (a waker kept
+	 * past its task's end) is not a new task to keep.
+	 */
+	__u64 last_task;
 	struct at_task_state st;
 	struct at_task_stats s;
 } __attribute__((aligned(64))); /* no cache line shared by two tasks' slots */
@@ -352,7 +395,16 @@ struct at_worker_sample {
 	__u64 self_wakes;
 	__u8 parked;
 	__u8 pad[7];
+	/*
+	 * Appended: older records end before them (AT_WORKER_SAMPLE_MIN_SIZE).
+	 * Where the worker's thread was between polls (struct at_worker_idle).
+	 */
+	__u64 asleep_ns;
+	__u64 cpu_wait_ns;
 };
+
+/* The shortest at_worker_sample a reader takes: before asleep_ns was appended. */
+#define AT_WORKER_SAMPLE_MIN_SIZE 88
 
 struct at_task_sample {
 	struct at_hdr hdr;

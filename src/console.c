@@ -189,6 +189,7 @@ static void copy_stats(struct stats *to, const struct stats *from)
 	*to = *from;
 	to->workers = malloc(from->nr_workers * sizeof(*to->workers) + 1);
 	to->tasks = malloc(from->nr_tasks * sizeof(*to->tasks) + 1);
+	to->between = NULL; /* what the view compares are the workers and the tasks */
 	to->idle = NULL;
 	to->nr_idle = 0;
 	to->steals = NULL;

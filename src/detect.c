@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "detect.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,10 @@
 #define THRASH_STORM_FACTOR 10	/* wakes per poll */
 #define STARVE_IDLE_SHARE 0.5	/* another worker idle at least this much */
 #define THRASH_MIN_SPAN_NS (500 * 1000 * 1000ull)
+/* Worker samples kept per worker (100 ms apart): the span a late poll's wait is judged over. */
+#define WORKER_HISTORY 16
+/* Late polls waiting for the worker samples that cover their wait; past this, judged at once. */
+#define PENDING_DELAYS_MAX 4096
 
 /* An open episode: the BEGIN alert, kept up to date until the END. */
 struct episode {
@@ -26,9 +31,16 @@ struct task_watch {
 	struct episode *ep;	/* open thrash episode */
 };
 
+/* A worker's sample: when, and its idle time by then (see sample_idle_ns()). */
+struct worker_mark {
+	uint64_t ts, idle_ns;
+};
+
 struct worker_watch {
 	/* the previous sample and the interval it closed */
-	uint64_t ts, busy_ns, area;
+	uint64_t ts, idle_ns, area;
+	struct worker_mark hist[WORKER_HISTORY];	/* the latest samples, a ring */
+	uint32_t nr_hist, hist_next;
 	double depth_avg, idle_share;
 	bool sampled;
 	uint64_t starved_since;	/* 0: not starved */
@@ -71,6 +83,7 @@ void detector__free(struct detector *d)
 		free(d->workers[i].ep);
 	free(d->workers);
 	free(d->sched);
+	free(d->pending);
 	free(d->log);
 	memset(d, 0, sizeof(*d));
 }
@@ -207,17 +220,34 @@ static struct worker_watch *watch_worker(struct detector *d, uint32_t worker)
 	return &d->workers[worker];
 }
 
-static void long_poll(struct detector *d, struct model *m, const struct at_poll *p)
+/*
+ * What the task itself spent of a poll: computing, or asleep in a call it
+ * made. Time runnable without a CPU is the host's doing (other processes,
+ * a CPU quota), not the task's: it makes no long poll of an innocent task,
+ * however long it held the worker.
+ */
+static uint64_t poll_own_ns(const struct at_poll *p)
 {
-	uint64_t end_ts = p->hdr.ts + p->duration_ns;
+	return p->oncpu_ns + p->blocked_ns;
+}
+
+/* The worker was held that long, whatever the cause: it explains a wait in its queue. */
+static void note_hold(struct detector *d, const struct at_poll *p)
+{
 	struct worker_watch *w = watch_worker(d, p->worker);
-	struct episode *ep = u64map__get(&d->long_polls, p->task);
-	struct alert a;
 
 	if (w) {
 		w->hold_begin = p->hdr.ts;
-		w->hold_end = end_ts;
+		w->hold_end = p->hdr.ts + p->duration_ns;
 	}
+}
+
+static void long_poll(struct detector *d, struct model *m, const struct at_poll *p)
+{
+	uint64_t end_ts = p->hdr.ts + p->duration_ns;
+	struct episode *ep = u64map__get(&d->long_polls, p->task);
+	struct alert a;
+
 	if (ep && p->hdr.ts <= ep->last_ts + d->opts.episode_gap_ns) {
 		recur(ep, end_ts, p->duration_ns);
 		return;
@@ -242,8 +272,10 @@ static void long_poll(struct detector *d, struct model *m, const struct at_poll 
 
 /*
  * A late poll is a scheduling delay only if nothing we already alert on
- * explains it: a backlog ahead of it in its queue (starvation, overload), or
- * a long poll holding the worker whose queue it waited in.
+ * explains it: a backlog ahead of it in its queue (starvation, overload), a
+ * long poll holding the worker whose queue it waited in, a starving worker.
+ * Then it still waits for the worker samples that cover its wait (see
+ * spare_worker()).
  */
 static bool delay_explained(struct detector *d, const struct at_poll *p)
 {
@@ -263,13 +295,76 @@ static bool delay_explained(struct detector *d, const struct at_poll *p)
 	return w->hold_end > p->wake_ts && w->hold_begin < p->hdr.ts;
 }
 
+/* The share of [a, b] a worker spent idle. */
+static double idle_between(const struct worker_mark *a, const struct worker_mark *b)
+{
+	double share;
+
+	if (b->ts <= a->ts || b->idle_ns <= a->idle_ns)
+		return 0;
+	share = (double)(b->idle_ns - a->idle_ns) / (double)(b->ts - a->ts);
+	return share > 1 ? 1 : share;
+}
+
+/* A worker's idle share over the samples around [from, to]; -1: not sampled past it yet. */
+static int worker_idle_share(const struct worker_watch *w, uint64_t from, uint64_t to,
+			     double *share)
+{
+	const struct worker_mark *a = NULL, *b = NULL;
+
+	for (uint32_t k = 0; k < w->nr_hist; k++) {
+		const struct worker_mark *m = &w->hist[k];
+
+		if (m->ts <= from && (!a || m->ts > a->ts))
+			a = m;
+		if (m->ts >= to && (!b || m->ts < b->ts))
+			b = m;
+	}
+	if (!b)
+		return -1;
+	if (!a) /* the wait began before the oldest sample kept: from there */
+		for (uint32_t k = 0; k < w->nr_hist; k++)
+			if (!a || w->hist[k].ts < a->ts)
+				a = &w->hist[k];
+	*share = idle_between(a, b);
+	return 0;
+}
+
+/*
+ * Whether some worker had room to spare while the task waited: idle (asleep
+ * between polls) at least half of the sampled span around the wait. A task
+ * that waits while every worker is busy, running the runtime, or waiting
+ * for a CPU the host does not give it, waits for lack of workers (or of
+ * CPU), not for a scheduling fault. 1: yes (or unknown: nothing sampled),
+ * 0: no, -1: the samples covering the wait have not come yet.
+ */
+static int spare_worker(const struct detector *d, uint64_t from, uint64_t to, bool final)
+{
+	bool sampled = false;
+	double share;
+
+	for (uint32_t i = 0; i < d->nr_workers; i++) {
+		const struct worker_watch *w = &d->workers[i];
+
+		if (!w->nr_hist)
+			continue;
+		sampled = true;
+		if (worker_idle_share(w, from, to, &share) < 0) {
+			if (!final)
+				return -1;
+			share = w->idle_share; /* no later sample will come */
+		}
+		if (share >= STARVE_IDLE_SHARE)
+			return 1;
+	}
+	return !sampled;
+}
+
 static void sched_delay(struct detector *d, struct model *m, const struct at_poll *p)
 {
 	uint64_t delay = p->hdr.ts - p->wake_ts;
 	struct alert a;
 
-	if (delay_explained(d, p))
-		return;
 	if (d->sched && p->hdr.ts <= d->sched->last_ts + d->opts.episode_gap_ns) {
 		recur(d->sched, p->hdr.ts, delay);
 		return;
@@ -290,13 +385,61 @@ static void sched_delay(struct detector *d, struct model *m, const struct at_pol
 	d->sched = begin(d, &a);
 }
 
+/*
+ * Late polls whose wait no worker sample covers yet, judged in order as the
+ * samples come (every 100 ms); final: the stream ended, judge with what is
+ * known.
+ */
+static void judge_pending(struct detector *d, struct model *m, bool final)
+{
+	size_t i = 0;
+	int spare;
+
+	for (; i < d->nr_pending; i++) {
+		const struct at_poll *p = &d->pending[i];
+
+		spare = spare_worker(d, p->wake_ts, p->hdr.ts, final);
+		if (spare < 0)
+			break;
+		if (spare)
+			sched_delay(d, m, p);
+	}
+	memmove(d->pending, d->pending + i, (d->nr_pending - i) * sizeof(*d->pending));
+	d->nr_pending -= i;
+}
+
+static void judge_late(struct detector *d, struct model *m, const struct at_poll *p)
+{
+	struct at_poll *more;
+
+	if (d->nr_pending == d->cap_pending) {
+		size_t cap = d->cap_pending ? 2 * d->cap_pending : 64;
+
+		more = cap <= PENDING_DELAYS_MAX ? realloc(d->pending, cap * sizeof(*more)) : NULL;
+		if (!more) {
+			/* no room to wait: judged on what the samples say so far */
+			judge_pending(d, m, true);
+			if (spare_worker(d, p->wake_ts, p->hdr.ts, true))
+				sched_delay(d, m, p);
+			return;
+		}
+		d->pending = more;
+		d->cap_pending = cap;
+	}
+	d->pending[d->nr_pending++] = *p;
+	judge_pending(d, m, false);
+}
+
 static void on_poll(struct detector *d, struct model *m, const struct at_poll *p)
 {
-	if (d->opts.long_poll_ns && p->duration_ns >= d->opts.long_poll_ns)
-		long_poll(d, m, p);
+	if (d->opts.long_poll_ns && p->duration_ns >= d->opts.long_poll_ns) {
+		note_hold(d, p);
+		if (poll_own_ns(p) >= d->opts.long_poll_ns)
+			long_poll(d, m, p);
+	}
 	if (d->opts.sched_delay_ns && p->wake_ts && p->hdr.ts > p->wake_ts &&
-	    p->hdr.ts - p->wake_ts >= d->opts.sched_delay_ns)
-		sched_delay(d, m, p);
+	    p->hdr.ts - p->wake_ts >= d->opts.sched_delay_ns && !delay_explained(d, p))
+		judge_late(d, m, p);
 }
 
 /* The worker with the most idle time in its latest interval, other than self. */
@@ -320,19 +463,43 @@ static int32_t idlest_other(const struct detector *d, uint32_t self)
  * sampling interval) while another worker is idle, for longer than
  * starve_ns. Stealing should have evened them out.
  */
-static void on_worker_sample(struct detector *d, const struct at_worker_sample *s)
+static void remember(struct worker_watch *w, uint64_t ts, uint64_t idle_ns)
+{
+	w->hist[w->hist_next] = (struct worker_mark){ .ts = ts, .idle_ns = idle_ns };
+	w->hist_next = (w->hist_next + 1) % WORKER_HISTORY;
+	if (w->nr_hist < WORKER_HISTORY)
+		w->nr_hist++;
+}
+
+/*
+ * A worker's idle time up to its sample: asleep between polls. A record from
+ * before that was sampled (asleep_ns appended since) only knows its time
+ * polling: the rest counts as idle, as it then did.
+ */
+static uint64_t sample_idle_ns(const struct at_worker_sample *s)
+{
+	if (s->hdr.size >= offsetof(struct at_worker_sample, asleep_ns) + sizeof(s->asleep_ns))
+		return s->asleep_ns;
+	return s->hdr.ts > s->busy_ns ? s->hdr.ts - s->busy_ns : 0;
+}
+
+static void on_worker_sample(struct detector *d, struct model *m,
+			     const struct at_worker_sample *s)
 {
 	struct worker_watch *w = watch_worker(d, s->worker);
-	uint64_t dt;
+	uint64_t idle_ns = sample_idle_ns(s), dt;
+	struct worker_mark last;
 	int32_t idle;
 	bool starved;
 	struct alert a;
 
 	if (!w)
 		return;
+	remember(w, s->hdr.ts, idle_ns);
+	judge_pending(d, m, false);
 	if (!w->ts || s->hdr.ts <= w->ts) {
 		w->ts = s->hdr.ts;
-		w->busy_ns = s->busy_ns;
+		w->idle_ns = idle_ns;
 		w->area = s->depth_area;
 		return;
 	}
@@ -342,15 +509,12 @@ static void on_worker_sample(struct detector *d, const struct at_worker_sample *
 	 * sample can land between the two and see less than the last one did.
 	 */
 	w->depth_avg = s->depth_area > w->area ? (double)(s->depth_area - w->area) / (double)dt : 0;
-	w->idle_share = s->busy_ns > w->busy_ns
-				? 1.0 - (double)(s->busy_ns - w->busy_ns) / (double)dt
-				: 1.0;
-	if (w->idle_share < 0)
-		w->idle_share = 0;
+	last = (struct worker_mark){ .ts = w->ts, .idle_ns = w->idle_ns };
+	w->idle_share = idle_between(&last, &(struct worker_mark){ s->hdr.ts, idle_ns });
 	w->sampled = true;
 	w->ts = s->hdr.ts;
-	if (s->busy_ns > w->busy_ns)
-		w->busy_ns = s->busy_ns;
+	if (idle_ns > w->idle_ns)
+		w->idle_ns = idle_ns;
 	if (s->depth_area > w->area)
 		w->area = s->depth_area;
 	if (!d->opts.starve_depth)
@@ -480,7 +644,7 @@ void detector__event(struct detector *d, struct model *m, const struct at_hdr *e
 		on_poll(d, m, (const struct at_poll *)ev);
 		break;
 	case AT_EV_WORKER_SAMPLE:
-		on_worker_sample(d, (const struct at_worker_sample *)ev);
+		on_worker_sample(d, m, (const struct at_worker_sample *)ev);
 		break;
 	case AT_EV_TASK_SAMPLE:
 		if (d->opts.thrash_rate)
@@ -554,7 +718,7 @@ void detector__finish(struct detector *d, struct model *m, uint64_t now)
 	uint64_t key;
 	void *val;
 
-	(void)m;
+	judge_pending(d, m, true);
 	for (size_t i = 0; u64map__next(&d->long_polls, &i, &key, &val);) {
 		struct episode *ep = val;
 

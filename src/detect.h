@@ -108,6 +108,8 @@ struct detector {
 	uint64_t begun[ALERT_KIND_MAX];	/* episodes per kind */
 	struct u64map long_polls;	/* task -> struct episode */
 	struct episode *sched;		/* the runtime's scheduling delay */
+	struct at_poll *pending;	/* late polls not judged yet (see judge_late()) */
+	size_t nr_pending, cap_pending;
 	struct u64map thrash;		/* task -> struct task_watch */
 	struct u64map lost;		/* task -> struct episode */
 	struct worker_watch *workers;	/* by worker id */

@@ -17,7 +17,7 @@ static const uint16_t record_size[AT_EV_KIND_MAX] = {
 	[AT_EV_WAKE] = sizeof(struct at_wake),
 	[AT_EV_STEAL] = sizeof(struct at_steal),
 	[AT_EV_PARK] = sizeof(struct at_park),
-	[AT_EV_WORKER_SAMPLE] = sizeof(struct at_worker_sample),
+	[AT_EV_WORKER_SAMPLE] = AT_WORKER_SAMPLE_MIN_SIZE,
 	[AT_EV_TASK_SAMPLE] = sizeof(struct at_task_sample),
 };
 
@@ -64,7 +64,11 @@ int model__validate(const void *rec, size_t size)
 		return -EINVAL;
 	if (h.kind >= AT_EV_KIND_MAX)
 		return 0; /* a newer kind: skip it */
-	/* Newer versions may append fields; older records may not be short. */
+	/*
+	 * Newer versions may append fields; older records may not be shorter
+	 * than the kind's first version (readers of an appended field check
+	 * the size).
+	 */
 	if (size < record_size[h.kind])
 		return -EINVAL;
 	return h.kind;

@@ -37,6 +37,10 @@ void sampler__workers(struct sampler *s, const struct stats *st)
 						  ? st->ts - w->park_since
 						  : 0);
 		e.parked = w->park_since != 0;
+		if (st->between) {
+			e.asleep_ns = st->between[i].asleep_ns;
+			e.cpu_wait_ns = st->between[i].cpu_wait_ns;
+		}
 		e.steals = w->steals;
 		e.wakes = w->wakes;
 		e.self_wakes = w->self_wakes;

@@ -8,6 +8,7 @@
 void stats__free(struct stats *s)
 {
 	free(s->workers);
+	free(s->between);
 	free(s->tasks);
 	free(s->idle);
 	free(s->steals);

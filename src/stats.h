@@ -33,6 +33,7 @@ struct stats {
 	uint64_t ts;		/* when read, CLOCK_MONOTONIC ns */
 	struct at_runtime_stats rt;
 	struct at_worker_stats *workers;
+	struct at_worker_idle *between;	/* per worker, between polls; NULL unknown */
 	uint32_t nr_workers;	/* 1 + the highest worker seen */
 	struct task_entry *tasks;
 	size_t nr_tasks;

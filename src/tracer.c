@@ -535,7 +535,7 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 	struct at_steal_key *sk;
 	struct at_task_slot slot;
 	struct u64map seen;
-	__u64 *ids;
+	__u64 *ids, idle;
 	int err;
 
 	u64map__init(&seen);
@@ -572,9 +572,10 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 			s->tasks[s->nr_tasks].s = slot.s;
 			s->nr_tasks++;
 		}
-		if (slot.st.idle_since && s->ts >= slot.st.idle_since + idle_min_ns) {
+		idle = at_task_idle_since(&slot.st);
+		if (idle && s->ts >= idle + idle_min_ns) {
 			s->idle[s->nr_idle].id = id;
-			s->idle[s->nr_idle].idle_since = slot.st.idle_since;
+			s->idle[s->nr_idle].idle_since = idle;
 			s->idle[s->nr_idle].name_addr = slot.st.name_addr;
 			s->nr_idle++;
 		}
@@ -608,11 +609,11 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 		if (ie)
 			s->idle = ie;
 		for (size_t i = 0; ie && i < n; i++) {
-			if (!live[i].idle_since || s->ts < live[i].idle_since + idle_min_ns ||
-			    u64map__get(&seen, ids[i]))
+			idle = at_task_idle_since(&live[i]);
+			if (!idle || s->ts < idle + idle_min_ns || u64map__get(&seen, ids[i]))
 				continue;
 			s->idle[s->nr_idle].id = ids[i];
-			s->idle[s->nr_idle].idle_since = live[i].idle_since;
+			s->idle[s->nr_idle].idle_since = idle;
 			s->idle[s->nr_idle].name_addr = live[i].name_addr;
 			s->nr_idle++;
 		}
@@ -676,10 +677,12 @@ int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64
 		if (w[i].tid || w[i].polls || w[i].parks || w[i].queue.ts)
 			n = i + 1;
 	s->workers = calloc(n ? n : 1, sizeof(*s->workers));
-	if (!s->workers)
+	s->between = calloc(n ? n : 1, sizeof(*s->between));
+	if (!s->workers || !s->between)
 		return -ENOMEM;
 	/* Racing the BPF side: each number is whole, the set is nearly simultaneous. */
 	memcpy(s->workers, w, n * sizeof(*w));
+	memcpy(s->between, t->skel->bss->worker_idle, n * sizeof(*s->between));
 	s->nr_workers = n;
 	/* wakes made by workers count on them; runtime_counts has the rest */
 	for (uint32_t i = 0; i < n; i++) {

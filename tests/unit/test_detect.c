@@ -150,8 +150,9 @@ static void sched_delay_only_when_unexplained(void **state)
 	}
 }
 
-static void worker_sample(struct fixture *f, uint32_t worker, uint64_t ts, uint64_t area,
-			  uint64_t busy)
+/* A worker that polled busy and waited cpu_wait for a CPU since T0, and slept the rest. */
+static void worker_sample_waiting(struct fixture *f, uint32_t worker, uint64_t ts,
+				  uint64_t area, uint64_t busy, uint64_t cpu_wait)
 {
 	struct at_worker_sample s = {
 		.hdr = { .kind = AT_EV_WORKER_SAMPLE, .size = sizeof(s), .tid = 100 + worker,
@@ -159,9 +160,17 @@ static void worker_sample(struct fixture *f, uint32_t worker, uint64_t ts, uint6
 		.worker = worker,
 		.depth_area = area,
 		.busy_ns = busy,
+		.asleep_ns = ts - T0 - busy - cpu_wait,
+		.cpu_wait_ns = cpu_wait,
 	};
 
 	detector__event(&f->d, &f->m, &s.hdr);
+}
+
+static void worker_sample(struct fixture *f, uint32_t worker, uint64_t ts, uint64_t area,
+			  uint64_t busy)
+{
+	worker_sample_waiting(f, worker, ts, area, busy, 0);
 }
 
 static void starvation(void **state)
@@ -274,6 +283,110 @@ static void lost_waker(void **state)
 	assert_true(f->got[3].ongoing);
 }
 
+/*
+ * A short poll stretched by a busy host (runnable, no CPU) is not the task's
+ * long poll; it still held its worker, which explains a wait there.
+ */
+static void preemption_alone_makes_no_long_poll(void **state)
+{
+	struct fixture *f = *state;
+	struct at_poll p = {
+		.hdr = { .kind = AT_EV_POLL, .size = sizeof(p), .tid = 100, .ts = T0 + 100 * MS },
+		.task = 7,
+		.duration_ns = 30 * MS,
+		.oncpu_ns = 2 * MS,
+		.blocked_ns = 1 * MS,
+		.runnable_ns = 27 * MS,
+		.requeue = AT_QUEUE_NONE,
+		.queued_on = AT_QUEUE_NONE,
+	};
+
+	detector__event(&f->d, &f->m, &p.hdr);
+	assert_int_equal(f->nr, 0);
+	/* waited in worker 0's queue behind it */
+	poll(f, 0, 8, T0 + 131 * MS, MS, T0 + 105 * MS, 0, 1, 0);
+	assert_int_equal(f->nr, 0);
+	/* 8 ms of its own and 8 ms asleep: 16 ms the task's doing */
+	p.hdr.ts = T0 + 200 * MS;
+	p.oncpu_ns = 8 * MS;
+	p.blocked_ns = 8 * MS;
+	p.runnable_ns = 14 * MS;
+	detector__event(&f->d, &f->m, &p.hdr);
+	assert_int_equal(f->nr, 1);
+	assert_int_equal(f->got[0].kind, ALERT_LONG_POLL);
+	assert_int_equal(f->got[0].value_ns, 30 * MS);
+}
+
+/*
+ * A task that waits while every worker is busy polling others waits for
+ * lack of workers, not for a scheduling fault: only a wait while some
+ * worker had room to spare is a scheduling delay. Which the samples that
+ * cover the wait tell, so the verdict waits for them (100 ms at most).
+ */
+static void sched_delay_needs_a_spare_worker(void **state)
+{
+	struct fixture *f = *state;
+
+	worker_sample(f, 0, T0, 0, 0);
+	worker_sample(f, 1, T0, 0, 0);
+	/* a 30 ms wait: nothing covers it yet */
+	poll(f, 1, 11, T0 + 60 * MS, MS, T0 + 30 * MS, AT_QUEUE_INJECT, 3, 0);
+	assert_int_equal(f->d.nr_pending, 1);
+	/* both workers 90% busy over it */
+	worker_sample(f, 0, T0 + 100 * MS, 0, 90 * MS);
+	worker_sample(f, 1, T0 + 100 * MS, 0, 90 * MS);
+	assert_int_equal(f->d.nr_pending, 0);
+	assert_int_equal(f->nr, 0);
+	/* worker 1 mostly idle in the next interval: a wait then is a delay */
+	poll(f, 0, 12, T0 + 160 * MS, MS, T0 + 130 * MS, AT_QUEUE_INJECT, 3, 0);
+	assert_int_equal(f->nr, 0);
+	worker_sample(f, 0, T0 + 200 * MS, 0, 190 * MS);
+	worker_sample(f, 1, T0 + 200 * MS, 0, 100 * MS);
+	assert_int_equal(f->nr, 1);
+	assert_int_equal(f->got[0].kind, ALERT_SCHED_DELAY);
+	assert_int_equal(f->got[0].task, 12);
+	/* the end of the stream judges what still waits, on what is known */
+	poll(f, 0, 13, T0 + 260 * MS, MS, T0 + 230 * MS, AT_QUEUE_INJECT, 3, 0);
+	assert_int_equal(f->nr, 1);
+	detector__finish(&f->d, &f->m, T0 + 300 * MS);
+	assert_int_equal(f->got[0].kind, ALERT_SCHED_DELAY);
+	assert_int_equal(f->got[1].state, ALERT_END);
+	assert_int_equal(f->got[1].count, 2);
+}
+
+/*
+ * A worker that neither polls nor parks because the host gives it no CPU
+ * (preempted between polls by other processes, slow to run once woken) has
+ * no room to spare: a wait then is the host's CPU contention, not a
+ * scheduling fault.
+ */
+static void host_contention_is_no_spare_worker(void **state)
+{
+	struct fixture *f = *state;
+	struct at_worker_sample old = {
+		.hdr = { .kind = AT_EV_WORKER_SAMPLE, .size = AT_WORKER_SAMPLE_MIN_SIZE,
+			 .tid = 101, .ts = T0 + 200 * MS },
+		.worker = 1,
+		.busy_ns = 40 * MS,
+		.cpu_wait_ns = 1000 * MS, /* past the record's size: never read */
+	};
+
+	worker_sample(f, 0, T0, 0, 0);
+	worker_sample(f, 1, T0, 0, 0);
+	/* worker 0 busy; worker 1 polled 20 ms and waited 60 ms for a CPU */
+	poll(f, 1, 11, T0 + 60 * MS, MS, T0 + 30 * MS, AT_QUEUE_INJECT, 0, 0);
+	worker_sample(f, 0, T0 + 100 * MS, 0, 95 * MS);
+	worker_sample_waiting(f, 1, T0 + 100 * MS, 0, 20 * MS, 60 * MS);
+	assert_int_equal(f->nr, 0);
+	/* a record from before cpu_wait_ns was appended: worker 1 was idle then */
+	assert_int_equal(model__validate(&old, AT_WORKER_SAMPLE_MIN_SIZE), AT_EV_WORKER_SAMPLE);
+	poll(f, 1, 12, T0 + 160 * MS, MS, T0 + 130 * MS, AT_QUEUE_INJECT, 0, 0);
+	worker_sample(f, 0, T0 + 200 * MS, 0, 195 * MS);
+	detector__event(&f->d, &f->m, &old.hdr);
+	assert_int_equal(f->nr, 1);
+	assert_int_equal(f->got[0].task, 12);
+}
+
 static void causes(void **state)
 {
 	struct at_poll p = { .oncpu_ns = 10, .blocked_ns = 5, .runnable_ns = 1 };
@@ -301,6 +414,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(starvation, setup, teardown),
 		cmocka_unit_test_setup_teardown(waker_thrash, setup, teardown),
 		cmocka_unit_test_setup_teardown(lost_waker, setup, teardown),
+		cmocka_unit_test_setup_teardown(preemption_alone_makes_no_long_poll, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(sched_delay_needs_a_spare_worker, setup, teardown),
+		cmocka_unit_test_setup_teardown(host_contention_is_no_spare_worker, setup, teardown),
 		cmocka_unit_test(causes),
 	};
 

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The kernel types the BPF programs use, for compiling them as ordinary C in
+ * a unit test (tests/unit/test_bpf_logic.c): the layouts the programs read,
+ * nothing more. The helpers are in bpf/bpf_helpers.h next to this file.
+ */
+#ifndef SHIM_VMLINUX_H
+#define SHIM_VMLINUX_H
+
+#include <errno.h>
+#include <linux/bpf.h>
+#include <linux/types.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+
+/* x86-64's, field for field: USDT specs name registers by their offsets. */
+struct pt_regs {
+	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
+	unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
+};
+
+struct sched_info {
+	unsigned long long run_delay;	/* ns on a run queue, up to its latest arrival */
+};
+
+struct task_struct {
+	int pid;
+	int tgid;
+	unsigned int flags;
+	unsigned int __state;
+	struct sched_info sched_info;
+};
+
+#endif

@@ -1,0 +1,750 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The BPF programs themselves (bpf/asynctraced.bpf.c), compiled as ordinary
+ * C against a simulated kernel (tests/unit/bpf_shim: maps, clock, threads,
+ * CPUs, ring buffers; the target's memory is this process's), driven event
+ * by event in orders a real run only hits by chance: a poll_end probe that
+ * fires after the task was polled again elsewhere, a wake that comes after
+ * its task finished, a program preempted between two of its own steps
+ * (AT_RACE_POINT). Each test is a race a real run once lost, pinned down.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#pragma GCC diagnostic ignored "-Wmissing-prototypes"
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wattributes"
+#include "asynctraced.bpf.c"
+#pragma GCC diagnostic warning "-Wmissing-prototypes"
+
+/* ---- the simulated kernel ------------------------------------------------ */
+
+#define NR_CPUS 4
+#define TGID 4242
+
+struct shim_map {
+	void *def;
+	int type;
+	size_t key_size, value_size, max;
+	char *data;		/* arrays: the values (per CPU: NR_CPUS rows); hashes: entries */
+	bool *used;
+	uint64_t *age;		/* hashes: last use, for LRU eviction */
+	size_t high;		/* hashes: entries ever used */
+};
+
+static struct shim_map maps[32];
+static size_t nr_maps;
+static uint64_t clock_ns, use_clock;
+static __u32 cur_cpu, cur_tid;
+static __u64 cookie;
+
+/* records submitted to the ring buffers, in order */
+static void *records[4096];
+static size_t nr_records;
+
+static void map_add(void *def, int type, size_t key_size, size_t value_size, size_t max)
+{
+	struct shim_map *m = &maps[nr_maps++];
+	size_t rows = type == BPF_MAP_TYPE_PERCPU_ARRAY ? NR_CPUS : 1;
+
+	assert_true(nr_maps <= sizeof(maps) / sizeof(maps[0]));
+	m->def = def;
+	m->type = type;
+	m->key_size = key_size;
+	m->value_size = value_size;
+	m->max = max;
+	m->data = calloc(rows * max, key_size + value_size);
+	m->used = calloc(max, sizeof(*m->used));
+	m->age = calloc(max, sizeof(*m->age));
+	assert_non_null(m->data);
+}
+
+#define MAP(def)                                                                                   \
+	map_add(&(def), sizeof(*(def).type) / sizeof(int), sizeof(*(def).key),                    \
+		sizeof(*(def).value), sizeof(*(def).max_entries) / sizeof(int))
+
+static struct shim_map *map_of(void *def)
+{
+	for (size_t i = 0; i < nr_maps; i++)
+		if (maps[i].def == def)
+			return &maps[i];
+	fail_msg("a program used a map the shim does not know");
+	return NULL;
+}
+
+static bool is_hash(const struct shim_map *m)
+{
+	return m->type == BPF_MAP_TYPE_HASH || m->type == BPF_MAP_TYPE_LRU_HASH;
+}
+
+static char *entry(const struct shim_map *m, size_t i)
+{
+	return m->data + i * (m->key_size + m->value_size);
+}
+
+static ssize_t hash_find(struct shim_map *m, const void *key)
+{
+	for (size_t i = 0; i < m->high; i++)
+		if (m->used[i] && !memcmp(entry(m, i), key, m->key_size))
+			return (ssize_t)i;
+	return -1;
+}
+
+void *bpf_map_lookup_elem(void *def, const void *key)
+{
+	struct shim_map *m;
+	ssize_t i;
+	__u32 k;
+
+	if (def == &rings)
+		return *(const __u32 *)key < NR_CPUS ? &rings : NULL;
+	m = map_of(def);
+	if (is_hash(m)) {
+		i = hash_find(m, key);
+		if (i < 0)
+			return NULL;
+		m->age[i] = ++use_clock;
+		return entry(m, (size_t)i) + m->key_size;
+	}
+	k = *(const __u32 *)key;
+	if (k >= m->max)
+		return NULL;
+	if (m->type == BPF_MAP_TYPE_PERCPU_ARRAY)
+		k += cur_cpu * (__u32)m->max;
+	return m->data + (size_t)k * m->value_size;
+}
+
+long bpf_map_update_elem(void *def, const void *key, const void *value, __u64 flags)
+{
+	struct shim_map *m = map_of(def);
+	ssize_t i = hash_find(m, key);
+	size_t free_i = SIZE_MAX, oldest = 0;
+
+	assert_true(is_hash(m));
+	if (i >= 0) {
+		if (flags == BPF_NOEXIST)
+			return -EEXIST;
+		memcpy(entry(m, (size_t)i) + m->key_size, value, m->value_size);
+		return 0;
+	}
+	if (flags == BPF_EXIST)
+		return -ENOENT;
+	for (size_t j = 0; j < m->max && free_i == SIZE_MAX; j++)
+		if (!m->used[j])
+			free_i = j;
+	if (free_i == SIZE_MAX) {
+		if (m->type != BPF_MAP_TYPE_LRU_HASH)
+			return -E2BIG;
+		for (size_t j = 1; j < m->max; j++)
+			if (m->age[j] < m->age[oldest])
+				oldest = j;
+		free_i = oldest;
+	}
+	/* a freed element is reused at once, as a preallocated BPF hash does */
+	memcpy(entry(m, free_i), key, m->key_size);
+	memcpy(entry(m, free_i) + m->key_size, value, m->value_size);
+	m->used[free_i] = true;
+	m->age[free_i] = ++use_clock;
+	if (free_i >= m->high)
+		m->high = free_i + 1;
+	return 0;
+}
+
+long bpf_map_delete_elem(void *def, const void *key)
+{
+	struct shim_map *m = map_of(def);
+	ssize_t i = hash_find(m, key);
+
+	if (i < 0)
+		return -ENOENT;
+	m->used[i] = false;
+	return 0;
+}
+
+__u64 bpf_ktime_get_ns(void)
+{
+	return clock_ns += 100;
+}
+
+__u32 bpf_get_smp_processor_id(void)
+{
+	return cur_cpu;
+}
+
+__u64 bpf_get_current_pid_tgid(void)
+{
+	return (__u64)TGID << 32 | cur_tid;
+}
+
+__u64 bpf_get_attach_cookie(void *ctx)
+{
+	return cookie;
+}
+
+void *bpf_ringbuf_reserve(void *ringbuf, __u64 size, __u64 flags)
+{
+	return nr_records < sizeof(records) / sizeof(records[0]) ? calloc(1, size) : NULL;
+}
+
+void bpf_ringbuf_submit(void *data, __u64 flags)
+{
+	records[nr_records++] = data;
+}
+
+long bpf_probe_read_user(void *dst, __u32 size, const void *src)
+{
+	if (!src) {
+		memset(dst, 0, size);
+		return -EFAULT;
+	}
+	memcpy(dst, src, size);
+	return 0;
+}
+
+long bpf_probe_read_kernel(void *dst, __u32 size, const void *src)
+{
+	return bpf_probe_read_user(dst, size, src);
+}
+
+long bpf_probe_read_user_str(void *dst, __u32 size, const void *src)
+{
+	if (!src)
+		return -EFAULT;
+	snprintf(dst, size, "%s", (const char *)src);
+	return (long)strnlen(dst, size - 1) + 1;
+}
+
+/* What runs when a program reaches a race point: once, then forgotten. */
+static const char *race_at;
+static void (*race_fn)(void);
+
+void shim_race_point(const char *where)
+{
+	void (*fn)(void) = race_fn;
+
+	if (fn && !strcmp(where, race_at)) {
+		race_fn = NULL;
+		fn();
+	}
+}
+
+static void race(const char *where, void (*fn)(void))
+{
+	race_at = where;
+	race_fn = fn;
+}
+
+/* ---- threads of the target, and the probes they hit ----------------------- */
+
+struct thread {
+	__u32 tid, cpu;
+	struct pt_regs regs;	/* a probe's context: its address is the thread's too */
+};
+
+static struct thread w0 = { .tid = 101, .cpu = 0 };
+static struct thread w1 = { .tid = 102, .cpu = 1 };
+static struct thread other = { .tid = 103, .cpu = 2 }; /* not a worker: a timer, an I/O thread */
+
+/* USDT arguments sit in the registers of the x86-64 calling convention. */
+static const short arg_regs[] = {
+	offsetof(struct pt_regs, di), offsetof(struct pt_regs, si), offsetof(struct pt_regs, dx),
+	offsetof(struct pt_regs, cx), offsetof(struct pt_regs, r8), offsetof(struct pt_regs, r9),
+};
+
+static struct pt_regs *on(struct thread *th, __u64 a0, __u64 a1, __u64 a2, __u64 a3, __u64 a4)
+{
+	cur_tid = th->tid;
+	cur_cpu = th->cpu;
+	th->regs.di = a0;
+	th->regs.si = a1;
+	th->regs.dx = a2;
+	th->regs.cx = a3;
+	th->regs.r8 = a4;
+	return &th->regs;
+}
+
+static void spawn(struct thread *th, __u64 task, int queue)
+{
+	usdt_task_spawn(on(th, task, 0, (__u64)(uintptr_t) "task", (__u64)queue, 1));
+}
+
+static void poll_begin(struct thread *th, __u64 task, __u32 worker)
+{
+	usdt_poll_begin(on(th, task, worker, 0, (__u64)(uintptr_t) "task", 0));
+}
+
+static void poll_end(struct thread *th, __u64 task, __u32 worker, int ready, int queue)
+{
+	usdt_poll_end(on(th, task, worker, (__u64)ready, (__u64)queue, queue >= 0));
+}
+
+/* A wake from th, from inside waker's poll (0: from outside any poll). */
+static void wake(struct thread *th, __u64 task, __u64 waker, int waker_worker, int queue)
+{
+	usdt_wake(on(th, task, waker, (__u64)waker_worker, (__u64)queue, queue >= 0));
+}
+
+/* ---- what the programs left behind ---------------------------------------- */
+
+/* The task's state wherever it lives (NULL: none), as a reader finds it. */
+static struct at_task_state *state_of(__u64 task)
+{
+	struct at_task_slot *slot;
+
+	return task_find(task, &slot);
+}
+
+/* Whether the task holds a slot, or an entry of the tasks hash. */
+static bool holds_anything(__u64 task)
+{
+	struct at_task_slot *slot = task_slot(task);
+
+	return (slot && slot->task == task) || bpf_map_lookup_elem(&tasks, &task);
+}
+
+/* What the sampler would report: returned Pending and not woken since. */
+static __u64 idle_since(__u64 task)
+{
+	struct at_task_state *st = state_of(task);
+
+	return st ? at_task_idle_since(st) : 0;
+}
+
+/* The statistics of a task in its slot (the tests' tasks live in slots). */
+static struct at_task_stats *stats_of(__u64 task)
+{
+	struct at_task_slot *slot = task_slot(task);
+
+	return slot && slot->task == task ? &slot->s : bpf_map_lookup_elem(&task_stats, &task);
+}
+
+/* A task id whose slot is the same as task's, and not task. */
+static __u64 same_slot_as(__u64 task)
+{
+	__u32 want = at_hash_bits(task, task_slot_bits);
+
+	for (__u64 id = task + 1;; id++)
+		if (at_hash_bits(id, task_slot_bits) == want)
+			return id;
+}
+
+static int setup(void **state)
+{
+	struct __bpf_usdt_spec *spec;
+	int zero = 0;
+
+	nr_maps = 0;
+	MAP(thread_slots);
+	MAP(threads);
+	MAP(task_slots);
+	MAP(tasks);
+	MAP(task_stats);
+	MAP(steals);
+	MAP(stats);
+	MAP(runtime_counts);
+	MAP(cpu_thread);
+	MAP(tokio_vtables);
+	MAP(tokio_hdrs);
+	MAP(__bpf_usdt_specs);
+	spec = bpf_map_lookup_elem(&__bpf_usdt_specs, &zero);
+	spec->arg_cnt = 6;
+	for (int i = 0; i < 6; i++) {
+		spec->args[i].arg_type = BPF_USDT_ARG_REG;
+		spec->args[i].reg_off = arg_regs[i];
+	}
+	memset(worker_stats, 0, sizeof(worker_stats));
+	memset(&runtime_stats, 0, sizeof(runtime_stats));
+	memset(tokio_depth, 0, sizeof(tokio_depth));
+	memset(worker_idle, 0, sizeof(worker_idle));
+	thread_self_off = 0;
+	tokio_next_worker = 0;
+	tokio_hdr_cache_off = 0;
+	clock_ns = 1000000;
+	race_fn = NULL;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	for (size_t i = 0; i < nr_maps; i++) {
+		free(maps[i].data);
+		free(maps[i].used);
+		free(maps[i].age);
+	}
+	for (size_t i = 0; i < nr_records; i++)
+		free(records[i]);
+	nr_records = 0;
+	return 0;
+}
+
+/* ---- a poll_end probe that fires late ------------------------------------- */
+
+/*
+ * A poll returns Pending and the runtime marks the task idle; before the
+ * worker reaches its poll_end probe, a wake queues the task, another worker
+ * polls it to completion. The late poll_end must not bring the finished task
+ * back as one waiting to be woken: the lost-waker alerts of `make test` on a
+ * slow machine ("task 'request' returned Pending 1.58 s ago").
+ */
+static void late_poll_end_after_the_task_finished(void **state)
+{
+	spawn(&w0, 7, 0);
+	poll_begin(&w0, 7, 0);
+	/* w0's poll returned Pending; w0 is slow to reach its probe */
+	wake(&other, 7, 0, -1, AT_QUEUE_INJECT);
+	poll_begin(&w1, 7, 1);
+	poll_end(&w1, 7, 1, 1, AT_QUEUE_NONE);
+	poll_end(&w0, 7, 0, 0, AT_QUEUE_NONE);
+
+	assert_int_equal(idle_since(7), 0);
+	assert_false(holds_anything(7));
+}
+
+/* The same, with the next poll still running (or requeued) when the late probe fires. */
+static void late_poll_end_during_the_next_poll(void **state)
+{
+	spawn(&w0, 7, 0);
+	poll_begin(&w0, 7, 0);
+	wake(&other, 7, 0, -1, AT_QUEUE_INJECT);
+	poll_begin(&w1, 7, 1);
+	poll_end(&w0, 7, 0, 0, AT_QUEUE_NONE);
+	assert_int_equal(idle_since(7), 0);
+
+	/* the next poll is woken while it runs, and requeued: still not idle */
+	wake(&other, 7, 0, -1, AT_QUEUE_NONE);
+	poll_end(&w1, 7, 1, 0, 1);
+	assert_int_equal(idle_since(7), 0);
+}
+
+/* What it must still see: a task that returned Pending and was not woken. */
+static void idle_after_its_latest_poll(void **state)
+{
+	spawn(&w0, 7, 0);
+	poll_begin(&w0, 7, 0);
+	poll_end(&w0, 7, 0, 0, AT_QUEUE_NONE);
+	assert_int_not_equal(idle_since(7), 0);
+
+	wake(&other, 7, 0, -1, AT_QUEUE_INJECT);
+	assert_int_equal(idle_since(7), 0);
+	poll_begin(&w1, 7, 1);
+	assert_int_equal(idle_since(7), 0);
+	poll_end(&w1, 7, 1, 0, AT_QUEUE_NONE);
+	assert_int_not_equal(idle_since(7), 0);
+}
+
+/* A task older than the session, first met at a poll, can still be found idle. */
+static void idle_task_first_met_at_its_poll(void **state)
+{
+	poll_begin(&w0, 9, 0);
+	poll_end(&w0, 9, 0, 0, AT_QUEUE_NONE);
+	assert_int_not_equal(idle_since(9), 0);
+}
+
+/* ---- wakes ------------------------------------------------------------------ */
+
+/*
+ * A wake that lands while the next poll of its task takes the count of
+ * earlier wakes: counted once, by one poll or the next, never lost.
+ */
+static void other_wake(void)
+{
+	wake(&other, 7, 0, -1, AT_QUEUE_NONE);
+}
+
+static void wake_while_poll_begin_takes_the_count(void **state)
+{
+	spawn(&w0, 7, 0);
+	poll_begin(&w0, 7, 0);
+	poll_end(&w0, 7, 0, 0, AT_QUEUE_NONE);
+	wake(&other, 7, 0, -1, AT_QUEUE_INJECT);
+	race("poll_begin:wakes", other_wake);
+	poll_begin(&w1, 7, 1);
+	assert_null(race_fn); /* it ran */
+	poll_end(&w1, 7, 1, 0, 1);
+	poll_begin(&w1, 7, 1);
+	poll_end(&w1, 7, 1, 0, AT_QUEUE_NONE);
+
+	/* the spawn counts as a wake of its first poll */
+	assert_int_equal(stats_of(7)->wakes, 3);
+}
+
+/*
+ * A waker kept after its task finished (a channel's sender, a timer that was
+ * not cancelled) wakes it late: a finished task is not a new one to keep.
+ * Kept, it would hold its slot for the rest of the session.
+ */
+static void late_wake_of_a_finished_task(void **state)
+{
+	spawn(&w0, 7, 0);
+	poll_begin(&w0, 7, 0);
+	poll_end(&w0, 7, 0, 1, AT_QUEUE_NONE);
+	wake(&other, 7, 0, -1, AT_QUEUE_NONE);
+
+	assert_false(holds_anything(7));
+	/* a runtime may reuse ids: a spawn is a new task */
+	spawn(&w0, 7, 0);
+	assert_true(holds_anything(7));
+}
+
+/* Even once another task finished in its slot since: no slot for a late wake. */
+static void late_wake_never_takes_a_slot(void **state)
+{
+	__u64 b = same_slot_as(7);
+	struct at_task_slot *slot = task_slot(7);
+
+	spawn(&w0, 7, 0);
+	poll_begin(&w0, 7, 0);
+	poll_end(&w0, 7, 0, 1, AT_QUEUE_NONE);
+	spawn(&w0, b, 0);
+	poll_begin(&w0, b, 0);
+	poll_end(&w0, b, 0, 1, AT_QUEUE_NONE);
+	wake(&other, 7, 0, -1, AT_QUEUE_NONE);
+
+	assert_int_equal(slot->task, 0);
+}
+
+/* A task older than the session, first met at a wake that queued it, gets its slot. */
+static void woken_old_task_gets_its_slot(void **state)
+{
+	wake(&other, 9, 0, -1, AT_QUEUE_INJECT);
+	assert_int_equal(task_slot(9)->task, 9);
+	poll_begin(&w0, 9, 0);
+	assert_int_not_equal(records[0] ? ((struct at_wake *)records[0])->wake_id : 0, 0);
+}
+
+/*
+ * A task met first at a wake that queued nothing (tokio's wakes say nothing
+ * of queues) lives in the hash until its poll proves it alive: then it moves
+ * to its slot, with its pending wake and its statistics.
+ */
+static void hashed_task_moves_to_its_slot_when_polled(void **state)
+{
+	__u64 wake_id;
+
+	wake(&other, 9, 0, -1, AT_QUEUE_NONE);
+	assert_int_equal(task_slot(9)->task, 0);
+	assert_non_null(bpf_map_lookup_elem(&tasks, &(__u64){ 9 }));
+	wake_id = ((struct at_wake *)records[nr_records - 1])->wake_id;
+	assert_int_not_equal(wake_id, 0);
+
+	poll_begin(&w0, 9, 0);
+	assert_int_equal(task_slot(9)->task, 9);
+	assert_null(bpf_map_lookup_elem(&tasks, &(__u64){ 9 }));
+	poll_end(&w0, 9, 0, 0, AT_QUEUE_NONE);
+	/* the poll answered the wake, and counted it */
+	assert_int_equal(((struct at_poll *)records[nr_records - 1])->wake_id, wake_id);
+	assert_int_equal(stats_of(9)->wakes, 1);
+	assert_int_not_equal(idle_since(9), 0);
+}
+
+/*
+ * A wake found its task's slot, then (preempted) the task finished and
+ * another task took the slot before the wake wrote: the new task must not
+ * take the old one's wake, or its next poll would answer a wake it never
+ * had (a false arrow, a false scheduling delay).
+ */
+static __u64 newcomer;
+
+static void finish_and_reuse_the_slot(void)
+{
+	poll_begin(&w0, 7, 0);
+	poll_end(&w0, 7, 0, 1, AT_QUEUE_NONE);
+	spawn(&w1, newcomer, 1);
+	poll_begin(&w1, newcomer, 1);
+	poll_end(&w1, newcomer, 1, 0, AT_QUEUE_NONE);
+}
+
+static void stale_slot_after_the_wake_found_it(void **state)
+{
+	newcomer = same_slot_as(7);
+	spawn(&w0, 7, 0);
+	poll_begin(&w0, 7, 0);
+	poll_end(&w0, 7, 0, 0, AT_QUEUE_NONE);
+
+	race("wake:found", finish_and_reuse_the_slot);
+	wake(&other, 7, 0, -1, AT_QUEUE_INJECT);
+	assert_null(race_fn);
+
+	assert_int_equal(task_slot(7)->task, newcomer);
+	assert_int_equal(state_of(newcomer)->wake_id, 0);
+	assert_int_not_equal(idle_since(newcomer), 0);
+}
+
+/*
+ * The loader's settings are read-only data, as in BPF (const volatile): a
+ * test that needs another one makes its page writable first.
+ */
+static void set_config(const volatile void *var, const void *value, size_t size)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	uintptr_t start = (uintptr_t)var & ~(uintptr_t)(page - 1);
+	uintptr_t end = ((uintptr_t)var + size + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
+
+	assert_int_equal(mprotect((void *)start, end - start, PROT_READ | PROT_WRITE), 0);
+	memcpy((void *)(uintptr_t)var, value, size);
+}
+
+/* ---- sched_switch ----------------------------------------------------------- */
+
+static struct task_struct kthread_w0 = { .pid = 101, .tgid = TGID };
+static struct task_struct kthread_else = { .pid = 7, .tgid = 7 }; /* another process */
+
+static void sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	unsigned long long ctx[3] = { preempt, (uintptr_t)prev, (uintptr_t)next };
+
+	cur_cpu = 0;
+	handle_sched_switch(ctx);
+}
+
+/*
+ * Where a worker was between polls: asleep (idle, waiting for work), or on a
+ * run queue (preempted, or slow to run once woken: the host's contention),
+ * which the kernel's run_delay says once the thread has run again. Inside a
+ * poll that time is the poll's own (blocked, runnable) instead.
+ */
+static void worker_waits_for_a_cpu_between_polls(void **state)
+{
+	__u32 tgid = TGID;
+
+	set_config(&target_tgid, &tgid, sizeof(tgid));
+	kthread_w0.sched_info.run_delay = 1000;
+	poll_begin(&w0, 7, 3);
+	poll_end(&w0, 7, 3, 0, AT_QUEUE_NONE);
+	sched_switch(true, &kthread_w0, &kthread_else);	/* the first look: a baseline */
+	assert_int_equal(worker_idle[3].cpu_wait_ns, 0);
+
+	/* preempted, back after 5 ms on the run queue: known when it leaves again */
+	kthread_w0.sched_info.run_delay += 5000000;
+	sched_switch(false, &kthread_else, &kthread_w0);
+	kthread_w0.__state = 1;
+	sched_switch(false, &kthread_w0, &kthread_else);	/* parks */
+	assert_int_equal(worker_idle[3].cpu_wait_ns, 5000000);
+
+	/* asleep 10 ms, woken, 2 ms before it ran: idle, then waiting for a CPU */
+	clock_ns += 12000000;
+	kthread_w0.__state = 0;
+	kthread_w0.sched_info.run_delay += 2000000;
+	sched_switch(false, &kthread_else, &kthread_w0);
+	assert_in_range(worker_idle[3].asleep_ns, 12000000, 12001000);
+	poll_begin(&w0, 7, 3);
+	sched_switch(true, &kthread_w0, &kthread_else);
+	assert_int_equal(worker_idle[3].cpu_wait_ns, 7000000);
+
+	/* preempted inside a poll: the poll's runnable time, not the worker's wait */
+	clock_ns += 3000000;
+	kthread_w0.sched_info.run_delay += 3000000;
+	sched_switch(false, &kthread_else, &kthread_w0);
+	poll_end(&w0, 7, 3, 0, AT_QUEUE_NONE);
+	sched_switch(true, &kthread_w0, &kthread_else);
+	assert_int_equal(worker_idle[3].cpu_wait_ns, 7000000);
+	assert_in_range(((struct at_poll *)records[nr_records - 1])->runnable_ns, 3000000,
+			3001000);
+	assert_in_range(worker_idle[3].asleep_ns, 12000000, 12001000);
+}
+
+/* ---- tokio ------------------------------------------------------------------ */
+
+/* A task's Header in the target, as tokio >= 1.23 lays it out (the default offsets). */
+#define ID_OFF 0x20
+struct fake_header {
+	__u64 word[8];		/* [2]: vtable, [ID_OFF / 8]: the task id */
+};
+
+static __u64 fake_vtable[16];	/* [0]: poll, [0x48 / 8]: where the id is */
+
+static __u64 header_of(struct fake_header *h, __u64 id)
+{
+	fake_vtable[0] = 0x5000;
+	fake_vtable[0x48 / 8] = ID_OFF;
+	memset(h, 0, sizeof(*h));
+	h->word[2] = (__u64)(uintptr_t)fake_vtable;
+	h->word[ID_OFF / 8] = id;
+	return (__u64)(uintptr_t)h;
+}
+
+static struct pt_regs *tokio_on(struct thread *th, __u64 a0, __u64 a1)
+{
+	return on(th, a0, a1, 0, 0, 0);
+}
+
+/* A JoinHandle's abort schedules the task without a wake. */
+static struct fake_header hx, hz;
+
+static void wake_then_abort_at_a_reused_header(bool cache)
+{
+	__u64 x = header_of(&hx, 100), z = header_of(&hz, 200), y_id = 300;
+	__u64 task_ptr = x;
+	struct at_task_state *y;
+
+	set_config(&tokio_remove_probed, &(bool){ true }, sizeof(bool));
+	set_config(&tokio_hdr_cache, &cache, sizeof(bool));
+	tokio_bind_inner(tokio_on(&w0, 0, x));
+	tokio_bind_inner(tokio_on(&w0, 0, z));
+	tokio_poll(tokio_on(&w0, x, 0));
+	tokio_poll_ret(tokio_on(&w0, 0, 0));
+	tokio_poll(tokio_on(&w1, z, 0));	/* w1 is worker 1 */
+	tokio_poll_ret(tokio_on(&w1, 0, 0));
+
+	/* in a poll of z, w0 wakes x: x runs elsewhere, so nothing is scheduled */
+	tokio_poll(tokio_on(&w0, z, 0));
+	tokio_wake(tokio_on(&w0, x, 0));
+	/* x finishes on w1; tokio frees its Header, and y is born at the same address */
+	tokio_poll(tokio_on(&w1, x, 0));
+	tokio_remove(tokio_on(&w1, 0, (__u64)(uintptr_t)&task_ptr));
+	tokio_poll_ret(tokio_on(&w1, 0, 0));
+	hx.word[ID_OFF / 8] = y_id;
+	tokio_bind_inner(tokio_on(&w1, 0, x));
+	y = state_of(y_id);
+	assert_non_null(y);
+	assert_int_equal(y->queued_on, 1);
+
+	/* still in z's poll, w0 aborts y: it goes on w0's queue, and x stays gone */
+	tokio_schedule(tokio_on(&w0, x, 0));
+	assert_int_equal(state_of(y_id)->queued_on, 0);
+	assert_false(holds_anything(100));
+}
+
+static void abort_at_a_reused_header(void **state)
+{
+	wake_then_abort_at_a_reused_header(false);
+}
+
+static void abort_at_a_reused_header_cached(void **state)
+{
+	wake_then_abort_at_a_reused_header(true);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(late_poll_end_after_the_task_finished, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(late_poll_end_during_the_next_poll, setup, teardown),
+		cmocka_unit_test_setup_teardown(idle_after_its_latest_poll, setup, teardown),
+		cmocka_unit_test_setup_teardown(idle_task_first_met_at_its_poll, setup, teardown),
+		cmocka_unit_test_setup_teardown(wake_while_poll_begin_takes_the_count, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(late_wake_of_a_finished_task, setup, teardown),
+		cmocka_unit_test_setup_teardown(late_wake_never_takes_a_slot, setup, teardown),
+		cmocka_unit_test_setup_teardown(woken_old_task_gets_its_slot, setup, teardown),
+		cmocka_unit_test_setup_teardown(hashed_task_moves_to_its_slot_when_polled, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(stale_slot_after_the_wake_found_it, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(worker_waits_for_a_cpu_between_polls, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(abort_at_a_reused_header, setup, teardown),
+		cmocka_unit_test_setup_teardown(abort_at_a_reused_header_cached, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
