@@ -32,7 +32,8 @@ int outputs__open(struct pipeline *p, const struct options *o, bool live)
 	if (!err && o->alerts) {
 		err = alert_log__new(&sink, o->alerts);
 		if (err) {
-			err_msg("cannot write alerts to '%s': %s\n", o->alerts, strerror(-err));
+			err_msg("cannot write alerts to '%s': %s\n", o->alerts,
+				outbuf__strerror(err));
 			return err;
 		}
 		err = pipeline__add_sink(p, sink);
@@ -43,7 +44,8 @@ int outputs__open(struct pipeline *p, const struct options *o, bool live)
 
 		err = proto ? trace_proto__new(&sink, o->output) : trace_json__new(&sink, o->output);
 		if (err) {
-			err_msg("cannot write trace to '%s': %s\n", o->output, strerror(-err));
+			err_msg("cannot write trace to '%s': %s\n", o->output,
+				outbuf__strerror(err));
 			return err;
 		}
 		err = pipeline__add_sink(p, sink);

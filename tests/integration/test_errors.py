@@ -1,12 +1,17 @@
 # SPDX-License-Identifier: MIT
 """Bad input gets one clear line and a non-zero exit, and attaches nothing."""
 import os
+import shutil
+import stat
 import subprocess
+import tempfile
 import time
 import unittest
 
 from tests.integration import harness
 from tests.integration.test_lifecycle import our_progs
+
+CAPTURE = os.path.join(os.path.dirname(__file__), "..", "data", "noisy.atcap")
 
 
 class Errors(unittest.TestCase):
@@ -68,6 +73,90 @@ class Errors(unittest.TestCase):
         self.assertFalse({p["id"] for p in our_progs()} - before,
                          "nothing may be loaded when the output fails")
         self.assertIsNone(ex.poll())
+
+    def scratch(self):
+        """A directory like /tmp, where another user can plant files."""
+        d = tempfile.mkdtemp(prefix="at-out-")
+        self.addCleanup(shutil.rmtree, d, True)
+        return d
+
+    def victim(self, d):
+        """A root-only file that a planted link points at."""
+        path = os.path.join(d, "shadow")
+        with open(path, "w") as f:
+            f.write("root:secret\n")
+        os.chmod(path, 0o600)
+        return path
+
+    def assertUntouched(self, victim):
+        st = os.stat(victim)
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o600)
+        self.assertEqual(harness.read(victim), "root:secret\n")
+
+    def writers(self, ex, path):
+        """Every way the command line names a file to write, with what the error calls it."""
+        return [
+            ("trace", ["-p", ex.pid, "-d", "1", "-o", path]),
+            ("alerts", ["-p", ex.pid, "-d", "1", "--alerts", path]),
+            ("capture", ["record", "-p", ex.pid, "-d", "1", "-o", path]),
+            ("trace", ["convert", CAPTURE, "-q", "-o", path]),
+            ("alerts", ["convert", CAPTURE, "-q", "--alerts", path]),
+        ]
+
+    def test_output_symlink_is_not_followed(self):
+        ex = self.executor()
+        d = self.scratch()
+        victim = self.victim(d)
+        link = os.path.join(d, "planted.json")
+        os.symlink(victim, link)
+        dangling = os.path.join(d, "dangling.json")
+        os.symlink(os.path.join(d, "created"), dangling)
+        before = {p["id"] for p in our_progs()}
+        for path in (link, dangling):
+            for what, args in self.writers(ex, path):
+                with self.subTest(what=what, args=args):
+                    r = harness.run_tracer(*args)
+                    self.assertFails(r, 1, f"cannot write {what} to '{path}': it is a "
+                                           "symbolic link")
+                    self.assertUntouched(victim)
+                    self.assertFalse(os.path.exists(os.path.join(d, "created")))
+        self.assertFalse({p["id"] for p in our_progs()} - before,
+                         "nothing may be loaded when the output fails")
+        self.assertIsNone(ex.poll())
+
+    def test_output_must_be_a_regular_file(self):
+        ex = self.executor()
+        d = self.scratch()
+        fifo = os.path.join(d, "fifo.json")
+        os.mkfifo(fifo)
+        for path in (fifo, "/dev/null"):
+            for what, args in self.writers(ex, path):
+                with self.subTest(what=what, args=args):
+                    r = harness.run_tracer(*args, timeout=20)
+                    self.assertFails(r, 1, f"cannot write {what} to '{path}': not a regular "
+                                           "file")
+        # a FIFO somebody reads gets nothing either
+        rd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            r = harness.run_tracer("convert", CAPTURE, "-q", "-o", fifo, timeout=20)
+            self.assertFails(r, 1, f"cannot write trace to '{fifo}': not a regular file")
+            self.assertEqual(os.read(rd, 1 << 16), b"")
+        finally:
+            os.close(rd)
+        r = harness.run_tracer("convert", CAPTURE, "-q", "-o", d + "/")
+        self.assertFails(r, 1, f"cannot write trace to '{d}/': Is a directory")
+
+    def test_new_outputs_respect_the_umask(self):
+        d = self.scratch()
+        for mask, mode in ((0o022, 0o644), (0o077, 0o600), (0, 0o644)):
+            with self.subTest(umask=oct(mask)):
+                trace, alerts = os.path.join(d, "t%o.json" % mask), os.path.join(d, "a%o" % mask)
+                r = subprocess.run([harness.TRACER, "convert", CAPTURE, "-q", "-o", trace,
+                                    "--alerts", alerts], capture_output=True, text=True,
+                                   timeout=60, preexec_fn=lambda: os.umask(mask))
+                self.assertEqual(r.returncode, 0, r.stderr)
+                for path in (trace, alerts):
+                    self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), mode, path)
 
     def test_missing_btf(self):
         ex = self.executor()
