@@ -134,7 +134,71 @@ static const struct {
 
 static const char *const command_names[] = { "trace", "record", "convert" };
 
-static int check(const struct options *o, const bool *given)
+static const char *const format_names[] = {
+	[FORMAT_JSON] = "json",
+	[FORMAT_PERFETTO] = "perfetto",
+};
+
+/* What a trace's name says of its format: the one list -o is checked against and cites. */
+static const struct {
+	const char *ext;
+	enum trace_format format;
+} trace_exts[] = {
+	{ ".json", FORMAT_JSON },
+	{ ".pftrace", FORMAT_PERFETTO },
+	{ ".perfetto-trace", FORMAT_PERFETTO },
+};
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ".json, .pftrace<last>.perfetto-trace" */
+static void list_exts(char *buf, size_t size, const char *last)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < ARRAY_LEN(trace_exts) && len < size; i++)
+		len += snprintf(buf + len, size - len, "%s%s",
+				i == 0 ? "" : i + 1 < ARRAY_LEN(trace_exts) ? ", " : last,
+				trace_exts[i].ext);
+}
+
+static enum trace_format format_of(const char *path)
+{
+	size_t len = strlen(path);
+
+	if (!strcmp(path, "-"))
+		return FORMAT_JSON;
+	for (size_t i = 0; i < ARRAY_LEN(trace_exts); i++) {
+		size_t n = strlen(trace_exts[i].ext);
+
+		if (len >= n && !strcmp(path + len - n, trace_exts[i].ext))
+			return trace_exts[i].format;
+	}
+	return FORMAT_AUTO;
+}
+
+/*
+ * A name that says no format is refused rather than written as JSON: x.pb or
+ * x.json.gz would otherwise hold something else than their name promises.
+ */
+static int trace_format(struct options *o)
+{
+	char exts[128];
+
+	if (!o->output || o->format != FORMAT_AUTO)
+		return 0;
+	o->format = format_of(o->output);
+	if (o->format != FORMAT_AUTO)
+		return 0;
+	list_exts(exts, sizeof(exts), " nor ");
+	err_msg("cannot tell the format of trace '%s' from its name: it ends in neither %s: "
+		"give --format %s or --format %s to write it under this name\n",
+		o->output, exts, format_names[FORMAT_JSON], format_names[FORMAT_PERFETTO]);
+	return EXIT_USAGE;
+}
+
+static int check(struct options *o, const bool *given)
 {
 	for (size_t i = 0; i < sizeof(misplaced) / sizeof(misplaced[0]); i++) {
 		if (!given[misplaced[i].opt] || !(misplaced[i].not_for & (1u << o->command)))
@@ -175,7 +239,7 @@ static int check(const struct options *o, const bool *given)
 		err_msg("-o - and --summary json both want standard output\n");
 		return EXIT_USAGE;
 	}
-	return 0;
+	return o->command != CMD_RECORD ? trace_format(o) : 0;
 }
 
 int options__parse(int argc, char **argv, struct options *o)
@@ -253,9 +317,9 @@ int options__parse(int argc, char **argv, struct options *o)
 			o->output = optarg;
 			break;
 		case OPT_FORMAT:
-			if (!strcmp(optarg, "json"))
+			if (!strcmp(optarg, format_names[FORMAT_JSON]))
 				o->format = FORMAT_JSON;
-			else if (!strcmp(optarg, "perfetto"))
+			else if (!strcmp(optarg, format_names[FORMAT_PERFETTO]))
 				o->format = FORMAT_PERFETTO;
 			else
 				err = bad("--format", optarg, "json or perfetto");

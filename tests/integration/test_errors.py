@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Bad input gets one clear line and a non-zero exit, and attaches nothing."""
+import json
 import os
 import shutil
 import stat
@@ -11,7 +12,13 @@ import unittest
 from tests.integration import harness
 from tests.integration.test_lifecycle import our_progs
 
-CAPTURE = os.path.join(os.path.dirname(__file__), "..", "data", "noisy.atcap")
+CAPTURE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "data", "noisy.atcap"))
+
+
+def run_in(d, *args, **kw):
+    """The tracer run from directory d, where relative names are given."""
+    return subprocess.run([os.path.abspath(harness.TRACER), *map(str, args)],
+                          capture_output=True, text=True, timeout=60, cwd=d, **kw)
 
 
 class Errors(unittest.TestCase):
@@ -94,12 +101,13 @@ class Errors(unittest.TestCase):
         self.assertEqual(harness.read(victim), "root:secret\n")
 
     def writers(self, ex, path):
-        """Every way the command line names a file to write, with what the error calls it."""
+        """Every way the command line names a file to write, with what the error calls it
+        (--format: a trace may have any name)."""
         return [
-            ("trace", ["-p", ex.pid, "-d", "1", "-o", path]),
+            ("trace", ["-p", ex.pid, "-d", "1", "-o", path, "--format", "json"]),
             ("alerts", ["-p", ex.pid, "-d", "1", "--alerts", path]),
             ("capture", ["record", "-p", ex.pid, "-d", "1", "-o", path]),
-            ("trace", ["convert", CAPTURE, "-q", "-o", path]),
+            ("trace", ["convert", CAPTURE, "-q", "-o", path, "--format", "json"]),
             ("alerts", ["convert", CAPTURE, "-q", "--alerts", path]),
         ]
 
@@ -143,7 +151,7 @@ class Errors(unittest.TestCase):
             self.assertEqual(os.read(rd, 1 << 16), b"")
         finally:
             os.close(rd)
-        r = harness.run_tracer("convert", CAPTURE, "-q", "-o", d + "/")
+        r = harness.run_tracer("convert", CAPTURE, "-q", "-o", d + "/", "--format", "json")
         self.assertFails(r, 1, f"cannot write trace to '{d}/': Is a directory")
 
     def test_new_outputs_respect_the_umask(self):
@@ -157,6 +165,28 @@ class Errors(unittest.TestCase):
                 self.assertEqual(r.returncode, 0, r.stderr)
                 for path in (trace, alerts):
                     self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), mode, path)
+
+    def test_unknown_trace_extension(self):
+        ex = self.executor()
+        d = self.scratch()
+        for name in ("x.pb", "x.json.gz", "x.txt", "trace", "x.PFTRACE"):
+            for args in (["-p", ex.pid, "-d", "1", "-o", name], ["convert", CAPTURE, "-o", name]):
+                with self.subTest(args=args):
+                    r = run_in(d, *args)
+                    self.assertFails(r, 2, f"cannot tell the format of trace '{name}' from its "
+                                           "name: it ends in neither .json, .pftrace nor "
+                                           ".perfetto-trace: give --format json or --format "
+                                           "perfetto")
+                    self.assertFalse(os.path.exists(os.path.join(d, name)))
+        # --format takes any name; so do the other outputs
+        r = run_in(d, "convert", CAPTURE, "-q", "-o", "x.txt", "--format", "json",
+                   "--alerts", "alerts.log")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(d, "x.txt")) as f:
+            self.assertIsInstance(json.load(f), list)
+        for name in ("x.json", "x.pftrace", "x.perfetto-trace"):
+            r = run_in(d, "convert", CAPTURE, "-q", "-o", name)
+            self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_missing_btf(self):
         ex = self.executor()
