@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: MIT
 #include "options.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -198,6 +203,118 @@ static int trace_format(struct options *o)
 	return EXIT_USAGE;
 }
 
+/* A file the command line names, and where it leads. */
+struct named_file {
+	const char *opt;  /* "-o", "--alerts", ... */
+	const char *path; /* "-": standard output */
+	bool output;
+	bool have_id; /* it exists: dev and ino say which file it is */
+	dev_t dev;
+	ino_t ino;
+	char name[PATH_MAX]; /* else its directory made canonical, and its last component */
+};
+
+static void identify(struct named_file *f)
+{
+	const char *slash = strrchr(f->path, '/');
+	char dir[PATH_MAX], *real;
+	struct stat st;
+	int err;
+
+	snprintf(f->name, sizeof(f->name), "%s", f->path);
+	if (!strcmp(f->path, "-"))
+		err = fstat(STDOUT_FILENO, &st);
+	else
+		/* an output that is a symlink will be refused, not followed: itself is the file */
+		err = f->output ? lstat(f->path, &st) : stat(f->path, &st);
+	if (!err) {
+		f->have_id = true;
+		f->dev = st.st_dev;
+		f->ino = st.st_ino;
+		return;
+	}
+	if (!strcmp(f->path, "-") || errno != ENOENT)
+		return;
+	/* not there yet: ./F and F, or a/../F, are one name once the directory is canonical */
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == f->path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - f->path), f->path);
+	real = realpath(dir, NULL);
+	if (real && strlen(real) + strlen(slash ? slash : f->path) + 2 <= sizeof(f->name))
+		snprintf(f->name, sizeof(f->name), "%s/%s", strcmp(real, "/") ? real : "",
+			 slash ? slash + 1 : f->path);
+	free(real);
+}
+
+static bool same_file(const struct named_file *a, const struct named_file *b)
+{
+	if (a->have_id || b->have_id)
+		return a->have_id && b->have_id && a->dev == b->dev && a->ino == b->ino;
+	return !strcmp(a->name, b->name);
+}
+
+/* "-o 'x.json'", "-o -", "--summary json"; stdout: what it is, when the other is not */
+static void describe(char *buf, size_t size, const struct named_file *f, bool say_stdout)
+{
+	if (strcmp(f->path, "-"))
+		snprintf(buf, size, "%s '%s'", f->opt, f->path);
+	else
+		snprintf(buf, size, "%s%s%s", f->opt, strcmp(f->opt, "--summary json") ? " -" : "",
+			 say_stdout ? " (standard output)" : "");
+}
+
+/*
+ * Two outputs that are one file interleave into garbage, and an output that
+ * is an input destroys it as it is read (a capture is mapped: convert dies of
+ * SIGBUS). Existing files are told apart by device and inode, whatever the
+ * names; files still to create by their canonical directory and name.
+ */
+static int distinct_files(const struct options *o)
+{
+	struct named_file files[5];
+	char a[PATH_MAX + 64], b[PATH_MAX + 64];
+	bool both_stdout;
+	size_t n = 0;
+
+	memset(files, 0, sizeof(files));
+#define NAMED(o, p, out) ((struct named_file){ .opt = (o), .path = (p), .output = (out) })
+	if (o->output)
+		files[n++] = NAMED("-o", o->output, true);
+	if (o->alerts)
+		files[n++] = NAMED("--alerts", o->alerts, true);
+	if (o->summary == SUMMARY_JSON)
+		files[n++] = NAMED("--summary json", "-", true);
+	if (o->capture)
+		files[n++] = NAMED("the capture", o->capture, false);
+	if (o->btf_path)
+		files[n++] = NAMED("--btf", o->btf_path, false);
+#undef NAMED
+	for (size_t i = 0; i < n; i++)
+		identify(&files[i]);
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = i + 1; j < n; j++) {
+			if (!(files[i].output || files[j].output) ||
+			    !same_file(&files[i], &files[j]))
+				continue;
+			both_stdout = !strcmp(files[i].path, "-") && !strcmp(files[j].path, "-");
+			describe(a, sizeof(a), &files[i], !both_stdout);
+			describe(b, sizeof(b), &files[j], !both_stdout);
+			if (both_stdout)
+				err_msg("%s and %s both write to standard output\n", a, b);
+			else
+				err_msg("%s and %s are the same file: %s\n", a, b,
+					files[i].output && files[j].output
+						? "give each its own"
+						: "asynctraced would overwrite what it reads");
+			return EXIT_USAGE;
+		}
+	}
+	return 0;
+}
+
 static int check(struct options *o, const bool *given)
 {
 	for (size_t i = 0; i < sizeof(misplaced) / sizeof(misplaced[0]); i++) {
@@ -234,12 +351,9 @@ static int check(struct options *o, const bool *given)
 		err_msg("--no-trace writes no trace: drop -o %s\n", o->output);
 		return EXIT_USAGE;
 	}
-	if (o->command != CMD_RECORD && o->output && !strcmp(o->output, "-") &&
-	    o->summary == SUMMARY_JSON) {
-		err_msg("-o - and --summary json both want standard output\n");
+	if (o->command != CMD_RECORD && trace_format(o))
 		return EXIT_USAGE;
-	}
-	return o->command != CMD_RECORD ? trace_format(o) : 0;
+	return distinct_files(o);
 }
 
 int options__parse(int argc, char **argv, struct options *o)

@@ -166,6 +166,55 @@ class Errors(unittest.TestCase):
                 for path in (trace, alerts):
                     self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), mode, path)
 
+    def test_two_outputs_may_not_be_one_file(self):
+        ex = self.executor()
+        d = self.scratch()
+        f = os.path.join(d, "out.json")
+        with open(f, "w") as fh:
+            fh.write("[]")
+        hard = os.path.join(d, "hard.jsonl")
+        os.link(f, hard)
+        cap = os.path.join(d, "run.atcap")
+        shutil.copy(CAPTURE, cap)
+        new = os.path.join(d, "new.json")
+        cases = [
+            # the same name, an existing file and one still to create
+            ["-p", ex.pid, "-d", "1", "-o", f, "--alerts", f],
+            ["-p", ex.pid, "-d", "1", "-o", new, "--alerts", new],
+            # a hard link, other spellings of the same place
+            ["-p", ex.pid, "-d", "1", "-o", f, "--alerts", hard],
+            ["-p", ex.pid, "-d", "1", "-o", "out.json", "--alerts", "./out.json"],
+            ["-p", ex.pid, "-d", "1", "-o", "new.json", "--alerts", f"../{os.path.basename(d)}"
+                                                               "/./new.json"],
+            ["convert", cap, "-q", "-o", f, "--alerts", hard],
+            ["convert", cap, "-q", "-o", "new.json", "--alerts", new],
+            # the capture being converted is not an output
+            ["convert", cap, "-q", "-o", cap, "--format", "perfetto"],
+            ["convert", "run.atcap", "-q", "--alerts", "./run.atcap"],
+            # --btf is read after the outputs are opened
+            ["-p", ex.pid, "-d", "1", "-o", f, "--btf", f],
+        ]
+        for args in cases:
+            with self.subTest(args=args):
+                r = run_in(d, *args)
+                self.assertFails(r, 2, "are the same file")
+                self.assertEqual(harness.read(f), "[]")
+                self.assertFalse(os.path.exists(new))
+                with open(cap, "rb") as a, open(CAPTURE, "rb") as b:
+                    self.assertEqual(a.read(), b.read())
+        # standard output: named "-", or the file it was redirected to
+        for args in (["-o", "-", "--alerts", "-"], ["-o", "-", "--summary", "json"],
+                     ["--alerts", "-", "--summary", "json"]):
+            with self.subTest(args=args):
+                r = run_in(d, "convert", cap, "-q", *args)
+                self.assertFails(r, 2, "both write to standard output")
+        with open(f, "w") as out:
+            r = subprocess.run([os.path.abspath(harness.TRACER), "convert", cap, "-q",
+                                "--summary", "json", "--alerts", "out.json"], stdout=out,
+                               stderr=subprocess.PIPE, text=True, cwd=d, timeout=60)
+        self.assertFails(r, 2, "are the same file")
+        self.assertIsNone(ex.poll())
+
     def test_unknown_trace_extension(self):
         ex = self.executor()
         d = self.scratch()
