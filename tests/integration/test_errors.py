@@ -253,15 +253,8 @@ class Errors(unittest.TestCase):
         self.assertFails(harness.run_tracer("-p", "1", "extra"), 2, "unexpected argument")
         r = harness.run_tracer("--help")
         self.assertEqual(r.returncode, 0)
-        self.assertIn("usage: asynctraced -p PID", r.stdout)
-
-    def test_help_and_manual_agree(self):
-        """Every option in --help is documented in docs/cli.md, and back."""
-        import re
-        help_opts = set(re.findall(r"--[a-z][a-z-]+", harness.run_tracer("--help").stdout))
-        with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "cli.md")) as f:
-            doc_opts = set(re.findall(r"`(?:-\w, )?(--[a-z][a-z-]+)", f.read()))
-        self.assertEqual(help_opts, doc_opts)
+        self.assertIn("usage: asynctraced [trace] -p PID", r.stdout)
+        # typos and each command's help: test_cli.py
 
     def test_executor_waits_for_a_tracer_and_gives_up(self):
         r = subprocess.run([harness.EXECUTOR, "--scenario", "healthy", "--duration", "1",
