@@ -119,17 +119,17 @@ class Errors(unittest.TestCase):
         os.symlink(victim, link)
         dangling = os.path.join(d, "dangling.json")
         os.symlink(os.path.join(d, "created"), dangling)
-        before = {p["id"] for p in our_progs()}
         for path in (link, dangling):
             for what, args in self.writers(ex, path):
                 with self.subTest(what=what, args=args):
                     r = harness.run_tracer(*args)
                     self.assertFails(r, 1, f"cannot write {what} to '{path}': it is a "
                                            "symbolic link")
+                    # refused before attaching (not by program ids: other tracers on
+                    # this machine may load theirs meanwhile)
+                    self.assertNotIn("tracing pid", r.stderr)
                     self.assertUntouched(victim)
                     self.assertFalse(os.path.exists(os.path.join(d, "created")))
-        self.assertFalse({p["id"] for p in our_progs()} - before,
-                         "nothing may be loaded when the output fails")
         self.assertIsNone(ex.poll())
 
     def test_output_must_be_a_regular_file(self):
@@ -143,6 +143,7 @@ class Errors(unittest.TestCase):
                     r = harness.run_tracer(*args, timeout=20)
                     self.assertFails(r, 1, f"cannot write {what} to '{path}': not a regular "
                                            "file")
+                    self.assertNotIn("tracing pid", r.stderr)
         # a FIFO somebody reads gets nothing either
         rd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
         try:
