@@ -32,6 +32,7 @@
 #include "convert.h"
 #include "discover.h"
 #include "options.h"
+#include "outbuf.h"
 #include "outputs.h"
 #include "pipeline.h"
 #include "report.h"
@@ -519,7 +520,8 @@ static int start(struct session *s)
 	if (o->command == CMD_RECORD) {
 		err = capture_writer__open(&s->cap, o->output);
 		if (err) {
-			err_msg("cannot write capture to '%s': %s\n", o->output, strerror(-err));
+			err_msg("cannot write capture to '%s': %s\n", o->output,
+				outbuf__strerror(err));
 			return err;
 		}
 	} else {

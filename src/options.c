@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: MIT
 #include "options.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -11,63 +16,56 @@
 
 #define err_msg(...) fprintf(stderr, "asynctraced: " __VA_ARGS__)
 
-static const char usage[] =
-	"usage: asynctraced -p PID [options]            trace now\n"
-	"       asynctraced record -p PID -o FILE [options]  record a capture\n"
-	"       asynctraced convert FILE [-o TRACE] [options]  trace it later\n"
-	"\n"
-	"Trace the async executor running as PID: every poll, wake, spawn, steal\n"
-	"and park, aggregated in BPF maps, with live alerts and a report, and with\n"
-	"-o a trace for Perfetto. `record` writes the raw events to a capture as\n"
-	"cheaply as possible; `convert` turns a capture into a trace, alerts and the\n"
-	"report, exactly as tracing live would have.\n"
-	"\n"
-	"  -p, --pid PID            process to trace (trace, record)\n"
-	"  -d, --duration SECONDS   stop after this long (default: until Ctrl-C or exit)\n"
-	"  -o, --output FILE        the trace for Perfetto: native protobuf when FILE\n"
-	"                           ends in .pftrace or .perfetto-trace, else Chrome\n"
-	"                           JSON; for record, the capture (required)\n"
-	"      --format FORMAT      the trace's format whatever its name: json or perfetto\n"
-	"      --no-trace           maps only: no per-event traffic, only aggregates and\n"
-	"                           alerts (the production mode)\n"
-	"      --alerts FILE        also write every alert as a JSON line to FILE\n"
-	"      --summary FORMAT     the report at exit: text (stderr, default) or json\n"
-	"                           (stdout)\n"
-	"      --live               redraw a live view every second (default: when\n"
-	"                           stderr is a terminal)\n"
-	"  -q, --quiet              no live view and no alert lines; the report only\n"
-	"\n"
-	"detectors (a time takes ns, us, ms or s; 0 turns a detector off; convert\n"
-	"defaults to the values the capture was recorded with):\n"
-	"      --long-poll TIME     a poll at least this long (default 10ms)\n"
-	"      --sched-delay TIME   wake-to-poll delay nothing else explains (default 20ms)\n"
-	"      --starve-depth N     a worker's average queue depth, while another worker\n"
-	"                           is idle, that means starvation (default 16)\n"
-	"      --starve-time TIME   ... for at least this long (default 200ms)\n"
-	"      --thrash-rate N      wakes per second of one task that thrash, when its\n"
-	"                           own wakes or its wakes per poll dominate (default 1000)\n"
-	"      --lost-waker TIME    a task not woken this long after it returned Pending\n"
-	"                           (default 10s)\n"
-	"      --episode-gap TIME   quiet this long ends an episode (default 1s)\n"
-	"\n"
-	"      --ringbuf-size SIZE  ring buffer space, shared out between the CPUs\n"
-	"                           (default 16M; power of two)\n"
-	"      --task-slots N       live tasks kept in place, cheapest to trace; the rest\n"
-	"                           go to hash maps (default 16384; power of two; 640\n"
-	"                           bytes each)\n"
-	"      --btf FILE           kernel BTF to use instead of /sys/kernel/btf/vmlinux\n"
-	"      --sched-hook HOOK    sched_switch via auto, tp_btf or raw_tp (default auto)\n"
-	"      --probe-at WHERE     function probes (tokio) at the cheapest equivalent\n"
-	"                           instruction (cheapest, default) or at the entry\n"
-	"      --empty-programs     benchmarks: attach empty BPF programs to the same\n"
-	"                           probes and record nothing (the cost floor)\n"
-	"  -v, --verbose            say what is found and attached; show libbpf's log\n"
-	"  -h, --help               this help\n"
-	"  -V, --version            version\n"
-	"\n"
-	"SIGUSR1 prints the report so far. Exit status: 0 success, 1 failure,\n"
-	"2 usage error.\n";
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Bits of enum command: which commands take an option. */
+#define T (1u << CMD_TRACE)
+#define R (1u << CMD_RECORD)
+#define C (1u << CMD_CONVERT)
+
+static const struct {
+	const char *name;
+	const char *usage; /* after "usage: " */
+	const char *about;
+	const char *footer;
+} commands[] = {
+	[CMD_TRACE] = {
+		"trace",
+		"asynctraced [trace] -p PID [options]\n"
+		"       asynctraced record -p PID -o CAPTURE [options]\n"
+		"       asynctraced convert CAPTURE [-o TRACE] [options]\n"
+		"       asynctraced help [COMMAND]\n",
+		"Trace the async executor running as PID: every poll, wake, spawn, steal\n"
+		"and park, aggregated in BPF maps, with live alerts and a report, and with\n"
+		"-o a trace for Perfetto; until Ctrl-C, -d or the target's exit. `record`\n"
+		"writes the raw events to a capture as cheaply as possible; `convert`\n"
+		"turns a capture into a trace, alerts and the report, exactly as tracing\n"
+		"live would have. Each has its own options: asynctraced help COMMAND.\n",
+		"SIGUSR1 prints the report so far. Exit status: 0 success, 1 failure,\n"
+		"2 usage error.\n",
+	},
+	[CMD_RECORD] = {
+		"record",
+		"asynctraced record -p PID -o CAPTURE [options]\n",
+		"Record the async executor running as PID into a capture, as cheaply as\n"
+		"possible: every record of the ring buffer, every sample of the maps, and\n"
+		"the names only the live target can give. Nothing is modelled or detected\n"
+		"while recording: `asynctraced convert CAPTURE` does that later, anywhere.\n",
+		"SIGUSR1 says how much is recorded so far. Exit status: 0 success,\n"
+		"1 failure, 2 usage error.\n",
+	},
+	[CMD_CONVERT] = {
+		"convert",
+		"asynctraced convert CAPTURE [-o TRACE] [options]\n",
+		"Turn a capture written by `asynctraced record` into a trace, alerts and\n"
+		"the report, exactly as tracing live would have; needs no root and no\n"
+		"target.\n",
+		"Exit status: 0 success, 1 failure (a damaged capture is converted up to\n"
+		"the damage, then says where), 2 usage error.\n",
+	},
+};
+
+/* Codes of options with no short form. */
 enum {
 	OPT_LONG_POLL = 256,
 	OPT_SCHED_DELAY,
@@ -87,8 +85,453 @@ enum {
 	OPT_FORMAT,
 	OPT_EMPTY_PROGRAMS,
 	OPT_PROBE_AT,
-	OPT_MAX,
 };
+
+/*
+ * The one list of options: getopt's tables, each command's help and the
+ * check that an option is for the command it was given to all come from it.
+ * An option may have a row per command when its help differs; a row without
+ * a name is a heading in the help of the commands it names.
+ */
+static const struct opt_def {
+	int code;	  /* its short letter, or OPT_* */
+	const char *name; /* long name; NULL: a heading */
+	const char *arg;  /* what it takes, or NULL */
+	unsigned cmds;	  /* T, R, C: the commands that take it */
+	const char *help; /* lines, each ending in \n */
+} opt_defs[] = {
+	{ 'p', "pid", "PID", T | R, "process to trace (required)\n" },
+	{ 'd', "duration", "SECONDS", T | R,
+	  "stop after this long (default: until Ctrl-C or the\n"
+	  "target exits)\n" },
+	{ 'o', "output", "FILE", T | C,
+	  "the trace for Perfetto, in the format its name\n"
+	  "says (below) or --format says; - is standard output\n" },
+	{ 'o', "output", "FILE", R, "the capture to write (required; any name)\n" },
+	{ OPT_FORMAT, "format", "FORMAT", T | C,
+	  "the trace's format whatever its name: json or\n"
+	  "perfetto\n" },
+	{ OPT_NO_TRACE, "no-trace", NULL, T,
+	  "maps only: no per-event traffic, only aggregates and\n"
+	  "alerts (the production mode)\n" },
+	{ OPT_NO_TRACE, "no-trace", NULL, R,
+	  "maps only: the aggregates, and only the polls the\n"
+	  "detectors must see\n" },
+	{ OPT_ALERTS, "alerts", "FILE", T | C, "also write every alert as a JSON line to FILE\n" },
+	{ OPT_SUMMARY, "summary", "FORMAT", T | C,
+	  "the report at exit: text (stderr, default) or json\n"
+	  "(stdout)\n" },
+	{ OPT_LIVE, "live", NULL, T,
+	  "redraw a live view every second (default: when\n"
+	  "stderr is a terminal)\n" },
+	{ 'q', "quiet", NULL, T | C, "no live view and no alert lines; the report only\n" },
+	{ 'q', "quiet", NULL, R,
+	  "accepted as by the other commands: record prints\n"
+	  "only its last line anyway\n" },
+	{ 0, NULL, NULL, T, "detectors (a time takes ns, us, ms or s; 0 turns a detector off):\n" },
+	{ 0, NULL, NULL, R,
+	  "detectors, kept in the capture as the defaults of convert (a time takes\n"
+	  "ns, us, ms or s; 0 turns a detector off):\n" },
+	{ 0, NULL, NULL, C,
+	  "detectors (a time takes ns, us, ms or s; 0 turns a detector off; each\n"
+	  "defaults to the value the capture was recorded with):\n" },
+	{ OPT_LONG_POLL, "long-poll", "TIME", T | R | C,
+	  "a poll at least this long (default 10ms)\n" },
+	{ OPT_SCHED_DELAY, "sched-delay", "TIME", T | R | C,
+	  "wake-to-poll delay nothing else explains (default\n"
+	  "20ms)\n" },
+	{ OPT_STARVE_DEPTH, "starve-depth", "N", T | R | C,
+	  "a worker's average queue depth, while another worker\n"
+	  "is idle, that means starvation (default 16)\n" },
+	{ OPT_STARVE_TIME, "starve-time", "TIME", T | R | C,
+	  "... for at least this long (default 200ms)\n" },
+	{ OPT_THRASH_RATE, "thrash-rate", "N", T | R | C,
+	  "wakes per second of one task that thrash, when its\n"
+	  "own wakes or its wakes per poll dominate (default\n"
+	  "1000)\n" },
+	{ OPT_LOST_WAKER, "lost-waker", "TIME", T | R | C,
+	  "a task not woken this long after it returned Pending\n"
+	  "(default 10s)\n" },
+	{ OPT_EPISODE_GAP, "episode-gap", "TIME", T | R | C,
+	  "quiet this long ends an episode (default 1s)\n" },
+	{ 0, NULL, NULL, T | R, "attaching:\n" },
+	{ OPT_RINGBUF, "ringbuf-size", "SIZE", T | R,
+	  "ring buffer space, shared out between the CPUs\n"
+	  "(default 16M; power of two)\n" },
+	{ OPT_TASK_SLOTS, "task-slots", "N", T | R,
+	  "live tasks kept in place, cheapest to trace; the rest\n"
+	  "go to hash maps (default 16384; power of two; 640\n"
+	  "bytes each)\n" },
+	{ OPT_BTF, "btf", "FILE", T | R, "kernel BTF to use instead of /sys/kernel/btf/vmlinux\n" },
+	{ OPT_SCHED_HOOK, "sched-hook", "HOOK", T | R,
+	  "sched_switch via auto, tp_btf or raw_tp (default\n"
+	  "auto)\n" },
+	{ OPT_PROBE_AT, "probe-at", "WHERE", T | R,
+	  "function probes (tokio) at the cheapest equivalent\n"
+	  "instruction (cheapest, default) or at the entry\n" },
+	{ OPT_EMPTY_PROGRAMS, "empty-programs", NULL, T,
+	  "benchmarks: attach empty BPF programs to the same\n"
+	  "probes and record nothing (the cost floor)\n" },
+	{ 0, NULL, NULL, T | R | C, "" },
+	{ 'v', "verbose", NULL, T | R, "say what is found and attached; show libbpf's log\n" },
+	{ 'h', "help", NULL, T | R | C, "this help\n" },
+	{ 'V', "version", NULL, T | R | C, "version\n" },
+};
+
+static const char *const format_names[] = {
+	[FORMAT_JSON] = "json",
+	[FORMAT_PERFETTO] = "perfetto",
+};
+
+/* What a trace's name says of its format: the one list -o is checked against and cites. */
+static const struct {
+	const char *ext;
+	enum trace_format format;
+} trace_exts[] = {
+	{ ".json", FORMAT_JSON },
+	{ ".pftrace", FORMAT_PERFETTO },
+	{ ".perfetto-trace", FORMAT_PERFETTO },
+};
+
+/* ".json, .pftrace<last>.perfetto-trace" */
+static void list_exts(char *buf, size_t size, const char *last)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < ARRAY_LEN(trace_exts) && len < size; i++) {
+		const char *sep = i + 1 < ARRAY_LEN(trace_exts) ? ", " : last;
+
+		len += snprintf(buf + len, size - len, "%s%s", i ? sep : "", trace_exts[i].ext);
+	}
+}
+
+static enum trace_format format_of(const char *path)
+{
+	size_t len = strlen(path);
+
+	if (!strcmp(path, "-"))
+		return FORMAT_JSON;
+	for (size_t i = 0; i < ARRAY_LEN(trace_exts); i++) {
+		size_t n = strlen(trace_exts[i].ext);
+
+		if (len >= n && !strcmp(path + len - n, trace_exts[i].ext))
+			return trace_exts[i].format;
+	}
+	return FORMAT_AUTO;
+}
+
+/*
+ * A name that says no format is refused rather than written as JSON: x.pb or
+ * x.json.gz would otherwise hold something else than their name promises.
+ */
+static int trace_format(struct options *o)
+{
+	char exts[128];
+
+	if (!o->output || o->format != FORMAT_AUTO)
+		return 0;
+	o->format = format_of(o->output);
+	if (o->format != FORMAT_AUTO)
+		return 0;
+	list_exts(exts, sizeof(exts), " nor ");
+	err_msg("cannot tell the format of trace '%s' from its name: it ends in neither %s: "
+		"give --format %s or --format %s to write it under this name\n",
+		o->output, exts, format_names[FORMAT_JSON], format_names[FORMAT_PERFETTO]);
+	return EXIT_USAGE;
+}
+
+/* A file the command line names, and where it leads. */
+struct named_file {
+	const char *opt;  /* "-o", "--alerts", ... */
+	const char *path; /* "-": standard output */
+	bool output;
+	bool have_id; /* it exists: dev and ino say which file it is */
+	dev_t dev;
+	ino_t ino;
+	char name[PATH_MAX]; /* else its directory made canonical, and its last component */
+};
+
+static void identify(struct named_file *f)
+{
+	const char *slash = strrchr(f->path, '/');
+	char dir[PATH_MAX], *real;
+	struct stat st;
+	int err;
+
+	snprintf(f->name, sizeof(f->name), "%s", f->path);
+	if (!strcmp(f->path, "-"))
+		err = fstat(STDOUT_FILENO, &st);
+	else
+		/* an output that is a symlink will be refused, not followed: itself is the file */
+		err = f->output ? lstat(f->path, &st) : stat(f->path, &st);
+	if (!err) {
+		f->have_id = true;
+		f->dev = st.st_dev;
+		f->ino = st.st_ino;
+		return;
+	}
+	if (!strcmp(f->path, "-") || errno != ENOENT)
+		return;
+	/* not there yet: ./F and F, or a/../F, are one name once the directory is canonical */
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == f->path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - f->path), f->path);
+	real = realpath(dir, NULL);
+	if (real && strlen(real) + strlen(slash ? slash : f->path) + 2 <= sizeof(f->name))
+		snprintf(f->name, sizeof(f->name), "%s/%s", strcmp(real, "/") ? real : "",
+			 slash ? slash + 1 : f->path);
+	free(real);
+}
+
+static bool same_file(const struct named_file *a, const struct named_file *b)
+{
+	if (a->have_id || b->have_id)
+		return a->have_id && b->have_id && a->dev == b->dev && a->ino == b->ino;
+	return !strcmp(a->name, b->name);
+}
+
+/* "-o 'x.json'", "-o -", "--summary json"; stdout: what it is, when the other is not */
+static void describe(char *buf, size_t size, const struct named_file *f, bool say_stdout)
+{
+	if (strcmp(f->path, "-"))
+		snprintf(buf, size, "%s '%s'", f->opt, f->path);
+	else
+		snprintf(buf, size, "%s%s%s", f->opt, strcmp(f->opt, "--summary json") ? " -" : "",
+			 say_stdout ? " (standard output)" : "");
+}
+
+/*
+ * Two outputs that are one file interleave into garbage, and an output that
+ * is an input destroys it as it is read (a capture is mapped: convert dies of
+ * SIGBUS). Existing files are told apart by device and inode, whatever the
+ * names; files still to create by their canonical directory and name.
+ */
+static int distinct_files(const struct options *o)
+{
+	struct named_file files[5];
+	char a[PATH_MAX + 64], b[PATH_MAX + 64];
+	bool both_stdout;
+	size_t n = 0;
+
+	memset(files, 0, sizeof(files));
+#define NAMED(o, p, out) ((struct named_file){ .opt = (o), .path = (p), .output = (out) })
+	if (o->output)
+		files[n++] = NAMED("-o", o->output, true);
+	if (o->alerts)
+		files[n++] = NAMED("--alerts", o->alerts, true);
+	if (o->summary == SUMMARY_JSON)
+		files[n++] = NAMED("--summary json", "-", true);
+	if (o->capture)
+		files[n++] = NAMED("the capture", o->capture, false);
+	if (o->btf_path)
+		files[n++] = NAMED("--btf", o->btf_path, false);
+#undef NAMED
+	for (size_t i = 0; i < n; i++)
+		identify(&files[i]);
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = i + 1; j < n; j++) {
+			if (!(files[i].output || files[j].output) ||
+			    !same_file(&files[i], &files[j]))
+				continue;
+			both_stdout = !strcmp(files[i].path, "-") && !strcmp(files[j].path, "-");
+			describe(a, sizeof(a), &files[i], !both_stdout);
+			describe(b, sizeof(b), &files[j], !both_stdout);
+			if (both_stdout)
+				err_msg("%s and %s both write to standard output\n", a, b);
+			else
+				err_msg("%s and %s are the same file: %s\n", a, b,
+					files[i].output && files[j].output
+						? "give each its own"
+						: "asynctraced would overwrite what it reads");
+			return EXIT_USAGE;
+		}
+	}
+	return 0;
+}
+
+static void print_trace_names(FILE *f)
+{
+	fprintf(f, "\ntrace formats, by the end of the trace's name (another needs --format):\n");
+	for (size_t fmt = FORMAT_JSON; fmt <= FORMAT_PERFETTO; fmt++) {
+		fprintf(f, "  %-9s", format_names[fmt]);
+		for (size_t i = 0; i < ARRAY_LEN(trace_exts); i++)
+			if (trace_exts[i].format == fmt)
+				fprintf(f, " %s", trace_exts[i].ext);
+		fprintf(f, "\n");
+	}
+}
+
+/* Where option text starts in the help. */
+#define HELP_COLUMN 27
+
+static void print_option(FILE *f, const struct opt_def *d)
+{
+	char left[64];
+	const char *line = d->help, *end;
+	int n;
+
+	if (d->code < 128)
+		n = snprintf(left, sizeof(left), "  -%c, --%s%s%s", d->code, d->name,
+			     d->arg ? " " : "", d->arg ? d->arg : "");
+	else
+		n = snprintf(left, sizeof(left), "      --%s%s%s", d->name, d->arg ? " " : "",
+			     d->arg ? d->arg : "");
+	if (n >= HELP_COLUMN - 1)
+		fprintf(f, "%s\n%*s", left, HELP_COLUMN, "");
+	else
+		fprintf(f, "%-*s", HELP_COLUMN, left);
+	for (; *line; line = end + 1) {
+		end = strchr(line, '\n');
+		fprintf(f, "%*s%.*s\n", line == d->help ? 0 : HELP_COLUMN, "", (int)(end - line),
+			line);
+	}
+}
+
+static void print_help(FILE *f, enum command cmd)
+{
+	fprintf(f, "usage: %s\n%s\n", commands[cmd].usage, commands[cmd].about);
+	for (size_t i = 0; i < ARRAY_LEN(opt_defs); i++) {
+		const struct opt_def *d = &opt_defs[i];
+
+		if (!(d->cmds & (1u << cmd)))
+			continue;
+		if (d->name)
+			print_option(f, d);
+		else
+			fprintf(f, "\n%s", d->help);
+	}
+	if (cmd != CMD_RECORD)
+		print_trace_names(f);
+	fprintf(f, "\n%s", commands[cmd].footer);
+}
+
+/* After a usage error that the help answers. */
+static int try_help(enum command cmd)
+{
+	if (cmd == CMD_TRACE)
+		fprintf(stderr, "try 'asynctraced --help'\n");
+	else
+		fprintf(stderr, "try 'asynctraced %s --help'\n", commands[cmd].name);
+	return EXIT_USAGE;
+}
+
+static const struct opt_def *find_option(int code, enum command cmd)
+{
+	const struct opt_def *any = NULL;
+
+	for (size_t i = 0; i < ARRAY_LEN(opt_defs); i++) {
+		if (!opt_defs[i].name || opt_defs[i].code != code)
+			continue;
+		if (opt_defs[i].cmds & (1u << cmd))
+			return &opt_defs[i];
+		any = &opt_defs[i];
+	}
+	return any;
+}
+
+static unsigned option_cmds(int code)
+{
+	unsigned cmds = 0;
+
+	for (size_t i = 0; i < ARRAY_LEN(opt_defs); i++)
+		if (opt_defs[i].name && opt_defs[i].code == code)
+			cmds |= opt_defs[i].cmds;
+	return cmds;
+}
+
+/* Is opt_defs[i] an option's first row (an option may have one per command)? */
+static bool first_row(size_t i)
+{
+	if (!opt_defs[i].name)
+		return false;
+	for (size_t j = 0; j < i; j++)
+		if (opt_defs[j].name && opt_defs[j].code == opt_defs[i].code)
+			return false;
+	return true;
+}
+
+/* getopt's tables, from opt_defs: one entry per option. */
+static void getopt_tables(struct option *longopts, char *shortopts)
+{
+	size_t n = 0, s = 0;
+
+	/* ':' first: a missing argument is told apart from an unknown option */
+	shortopts[s++] = ':';
+	for (size_t i = 0; i < ARRAY_LEN(opt_defs); i++) {
+		const struct opt_def *d = &opt_defs[i];
+
+		if (!first_row(i))
+			continue;
+		longopts[n++] = (struct option){ d->name, d->arg ? required_argument : no_argument,
+						 NULL, d->code };
+		if (d->code < 128) {
+			shortopts[s++] = (char)d->code;
+			if (d->arg)
+				shortopts[s++] = ':';
+		}
+	}
+	longopts[n] = (struct option){ NULL, 0, NULL, 0 };
+	shortopts[s] = '\0';
+}
+
+/* How many options' long names begin with these len characters. */
+static int prefix_of(const char *name, int len)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < ARRAY_LEN(opt_defs); i++)
+		n += first_row(i) && !strncmp(opt_defs[i].name, name, len);
+	return n;
+}
+
+/*
+ * getopt's '?' or ':' as one line. arg is the last argument getopt moved past:
+ * the option itself when it was long (those are never clustered) or missing
+ * its argument (then it was last); an unknown short one may sit inside a
+ * cluster getopt has not moved past yet, so optopt names that one.
+ */
+static int typo(enum command cmd, int c, const char *arg)
+{
+	int len = (int)strcspn(arg, "=");
+	bool given_long = !strncmp(arg, "--", 2);
+
+	if (c == ':' && given_long)
+		err_msg("option '%.*s' needs an argument\n", len, arg);
+	else if (c == ':')
+		err_msg("option '-%c' needs an argument\n", optopt);
+	else if (!optopt && given_long && prefix_of(arg + 2, len - 2) > 1)
+		err_msg("option '%.*s' is ambiguous: it begins more than one option\n", len, arg);
+	else if (!optopt)
+		err_msg("unrecognized option '%.*s'\n", len, arg);
+	else if (option_cmds(optopt))
+		/* a known option in '?' was given an argument it does not take: --live=1 */
+		err_msg("option '%.*s' takes no argument\n", len, arg);
+	else
+		err_msg("unrecognized option '-%c'\n", optopt);
+	return try_help(cmd);
+}
+
+/* An option the command line has, but its command does not take. */
+static int misplaced(enum command cmd, const struct opt_def *d)
+{
+	char opt[64];
+
+	if (d->code < 128)
+		snprintf(opt, sizeof(opt), "-%c", d->code);
+	else
+		snprintf(opt, sizeof(opt), "--%s", d->name);
+	if (cmd == CMD_RECORD && (option_cmds(d->code) & C))
+		err_msg("%s is for tracing or converting: record writes only the capture "
+			"(asynctraced convert FILE %s ... reads it)\n",
+			opt, opt);
+	else
+		err_msg("%s does not apply to %s\n", opt, commands[cmd].name);
+	return try_help(cmd);
+}
 
 static int bad(const char *opt, const char *arg, const char *want)
 {
@@ -111,56 +554,20 @@ static int uint_opt(const char *opt, const char *arg, uint32_t *v)
 	return 0;
 }
 
-/* Options that make no sense for a command (indexed by option code). */
-static const struct {
-	int opt;
-	const char *name;
-	unsigned not_for; /* 1 << enum command */
-} misplaced[] = {
-	{ 'p', "-p", 1 << CMD_CONVERT },
-	{ 'd', "-d", 1 << CMD_CONVERT },
-	{ OPT_NO_TRACE, "--no-trace", 1 << CMD_CONVERT },
-	{ OPT_RINGBUF, "--ringbuf-size", 1 << CMD_CONVERT },
-	{ OPT_TASK_SLOTS, "--task-slots", 1 << CMD_CONVERT },
-	{ OPT_BTF, "--btf", 1 << CMD_CONVERT },
-	{ OPT_SCHED_HOOK, "--sched-hook", 1 << CMD_CONVERT },
-	{ OPT_EMPTY_PROGRAMS, "--empty-programs", 1 << CMD_CONVERT | 1 << CMD_RECORD },
-	{ OPT_PROBE_AT, "--probe-at", 1 << CMD_CONVERT },
-	{ OPT_LIVE, "--live", 1 << CMD_CONVERT | 1 << CMD_RECORD },
-	{ OPT_ALERTS, "--alerts", 1 << CMD_RECORD },
-	{ OPT_SUMMARY, "--summary", 1 << CMD_RECORD },
-	{ OPT_FORMAT, "--format", 1 << CMD_RECORD },
-};
-
-static const char *const command_names[] = { "trace", "record", "convert" };
-
-static int check(const struct options *o, const bool *given)
+static int check(struct options *o)
 {
-	for (size_t i = 0; i < sizeof(misplaced) / sizeof(misplaced[0]); i++) {
-		if (!given[misplaced[i].opt] || !(misplaced[i].not_for & (1u << o->command)))
-			continue;
-		if (o->command == CMD_RECORD)
-			err_msg("%s is for tracing or converting: record writes only the "
-				"capture (asynctraced convert FILE %s ... reads it)\n",
-				misplaced[i].name, misplaced[i].name);
-		else
-			err_msg("%s does not apply to %s\n", misplaced[i].name,
-				command_names[o->command]);
-		return EXIT_USAGE;
-	}
 	if (o->command == CMD_CONVERT) {
 		if (!o->capture) {
 			err_msg("convert needs a capture: asynctraced convert FILE [-o TRACE]\n");
-			return EXIT_USAGE;
+			return try_help(o->command);
 		}
 	} else if (!o->pid) {
 		err_msg("no target: give -p PID\n");
-		fputs(usage, stderr);
-		return EXIT_USAGE;
+		return try_help(o->command);
 	}
 	if (o->command == CMD_RECORD && !o->output) {
 		err_msg("record needs a file to write: -o FILE\n");
-		return EXIT_USAGE;
+		return try_help(o->command);
 	}
 	if (o->empty_programs && o->output) {
 		err_msg("--empty-programs records nothing: drop -o %s\n", o->output);
@@ -170,59 +577,62 @@ static int check(const struct options *o, const bool *given)
 		err_msg("--no-trace writes no trace: drop -o %s\n", o->output);
 		return EXIT_USAGE;
 	}
-	if (o->command != CMD_RECORD && o->output && !strcmp(o->output, "-") &&
-	    o->summary == SUMMARY_JSON) {
-		err_msg("-o - and --summary json both want standard output\n");
+	if (o->command != CMD_RECORD && trace_format(o))
 		return EXIT_USAGE;
-	}
-	return 0;
+	return distinct_files(o);
 }
 
-int options__parse(int argc, char **argv, struct options *o)
+static int unknown_command(const char *name)
 {
-	static const struct option longopts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "format", required_argument, NULL, OPT_FORMAT },
-		{ "no-trace", no_argument, NULL, OPT_NO_TRACE },
-		{ "alerts", required_argument, NULL, OPT_ALERTS },
-		{ "summary", required_argument, NULL, OPT_SUMMARY },
-		{ "live", no_argument, NULL, OPT_LIVE },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "long-poll", required_argument, NULL, OPT_LONG_POLL },
-		{ "sched-delay", required_argument, NULL, OPT_SCHED_DELAY },
-		{ "starve-depth", required_argument, NULL, OPT_STARVE_DEPTH },
-		{ "starve-time", required_argument, NULL, OPT_STARVE_TIME },
-		{ "thrash-rate", required_argument, NULL, OPT_THRASH_RATE },
-		{ "lost-waker", required_argument, NULL, OPT_LOST_WAKER },
-		{ "episode-gap", required_argument, NULL, OPT_EPISODE_GAP },
-		{ "ringbuf-size", required_argument, NULL, OPT_RINGBUF },
-		{ "task-slots", required_argument, NULL, OPT_TASK_SLOTS },
-		{ "btf", required_argument, NULL, OPT_BTF },
-		{ "sched-hook", required_argument, NULL, OPT_SCHED_HOOK },
-		{ "empty-programs", no_argument, NULL, OPT_EMPTY_PROGRAMS },
-		{ "probe-at", required_argument, NULL, OPT_PROBE_AT },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 },
-	};
+	err_msg("unknown command '%s': the commands are trace, record, convert and help\n", name);
+	return try_help(CMD_TRACE);
+}
+
+/* asynctraced help [COMMAND] */
+static int help_command(int argc, char **argv)
+{
+	if (argc > 3) {
+		err_msg("unexpected argument '%s'\n", argv[3]);
+		return try_help(CMD_TRACE);
+	}
+	if (argc == 2 || !strcmp(argv[2], "help")) {
+		print_help(stdout, CMD_TRACE);
+		return -1;
+	}
+	for (size_t i = 0; i < ARRAY_LEN(commands); i++)
+		if (!strcmp(argv[2], commands[i].name)) {
+			print_help(stdout, (enum command)i);
+			return -1;
+		}
+	return unknown_command(argv[2]);
+}
+
+/* The command argv[1] names, taken off argv; trace when it names none. */
+static int take_command(int *argc, char ***argv, enum command *cmd)
+{
+	char **av = *argv;
+
+	*cmd = CMD_TRACE;
+	if (*argc < 2 || av[1][0] == '-')
+		return 0;
+	for (size_t i = 0; i < ARRAY_LEN(commands); i++)
+		if (!strcmp(av[1], commands[i].name)) {
+			*cmd = (enum command)i;
+			av[1] = av[0];
+			(*argv)++;
+			(*argc)--;
+			return 0;
+		}
+	/* trace takes no argument that is not an option: this was meant as a command */
+	return unknown_command(av[1]);
+}
+
+static void defaults(struct options *o, enum command cmd)
+{
 	struct detect_opts *d = &o->detect;
-	bool given[OPT_MAX] = { false };
-	int c, pid, err = 0;
 
 	memset(o, 0, sizeof(*o));
-	if (argc > 1) {
-		for (int i = 0; i < (int)(sizeof(command_names) / sizeof(command_names[0])); i++)
-			if (!strcmp(argv[1], command_names[i]))
-				o->command = (enum command)i;
-		if (o->command != CMD_TRACE || !strcmp(argv[1], "trace")) {
-			argv[1] = argv[0];
-			argv++;
-			argc--;
-		}
-	}
+	o->command = cmd;
 	o->live = -1;
 	o->ringbuf_bytes = DEFAULT_RINGBUF_BYTES;
 	o->task_slots = AT_TASK_SLOTS;
@@ -233,141 +643,157 @@ int options__parse(int argc, char **argv, struct options *o)
 	d->thrash_rate = DEFAULT_THRASH_RATE;
 	d->lost_waker_ns = DEFAULT_LOST_WAKER_NS;
 	d->episode_gap_ns = DEFAULT_EPISODE_GAP_NS;
-	while (!err && (c = getopt_long(argc, argv, "p:d:o:qvhV", longopts, NULL)) != -1) {
-		if (c > 0 && c < OPT_MAX)
-			given[c] = true;
-		switch (c) {
-		case 'p':
-			if (parse_int(optarg, 1, INT32_MAX, &pid)) {
-				err_msg("invalid pid '%s'\n", optarg);
-				return EXIT_USAGE;
-			}
-			o->pid = pid;
-			break;
-		case 'd':
-			if (parse_duration(optarg, 1000000000ull, &o->duration_ns) ||
-			    !o->duration_ns)
-				err = bad("duration", optarg, "seconds, e.g. 5 or 2.5");
-			break;
-		case 'o':
-			o->output = optarg;
-			break;
-		case OPT_FORMAT:
-			if (!strcmp(optarg, "json"))
-				o->format = FORMAT_JSON;
-			else if (!strcmp(optarg, "perfetto"))
-				o->format = FORMAT_PERFETTO;
-			else
-				err = bad("--format", optarg, "json or perfetto");
-			break;
-		case OPT_NO_TRACE:
-			o->no_trace = true;
-			break;
-		case OPT_ALERTS:
-			o->alerts = optarg;
-			break;
-		case OPT_SUMMARY:
-			if (!strcmp(optarg, "text"))
-				o->summary = SUMMARY_TEXT;
-			else if (!strcmp(optarg, "json"))
-				o->summary = SUMMARY_JSON;
-			else
-				err = bad("--summary", optarg, "text or json");
-			break;
-		case OPT_LIVE:
-			o->live = 1;
-			break;
-		case 'q':
-			o->quiet = true;
-			break;
-		case OPT_LONG_POLL:
-			o->detect_given |= GIVEN_LONG_POLL;
-			err = time_opt("--long-poll", optarg, &d->long_poll_ns);
-			break;
-		case OPT_SCHED_DELAY:
-			o->detect_given |= GIVEN_SCHED_DELAY;
-			err = time_opt("--sched-delay", optarg, &d->sched_delay_ns);
-			break;
-		case OPT_STARVE_DEPTH:
-			o->detect_given |= GIVEN_STARVE_DEPTH;
-			err = uint_opt("--starve-depth", optarg, &d->starve_depth);
-			break;
-		case OPT_STARVE_TIME:
-			o->detect_given |= GIVEN_STARVE_TIME;
-			err = time_opt("--starve-time", optarg, &d->starve_ns);
-			break;
-		case OPT_THRASH_RATE:
-			o->detect_given |= GIVEN_THRASH_RATE;
-			err = uint_opt("--thrash-rate", optarg, &d->thrash_rate);
-			break;
-		case OPT_LOST_WAKER:
-			o->detect_given |= GIVEN_LOST_WAKER;
-			err = time_opt("--lost-waker", optarg, &d->lost_waker_ns);
-			break;
-		case OPT_EPISODE_GAP:
-			o->detect_given |= GIVEN_EPISODE_GAP;
-			err = time_opt("--episode-gap", optarg, &d->episode_gap_ns);
-			break;
-		case OPT_RINGBUF:
-			if (parse_size(optarg, &o->ringbuf_bytes) || o->ringbuf_bytes < 4096 ||
-			    o->ringbuf_bytes > (1ull << 30) ||
-			    (o->ringbuf_bytes & (o->ringbuf_bytes - 1)))
-				err = bad("--ringbuf-size", optarg, "a power of two from 4K to 1G");
-			break;
-		case OPT_TASK_SLOTS: {
-			int n;
+}
 
-			if (parse_int(optarg, 1, 1 << 20, &n) || (n & (n - 1)))
-				err = bad("--task-slots", optarg, "a power of two from 1 to 1048576");
-			else
-				o->task_slots = (uint32_t)n;
-		}
-			break;
-		case OPT_BTF:
-			o->btf_path = optarg;
-			break;
-		case OPT_SCHED_HOOK:
-			if (!strcmp(optarg, "auto"))
-				o->sched_hook = SCHED_HOOK_AUTO;
-			else if (!strcmp(optarg, "tp_btf"))
-				o->sched_hook = SCHED_HOOK_TP_BTF;
-			else if (!strcmp(optarg, "raw_tp"))
-				o->sched_hook = SCHED_HOOK_RAW_TP;
-			else
-				err = bad("--sched-hook", optarg, "auto, tp_btf or raw_tp");
-			break;
-		case OPT_EMPTY_PROGRAMS:
-			o->empty_programs = true;
-			break;
-		case OPT_PROBE_AT:
-			if (!strcmp(optarg, "cheapest"))
-				o->probe_at_entry = false;
-			else if (!strcmp(optarg, "entry"))
-				o->probe_at_entry = true;
-			else
-				err = bad("--probe-at", optarg, "cheapest or entry");
-			break;
-		case 'v':
-			o->verbose = true;
-			break;
-		case 'h':
-			fputs(usage, stdout);
-			return -1;
-		case 'V':
-			printf("asynctraced %s\n", VERSION);
-			return -1;
-		default:
-			fputs(usage, stderr);
+/* One option and its argument into o: 0, EXIT_USAGE after a message, or -1 when done. */
+static int take_option(struct options *o, int c, const char *arg)
+{
+	struct detect_opts *d = &o->detect;
+	int n;
+
+	switch (c) {
+	case 'p':
+		if (parse_int(arg, 1, INT32_MAX, &n)) {
+			err_msg("invalid pid '%s'\n", arg);
 			return EXIT_USAGE;
 		}
+		o->pid = n;
+		return 0;
+	case 'd':
+		if (parse_duration(arg, 1000000000ull, &o->duration_ns) || !o->duration_ns)
+			return bad("duration", arg, "seconds, e.g. 5 or 2.5");
+		return 0;
+	case 'o':
+		o->output = arg;
+		return 0;
+	case OPT_FORMAT:
+		if (!strcmp(arg, format_names[FORMAT_JSON]))
+			o->format = FORMAT_JSON;
+		else if (!strcmp(arg, format_names[FORMAT_PERFETTO]))
+			o->format = FORMAT_PERFETTO;
+		else
+			return bad("--format", arg, "json or perfetto");
+		return 0;
+	case OPT_NO_TRACE:
+		o->no_trace = true;
+		return 0;
+	case OPT_ALERTS:
+		o->alerts = arg;
+		return 0;
+	case OPT_SUMMARY:
+		if (!strcmp(arg, "text"))
+			o->summary = SUMMARY_TEXT;
+		else if (!strcmp(arg, "json"))
+			o->summary = SUMMARY_JSON;
+		else
+			return bad("--summary", arg, "text or json");
+		return 0;
+	case OPT_LIVE:
+		o->live = 1;
+		return 0;
+	case 'q':
+		o->quiet = true;
+		return 0;
+	case OPT_LONG_POLL:
+		o->detect_given |= GIVEN_LONG_POLL;
+		return time_opt("--long-poll", arg, &d->long_poll_ns);
+	case OPT_SCHED_DELAY:
+		o->detect_given |= GIVEN_SCHED_DELAY;
+		return time_opt("--sched-delay", arg, &d->sched_delay_ns);
+	case OPT_STARVE_DEPTH:
+		o->detect_given |= GIVEN_STARVE_DEPTH;
+		return uint_opt("--starve-depth", arg, &d->starve_depth);
+	case OPT_STARVE_TIME:
+		o->detect_given |= GIVEN_STARVE_TIME;
+		return time_opt("--starve-time", arg, &d->starve_ns);
+	case OPT_THRASH_RATE:
+		o->detect_given |= GIVEN_THRASH_RATE;
+		return uint_opt("--thrash-rate", arg, &d->thrash_rate);
+	case OPT_LOST_WAKER:
+		o->detect_given |= GIVEN_LOST_WAKER;
+		return time_opt("--lost-waker", arg, &d->lost_waker_ns);
+	case OPT_EPISODE_GAP:
+		o->detect_given |= GIVEN_EPISODE_GAP;
+		return time_opt("--episode-gap", arg, &d->episode_gap_ns);
+	case OPT_RINGBUF:
+		if (parse_size(arg, &o->ringbuf_bytes) || o->ringbuf_bytes < 4096 ||
+		    o->ringbuf_bytes > (1ull << 30) || (o->ringbuf_bytes & (o->ringbuf_bytes - 1)))
+			return bad("--ringbuf-size", arg, "a power of two from 4K to 1G");
+		return 0;
+	case OPT_TASK_SLOTS:
+		if (parse_int(arg, 1, 1 << 20, &n) || (n & (n - 1)))
+			return bad("--task-slots", arg, "a power of two from 1 to 1048576");
+		o->task_slots = (uint32_t)n;
+		return 0;
+	case OPT_BTF:
+		o->btf_path = arg;
+		return 0;
+	case OPT_SCHED_HOOK:
+		if (!strcmp(arg, "auto"))
+			o->sched_hook = SCHED_HOOK_AUTO;
+		else if (!strcmp(arg, "tp_btf"))
+			o->sched_hook = SCHED_HOOK_TP_BTF;
+		else if (!strcmp(arg, "raw_tp"))
+			o->sched_hook = SCHED_HOOK_RAW_TP;
+		else
+			return bad("--sched-hook", arg, "auto, tp_btf or raw_tp");
+		return 0;
+	case OPT_EMPTY_PROGRAMS:
+		o->empty_programs = true;
+		return 0;
+	case OPT_PROBE_AT:
+		if (!strcmp(arg, "cheapest"))
+			o->probe_at_entry = false;
+		else if (!strcmp(arg, "entry"))
+			o->probe_at_entry = true;
+		else
+			return bad("--probe-at", arg, "cheapest or entry");
+		return 0;
+	case 'v':
+		o->verbose = true;
+		return 0;
+	case 'h':
+		print_help(stdout, o->command);
+		return -1;
+	case 'V':
+		printf("asynctraced %s\n", VERSION);
+		return -1;
 	}
+	return 0;
+}
+
+int options__parse(int argc, char **argv, struct options *o)
+{
+	struct option longopts[ARRAY_LEN(opt_defs) + 1];
+	char shortopts[2 * ARRAY_LEN(opt_defs) + 2];
+	enum command cmd;
+	int c, err;
+
+	if (argc > 1 && !strcmp(argv[1], "help"))
+		return help_command(argc, argv);
+	err = take_command(&argc, &argv, &cmd);
 	if (err)
 		return err;
-	if (o->command == CMD_CONVERT && optind < argc)
+	defaults(o, cmd);
+	getopt_tables(longopts, shortopts);
+	opterr = 0; /* its messages name argv[0], a path: ours say asynctraced */
+	while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+		const struct opt_def *d;
+
+		if (c == '?' || c == ':')
+			return typo(cmd, c, argv[optind - 1]);
+		d = find_option(c, cmd);
+		if (d && !(d->cmds & (1u << cmd)))
+			return misplaced(cmd, d);
+		err = take_option(o, c, optarg);
+		if (err)
+			return err;
+	}
+	if (cmd == CMD_CONVERT && optind < argc)
 		o->capture = argv[optind++];
 	if (optind < argc) {
 		err_msg("unexpected argument '%s'\n", argv[optind]);
-		return EXIT_USAGE;
+		return try_help(cmd);
 	}
-	return check(o, given);
+	return check(o);
 }

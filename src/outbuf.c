@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define OUTBUF_SIZE (1u << 20)
@@ -19,17 +20,90 @@ struct outbuf {
 	char buf[OUTBUF_SIZE];
 };
 
+/* A file asynctraced will write over: a regular one, or -ENXIO (-EISDIR for a directory). */
+static int regular(const struct stat *st)
+{
+	if (S_ISREG(st->st_mode))
+		return 0;
+	return S_ISDIR(st->st_mode) ? -EISDIR : -ENXIO;
+}
+
+/*
+ * As root, whatever sits at path may have been planted there by someone else:
+ * a symlink to a root-only file, a FIFO, a device. So the last component is
+ * never followed, nothing is truncated before fstat says it is a regular file,
+ * and a device is not even opened (opening one can have effects of its own)
+ * when lstat already says what it is. O_NONBLOCK: a FIFO swapped in after the
+ * lstat makes open fail or return at once instead of waiting for a reader.
+ */
+static int open_output(const char *path)
+{
+	const int flags = O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+	struct stat st;
+	int fd = -1, fl, err;
+
+	/* a file that comes or goes between lstat and open: look again */
+	for (int tries = 0; tries < 3; tries++) {
+		if (lstat(path, &st) == 0) {
+			if (S_ISLNK(st.st_mode))
+				return -ELOOP;
+			err = regular(&st);
+			if (err)
+				return err;
+			fd = open(path, flags);
+		} else if (errno == ENOENT) {
+			/* O_EXCL: a file this open creates, nothing planted since */
+			fd = open(path, flags | O_CREAT | O_EXCL, 0644);
+		} else {
+			return -errno;
+		}
+		if (fd >= 0 || (errno != ENOENT && errno != EEXIST))
+			break;
+	}
+	if (fd < 0)
+		return -errno;
+	/* the file opened is the authority, whatever lstat saw */
+	err = fstat(fd, &st) ? -errno : regular(&st);
+	fl = fcntl(fd, F_GETFL);
+	if (!err && (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK)))
+		err = -errno;
+	if (!err && ftruncate(fd, 0))
+		err = -errno;
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+const char *outbuf__strerror(int err)
+{
+	switch (err) {
+	case -ELOOP:
+		return "it is a symbolic link, and asynctraced does not follow one to write: "
+		       "name the file itself";
+	case -ENXIO:
+		return "not a regular file (asynctraced writes only regular files, or - for "
+		       "standard output)";
+	default:
+		return strerror(-err);
+	}
+}
+
 int outbuf__open(struct outbuf **obp, const char *path)
 {
 	struct outbuf *ob;
 	int fd;
 
-	if (strcmp(path, "-") == 0)
+	if (strcmp(path, "-") == 0) {
 		fd = dup(STDOUT_FILENO);
-	else
-		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
+		if (fd < 0)
+			return -errno;
+	} else {
+		fd = open_output(path);
+		if (fd < 0)
+			return fd;
+	}
 	ob = malloc(sizeof(*ob));
 	if (!ob) {
 		close(fd);

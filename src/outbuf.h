@@ -12,8 +12,15 @@
 
 struct outbuf;
 
-/* Opens (creates, truncates) path for writing; "-" is standard output. */
+/*
+ * Opens path to write it from its start; "-" is standard output. Safe as root
+ * where others can plant files: a symlink as the last component is refused
+ * (-ELOOP), and so is anything but a regular file (-ENXIO; -EISDIR for a
+ * directory), before it is truncated. A new file gets mode 0644 less the umask.
+ */
 int outbuf__open(struct outbuf **ob, const char *path);
+/* What an error of outbuf__open means, for a message. */
+const char *outbuf__strerror(int err);
 void outbuf__free(struct outbuf *ob);
 
 /* 0, or the -errno of the first failed write. */

@@ -32,18 +32,19 @@ int outputs__open(struct pipeline *p, const struct options *o, bool live)
 	if (!err && o->alerts) {
 		err = alert_log__new(&sink, o->alerts);
 		if (err) {
-			err_msg("cannot write alerts to '%s': %s\n", o->alerts, strerror(-err));
+			err_msg("cannot write alerts to '%s': %s\n", o->alerts,
+				outbuf__strerror(err));
 			return err;
 		}
 		err = pipeline__add_sink(p, sink);
 	}
 	if (!err && o->output) {
-		bool proto = o->format == FORMAT_PERFETTO ||
-			     (o->format == FORMAT_AUTO && trace_proto__wanted(o->output));
-
-		err = proto ? trace_proto__new(&sink, o->output) : trace_json__new(&sink, o->output);
+		/* options__parse took the format from the name when --format did not say */
+		err = o->format == FORMAT_PERFETTO ? trace_proto__new(&sink, o->output)
+						   : trace_json__new(&sink, o->output);
 		if (err) {
-			err_msg("cannot write trace to '%s': %s\n", o->output, strerror(-err));
+			err_msg("cannot write trace to '%s': %s\n", o->output,
+				outbuf__strerror(err));
 			return err;
 		}
 		err = pipeline__add_sink(p, sink);

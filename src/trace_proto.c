@@ -845,10 +845,3 @@ int trace_proto__new(struct sink **s, const char *path)
 	*s = &tp->sink;
 	return 0;
 }
-
-bool trace_proto__wanted(const char *path)
-{
-	const char *dot = path ? strrchr(path, '.') : NULL;
-
-	return dot && (!strcmp(dot, ".pftrace") || !strcmp(dot, ".perfetto-trace"));
-}

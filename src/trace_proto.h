@@ -9,13 +9,9 @@
 #ifndef TRACE_PROTO_H
 #define TRACE_PROTO_H
 
-#include <stdbool.h>
-
 #include "sink.h"
 
 /* Opens path now, so an unwritable output fails before tracing starts. */
 int trace_proto__new(struct sink **s, const char *path);
-/* Does this file name ask for protobuf (.pftrace, .perfetto-trace)? */
-bool trace_proto__wanted(const char *path);
 
 #endif

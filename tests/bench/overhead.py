@@ -137,9 +137,10 @@ def run(target, mode, seconds, tmp, rate="max", tracer_out=None, watch_rss=False
     if mode != "untraced":
         args = tracer_args(mode, ex.pid, tmp)
         if tracer_out:
-            args = args[:-2] + ["-o", tracer_out, "--format", "perfetto"]
-        with open(err_path, "w") as err:
-            tr = subprocess.Popen(args, stderr=err)
+            # asynctraced writes only regular files: a device gets the trace on stdout
+            args = args[:-2] + ["-o", "-", "--format", "perfetto"]
+        with open(err_path, "w") as err, open(tracer_out or os.devnull, "wb") as out:
+            tr = subprocess.Popen(args, stderr=err, stdout=out if tracer_out else None)
         load_cpu = wait_attached(tr, err_path)
         if target.startswith("tokio"):
             ex.stdin.write("go\n")

@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
@@ -87,12 +91,154 @@ static void unwritable(void **state)
 	assert_int_not_equal(outbuf__open(&ob, "/nonexistent-dir/trace.json"), 0);
 }
 
+/* A scratch directory, as /tmp is where a planted file would wait. */
+static char *scratch(void)
+{
+	static char dir[64];
+
+	snprintf(dir, sizeof(dir), "/tmp/asynctraced-outbuf-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	return dir;
+}
+
+static char *in(const char *dir, const char *name)
+{
+	static char paths[4][128];
+	static int next;
+	char *p = paths[next++ % 4];
+
+	snprintf(p, sizeof(paths[0]), "%s/%s", dir, name);
+	return p;
+}
+
+static void put_file(const char *path, const char *text, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	assert_int_equal(chmod(path, mode), 0);
+}
+
+/* A symlink planted where root writes must not lead to the file it names. */
+static void refuses_symlink(void **state)
+{
+	char *dir = scratch(), *victim = in(dir, "victim"), *link = in(dir, "t.json");
+	struct outbuf *ob;
+	struct stat st;
+
+	put_file(victim, "secret", 0600);
+	assert_int_equal(symlink(victim, link), 0);
+	assert_int_equal(outbuf__open(&ob, link), -ELOOP);
+	assert_string_equal(slurp(victim), "secret");
+	assert_int_equal(stat(victim, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	/* a dangling one is refused too: it would create the file it names */
+	assert_int_equal(unlink(victim), 0);
+	assert_int_equal(outbuf__open(&ob, link), -ELOOP);
+	assert_int_equal(access(victim, F_OK), -1);
+	unlink(link);
+	rmdir(dir);
+}
+
+static void on_alarm(int sig)
+{
+	fail_msg("outbuf__open blocked on a FIFO");
+}
+
+/* Writing a FIFO would block (no reader) or feed whoever reads it. */
+static void refuses_fifo(void **state)
+{
+	char *dir = scratch(), *fifo = in(dir, "t.json");
+	struct outbuf *ob;
+	int rd;
+
+	assert_int_equal(mkfifo(fifo, 0666), 0);
+	signal(SIGALRM, on_alarm);
+	alarm(5);
+	assert_int_equal(outbuf__open(&ob, fifo), -ENXIO);
+	rd = open(fifo, O_RDONLY | O_NONBLOCK);
+	assert_true(rd >= 0);
+	assert_int_equal(outbuf__open(&ob, fifo), -ENXIO);
+	alarm(0);
+	close(rd);
+	unlink(fifo);
+	rmdir(dir);
+}
+
+/* Devices and directories are not truncated or written either. */
+static void refuses_other_files(void **state)
+{
+	struct outbuf *ob;
+
+	assert_int_equal(outbuf__open(&ob, "/dev/null"), -ENXIO);
+	assert_int_equal(outbuf__open(&ob, "/tmp"), -EISDIR);
+}
+
+/* An existing regular file is written from its start and keeps its mode. */
+static void rewrites_regular_file(void **state)
+{
+	char *dir = scratch(), *path = in(dir, "t.json");
+	struct outbuf *ob;
+	struct stat st;
+
+	put_file(path, "an older and longer trace", 0600);
+	assert_int_equal(outbuf__open(&ob, path), 0);
+	ob_puts(ob, "new");
+	assert_int_equal(outbuf__flush(ob), 0);
+	outbuf__free(ob);
+	assert_string_equal(slurp(path), "new");
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* New files: 0644 at most, less when the umask says so. */
+static void creates_with_umask(void **state)
+{
+	char *dir = scratch(), *path = in(dir, "t.json");
+	struct outbuf *ob;
+	struct stat st;
+	mode_t old = umask(022);
+
+	assert_int_equal(outbuf__open(&ob, path), 0);
+	outbuf__free(ob);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0644);
+	unlink(path);
+	umask(077);
+	assert_int_equal(outbuf__open(&ob, path), 0);
+	outbuf__free(ob);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	umask(old);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* "-" is standard output, whatever kind of file that is. */
+static void dash_is_stdout(void **state)
+{
+	struct outbuf *ob;
+
+	assert_int_equal(outbuf__open(&ob, "-"), 0);
+	outbuf__free(ob);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(formats),
 		cmocka_unit_test(large),
 		cmocka_unit_test(unwritable),
+		cmocka_unit_test(refuses_symlink),
+		cmocka_unit_test(refuses_fifo),
+		cmocka_unit_test(refuses_other_files),
+		cmocka_unit_test(rewrites_regular_file),
+		cmocka_unit_test(creates_with_umask),
+		cmocka_unit_test(dash_is_stdout),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
