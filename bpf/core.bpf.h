@@ -574,26 +574,40 @@ static __always_inline __u64 task_note_wake(__u64 task, __u64 now, __s32 queue, 
 	else
 		__sync_fetch_and_add(&ts->wakes, 1);
 	/* In place: an update would allocate a new LRU element. */
-	wake_id = ts->wake_id ? 0 : next_wake_id();
-	/* two wakers at once: one queues the poll, the other is coalesced into it */
-	if (!wake_id || __sync_val_compare_and_swap(&ts->wake_id, 0, wake_id)) {
-		/* a later push is still where it waits */
+	if (ts->wake_id) {
+		/* coalesced: a later push is still where it waits */
 		if (queue != AT_QUEUE_NONE) {
 			ts->queued_on = queue;
 			ts->queued_depth = depth;
 		}
 		return 0;
 	}
+	/*
+	 * What the poll will read, before the flow id that makes it read it: a
+	 * wake_ts without a wake_id is never taken (a racing waker's, or one
+	 * written into a slot another task took meanwhile).
+	 */
+	wake_id = next_wake_id();
+	ts->wake_ts = now;
+	if (queue != AT_QUEUE_NONE) {
+		ts->queued_on = queue;
+		ts->queued_depth = depth;
+	}
+	/* two wakers at once: one queues the poll, the other is coalesced into it */
+	if (__sync_val_compare_and_swap(&ts->wake_id, 0, wake_id))
+		return 0;
 	/* the compare-and-swap ordered this after our wake_id: a new owner shows now */
 	if (!task_still(task, ts, slot)) {
 		__sync_val_compare_and_swap(&ts->wake_id, wake_id, 0);
 		return wake_id;
 	}
+	if (queue == AT_QUEUE_NONE) {
+		/* not queued by this wake: a push to come says where */
+		ts->queued_on = AT_QUEUE_NONE;
+		ts->queued_depth = 0;
+	}
 	if (name_addr && !ts->name_addr)
 		ts->name_addr = name_addr;
-	ts->wake_ts = now;
-	ts->queued_on = queue;
-	ts->queued_depth = depth;
 	return wake_id;
 }
 
@@ -773,7 +787,8 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
 		 * being wiped (wakes publish with a compare-and-swap from 0).
 		 */
 		t->wake_id = ts->wake_id;
-		t->wake_ts = ts->wake_ts;
+		barrier();
+		t->wake_ts = t->wake_id ? ts->wake_ts : 0;
 		t->queued_on = ts->queued_on;
 		t->queued_depth = ts->queued_depth;
 		if (t->wake_id) {

@@ -576,6 +576,11 @@ static void stale_slot_after_the_wake_found_it(void **state)
 	assert_int_equal(task_slot(7)->task, newcomer);
 	assert_int_equal(state_of(newcomer)->wake_id, 0);
 	assert_int_not_equal(idle_since(newcomer), 0);
+	/* nor the old wake's time: its next poll (a runtime's requeue, say) answers no wake */
+	poll_begin(&w1, newcomer, 1);
+	poll_end(&w1, newcomer, 1, 0, AT_QUEUE_NONE);
+	assert_int_equal(((struct at_poll *)records[nr_records - 1])->wake_ts, 0);
+	assert_int_equal(((struct at_poll *)records[nr_records - 1])->wake_id, 0);
 }
 
 /*
