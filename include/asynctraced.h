@@ -139,6 +139,28 @@ struct at_poll {
 	__u64 holder_begin;
 };
 
+/*
+ * Flow ids: the arrows of a trace, from a wake (or spawn) to the poll it
+ * caused, and from a steal's victim to its thief. Unique for the whole
+ * session, never reused, and exact as a double (JSON): below 2^53.
+ *
+ * Wake flows are made by the BPF side, each CPU counting its own:
+ * (cpu + 1) << AT_FLOW_CPU_SHIFT | n, below 2^52 with up to AT_FLOW_MAX_CPUS
+ * CPUs (larger CPU numbers wrap: ids stay unique while n does). Steal flows
+ * are made by the trace writers, from AT_STEAL_FLOW_BASE up: above every
+ * wake flow.
+ */
+#define AT_FLOW_CPU_SHIFT 40
+#define AT_FLOW_SEQ_MASK ((1ull << AT_FLOW_CPU_SHIFT) - 1)
+#define AT_FLOW_MAX_CPUS 2048	/* a power of 2 */
+#define AT_STEAL_FLOW_BASE (1ull << 52)
+
+static inline __u64 at_wake_flow_id(__u32 cpu, __u64 n)
+{
+	return (__u64)((cpu & (AT_FLOW_MAX_CPUS - 1)) + 1) << AT_FLOW_CPU_SHIFT |
+	       (n & AT_FLOW_SEQ_MASK);
+}
+
 /* A wake() call. hdr.ts: wake time. */
 struct at_wake {
 	struct at_hdr hdr;
@@ -315,12 +337,19 @@ struct at_task_slot {
 	struct at_task_stats s;
 } __attribute__((aligned(64))); /* no cache line shared by two tasks' slots */
 
+/*
+ * 2^64 / the golden ratio: multiplying by it spreads sequential ids and
+ * aligned addresses over the top bits (Fibonacci hashing). Every hash of
+ * ours uses it: task slots, the tokio caches and their checks, userspace's
+ * u64map.
+ */
+#define AT_HASH_MULT 0x9e3779b97f4a7c15ull
+
 /* The top bits of x times the golden ratio: a slot index for ids and addresses. */
 static inline __u32 at_hash_bits(__u64 x, __u32 bits)
 {
-	return bits ? (__u32)((x * 0x9e3779b97f4a7c15ull) >> (64 - (bits & 31))) : 0;
+	return bits ? (__u32)((x * AT_HASH_MULT) >> (64 - (bits & 31))) : 0;
 }
-
 
 /* "steals" hash map: (thief, victim) -> counts. */
 struct at_steal_key {
