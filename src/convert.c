@@ -49,7 +49,16 @@ int convert__run(const struct options *o)
 		err_msg("capture '%s' is damaged %s; converted the %llu records before it\n",
 			o->capture, capture_reader__error(r), (unsigned long long)rp.records);
 		ret = EXIT_FAIL;
-	} else if (!rp.have_stats) {
+	}
+	if (pipe.model.n.unknown) {
+		char kinds[64];
+
+		report__unknown_kinds(kinds, sizeof(kinds), &pipe.model);
+		err_msg("capture '%s' holds %llu records of kinds this asynctraced does not know "
+			"(%s): skipped; a newer asynctraced converts them\n",
+			o->capture, (unsigned long long)pipe.model.n.unknown, kinds);
+	}
+	if (!err && !rp.have_stats) {
 		err_msg("capture '%s' holds no snapshot of the maps: the report counts only "
 			"the events\n", o->capture);
 	}

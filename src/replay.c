@@ -165,11 +165,13 @@ static void apply(struct replay *rp, struct pipeline *p, const struct at_hdr *h,
 		rp->reason[sizeof(rp->reason) - 1] = '\0';
 		break;
 	default:
-		/* events and samples; newer capture kinds are skipped */
+		/* events and samples; newer capture kinds are counted and skipped */
 		if (h->kind < AT_CAP_BASE) {
 			pipeline__push(p, h, size);
 			if (h->ts > rp->stop)
 				rp->stop = h->ts;
+		} else {
+			model__unknown(&p->model, h->kind);
 		}
 		break;
 	}

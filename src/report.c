@@ -29,6 +29,19 @@ uint64_t report__dropped(const struct run_info *run)
 	return n;
 }
 
+/* "0xc8, 0x80ff": the unknown kinds the model remembered. */
+void report__unknown_kinds(char *buf, size_t len, const struct model *m)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < MODEL_UNKNOWN_KINDS && m->n.unknown_kinds[i] && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s0x%x", i ? ", " : "",
+				      m->n.unknown_kinds[i]);
+	if (n < len && m->n.unknown_kinds[MODEL_UNKNOWN_KINDS - 1])
+		snprintf(buf + n, len - n, ", ...");
+}
+
 static double per_sec(uint64_t n, double s)
 {
 	return s > 0 ? (double)n / s : 0;
@@ -98,6 +111,14 @@ static void text_counts(FILE *out, const struct model *m, const struct detector 
 	if (m->n.malformed)
 		fprintf(out, "  malformed %llu records skipped\n",
 			(unsigned long long)m->n.malformed);
+	if (m->n.unknown) {
+		char kinds[64];
+
+		report__unknown_kinds(kinds, sizeof(kinds), m);
+		fprintf(out, "  unknown  %llu records of kinds this asynctraced does not know (%s) "
+			     "skipped: written by a newer version\n",
+			(unsigned long long)m->n.unknown, kinds);
+	}
 	if (run->stats[AT_STAT_ORPHAN_POLL_END])
 		fprintf(out, "  untracked %llu poll ends without a begin (running at attach, or "
 			     "containers of other polls)\n",
@@ -294,6 +315,14 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 	ob_key_u64(ob, "},\"events\":{\"received\":", m->n.events);
 	ob_key_u64(ob, ",\"samples\":", m->n.samples);
 	ob_key_u64(ob, ",\"malformed\":", m->n.malformed);
+	ob_key_u64(ob, ",\"unknown\":", m->n.unknown);
+	ob_puts(ob, ",\"unknown_kinds\":[");
+	for (int i = 0; i < MODEL_UNKNOWN_KINDS && m->n.unknown_kinds[i]; i++) {
+		if (i)
+			ob_putc(ob, ',');
+		ob_u64(ob, m->n.unknown_kinds[i]);
+	}
+	ob_putc(ob, ']');
 	ob_key_u64(ob, ",\"dropped\":", report__dropped(run));
 	ob_puts(ob, ",\"by_kind\":{");
 	for (int k = 1; k < AT_EV_KIND_MAX; k++) {

@@ -29,6 +29,8 @@ void report__text(FILE *out, struct model *m, const struct detector *d, const st
 		  const struct run_info *run, bool full);
 void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 		  const struct stats *st, const struct run_info *run);
+/* "0xc8, 0x80ff": the kinds of the records skipped as unknown, for messages. */
+void report__unknown_kinds(char *buf, size_t len, const struct model *m);
 /* Records the BPF side could not deliver, all kinds together. */
 uint64_t report__dropped(const struct run_info *run);
 
