@@ -399,15 +399,29 @@ struct at_task_sample {
 	__u8 pad[7];
 };
 
-/* Per-CPU counters in the "stats" map, indexed by this enum. */
+/*
+ * Per-CPU counters in the "stats" map, indexed by these numbers. They are
+ * fixed, as event kinds are: captures keep the counters by number, so a
+ * number is never moved nor given again. Append only, from AT_STAT_NR; a
+ * retired counter keeps its line, renamed AT_STAT_RETIRED_<n>. (Captures of
+ * version 1 numbered them from AT_EV_KIND_MAX: drops 1-7, then 8-11 for
+ * the four below; their reader renumbers them.)
+ */
 enum at_stat {
-	AT_STAT_DROP_BASE = 0, /* + kind: records lost to a full ring buffer */
-	AT_STAT_ORPHAN_POLL_END = AT_EV_KIND_MAX, /* poll began before attach */
-	AT_STAT_THREADS_FULL,	/* thread map full: a poll went untracked */
-	AT_STAT_THREAD_SELF_WRONG, /* a thread known by its registers was another: off */
-	AT_STAT_MISSED_SWITCH_IN, /* a thread in a poll ran again without a traced switch in */
-	AT_STAT_NR,
+	/*
+	 * 0-31: records lost to a full ring buffer, by kind: AT_STAT_DROP_BASE
+	 * + kind (0 is no kind: never counted). Kinds from 32 up would need a
+	 * block of their own.
+	 */
+	AT_STAT_DROP_BASE = 0,
+	AT_STAT_ORPHAN_POLL_END = 32,	/* poll began before attach */
+	AT_STAT_THREADS_FULL = 33,	/* thread map full: a poll went untracked */
+	AT_STAT_THREAD_SELF_WRONG = 34,	/* a thread known by its registers was another: off */
+	AT_STAT_MISSED_SWITCH_IN = 35,	/* a thread in a poll ran again without a traced switch in */
+	AT_STAT_NR = 36,		/* one past the highest number given */
 };
+
+#define AT_STAT_DROP_KINDS 32	/* the drops block: AT_STAT_DROP_BASE + 0 .. + 31 */
 
 /*
  * The layouts above, pinned. BPF, userspace and captures on disk share them
@@ -624,6 +638,11 @@ AT_PIN_OFF(struct at_task_sample, name_addr, 64);
 AT_PIN_OFF(struct at_task_sample, first_ts, 72);
 AT_PIN_OFF(struct at_task_sample, done, 80);
 AT_PIN_OFF(struct at_task_sample, pad, 81);
+
+/* Every event kind has its drops counter, inside the block. */
+_Static_assert(AT_EV_KIND_MAX <= AT_STAT_DROP_KINDS, "the drops block of enum at_stat is full");
+_Static_assert(AT_STAT_DROP_BASE + AT_STAT_DROP_KINDS <= AT_STAT_ORPHAN_POLL_END,
+	       "the drops block of enum at_stat overlaps the counters after it");
 
 /* Flow ids: every wake flow below the steal flows, all of them exact in a double. */
 _Static_assert(((__u64)AT_FLOW_MAX_CPUS << AT_FLOW_CPU_SHIFT | AT_FLOW_SEQ_MASK) <

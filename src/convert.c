@@ -27,6 +27,10 @@ int convert__run(const struct options *o)
 		err_msg("cannot read capture '%s': %s\n", o->capture, why);
 		return EXIT_FAIL;
 	}
+	if (capture_reader__version(r) < 2)
+		err_msg("capture '%s' is of format version %u, which has no checksums: damage "
+			"in it may go unnoticed\n",
+			o->capture, capture_reader__version(r));
 	err = replay__init(&rp, r, &pipe, &opts.detect, o->detect_given);
 	if (!err)
 		err = outputs__open(&pipe, &opts, false);

@@ -83,7 +83,7 @@ static void stats_record(struct replay *rp, const struct at_hdr *h)
 		const struct cap_runtime_stats *r = (const void *)h;
 		uint32_t n = r->nr_counters < AT_STAT_NR ? r->nr_counters : AT_STAT_NR;
 
-		st->rt = r->rt;
+		cap_runtime_stats__get(r, &st->rt);
 		st->dropped = r->dropped;
 		memset(rp->counters, 0, sizeof(rp->counters));
 		memcpy(rp->counters, r->counters, n * sizeof(uint64_t));
@@ -103,28 +103,28 @@ static void stats_record(struct replay *rp, const struct at_hdr *h)
 			st->workers = ws;
 			st->nr_workers = w->worker + 1;
 		}
-		st->workers[w->worker] = w->s;
+		cap_worker_stats__get(w, &st->workers[w->worker]);
 		break;
 	}
 	case AT_CAP_TASK_STATS: {
 		struct task_entry *e = grow((void **)&st->tasks, &st->nr_tasks, sizeof(*e));
 
 		if (e)
-			*e = ((const struct cap_task_stats *)h)->e;
+			cap_task_stats__get((const struct cap_task_stats *)h, e);
 		break;
 	}
 	case AT_CAP_IDLE_TASK: {
 		struct idle_entry *e = grow((void **)&st->idle, &st->nr_idle, sizeof(*e));
 
 		if (e)
-			*e = ((const struct cap_idle_task *)h)->e;
+			cap_idle_task__get((const struct cap_idle_task *)h, e);
 		break;
 	}
 	case AT_CAP_STEAL_STATS: {
 		struct steal_entry *e = grow((void **)&st->steals, &st->nr_steals, sizeof(*e));
 
 		if (e)
-			*e = ((const struct cap_steal_stats *)h)->e;
+			cap_steal_stats__get((const struct cap_steal_stats *)h, e);
 		break;
 	}
 	}

@@ -277,10 +277,15 @@ class Damaged(unittest.TestCase):
         self.assertIn("not a regular file", r.stderr)
 
     def test_other_version(self):
+        """Versions this one cannot read are refused, naming theirs and what to do."""
         data = bytearray(self.good)
-        data[8] = 2
-        self.assertRefused(bytes(data), "capture format version 2: this asynctraced reads "
-                                        "version 1")
+        data[8] = 3
+        self.assertRefused(bytes(data), "capture version 3 is newer than this asynctraced, "
+                                        "which reads versions 1 to 2: convert it with a newer "
+                                        "asynctraced")
+        data[8] = 0
+        self.assertRefused(bytes(data), "capture version 0 is not supported by this "
+                                        "asynctraced (reads versions 1 to 2); re-record it")
 
     def test_cut_short_keeps_what_came_before(self):
         for cut in (len(self.good) // 3, len(self.good) // 2 + 7, len(self.good) - 1):
