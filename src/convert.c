@@ -46,9 +46,10 @@ int convert__run(const struct options *o)
 	info.seconds = (double)(rp.stop - pipe.model.t0) / 1e9;
 	info.end_reason = rp.ended ? rp.reason : "capture cut short";
 	info.maps_only = capture_reader__process(r)->maps_only;
+	info.no_snapshot = !replay__has_snapshot(&rp);
 	memcpy(info.stats, rp.counters, sizeof(info.stats));
 	/* What came before any damage is written out all the same. */
-	ret = outputs__finish(&pipe, &opts, rp.stop, &rp.stats, &info);
+	ret = outputs__finish(&pipe, &opts, rp.stop, replay__stats(&rp), &info);
 	if (err) {
 		err_msg("capture '%s' is damaged %s; converted the %llu records before it\n",
 			o->capture, capture_reader__error(r), (unsigned long long)rp.records);
@@ -61,10 +62,6 @@ int convert__run(const struct options *o)
 		err_msg("capture '%s' holds %llu records of kinds this asynctraced does not know "
 			"(%s): skipped; a newer asynctraced converts them\n",
 			o->capture, (unsigned long long)pipe.model.n.unknown, kinds);
-	}
-	if (!err && !rp.have_stats) {
-		err_msg("capture '%s' holds no snapshot of the maps: the report counts only "
-			"the events\n", o->capture);
 	}
 	pipeline__free(&pipe);
 	replay__free(&rp);

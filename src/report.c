@@ -80,6 +80,14 @@ static void text_counts(FILE *out, const struct model *m, const struct detector 
 	stats__totals(st, &t);
 	fprintf(out, "asynctraced: summary for pid %u (%s): %.2f s, %s\n", m->pid, m->comm,
 		run->seconds, run->end_reason);
+	if (run->no_snapshot)
+		fprintf(out, "  note     the capture lacks its final snapshot of the maps: the counts "
+			     "are those of the %llu records read%s; the top tasks, drops and misses "
+			     "are not known\n",
+			(unsigned long long)(m->n.events + m->n.samples),
+			run->maps_only ? " (polls, steals and the workers' wakes as of their last "
+					 "samples)"
+				       : "");
 	fprintf(out, "  tasks    %llu spawned, %llu completed\n",
 		(unsigned long long)st->rt.spawns, (unsigned long long)st->rt.completed);
 	fprintf(out, "  polls    %llu (%.0f/s)\n", (unsigned long long)t.polls,
@@ -300,6 +308,7 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 	ob_puts(ob, ",\"end_reason\":");
 	ob_json_str(ob, run->end_reason);
 	ob_puts(ob, run->maps_only ? ",\"mode\":\"maps\"" : ",\"mode\":\"trace\"");
+	ob_puts(ob, run->no_snapshot ? ",\"counts_from\":\"records\"" : ",\"counts_from\":\"maps\"");
 
 	ob_key_u64(ob, ",\"counts\":{\"tasks_spawned\":", st->rt.spawns);
 	ob_key_u64(ob, ",\"tasks_completed\":", st->rt.completed);

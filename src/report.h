@@ -21,6 +21,12 @@ struct run_info {
 	double seconds;		/* how long we traced */
 	const char *end_reason;	/* "target exited", "interrupted", ... */
 	bool maps_only;
+	/*
+	 * A capture that lost its final snapshot of the maps: the counts come
+	 * from the records read (replay.h); the BPF side's counters and the
+	 * per-task statistics are not known.
+	 */
+	bool no_snapshot;
 	uint64_t stats[AT_STAT_NR]; /* BPF-side counters: drops and misses */
 };
 

@@ -69,9 +69,10 @@ static void convert(const uint8_t *data, size_t size)
 	pipeline__finish(&p, rp.stop);
 	info.seconds = (double)(rp.stop - p.model.t0) / 1e9;
 	info.end_reason = rp.ended ? rp.reason : "cut";
-	report__text(devnull, &p.model, &p.detector, &rp.stats, &info, true);
+	info.no_snapshot = !replay__has_snapshot(&rp);
+	report__text(devnull, &p.model, &p.detector, replay__stats(&rp), &info, true);
 	if (!outbuf__open(&ob, "/dev/null")) {
-		report__json(ob, &p.model, &p.detector, &rp.stats, &info);
+		report__json(ob, &p.model, &p.detector, replay__stats(&rp), &info);
 		outbuf__free(ob);
 	}
 	pipeline__free(&p);

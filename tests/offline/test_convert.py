@@ -91,6 +91,7 @@ class Converted(unittest.TestCase):
                 _, r = self.run_of(name)
                 summary = json.loads(r.stdout)
                 got, want = summary["counts"], executor_counts(name)
+                self.assertEqual(summary["counts_from"], "maps")
                 self.assertEqual(got["tasks_spawned"], int(want["tasks"]), r.stderr)
                 for key in ("polls", "wakes", "steals", "stolen", "parks"):
                     self.assertEqual(got[key], int(want[key]), key)
@@ -310,6 +311,44 @@ class Damaged(unittest.TestCase):
                 r = convert(src, "-q", "-o", outp)
                 self.assertEqual(r.returncode, 1)
                 self.assertEqual(pftrace_check.check(pftrace_check.decode(outp)), [])
+
+    def test_cut_short_reports_what_was_read(self):
+        """No final snapshot: the counts are those of the records read, and the
+        report says so, instead of 0 tasks, 0 polls and 0 workers."""
+        chunks = capfile.chunks(self.good)
+        start = chunks[len(chunks) // 2][0]
+        cut = start + 100  # in a chunk: the whole chunk is lost
+        kept = [k for _, k, _ in capfile.records(self.good[:start])]
+        r = convert(self.write(self.good[:cut]), "-q", "--summary", "json")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        summary = json.loads(r.stdout)
+        self.assertEqual(summary["counts_from"], "records")
+        counts = summary["counts"]
+        self.assertGreater(kept.count(2), 100)
+        self.assertEqual(counts["polls"], kept.count(2))
+        self.assertEqual(counts["tasks_spawned"], kept.count(1))
+        self.assertEqual(counts["steals"], kept.count(4))
+        self.assertEqual(counts["parks"], kept.count(5))
+        self.assertEqual(counts["workers"], 2)
+        self.assertEqual(sum(w["polls"] for w in summary["workers"]), kept.count(2))
+        self.assertEqual(sum(w["poll"]["count"] for w in summary["workers"]), kept.count(2))
+        self.assertRegex(r.stderr, r"note     the capture lacks its final snapshot of the maps: "
+                                   r"the counts are those of the \d+ records read")
+        self.assertRegex(r.stderr, r"  polls    %d " % kept.count(2))
+
+    def test_cut_maps_only_counts_from_samples(self):
+        with open(capture("starve-maps"), "rb") as f:
+            good = f.read()
+        cut = capfile.chunks(good)[2][0]
+        r = convert(self.write(good[:cut]), "-q", "--summary", "json")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        summary = json.loads(r.stdout)
+        self.assertEqual(summary["counts_from"], "records")
+        polls = summary["counts"]["polls"]
+        self.assertGreater(polls, 0)
+        self.assertLessEqual(polls, int(executor_counts("starve-maps")["polls"]))
+        self.assertEqual(summary["counts"]["workers"], 2)
+        self.assertIn("as of their last samples", r.stderr)
 
     def test_garbage_record(self):
         data = bytearray(self.good)

@@ -5,6 +5,7 @@
  * bit included: chunks carry a CRC-32); version 1 captures are still read,
  * their counters renumbered; other versions are refused, naming theirs.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -496,6 +497,81 @@ static void unknown_kinds(void **state)
 	unlink(path);
 }
 
+/* A capture cut before its snapshot: the counts come from the records read. */
+static void counts_without_snapshot(void **state)
+{
+	char path[] = "/tmp/asynctraced-capture-XXXXXX";
+	int fd = mkstemp(path);
+	struct cap_process proc = { .hdr.ts = 100, .pid = 1 };
+	struct at_spawn spawn = { .hdr = { AT_EV_SPAWN, sizeof(spawn), 11, 110 }, .task = 5 };
+	struct at_poll_self_wake pw = {
+		.poll = { .hdr = { AT_EV_POLL, sizeof(pw), 11, 200 }, .task = 5, .worker = 1,
+			  .duration_ns = 3000, .oncpu_ns = 1000, .wake_ts = 150, .depth = 4 },
+		.wake = { .hdr = { AT_EV_WAKE, sizeof(pw.wake), 11, 210 }, .task = 5,
+			  .waker_task = 5, .waker_worker = 1, .wake_id = 9 },
+	};
+	struct at_poll poll = { .hdr = { AT_EV_POLL, sizeof(poll), 11, 300 }, .task = 5,
+				.worker = 1, .duration_ns = 70, .ready = 1 };
+	struct at_wake outside = { .hdr = { AT_EV_WAKE, sizeof(outside), 99, 250 }, .task = 5,
+				   .waker_worker = -1 };
+	struct at_steal steal = { .hdr = { AT_EV_STEAL, sizeof(steal), 10, 260 }, .thief = 0,
+				  .victim = 1, .count = 2 };
+	struct at_park park = { .hdr = { AT_EV_PARK, sizeof(park), 10, 270 }, .worker = 0,
+				.duration_ns = 40 };
+	struct detect_opts opts = { 0 };
+	struct capture_writer *w;
+	struct capture_reader *r;
+	const struct stats *st;
+	struct pipeline p;
+	struct replay rp;
+	char err[256];
+
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(capture_writer__open(&w, path), 0);
+	capture__begin(w, &proc);
+	capture__event(w, &spawn, sizeof(spawn));
+	capture__event(w, &pw, sizeof(pw));
+	capture__event(w, &outside, sizeof(outside));
+	capture__event(w, &steal, sizeof(steal));
+	capture__event(w, &park, sizeof(park));
+	capture__event(w, &poll, sizeof(poll));
+	assert_int_equal(capture_writer__flush(w), 0); /* and no finish: the recorder died */
+	capture_writer__free(w);
+
+	assert_int_equal(capture_reader__open(&r, path, err, sizeof(err)), 0);
+	assert_int_equal(replay__init(&rp, r, &p, &opts, ~0u), 0);
+	assert_int_equal(replay__run(&rp, r, &p), -EINVAL);
+	assert_false(replay__has_snapshot(&rp));
+	st = replay__stats(&rp);
+	assert_int_equal(st->rt.spawns, 1);
+	assert_int_equal(st->rt.completed, 1);
+	assert_int_equal(st->rt.wakes, 2);
+	assert_int_equal(st->rt.self_wakes, 1);
+	assert_int_equal(st->rt.outside_wakes, 1);
+	assert_int_equal(st->nr_workers, 2);
+	assert_int_equal(st->workers[1].polls, 2);
+	assert_int_equal(st->workers[1].busy_ns, 3070);
+	assert_int_equal(st->workers[1].max_poll_ns, 3000);
+	assert_int_equal(st->workers[1].wakes, 1);
+	assert_int_equal(st->workers[1].queue.peak, 4);
+	assert_int_equal(hist_count(&st->workers[1].poll), 2);
+	assert_int_equal(st->workers[1].poll.slot[11], 1); /* 3000 ns: [2048, 4096) */
+	assert_int_equal(st->workers[1].delay.slot[5], 1);  /* 50 ns: [32, 64) */
+	assert_int_equal(st->workers[0].steals, 1);
+	assert_int_equal(st->workers[0].stolen, 2);
+	assert_int_equal(st->workers[0].parks, 1);
+	assert_int_equal(st->workers[0].park_ns, 40);
+	assert_int_equal(st->nr_steals, 1);
+	assert_int_equal(st->steals[0].key.victim, 1);
+	assert_int_equal(st->steals[0].s.tasks, 2);
+	assert_int_equal(st->nr_tasks, 0);
+	pipeline__free(&p);
+	replay__free(&rp);
+	capture_reader__free(r);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -504,6 +580,7 @@ int main(void)
 		cmocka_unit_test(other_versions),
 		cmocka_unit_test(read_v1),
 		cmocka_unit_test(unknown_kinds),
+		cmocka_unit_test(counts_without_snapshot),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
