@@ -463,6 +463,9 @@ struct capture_reader {
 };
 
 static int fail(char *buf, size_t len, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int fail(char *buf, size_t len, int err, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -471,6 +474,9 @@ static int fail(char *buf, size_t len, int err, const char *fmt, ...)
 	va_end(ap);
 	return err;
 }
+
+static int error_at(struct capture_reader *r, size_t off, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 static int error_at(struct capture_reader *r, size_t off, const char *fmt, ...)
 {
@@ -573,8 +579,8 @@ int capture_reader__next(struct capture_reader *r, const struct at_hdr **rec, si
 	}
 	if (r->off == r->chunk_end) {
 		if (r->chunk_left)
-			return error_at(r, r->chunk_off, "a chunk that holds %u records fewer "
-					"than its header says", r->chunk_left);
+			return error_at(r, r->chunk_off, "a chunk that holds fewer records "
+					"than its header says (%u missing)", r->chunk_left);
 		if (r->off == r->size)
 			return reader_error(r, "the capture stops without its end record: the "
 					       "recording was cut short");

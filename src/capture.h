@@ -246,7 +246,11 @@ void capture__tick(struct capture_writer *w, uint64_t ts);
 void capture__finish(struct capture_writer *w, const struct stats *st,
 		     const uint64_t *counters, uint32_t nr_counters, uint64_t stop,
 		     const char *reason);
-/* 0, or the -errno of the first failed write. */
+/*
+ * Closes the open chunk and writes out everything so far (a recorder killed
+ * after this leaves a capture that converts up to here): 0, or the -errno
+ * of the first failed write.
+ */
 int capture_writer__flush(struct capture_writer *w);
 uint64_t capture_writer__bytes(const struct capture_writer *w);
 uint64_t capture_writer__records(const struct capture_writer *w);

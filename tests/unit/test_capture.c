@@ -315,8 +315,8 @@ static void damage(void **state)
 	c.records++;
 	memcpy(bad + c0, &c, sizeof(c));
 	capture_seal(bad, f.size);
-	snprintf(msg, sizeof(msg), "at byte %zu: a chunk that holds 1 records fewer than its "
-		 "header says", c0);
+	snprintf(msg, sizeof(msg), "at byte %zu: a chunk that holds fewer records than its "
+		 "header says (1 missing)", c0);
 	assert_damage(bad, f.size, msg);
 	c.records -= 2;
 	memcpy(bad + c0, &c, sizeof(c));
