@@ -81,6 +81,7 @@ void model__unknown(struct model *m, uint16_t kind)
 			return;
 		}
 	}
+	m->n.more_unknown_kinds = true;
 }
 
 struct task *model__task(const struct model *m, uint64_t id)

@@ -59,6 +59,7 @@ struct model_counts {
 	uint64_t malformed;	/* records that failed validation */
 	uint64_t unknown;	/* records of kinds this version does not know: skipped */
 	uint16_t unknown_kinds[MODEL_UNKNOWN_KINDS]; /* the first distinct ones; 0: none */
+	bool more_unknown_kinds; /* and others besides */
 	uint64_t tasks_spawned;
 	uint64_t tasks_done;
 	uint64_t polls;

@@ -38,7 +38,7 @@ void report__unknown_kinds(char *buf, size_t len, const struct model *m)
 	for (int i = 0; i < MODEL_UNKNOWN_KINDS && m->n.unknown_kinds[i] && n < len; i++)
 		n += (size_t)snprintf(buf + n, len - n, "%s0x%x", i ? ", " : "",
 				      m->n.unknown_kinds[i]);
-	if (n < len && m->n.unknown_kinds[MODEL_UNKNOWN_KINDS - 1])
+	if (n < len && m->n.more_unknown_kinds)
 		snprintf(buf + n, len - n, ", ...");
 }
 
