@@ -428,12 +428,15 @@ enum at_stat {
  * byte for byte, so a change has to be a decision, never an accident of
  * reordering or of a wider type. Both compilers check these: clang -target
  * bpf for the programs, cc for userspace. What a failed check asks for:
- * - a record or a map value grows only at its end (readers check the size
- *   they need); add the new field's line here;
- * - a field that moves or changes size is a new event kind (records), or a
- *   new capture version with a reader for the old one (docs/capture.md);
- * - a map value only BPF and the loader share (at_task_state, at_usdt_spec)
- *   may change freely: update its numbers here.
+ * - records (at_hdr, the events, the samples) go into captures as they are:
+ *   one grows only at its end (readers check the size they need), with its
+ *   new field's line added here; a field that moves or changes size is a
+ *   new event kind, or a new capture version with a reader for the old one
+ *   (docs/capture.md);
+ * - map values and the loader's specs (at_worker_stats, at_task_state,
+ *   at_usdt_spec, ...) are shared by BPF and userspace only (a capture
+ *   copies them into structs of its own, src/capture.h): one may change,
+ *   with its numbers here and the copy in capture.c kept whole.
  */
 #define AT_PIN_SIZE(type, n)                                                                       \
 	_Static_assert(sizeof(type) == (n),                                                        \
