@@ -219,9 +219,14 @@ fuzz-regress: $(BUILD)/fuzz/fuzz_capture
 	$(Q)$(BUILD)/fuzz/fuzz_capture -runs=0 tests/fuzz/corpus
 
 # New inputs that reach new code land in tests/fuzz/corpus: commit them.
+# max_len: the corpus holds a whole real capture of some 280 KB (several
+# chunks, four workers, a full snapshot); libFuzzer still grows new inputs
+# from small ones first.
+FUZZ_MAX_LEN ?= 393216
 fuzz: $(BUILD)/fuzz/fuzz_capture
 	$(Q)mkdir -p $(BUILD)/fuzz/artifacts
-	$(BUILD)/fuzz/fuzz_capture -max_total_time=$(FUZZ_TIME) -max_len=65536 -timeout=10 \
+	$(BUILD)/fuzz/fuzz_capture -max_total_time=$(FUZZ_TIME) -max_len=$(FUZZ_MAX_LEN) \
+		-timeout=10 \
 		-artifact_prefix=$(BUILD)/fuzz/artifacts/ tests/fuzz/corpus
 
 # Integration tests need root: they load BPF and trace real executors.

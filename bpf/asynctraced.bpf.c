@@ -183,7 +183,7 @@ struct tokio_vtable {
 
 static __always_inline __u64 tokio_vtable_check(__u64 vtable, __u64 poll_fn, __u64 id_off)
 {
-	return (vtable ^ poll_fn ^ (id_off << 32) ^ (id_off >> 32)) * 0x9e3779b97f4a7c15ull;
+	return (vtable ^ poll_fn ^ (id_off << 32) ^ (id_off >> 32)) * AT_HASH_MULT;
 }
 
 #define TOKIO_VTABLE_BITS 10

@@ -200,18 +200,13 @@ static __always_inline struct at_runtime_counts *counts(void)
 /* Atomic even per CPU: a preempted program may share its CPU with another. */
 #define COUNT(field, n)                                                                            	do {                                                                                       		struct at_runtime_counts *c_ = counts();                                           		if (c_)                                                                            			__sync_fetch_and_add(&c_->field, n);                                       	} while (0)
 
-/*
- * Flow ids: unique for the whole session, never reused. Each CPU counts its
- * own: id = (cpu + 1) << 40 | n, below 2^52 with up to 2047 CPUs, exact as
- * a double in JSON, and below the steal flows' ids (2^52 up).
- */
+/* A fresh wake flow id (at_wake_flow_id() in asynctraced.h: the layout). */
 static __always_inline __u64 next_wake_id(void)
 {
 	struct at_runtime_counts *c = counts();
-	__u32 cpu = bpf_get_smp_processor_id() & 2047;
 	__u64 n = c ? __sync_fetch_and_add(&c->wake_seq, 1) + 1 : 0;
 
-	return (__u64)(cpu + 1) << 40 | (n & ((1ull << 40) - 1));
+	return at_wake_flow_id(bpf_get_smp_processor_id(), n);
 }
 
 /* Zeroed values to insert from: too large for the BPF stack. */

@@ -5,7 +5,9 @@
  * statistics. Both sides include this one header; nothing here is duplicated.
  *
  * Event kinds are append-only: a retired number stays reserved, because
- * captures written by older versions keep using it.
+ * captures written by older versions keep using it. Every shared layout is
+ * pinned at the end of this file (_Static_assert on sizes and offsets), for
+ * the BPF build and userspace alike.
  */
 #ifndef ASYNCTRACED_H
 #define ASYNCTRACED_H
@@ -138,6 +140,28 @@ struct at_poll {
 	 */
 	__u64 holder_begin;
 };
+
+/*
+ * Flow ids: the arrows of a trace, from a wake (or spawn) to the poll it
+ * caused, and from a steal's victim to its thief. Unique for the whole
+ * session, never reused, and exact as a double (JSON): below 2^53.
+ *
+ * Wake flows are made by the BPF side, each CPU counting its own:
+ * (cpu + 1) << AT_FLOW_CPU_SHIFT | n, below 2^52 with up to AT_FLOW_MAX_CPUS
+ * CPUs (larger CPU numbers wrap: ids stay unique while n does). Steal flows
+ * are made by the trace writers, from AT_STEAL_FLOW_BASE up: above every
+ * wake flow.
+ */
+#define AT_FLOW_CPU_SHIFT 40
+#define AT_FLOW_SEQ_MASK ((1ull << AT_FLOW_CPU_SHIFT) - 1)
+#define AT_FLOW_MAX_CPUS 2048	/* a power of 2 */
+#define AT_STEAL_FLOW_BASE (1ull << 52)
+
+static inline __u64 at_wake_flow_id(__u32 cpu, __u64 n)
+{
+	return (__u64)((cpu & (AT_FLOW_MAX_CPUS - 1)) + 1) << AT_FLOW_CPU_SHIFT |
+	       (n & AT_FLOW_SEQ_MASK);
+}
 
 /* A wake() call. hdr.ts: wake time. */
 struct at_wake {
@@ -358,12 +382,19 @@ struct at_task_slot {
 	struct at_task_stats s;
 } __attribute__((aligned(64))); /* no cache line shared by two tasks' slots */
 
+/*
+ * 2^64 / the golden ratio: multiplying by it spreads sequential ids and
+ * aligned addresses over the top bits (Fibonacci hashing). Every hash of
+ * ours uses it: task slots, the tokio caches and their checks, userspace's
+ * u64map.
+ */
+#define AT_HASH_MULT 0x9e3779b97f4a7c15ull
+
 /* The top bits of x times the golden ratio: a slot index for ids and addresses. */
 static inline __u32 at_hash_bits(__u64 x, __u32 bits)
 {
-	return bits ? (__u32)((x * 0x9e3779b97f4a7c15ull) >> (64 - (bits & 31))) : 0;
+	return bits ? (__u32)((x * AT_HASH_MULT) >> (64 - (bits & 31))) : 0;
 }
-
 
 /* "steals" hash map: (thief, victim) -> counts. */
 struct at_steal_key {
@@ -420,14 +451,259 @@ struct at_task_sample {
 	__u8 pad[7];
 };
 
-/* Per-CPU counters in the "stats" map, indexed by this enum. */
+/*
+ * Per-CPU counters in the "stats" map, indexed by these numbers. They are
+ * fixed, as event kinds are: captures keep the counters by number, so a
+ * number is never moved nor given again. Append only, from AT_STAT_NR; a
+ * retired counter keeps its line, renamed AT_STAT_RETIRED_<n>. (Captures of
+ * version 1 numbered them from AT_EV_KIND_MAX: drops 1-7, then 8-11 for
+ * the four below; their reader renumbers them.)
+ */
 enum at_stat {
-	AT_STAT_DROP_BASE = 0, /* + kind: records lost to a full ring buffer */
-	AT_STAT_ORPHAN_POLL_END = AT_EV_KIND_MAX, /* poll began before attach */
-	AT_STAT_THREADS_FULL,	/* thread map full: a poll went untracked */
-	AT_STAT_THREAD_SELF_WRONG, /* a thread known by its registers was another: off */
-	AT_STAT_MISSED_SWITCH_IN, /* a thread in a poll ran again without a traced switch in */
-	AT_STAT_NR,
+	/*
+	 * 0-31: records lost to a full ring buffer, by kind: AT_STAT_DROP_BASE
+	 * + kind (0 is no kind: never counted). Kinds from 32 up would need a
+	 * block of their own.
+	 */
+	AT_STAT_DROP_BASE = 0,
+	AT_STAT_ORPHAN_POLL_END = 32,	/* poll began before attach */
+	AT_STAT_THREADS_FULL = 33,	/* thread map full: a poll went untracked */
+	AT_STAT_THREAD_SELF_WRONG = 34,	/* a thread known by its registers was another: off */
+	AT_STAT_MISSED_SWITCH_IN = 35,	/* a thread in a poll ran again without a traced switch in */
+	AT_STAT_NR = 36,		/* one past the highest number given */
 };
+
+#define AT_STAT_DROP_KINDS 32	/* the drops block: AT_STAT_DROP_BASE + 0 .. + 31 */
+
+/*
+ * The layouts above, pinned. BPF, userspace and captures on disk share them
+ * byte for byte, so a change has to be a decision, never an accident of
+ * reordering or of a wider type. Both compilers check these: clang -target
+ * bpf for the programs, cc for userspace. What a failed check asks for:
+ * - records (at_hdr, the events, the samples) go into captures as they are:
+ *   one grows only at its end (readers check the size they need), with its
+ *   new field's line added here; a field that moves or changes size is a
+ *   new event kind, or a new capture version with a reader for the old one
+ *   (docs/capture.md);
+ * - map values and the loader's specs (at_worker_stats, at_task_state,
+ *   at_usdt_spec, ...) are shared by BPF and userspace only (a capture
+ *   copies them into structs of its own, src/capture.h): one may change,
+ *   with its numbers here and the copy in capture.c kept whole.
+ */
+#define AT_PIN_SIZE(type, n)                                                                       \
+	_Static_assert(sizeof(type) == (n),                                                        \
+		       "the size of " #type " changed: see the pinned layouts in asynctraced.h")
+#define AT_PIN_OFF(type, field, n)                                                                 \
+	_Static_assert(__builtin_offsetof(type, field) == (n), "the offset of " #type "." #field   \
+		       " changed: see the pinned layouts in asynctraced.h")
+
+AT_PIN_SIZE(struct at_usdt_arg, 16);
+AT_PIN_OFF(struct at_usdt_arg, val, 0);
+AT_PIN_OFF(struct at_usdt_arg, reg_off, 8);
+AT_PIN_OFF(struct at_usdt_arg, kind, 10);
+AT_PIN_OFF(struct at_usdt_arg, shift, 11);
+AT_PIN_OFF(struct at_usdt_arg, is_signed, 12);
+AT_PIN_OFF(struct at_usdt_arg, pad, 13);
+
+AT_PIN_SIZE(struct at_usdt_spec, 104);
+AT_PIN_OFF(struct at_usdt_spec, known, 0);
+AT_PIN_OFF(struct at_usdt_spec, nr_args, 4);
+AT_PIN_OFF(struct at_usdt_spec, args, 8);
+
+AT_PIN_SIZE(struct at_hdr, 16);
+AT_PIN_OFF(struct at_hdr, kind, 0);
+AT_PIN_OFF(struct at_hdr, size, 2);
+AT_PIN_OFF(struct at_hdr, tid, 4);
+AT_PIN_OFF(struct at_hdr, ts, 8);
+
+AT_PIN_SIZE(struct at_spawn, 184);
+AT_PIN_OFF(struct at_spawn, hdr, 0);
+AT_PIN_OFF(struct at_spawn, task, 16);
+AT_PIN_OFF(struct at_spawn, parent, 24);
+AT_PIN_OFF(struct at_spawn, wake_id, 32);
+AT_PIN_OFF(struct at_spawn, queue, 40);
+AT_PIN_OFF(struct at_spawn, depth, 44);
+AT_PIN_OFF(struct at_spawn, name, 48);
+AT_PIN_OFF(struct at_spawn, name_addr, 176);
+
+AT_PIN_SIZE(struct at_poll, 120);
+AT_PIN_OFF(struct at_poll, hdr, 0);
+AT_PIN_OFF(struct at_poll, task, 16);
+AT_PIN_OFF(struct at_poll, duration_ns, 24);
+AT_PIN_OFF(struct at_poll, oncpu_ns, 32);
+AT_PIN_OFF(struct at_poll, blocked_ns, 40);
+AT_PIN_OFF(struct at_poll, runnable_ns, 48);
+AT_PIN_OFF(struct at_poll, wake_ts, 56);
+AT_PIN_OFF(struct at_poll, wake_id, 64);
+AT_PIN_OFF(struct at_poll, name_addr, 72);
+AT_PIN_OFF(struct at_poll, worker, 80);
+AT_PIN_OFF(struct at_poll, depth, 84);
+AT_PIN_OFF(struct at_poll, requeue, 88);
+AT_PIN_OFF(struct at_poll, requeue_depth, 92);
+AT_PIN_OFF(struct at_poll, nr_blocked, 96);
+AT_PIN_OFF(struct at_poll, nr_preempted, 98);
+AT_PIN_OFF(struct at_poll, ready, 100);
+AT_PIN_OFF(struct at_poll, pad, 101);
+AT_PIN_OFF(struct at_poll, queued_on, 104);
+AT_PIN_OFF(struct at_poll, queued_depth, 108);
+AT_PIN_OFF(struct at_poll, holder_begin, 112);
+
+AT_PIN_SIZE(struct at_wake, 56);
+AT_PIN_OFF(struct at_wake, hdr, 0);
+AT_PIN_OFF(struct at_wake, task, 16);
+AT_PIN_OFF(struct at_wake, waker_task, 24);
+AT_PIN_OFF(struct at_wake, wake_id, 32);
+AT_PIN_OFF(struct at_wake, waker_worker, 40);
+AT_PIN_OFF(struct at_wake, queue, 44);
+AT_PIN_OFF(struct at_wake, depth, 48);
+AT_PIN_OFF(struct at_wake, pad, 52);
+
+AT_PIN_SIZE(struct at_poll_self_wake, 176);
+AT_PIN_OFF(struct at_poll_self_wake, poll, 0);
+AT_PIN_OFF(struct at_poll_self_wake, wake, 120);
+
+AT_PIN_SIZE(struct at_steal, 40);
+AT_PIN_OFF(struct at_steal, hdr, 0);
+AT_PIN_OFF(struct at_steal, thief, 16);
+AT_PIN_OFF(struct at_steal, victim, 20);
+AT_PIN_OFF(struct at_steal, count, 24);
+AT_PIN_OFF(struct at_steal, thief_depth, 28);
+AT_PIN_OFF(struct at_steal, victim_depth, 32);
+AT_PIN_OFF(struct at_steal, flags, 36);
+
+AT_PIN_SIZE(struct at_park, 32);
+AT_PIN_OFF(struct at_park, hdr, 0);
+AT_PIN_OFF(struct at_park, duration_ns, 16);
+AT_PIN_OFF(struct at_park, worker, 24);
+AT_PIN_OFF(struct at_park, pad, 28);
+
+AT_PIN_SIZE(struct at_hist, 320);
+AT_PIN_OFF(struct at_hist, slot, 0);
+
+AT_PIN_SIZE(struct at_hist32, 160);
+AT_PIN_OFF(struct at_hist32, slot, 0);
+
+AT_PIN_SIZE(struct at_queue_stats, 24);
+AT_PIN_OFF(struct at_queue_stats, area, 0);
+AT_PIN_OFF(struct at_queue_stats, ts, 8);
+AT_PIN_OFF(struct at_queue_stats, depth, 16);
+AT_PIN_OFF(struct at_queue_stats, peak, 20);
+
+AT_PIN_SIZE(struct at_worker_stats, 1080);
+AT_PIN_OFF(struct at_worker_stats, polls, 0);
+AT_PIN_OFF(struct at_worker_stats, busy_ns, 8);
+AT_PIN_OFF(struct at_worker_stats, oncpu_ns, 16);
+AT_PIN_OFF(struct at_worker_stats, max_poll_ns, 24);
+AT_PIN_OFF(struct at_worker_stats, wakes, 32);
+AT_PIN_OFF(struct at_worker_stats, self_wakes, 40);
+AT_PIN_OFF(struct at_worker_stats, steals, 48);
+AT_PIN_OFF(struct at_worker_stats, stolen, 56);
+AT_PIN_OFF(struct at_worker_stats, parks, 64);
+AT_PIN_OFF(struct at_worker_stats, park_ns, 72);
+AT_PIN_OFF(struct at_worker_stats, park_since, 80);
+AT_PIN_OFF(struct at_worker_stats, tid, 88);
+AT_PIN_OFF(struct at_worker_stats, pad, 92);
+AT_PIN_OFF(struct at_worker_stats, queue, 96);
+AT_PIN_OFF(struct at_worker_stats, poll, 120);
+AT_PIN_OFF(struct at_worker_stats, oncpu, 440);
+AT_PIN_OFF(struct at_worker_stats, delay, 760);
+
+AT_PIN_SIZE(struct at_runtime_counts, 64);
+AT_PIN_OFF(struct at_runtime_counts, spawns, 0);
+AT_PIN_OFF(struct at_runtime_counts, completed, 8);
+AT_PIN_OFF(struct at_runtime_counts, wakes, 16);
+AT_PIN_OFF(struct at_runtime_counts, self_wakes, 24);
+AT_PIN_OFF(struct at_runtime_counts, outside_wakes, 32);
+AT_PIN_OFF(struct at_runtime_counts, wake_seq, 40);
+AT_PIN_OFF(struct at_runtime_counts, ring_bytes, 48);
+AT_PIN_OFF(struct at_runtime_counts, hdr_checks, 56);
+
+AT_PIN_SIZE(struct at_runtime_stats, 72);
+AT_PIN_OFF(struct at_runtime_stats, spawns, 0);
+AT_PIN_OFF(struct at_runtime_stats, completed, 8);
+AT_PIN_OFF(struct at_runtime_stats, wakes, 16);
+AT_PIN_OFF(struct at_runtime_stats, self_wakes, 24);
+AT_PIN_OFF(struct at_runtime_stats, outside_wakes, 32);
+AT_PIN_OFF(struct at_runtime_stats, unknown_workers, 40);
+AT_PIN_OFF(struct at_runtime_stats, inject, 48);
+
+AT_PIN_SIZE(struct at_task_state, 64);
+AT_PIN_OFF(struct at_task_state, wake_ts, 0);
+AT_PIN_OFF(struct at_task_state, wake_id, 8);
+AT_PIN_OFF(struct at_task_state, idle_since, 16);
+AT_PIN_OFF(struct at_task_state, name_addr, 24);
+AT_PIN_OFF(struct at_task_state, queued_on, 32);
+AT_PIN_OFF(struct at_task_state, queued_depth, 36);
+AT_PIN_OFF(struct at_task_state, wakes, 40);
+AT_PIN_OFF(struct at_task_state, self_wakes, 44);
+AT_PIN_OFF(struct at_task_state, first_ts, 48);
+AT_PIN_OFF(struct at_task_state, hdr, 56);
+
+AT_PIN_SIZE(struct at_task_stats, 552);
+AT_PIN_OFF(struct at_task_stats, polls, 0);
+AT_PIN_OFF(struct at_task_stats, wakes, 8);
+AT_PIN_OFF(struct at_task_stats, self_wakes, 16);
+AT_PIN_OFF(struct at_task_stats, poll_ns, 24);
+AT_PIN_OFF(struct at_task_stats, oncpu_ns, 32);
+AT_PIN_OFF(struct at_task_stats, max_poll_ns, 40);
+AT_PIN_OFF(struct at_task_stats, name_addr, 48);
+AT_PIN_OFF(struct at_task_stats, first_ts, 56);
+AT_PIN_OFF(struct at_task_stats, done, 64);
+AT_PIN_OFF(struct at_task_stats, pad, 65);
+AT_PIN_OFF(struct at_task_stats, poll, 72);
+AT_PIN_OFF(struct at_task_stats, oncpu, 232);
+AT_PIN_OFF(struct at_task_stats, delay, 392);
+
+AT_PIN_SIZE(struct at_task_slot, 640);
+AT_PIN_OFF(struct at_task_slot, task, 0);
+AT_PIN_OFF(struct at_task_slot, st, 8);
+AT_PIN_OFF(struct at_task_slot, s, 72);
+
+AT_PIN_SIZE(struct at_steal_key, 8);
+AT_PIN_OFF(struct at_steal_key, thief, 0);
+AT_PIN_OFF(struct at_steal_key, victim, 4);
+
+AT_PIN_SIZE(struct at_steal_stats, 16);
+AT_PIN_OFF(struct at_steal_stats, ops, 0);
+AT_PIN_OFF(struct at_steal_stats, tasks, 8);
+
+AT_PIN_SIZE(struct at_worker_sample, 88);
+AT_PIN_OFF(struct at_worker_sample, hdr, 0);
+AT_PIN_OFF(struct at_worker_sample, worker, 16);
+AT_PIN_OFF(struct at_worker_sample, depth, 20);
+AT_PIN_OFF(struct at_worker_sample, polls, 24);
+AT_PIN_OFF(struct at_worker_sample, busy_ns, 32);
+AT_PIN_OFF(struct at_worker_sample, park_ns, 40);
+AT_PIN_OFF(struct at_worker_sample, depth_area, 48);
+AT_PIN_OFF(struct at_worker_sample, steals, 56);
+AT_PIN_OFF(struct at_worker_sample, wakes, 64);
+AT_PIN_OFF(struct at_worker_sample, self_wakes, 72);
+AT_PIN_OFF(struct at_worker_sample, parked, 80);
+AT_PIN_OFF(struct at_worker_sample, pad, 81);
+
+AT_PIN_SIZE(struct at_task_sample, 88);
+AT_PIN_OFF(struct at_task_sample, hdr, 0);
+AT_PIN_OFF(struct at_task_sample, task, 16);
+AT_PIN_OFF(struct at_task_sample, polls, 24);
+AT_PIN_OFF(struct at_task_sample, wakes, 32);
+AT_PIN_OFF(struct at_task_sample, self_wakes, 40);
+AT_PIN_OFF(struct at_task_sample, poll_ns, 48);
+AT_PIN_OFF(struct at_task_sample, idle_since, 56);
+AT_PIN_OFF(struct at_task_sample, name_addr, 64);
+AT_PIN_OFF(struct at_task_sample, first_ts, 72);
+AT_PIN_OFF(struct at_task_sample, done, 80);
+AT_PIN_OFF(struct at_task_sample, pad, 81);
+
+/* Every event kind has its drops counter, inside the block. */
+_Static_assert(AT_EV_KIND_MAX <= AT_STAT_DROP_KINDS, "the drops block of enum at_stat is full");
+_Static_assert(AT_STAT_DROP_BASE + AT_STAT_DROP_KINDS <= AT_STAT_ORPHAN_POLL_END,
+	       "the drops block of enum at_stat overlaps the counters after it");
+
+/* Flow ids: every wake flow below the steal flows, all of them exact in a double. */
+_Static_assert(((__u64)AT_FLOW_MAX_CPUS << AT_FLOW_CPU_SHIFT | AT_FLOW_SEQ_MASK) <
+		       AT_STEAL_FLOW_BASE,
+	       "wake flow ids must stay below AT_STEAL_FLOW_BASE");
+_Static_assert(AT_STEAL_FLOW_BASE < (1ull << 53), "steal flow ids must stay exact as a double");
+_Static_assert((AT_FLOW_MAX_CPUS & (AT_FLOW_MAX_CPUS - 1)) == 0, "AT_FLOW_MAX_CPUS is a mask + 1");
 
 #endif /* ASYNCTRACED_H */

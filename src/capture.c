@@ -9,7 +9,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include "capture_v1.h"
 #include "outbuf.h"
 #include "u64map.h"
 
@@ -25,6 +27,10 @@
 #define CAPTURE_MAX_NAMES 65536
 #define CAPTURE_MAX_THREADS 65536
 
+/* A whole record of any size (hdr.size is 16 bits) fits in a chunk. */
+_Static_assert(CAPTURE_CHUNK_BYTES >= 65535, "a chunk must hold the largest record");
+_Static_assert(CAPTURE_CHUNK_MAX >= CAPTURE_CHUNK_BYTES, "readers take what writers write");
+
 /* The smallest whole record of each capture kind. */
 static const uint16_t min_size[AT_CAP_KIND_MAX - AT_CAP_BASE] = {
 	[AT_CAP_PROCESS - AT_CAP_BASE] = sizeof(struct cap_process),
@@ -39,18 +45,204 @@ static const uint16_t min_size[AT_CAP_KIND_MAX - AT_CAP_BASE] = {
 	[AT_CAP_END - AT_CAP_BASE] = sizeof(struct cap_end),
 };
 
+static uint32_t crc(const void *data, size_t len)
+{
+	return (uint32_t)crc32(crc32(0, Z_NULL, 0), data, (uInt)len);
+}
+
+/* --- the snapshot, map values <-> capture records ---------------------------- */
+
+static void queue_to_cap(struct cap_queue *c, const struct at_queue_stats *q)
+{
+	c->area = q->area;
+	c->ts = q->ts;
+	c->depth = q->depth;
+	c->peak = q->peak;
+}
+
+static void queue_from_cap(struct at_queue_stats *q, const struct cap_queue *c)
+{
+	q->area = c->area;
+	q->ts = c->ts;
+	q->depth = c->depth;
+	q->peak = c->peak;
+}
+
+static void hist_to_cap(struct cap_hist *c, const struct at_hist *h)
+{
+	for (int i = 0; i < CAP_HIST_SLOTS; i++)
+		c->slot[i] = h->slot[i];
+}
+
+static void hist_from_cap(struct at_hist *h, const struct cap_hist *c)
+{
+	for (int i = 0; i < CAP_HIST_SLOTS; i++)
+		h->slot[i] = c->slot[i];
+}
+
+static void hist32_to_cap(struct cap_hist32 *c, const struct at_hist32 *h)
+{
+	for (int i = 0; i < CAP_HIST_SLOTS; i++)
+		c->slot[i] = h->slot[i];
+}
+
+static void hist32_from_cap(struct at_hist32 *h, const struct cap_hist32 *c)
+{
+	for (int i = 0; i < CAP_HIST_SLOTS; i++)
+		h->slot[i] = c->slot[i];
+}
+
+static void runtime_to_cap(struct cap_runtime_stats *c, const struct at_runtime_stats *rt)
+{
+	c->spawns = rt->spawns;
+	c->completed = rt->completed;
+	c->wakes = rt->wakes;
+	c->self_wakes = rt->self_wakes;
+	c->outside_wakes = rt->outside_wakes;
+	c->unknown_workers = rt->unknown_workers;
+	queue_to_cap(&c->inject, &rt->inject);
+}
+
+void cap_runtime_stats__get(const struct cap_runtime_stats *c, struct at_runtime_stats *rt)
+{
+	memset(rt, 0, sizeof(*rt));
+	rt->spawns = c->spawns;
+	rt->completed = c->completed;
+	rt->wakes = c->wakes;
+	rt->self_wakes = c->self_wakes;
+	rt->outside_wakes = c->outside_wakes;
+	rt->unknown_workers = c->unknown_workers;
+	queue_from_cap(&rt->inject, &c->inject);
+}
+
+static void worker_to_cap(struct cap_worker_stats *c, uint32_t id, const struct at_worker_stats *w)
+{
+	c->worker = id;
+	c->polls = w->polls;
+	c->busy_ns = w->busy_ns;
+	c->oncpu_ns = w->oncpu_ns;
+	c->max_poll_ns = w->max_poll_ns;
+	c->wakes = w->wakes;
+	c->self_wakes = w->self_wakes;
+	c->steals = w->steals;
+	c->stolen = w->stolen;
+	c->parks = w->parks;
+	c->park_ns = w->park_ns;
+	c->park_since = w->park_since;
+	c->tid = w->tid;
+	queue_to_cap(&c->queue, &w->queue);
+	hist_to_cap(&c->poll, &w->poll);
+	hist_to_cap(&c->oncpu, &w->oncpu);
+	hist_to_cap(&c->delay, &w->delay);
+}
+
+void cap_worker_stats__get(const struct cap_worker_stats *c, struct at_worker_stats *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->polls = c->polls;
+	w->busy_ns = c->busy_ns;
+	w->oncpu_ns = c->oncpu_ns;
+	w->max_poll_ns = c->max_poll_ns;
+	w->wakes = c->wakes;
+	w->self_wakes = c->self_wakes;
+	w->steals = c->steals;
+	w->stolen = c->stolen;
+	w->parks = c->parks;
+	w->park_ns = c->park_ns;
+	w->park_since = c->park_since;
+	w->tid = c->tid;
+	queue_from_cap(&w->queue, &c->queue);
+	hist_from_cap(&w->poll, &c->poll);
+	hist_from_cap(&w->oncpu, &c->oncpu);
+	hist_from_cap(&w->delay, &c->delay);
+}
+
+static void task_to_cap(struct cap_task_stats *c, const struct task_entry *e)
+{
+	c->task = e->id;
+	c->polls = e->s.polls;
+	c->wakes = e->s.wakes;
+	c->self_wakes = e->s.self_wakes;
+	c->poll_ns = e->s.poll_ns;
+	c->oncpu_ns = e->s.oncpu_ns;
+	c->max_poll_ns = e->s.max_poll_ns;
+	c->name_addr = e->s.name_addr;
+	c->first_ts = e->s.first_ts;
+	c->done = e->s.done;
+	hist32_to_cap(&c->poll, &e->s.poll);
+	hist32_to_cap(&c->oncpu, &e->s.oncpu);
+	hist32_to_cap(&c->delay, &e->s.delay);
+}
+
+void cap_task_stats__get(const struct cap_task_stats *c, struct task_entry *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->id = c->task;
+	e->s.polls = c->polls;
+	e->s.wakes = c->wakes;
+	e->s.self_wakes = c->self_wakes;
+	e->s.poll_ns = c->poll_ns;
+	e->s.oncpu_ns = c->oncpu_ns;
+	e->s.max_poll_ns = c->max_poll_ns;
+	e->s.name_addr = c->name_addr;
+	e->s.first_ts = c->first_ts;
+	e->s.done = c->done;
+	hist32_from_cap(&e->s.poll, &c->poll);
+	hist32_from_cap(&e->s.oncpu, &c->oncpu);
+	hist32_from_cap(&e->s.delay, &c->delay);
+}
+
+void cap_idle_task__get(const struct cap_idle_task *c, struct idle_entry *e)
+{
+	e->id = c->task;
+	e->idle_since = c->idle_since;
+	e->name_addr = c->name_addr;
+}
+
+void cap_steal_stats__get(const struct cap_steal_stats *c, struct steal_entry *e)
+{
+	e->key.thief = c->thief;
+	e->key.victim = c->victim;
+	e->s.ops = c->ops;
+	e->s.tasks = c->tasks;
+}
+
 /* --- writing -------------------------------------------------------------- */
 
 struct capture_writer {
 	struct outbuf *ob;
 	uint64_t records;
+	uint8_t *chunk;		/* records not yet written out: the open chunk */
+	uint32_t chunk_len;
+	uint32_t chunk_records;
 	struct u64map names;	/* addresses already named */
 	struct u64map threads;	/* tids already named */
 };
 
+/* Closes the open chunk: its header, checksums, and records go to the file. */
+static void seal(struct capture_writer *w)
+{
+	struct cap_chunk c;
+
+	if (!w->chunk_len)
+		return;
+	c.size = w->chunk_len;
+	c.records = w->chunk_records;
+	c.crc = crc(w->chunk, w->chunk_len);
+	c.hdr_crc = crc(&c, offsetof(struct cap_chunk, hdr_crc));
+	ob_write(w->ob, &c, sizeof(c));
+	ob_write(w->ob, w->chunk, w->chunk_len);
+	w->chunk_len = 0;
+	w->chunk_records = 0;
+}
+
 static void put(struct capture_writer *w, const void *rec, size_t size)
 {
-	ob_write(w->ob, rec, size);
+	if (w->chunk_len + size > CAPTURE_CHUNK_BYTES)
+		seal(w);
+	memcpy(w->chunk + w->chunk_len, rec, size);
+	w->chunk_len += (uint32_t)size;
+	w->chunk_records++;
 	w->records++;
 }
 
@@ -69,8 +261,14 @@ int capture_writer__open(struct capture_writer **wp, const char *path)
 
 	if (!w)
 		return -ENOMEM;
+	w->chunk = malloc(CAPTURE_CHUNK_BYTES);
+	if (!w->chunk) {
+		free(w);
+		return -ENOMEM;
+	}
 	err = outbuf__open(&w->ob, path);
 	if (err) {
+		free(w->chunk);
 		free(w);
 		return err;
 	}
@@ -168,7 +366,7 @@ void capture__finish(struct capture_writer *w, const struct stats *st,
 	size = sizeof(*rt) + nr_counters * sizeof(uint64_t);
 	memset(buf, 0, sizeof(buf));
 	hdr(&rt->hdr, AT_CAP_RUNTIME_STATS, size, 0, st->ts);
-	rt->rt = st->rt;
+	runtime_to_cap(rt, &st->rt);
 	rt->dropped = st->dropped;
 	rt->nr_counters = nr_counters;
 	memcpy(rt->counters, counters, nr_counters * sizeof(uint64_t));
@@ -176,8 +374,7 @@ void capture__finish(struct capture_writer *w, const struct stats *st,
 	for (uint32_t i = 0; i < st->nr_workers; i++) {
 		memset(&ws, 0, sizeof(ws));
 		hdr(&ws.hdr, AT_CAP_WORKER_STATS, sizeof(ws), 0, st->ts);
-		ws.worker = i;
-		ws.s = st->workers[i];
+		worker_to_cap(&ws, i, &st->workers[i]);
 		put(w, &ws, sizeof(ws));
 	}
 	top = malloc(st->nr_tasks * sizeof(*top) + 1);
@@ -186,19 +383,27 @@ void capture__finish(struct capture_writer *w, const struct stats *st,
 		qsort(top, st->nr_tasks, sizeof(*top), task_entry__by_poll_ns);
 	}
 	for (size_t i = 0; top && i < st->nr_tasks && i < CAPTURE_TOP_TASKS; i++) {
+		memset(&ts, 0, sizeof(ts));
 		hdr(&ts.hdr, AT_CAP_TASK_STATS, sizeof(ts), 0, st->ts);
-		ts.e = top[i];
+		task_to_cap(&ts, &top[i]);
 		put(w, &ts, sizeof(ts));
 	}
 	free(top);
 	for (size_t i = 0; i < st->nr_idle; i++) {
+		memset(&it, 0, sizeof(it));
 		hdr(&it.hdr, AT_CAP_IDLE_TASK, sizeof(it), 0, st->ts);
-		it.e = st->idle[i];
+		it.task = st->idle[i].id;
+		it.idle_since = st->idle[i].idle_since;
+		it.name_addr = st->idle[i].name_addr;
 		put(w, &it, sizeof(it));
 	}
 	for (size_t i = 0; i < st->nr_steals; i++) {
+		memset(&ss, 0, sizeof(ss));
 		hdr(&ss.hdr, AT_CAP_STEAL_STATS, sizeof(ss), 0, st->ts);
-		ss.e = st->steals[i];
+		ss.thief = st->steals[i].key.thief;
+		ss.victim = st->steals[i].key.victim;
+		ss.ops = st->steals[i].s.ops;
+		ss.tasks = st->steals[i].s.tasks;
 		put(w, &ss, sizeof(ss));
 	}
 	memset(&end, 0, sizeof(end));
@@ -209,12 +414,13 @@ void capture__finish(struct capture_writer *w, const struct stats *st,
 
 int capture_writer__flush(struct capture_writer *w)
 {
+	seal(w);
 	return outbuf__flush(w->ob);
 }
 
 uint64_t capture_writer__bytes(const struct capture_writer *w)
 {
-	return outbuf__bytes(w->ob);
+	return outbuf__bytes(w->ob) + (w->chunk_len ? sizeof(struct cap_chunk) + w->chunk_len : 0);
 }
 
 uint64_t capture_writer__records(const struct capture_writer *w)
@@ -229,6 +435,7 @@ void capture_writer__free(struct capture_writer *w)
 	outbuf__free(w->ob);
 	u64map__clear(&w->names);
 	u64map__clear(&w->threads);
+	free(w->chunk);
 	free(w);
 }
 
@@ -237,17 +444,26 @@ void capture_writer__free(struct capture_writer *w)
 struct capture_reader {
 	const uint8_t *data;
 	size_t size;
-	size_t off;
+	size_t off;		/* the next record, or chunk header at chunk_end */
+	size_t chunk_end;	/* where the records of the current chunk end */
+	size_t chunk_off;	/* where its header starts */
+	uint32_t chunk_left;	/* records it still holds */
+	uint32_t version;
 	void *map;		/* the mmap'd file, if any */
 	size_t map_len;
 	size_t released;	/* bytes of the map given back: memory stays flat */
 	bool started;		/* past the process record */
 	bool ended;
 	struct cap_process proc;
-	char error[160];
+	char error[192];
 	/* records at an odd offset are copied here, aligned */
 	uint64_t aligned[65536 / sizeof(uint64_t)];
+	/* an old version's record, as this version's */
+	uint64_t translated[CAPTURE_V1_MAX_TRANSLATED / sizeof(uint64_t)];
 };
+
+static int fail(char *buf, size_t len, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 static int fail(char *buf, size_t len, int err, const char *fmt, ...)
 {
@@ -259,17 +475,22 @@ static int fail(char *buf, size_t len, int err, const char *fmt, ...)
 	return err;
 }
 
-static int reader_error(struct capture_reader *r, const char *fmt, ...)
+static int error_at(struct capture_reader *r, size_t off, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int error_at(struct capture_reader *r, size_t off, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
 
-	n = snprintf(r->error, sizeof(r->error), "at byte %zu: ", r->off);
+	n = snprintf(r->error, sizeof(r->error), "at byte %zu: ", off);
 	va_start(ap, fmt);
 	vsnprintf(r->error + n, sizeof(r->error) - (size_t)n, fmt, ap);
 	va_end(ap);
 	return -EINVAL;
 }
+
+#define reader_error(r, ...) error_at(r, (r)->off, __VA_ARGS__)
 
 /* Is a record of a capture kind whole and consistent? NULL, or what is wrong. */
 static const char *check_record(const struct at_hdr *h)
@@ -308,29 +529,83 @@ static void release(struct capture_reader *r)
 	r->released = upto;
 }
 
+/*
+ * Opens the chunk at r->off: its header must be whole and check, its
+ * records all there and pass their checksum, before any of them is read.
+ */
+static int next_chunk(struct capture_reader *r)
+{
+	size_t left = r->size - r->off;
+	struct cap_chunk c;
+	uint32_t sum;
+
+	if (left < sizeof(c))
+		return reader_error(r, "cut in the middle of a chunk header");
+	memcpy(&c, r->data + r->off, sizeof(c));
+	if (crc(&c, offsetof(struct cap_chunk, hdr_crc)) != c.hdr_crc)
+		return reader_error(r, "a damaged chunk header (it fails its checksum)");
+	if (!c.size || c.size > CAPTURE_CHUNK_MAX || !c.records ||
+	    c.records > c.size / sizeof(struct at_hdr))
+		return reader_error(r, "a chunk header that cannot be right (%u bytes, %u records)",
+				    c.size, c.records);
+	if (c.size > left - sizeof(c))
+		return reader_error(r, "cut in the middle of a %u-byte chunk (%zu bytes of it "
+				       "written): its records are lost",
+				    c.size, left - sizeof(c));
+	sum = crc(r->data + r->off + sizeof(c), c.size);
+	if (sum != c.crc)
+		return reader_error(r, "a chunk of %u records in %u bytes fails its checksum "
+				       "(CRC-32 %08x, written %08x): none of them is converted",
+				    c.records, c.size, sum, c.crc);
+	r->chunk_off = r->off;
+	r->off += sizeof(c);
+	r->chunk_end = r->off + c.size;
+	r->chunk_left = c.records;
+	return 0;
+}
+
 int capture_reader__next(struct capture_reader *r, const struct at_hdr **rec, size_t *size)
 {
-	const uint8_t *p = r->data + r->off;
-	size_t left = r->size - r->off;
+	const uint8_t *p;
+	size_t left;
 	struct at_hdr h;
 	const char *why;
+	int err;
 
 	if (r->ended) {
-		if (left)
-			return reader_error(r, "%zu bytes after the end record", left);
+		if (r->off < r->size)
+			return reader_error(r, "%zu bytes after the end record", r->size - r->off);
 		return 0;
 	}
-	if (!left)
-		return reader_error(r, "the capture stops without its end record: the recording "
-				       "was cut short");
+	if (r->off == r->chunk_end) {
+		if (r->chunk_left)
+			return error_at(r, r->chunk_off, "a chunk that holds fewer records "
+					"than its header says (%u missing)", r->chunk_left);
+		if (r->off == r->size)
+			return reader_error(r, "the capture stops without its end record: the "
+					       "recording was cut short");
+		err = next_chunk(r);
+		if (err)
+			return err;
+	}
+	p = r->data + r->off;
+	left = r->chunk_end - r->off;
 	if (left < sizeof(h))
-		return reader_error(r, "cut in the middle of a record header");
+		return reader_error(r, r->version == 1 ? "cut in the middle of a record header"
+						       : "a record header runs past the end of its "
+							 "chunk");
 	memcpy(&h, p, sizeof(h));
 	if (h.kind == 0 || h.size < sizeof(h))
 		return reader_error(r, "not a record (kind %u, size %u): the capture is damaged",
 				    h.kind, h.size);
 	if (h.size > left)
-		return reader_error(r, "cut in the middle of a %u-byte record", h.size);
+		return reader_error(r, r->version == 1 ? "cut in the middle of a %u-byte record"
+						       : "a %u-byte record runs past the end of "
+							 "its chunk",
+				    h.size);
+	if (r->version > 1 && !r->chunk_left)
+		return error_at(r, r->chunk_off, "a chunk that holds more records than its "
+				"header says");
 	if (((uintptr_t)p & 7) != 0) {
 		memcpy(r->aligned, p, h.size);
 		p = (const uint8_t *)r->aligned;
@@ -342,13 +617,30 @@ int capture_reader__next(struct capture_reader *r, const struct at_hdr **rec, si
 		if (h.kind == AT_CAP_PROCESS && r->started)
 			return reader_error(r, "a second process record");
 	}
+	*size = h.size;
+	if (r->version == 1)
+		p = capture_v1__translate(p, size, r->translated);
 	r->off += h.size;
+	if (r->version > 1)
+		r->chunk_left--;
 	r->ended = h.kind == AT_CAP_END;
 	if (r->map && r->off - r->released >= RELEASE_BYTES)
 		release(r);
 	*rec = (const struct at_hdr *)p;
-	*size = h.size;
 	return 1;
+}
+
+static int check_version(uint32_t version, char *err, size_t err_len)
+{
+	if (version > CAPTURE_VERSION)
+		return fail(err, err_len, -EPROTO, "capture version %u is newer than this "
+			    "asynctraced, which reads versions %u to %u: convert it with a newer "
+			    "asynctraced", version, CAPTURE_VERSION_OLDEST, CAPTURE_VERSION);
+	if (version < CAPTURE_VERSION_OLDEST)
+		return fail(err, err_len, -EPROTO, "capture version %u is not supported by this "
+			    "asynctraced (reads versions %u to %u); re-record it", version,
+			    CAPTURE_VERSION_OLDEST, CAPTURE_VERSION);
+	return 0;
 }
 
 static int reader_start(struct capture_reader *r, char *err, size_t err_len)
@@ -356,6 +648,7 @@ static int reader_start(struct capture_reader *r, char *err, size_t err_len)
 	struct capture_file_header fh;
 	const struct at_hdr *rec;
 	size_t size;
+	int ret;
 
 	if (r->size < sizeof(fh))
 		return fail(err, err_len, -EINVAL, "not a capture: %zu bytes, too short for the "
@@ -364,14 +657,21 @@ static int reader_start(struct capture_reader *r, char *err, size_t err_len)
 	if (memcmp(fh.magic, CAPTURE_MAGIC, sizeof(fh.magic)))
 		return fail(err, err_len, -EINVAL, "not an asynctraced capture (bad magic): "
 			    "write one with `asynctraced record`");
-	if (fh.version != CAPTURE_VERSION)
-		return fail(err, err_len, -EPROTO, "capture format version %u: this asynctraced "
-			    "reads version %u", fh.version, CAPTURE_VERSION);
+	ret = check_version(fh.version, err, err_len);
+	if (ret)
+		return ret;
 	if (fh.header_size < sizeof(fh) || fh.header_size > r->size)
 		return fail(err, err_len, -EINVAL, "damaged header (header size %u)",
 			    fh.header_size);
+	r->version = fh.version;
 	r->off = fh.header_size;
-	if (capture_reader__next(r, &rec, &size) != 1 || rec->kind != AT_CAP_PROCESS)
+	/* version 1 has no chunks: its records run to the end of the file, unchecked */
+	r->chunk_end = r->version == 1 ? r->size : r->off;
+	ret = capture_reader__next(r, &rec, &size);
+	if (ret < 0)
+		return fail(err, err_len, -EINVAL, "damaged capture: no process record after "
+			    "the header: %s", r->error);
+	if (ret == 0 || rec->kind != AT_CAP_PROCESS)
 		return fail(err, err_len, -EINVAL, "damaged capture: no process record after "
 			    "the header");
 	r->started = true;
@@ -437,6 +737,11 @@ int capture_reader__open(struct capture_reader **rp, const char *path, char *err
 const struct cap_process *capture_reader__process(const struct capture_reader *r)
 {
 	return &r->proc;
+}
+
+uint32_t capture_reader__version(const struct capture_reader *r)
+{
+	return r->version;
 }
 
 const char *capture_reader__error(const struct capture_reader *r)

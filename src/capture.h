@@ -5,11 +5,15 @@
  * and reports later by `asynctraced convert`, through the same pipeline as
  * live tracing. docs/capture.md is the format's reference.
  *
- * A capture is a 16-byte file header (magic, version) followed by records.
- * Every record starts with struct at_hdr: kinds below AT_CAP_BASE are the
- * BPF side's event records, copied verbatim; kinds from AT_CAP_BASE up are
- * what a replay needs besides the events (the process, names read from the
- * target, thread names, the clock's ticks, the last map snapshot, the end).
+ * A capture is a 16-byte file header (magic, version) followed by chunks:
+ * a chunk header (size, record count, CRC32) and whole records. Every
+ * record starts with struct at_hdr: kinds below AT_CAP_BASE are the BPF
+ * side's event records, copied verbatim; kinds from AT_CAP_BASE up are what
+ * a replay needs besides the events (the process, names read from the
+ * target, thread names, the clock's ticks, the last map snapshot, the end),
+ * in structs of their own: the capture never embeds a BPF map's layout.
+ * Version 1 (no chunks, counters numbered from AT_EV_KIND_MAX) is still
+ * read: capture_v1.c.
  */
 #ifndef CAPTURE_H
 #define CAPTURE_H
@@ -23,27 +27,46 @@
 #include "stats.h"
 
 #define CAPTURE_MAGIC "\x89" "ATCAP\r\n"
-#define CAPTURE_VERSION 1
+#define CAPTURE_VERSION 2	/* what this version writes */
+#define CAPTURE_VERSION_OLDEST 1 /* the oldest it reads */
 
 struct capture_file_header {
 	char magic[8];		/* CAPTURE_MAGIC: not text, survives no newline mangling */
 	uint32_t version;	/* CAPTURE_VERSION */
-	uint32_t header_size;	/* sizeof this header; records start here */
+	uint32_t header_size;	/* sizeof this header; the first chunk starts here */
+};
+
+/*
+ * Records come in chunks, each checked as a whole before any of its records
+ * is read: a flipped bit is damage, named with its chunk's offset, never a
+ * wrong number in a trace. The writer closes a chunk when the next record
+ * would take it past CAPTURE_CHUNK_BYTES, and at every flush (ten times a
+ * second): a recorder killed mid-run leaves whole chunks behind, but for
+ * the one it was writing.
+ */
+#define CAPTURE_CHUNK_BYTES (64u << 10) /* a chunk's records, at most, as written */
+#define CAPTURE_CHUNK_MAX (1u << 20)	/* ... as read: more is damage */
+
+struct cap_chunk {
+	uint32_t size;		/* bytes of records that follow: whole records */
+	uint32_t records;	/* how many */
+	uint32_t crc;		/* CRC-32 of those bytes (zlib's crc32, as gzip's) */
+	uint32_t hdr_crc;	/* CRC-32 of the 12 bytes above: a damaged size is not a cut */
 };
 
 enum capture_kind {
 	AT_CAP_BASE = 0x8000,
-	AT_CAP_PROCESS = AT_CAP_BASE + 1, /* first record: struct cap_process */
-	AT_CAP_NAME,		/* struct cap_name: a string read from the target */
-	AT_CAP_THREAD,		/* struct cap_thread: a thread's name */
-	AT_CAP_TICK,		/* struct at_hdr: time passed (hdr.ts) */
-	AT_CAP_RUNTIME_STATS,	/* struct cap_runtime_stats: the last map snapshot... */
-	AT_CAP_WORKER_STATS,	/* struct cap_worker_stats: ...one per worker */
-	AT_CAP_TASK_STATS,	/* struct cap_task_stats: ...one per task */
-	AT_CAP_IDLE_TASK,	/* struct cap_idle_task */
-	AT_CAP_STEAL_STATS,	/* struct cap_steal_stats */
-	AT_CAP_END,		/* struct cap_end: last record of a whole capture */
-	AT_CAP_KIND_MAX,
+	AT_CAP_PROCESS = 0x8001,		/* first record: struct cap_process */
+	AT_CAP_NAME = 0x8002,		/* struct cap_name: a string read from the target */
+	AT_CAP_THREAD = 0x8003,		/* struct cap_thread: a thread's name */
+	AT_CAP_TICK = 0x8004,		/* struct at_hdr: time passed (hdr.ts) */
+	AT_CAP_RUNTIME_STATS = 0x8005,	/* struct cap_runtime_stats: the last map snapshot... */
+	AT_CAP_WORKER_STATS = 0x8006,	/* struct cap_worker_stats: ...one per worker */
+	AT_CAP_TASK_STATS = 0x8007,	/* struct cap_task_stats: ...one per task */
+	AT_CAP_IDLE_TASK = 0x8008,	/* struct cap_idle_task */
+	AT_CAP_STEAL_STATS = 0x8009,	/* struct cap_steal_stats */
+	AT_CAP_END = 0x800a,		/* struct cap_end: last record of a whole capture */
+	AT_CAP_KIND_MAX,		/* one past the last kind; grows, never shrinks */
 };
 
 enum capture_runtime {
@@ -86,35 +109,101 @@ struct cap_thread {
 	char comm[CAP_COMM_LEN];
 };
 
+/*
+ * The last snapshot of the maps, in the capture's own structs: the BPF
+ * side's map values are copied into these field by field when the capture
+ * is written (capture.c), so a change to a map's layout changes nothing
+ * here. Histograms are log2, as at_hist: slot i counts values (ns) with
+ * 2^i <= v < 2^(i+1), slot 0 also 0, the last slot everything above.
+ */
+#define CAP_HIST_SLOTS 40
+
+struct cap_hist {
+	uint64_t slot[CAP_HIST_SLOTS];
+};
+
+struct cap_hist32 {
+	uint32_t slot[CAP_HIST_SLOTS];
+};
+
+/* A run queue's length over time. */
+struct cap_queue {
+	uint64_t area;		/* depth * ns, accumulated */
+	uint64_t ts;		/* of the last change */
+	uint32_t depth;
+	uint32_t peak;
+};
+
 struct cap_runtime_stats {
 	struct at_hdr hdr;	/* ts: when the snapshot was read */
-	struct at_runtime_stats rt;
+	uint64_t spawns;
+	uint64_t completed;	/* polls that returned Ready */
+	uint64_t wakes;		/* every wake, the workers' included */
+	uint64_t self_wakes;
+	uint64_t outside_wakes;	/* not from a worker thread */
+	uint64_t unknown_workers; /* events naming a worker id >= AT_MAX_WORKERS */
+	struct cap_queue inject;
 	uint64_t dropped;	/* records the ring buffer had no room for */
-	uint32_t nr_counters;	/* entries in counters (enum at_stat) */
+	uint32_t nr_counters;	/* entries in counters */
 	uint32_t pad;
-	uint64_t counters[];
+	uint64_t counters[];	/* the BPF side's counters by their numbers (enum at_stat) */
 };
 
 struct cap_worker_stats {
 	struct at_hdr hdr;
 	uint32_t worker;
-	uint32_t pad;
-	struct at_worker_stats s;
+	uint32_t pad0;
+	uint64_t polls;
+	uint64_t busy_ns;	/* sum of poll durations */
+	uint64_t oncpu_ns;
+	uint64_t max_poll_ns;
+	uint64_t wakes;		/* wake calls made from this worker */
+	uint64_t self_wakes;	/* ... by a task waking itself */
+	uint64_t steals;	/* steal operations as thief */
+	uint64_t stolen;	/* tasks taken as thief */
+	uint64_t parks;
+	uint64_t park_ns;	/* completed parks */
+	uint64_t park_since;	/* nonzero while parked */
+	uint32_t tid;
+	uint32_t pad1;
+	struct cap_queue queue;
+	struct cap_hist poll;
+	struct cap_hist oncpu;
+	struct cap_hist delay;	/* wake to poll */
 };
 
 struct cap_task_stats {
 	struct at_hdr hdr;
-	struct task_entry e;
+	uint64_t task;
+	uint64_t polls;
+	uint64_t wakes;
+	uint64_t self_wakes;
+	uint64_t poll_ns;
+	uint64_t oncpu_ns;
+	uint64_t max_poll_ns;
+	uint64_t name_addr;
+	uint64_t first_ts;	/* counted from here */
+	uint8_t done;
+	uint8_t pad[7];
+	struct cap_hist32 poll;
+	struct cap_hist32 oncpu;
+	struct cap_hist32 delay;
 };
 
+/* A live task that returned Pending and has not been woken since. */
 struct cap_idle_task {
 	struct at_hdr hdr;
-	struct idle_entry e;
+	uint64_t task;
+	uint64_t idle_since;
+	uint64_t name_addr;
 };
 
 struct cap_steal_stats {
 	struct at_hdr hdr;
-	struct steal_entry e;
+	uint32_t thief;
+	uint32_t victim;
+	uint64_t ops;
+	uint64_t tasks;
 };
 
 #define CAP_REASON_LEN 32
@@ -123,6 +212,13 @@ struct cap_end {
 	struct at_hdr hdr;	/* ts: when tracing stopped */
 	char reason[CAP_REASON_LEN]; /* "target exited", "interrupted", ... */
 };
+
+/* The snapshot records, read back into a snapshot of the maps. */
+void cap_runtime_stats__get(const struct cap_runtime_stats *c, struct at_runtime_stats *rt);
+void cap_worker_stats__get(const struct cap_worker_stats *c, struct at_worker_stats *w);
+void cap_task_stats__get(const struct cap_task_stats *c, struct task_entry *e);
+void cap_idle_task__get(const struct cap_idle_task *c, struct idle_entry *e);
+void cap_steal_stats__get(const struct cap_steal_stats *c, struct steal_entry *e);
 
 /* --- writing -------------------------------------------------------------- */
 
@@ -150,7 +246,11 @@ void capture__tick(struct capture_writer *w, uint64_t ts);
 void capture__finish(struct capture_writer *w, const struct stats *st,
 		     const uint64_t *counters, uint32_t nr_counters, uint64_t stop,
 		     const char *reason);
-/* 0, or the -errno of the first failed write. */
+/*
+ * Closes the open chunk and writes out everything so far (a recorder killed
+ * after this leaves a capture that converts up to here): 0, or the -errno
+ * of the first failed write.
+ */
 int capture_writer__flush(struct capture_writer *w);
 uint64_t capture_writer__bytes(const struct capture_writer *w);
 uint64_t capture_writer__records(const struct capture_writer *w);
@@ -162,7 +262,9 @@ struct capture_reader;
 
 /*
  * Opens a capture: checks the magic and the version and reads the process
- * record. On failure, says why in err (a sentence) and returns -errno.
+ * record. On failure, says why in err (a sentence) and returns -errno. Every
+ * version from CAPTURE_VERSION_OLDEST is read, and its records handed out
+ * as this version's.
  */
 int capture_reader__open(struct capture_reader **r, const char *path, char *err,
 			 size_t err_len);
@@ -170,13 +272,144 @@ int capture_reader__open(struct capture_reader **r, const char *path, char *err,
 int capture_reader__open_mem(struct capture_reader **r, const void *data, size_t size,
 			     char *err, size_t err_len);
 const struct cap_process *capture_reader__process(const struct capture_reader *r);
+/* The capture's format version (CAPTURE_VERSION_OLDEST to CAPTURE_VERSION). */
+uint32_t capture_reader__version(const struct capture_reader *r);
 /*
  * The next record: 1 with *rec and *size set (valid until the next call), 0 at
  * a clean end (after AT_CAP_END), -EINVAL for a damaged or cut capture: then
- * capture_reader__error() says what and where.
+ * capture_reader__error() says what and where. A chunk's records are handed
+ * out only once the whole chunk passed its checksum.
  */
 int capture_reader__next(struct capture_reader *r, const struct at_hdr **rec, size_t *size);
 const char *capture_reader__error(const struct capture_reader *r);
 void capture_reader__free(struct capture_reader *r);
+
+/*
+ * --- the layout, pinned ----------------------------------------------------
+ *
+ * Captures on disk outlive this build: a record grows only at its end, and
+ * anything else is a new CAPTURE_VERSION with a reader for the old one
+ * (docs/capture.md). The snapshot records have kept version 1's bytes
+ * (where they were the BPF map values, embedded).
+ */
+_Static_assert(CAP_HIST_SLOTS == AT_HIST_SLOTS, "captures keep every slot of a histogram");
+
+AT_PIN_SIZE(struct capture_file_header, 16);
+AT_PIN_OFF(struct capture_file_header, magic, 0);
+AT_PIN_OFF(struct capture_file_header, version, 8);
+AT_PIN_OFF(struct capture_file_header, header_size, 12);
+
+AT_PIN_SIZE(struct cap_chunk, 16);
+AT_PIN_OFF(struct cap_chunk, size, 0);
+AT_PIN_OFF(struct cap_chunk, records, 4);
+AT_PIN_OFF(struct cap_chunk, crc, 8);
+AT_PIN_OFF(struct cap_chunk, hdr_crc, 12);
+
+AT_PIN_SIZE(struct cap_process, 104);
+AT_PIN_OFF(struct cap_process, hdr, 0);
+AT_PIN_OFF(struct cap_process, pid, 16);
+AT_PIN_OFF(struct cap_process, runtime, 20);
+AT_PIN_OFF(struct cap_process, realtime_offset, 24);
+AT_PIN_OFF(struct cap_process, maps_only, 32);
+AT_PIN_OFF(struct cap_process, pad, 33);
+AT_PIN_OFF(struct cap_process, comm, 40);
+AT_PIN_OFF(struct cap_process, long_poll_ns, 56);
+AT_PIN_OFF(struct cap_process, sched_delay_ns, 64);
+AT_PIN_OFF(struct cap_process, starve_ns, 72);
+AT_PIN_OFF(struct cap_process, lost_waker_ns, 80);
+AT_PIN_OFF(struct cap_process, episode_gap_ns, 88);
+AT_PIN_OFF(struct cap_process, starve_depth, 96);
+AT_PIN_OFF(struct cap_process, thrash_rate, 100);
+
+AT_PIN_SIZE(struct cap_name, 24);
+AT_PIN_OFF(struct cap_name, hdr, 0);
+AT_PIN_OFF(struct cap_name, addr, 16);
+AT_PIN_OFF(struct cap_name, name, 24);
+
+AT_PIN_SIZE(struct cap_thread, 32);
+AT_PIN_OFF(struct cap_thread, hdr, 0);
+AT_PIN_OFF(struct cap_thread, comm, 16);
+
+AT_PIN_SIZE(struct cap_hist, 320);
+AT_PIN_OFF(struct cap_hist, slot, 0);
+
+AT_PIN_SIZE(struct cap_hist32, 160);
+AT_PIN_OFF(struct cap_hist32, slot, 0);
+
+AT_PIN_SIZE(struct cap_queue, 24);
+AT_PIN_OFF(struct cap_queue, area, 0);
+AT_PIN_OFF(struct cap_queue, ts, 8);
+AT_PIN_OFF(struct cap_queue, depth, 16);
+AT_PIN_OFF(struct cap_queue, peak, 20);
+
+AT_PIN_SIZE(struct cap_runtime_stats, 104);
+AT_PIN_OFF(struct cap_runtime_stats, hdr, 0);
+AT_PIN_OFF(struct cap_runtime_stats, spawns, 16);
+AT_PIN_OFF(struct cap_runtime_stats, completed, 24);
+AT_PIN_OFF(struct cap_runtime_stats, wakes, 32);
+AT_PIN_OFF(struct cap_runtime_stats, self_wakes, 40);
+AT_PIN_OFF(struct cap_runtime_stats, outside_wakes, 48);
+AT_PIN_OFF(struct cap_runtime_stats, unknown_workers, 56);
+AT_PIN_OFF(struct cap_runtime_stats, inject, 64);
+AT_PIN_OFF(struct cap_runtime_stats, dropped, 88);
+AT_PIN_OFF(struct cap_runtime_stats, nr_counters, 96);
+AT_PIN_OFF(struct cap_runtime_stats, pad, 100);
+AT_PIN_OFF(struct cap_runtime_stats, counters, 104);
+
+AT_PIN_SIZE(struct cap_worker_stats, 1104);
+AT_PIN_OFF(struct cap_worker_stats, hdr, 0);
+AT_PIN_OFF(struct cap_worker_stats, worker, 16);
+AT_PIN_OFF(struct cap_worker_stats, pad0, 20);
+AT_PIN_OFF(struct cap_worker_stats, polls, 24);
+AT_PIN_OFF(struct cap_worker_stats, busy_ns, 32);
+AT_PIN_OFF(struct cap_worker_stats, oncpu_ns, 40);
+AT_PIN_OFF(struct cap_worker_stats, max_poll_ns, 48);
+AT_PIN_OFF(struct cap_worker_stats, wakes, 56);
+AT_PIN_OFF(struct cap_worker_stats, self_wakes, 64);
+AT_PIN_OFF(struct cap_worker_stats, steals, 72);
+AT_PIN_OFF(struct cap_worker_stats, stolen, 80);
+AT_PIN_OFF(struct cap_worker_stats, parks, 88);
+AT_PIN_OFF(struct cap_worker_stats, park_ns, 96);
+AT_PIN_OFF(struct cap_worker_stats, park_since, 104);
+AT_PIN_OFF(struct cap_worker_stats, tid, 112);
+AT_PIN_OFF(struct cap_worker_stats, pad1, 116);
+AT_PIN_OFF(struct cap_worker_stats, queue, 120);
+AT_PIN_OFF(struct cap_worker_stats, poll, 144);
+AT_PIN_OFF(struct cap_worker_stats, oncpu, 464);
+AT_PIN_OFF(struct cap_worker_stats, delay, 784);
+
+AT_PIN_SIZE(struct cap_task_stats, 576);
+AT_PIN_OFF(struct cap_task_stats, hdr, 0);
+AT_PIN_OFF(struct cap_task_stats, task, 16);
+AT_PIN_OFF(struct cap_task_stats, polls, 24);
+AT_PIN_OFF(struct cap_task_stats, wakes, 32);
+AT_PIN_OFF(struct cap_task_stats, self_wakes, 40);
+AT_PIN_OFF(struct cap_task_stats, poll_ns, 48);
+AT_PIN_OFF(struct cap_task_stats, oncpu_ns, 56);
+AT_PIN_OFF(struct cap_task_stats, max_poll_ns, 64);
+AT_PIN_OFF(struct cap_task_stats, name_addr, 72);
+AT_PIN_OFF(struct cap_task_stats, first_ts, 80);
+AT_PIN_OFF(struct cap_task_stats, done, 88);
+AT_PIN_OFF(struct cap_task_stats, pad, 89);
+AT_PIN_OFF(struct cap_task_stats, poll, 96);
+AT_PIN_OFF(struct cap_task_stats, oncpu, 256);
+AT_PIN_OFF(struct cap_task_stats, delay, 416);
+
+AT_PIN_SIZE(struct cap_idle_task, 40);
+AT_PIN_OFF(struct cap_idle_task, hdr, 0);
+AT_PIN_OFF(struct cap_idle_task, task, 16);
+AT_PIN_OFF(struct cap_idle_task, idle_since, 24);
+AT_PIN_OFF(struct cap_idle_task, name_addr, 32);
+
+AT_PIN_SIZE(struct cap_steal_stats, 40);
+AT_PIN_OFF(struct cap_steal_stats, hdr, 0);
+AT_PIN_OFF(struct cap_steal_stats, thief, 16);
+AT_PIN_OFF(struct cap_steal_stats, victim, 20);
+AT_PIN_OFF(struct cap_steal_stats, ops, 24);
+AT_PIN_OFF(struct cap_steal_stats, tasks, 32);
+
+AT_PIN_SIZE(struct cap_end, 48);
+AT_PIN_OFF(struct cap_end, hdr, 0);
+AT_PIN_OFF(struct cap_end, reason, 16);
 
 #endif

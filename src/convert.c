@@ -27,6 +27,10 @@ int convert__run(const struct options *o)
 		err_msg("cannot read capture '%s': %s\n", o->capture, why);
 		return EXIT_FAIL;
 	}
+	if (capture_reader__version(r) < 2)
+		err_msg("capture '%s' is of format version %u, which has no checksums: damage "
+			"in it may go unnoticed\n",
+			o->capture, capture_reader__version(r));
 	err = replay__init(&rp, r, &pipe, &opts.detect, o->detect_given);
 	if (!err)
 		err = outputs__open(&pipe, &opts, false);
@@ -42,16 +46,22 @@ int convert__run(const struct options *o)
 	info.seconds = (double)(rp.stop - pipe.model.t0) / 1e9;
 	info.end_reason = rp.ended ? rp.reason : "capture cut short";
 	info.maps_only = capture_reader__process(r)->maps_only;
+	info.no_snapshot = !replay__has_snapshot(&rp);
 	memcpy(info.stats, rp.counters, sizeof(info.stats));
 	/* What came before any damage is written out all the same. */
-	ret = outputs__finish(&pipe, &opts, rp.stop, &rp.stats, &info);
+	ret = outputs__finish(&pipe, &opts, rp.stop, replay__stats(&rp), &info);
 	if (err) {
 		err_msg("capture '%s' is damaged %s; converted the %llu records before it\n",
 			o->capture, capture_reader__error(r), (unsigned long long)rp.records);
 		ret = EXIT_FAIL;
-	} else if (!rp.have_stats) {
-		err_msg("capture '%s' holds no snapshot of the maps: the report counts only "
-			"the events\n", o->capture);
+	}
+	if (pipe.model.n.unknown) {
+		char kinds[64];
+
+		report__unknown_kinds(kinds, sizeof(kinds), &pipe.model);
+		err_msg("capture '%s' holds %llu records of kinds this asynctraced does not know "
+			"(%s): skipped; a newer asynctraced converts them\n",
+			o->capture, (unsigned long long)pipe.model.n.unknown, kinds);
 	}
 	pipeline__free(&pipe);
 	replay__free(&rp);

@@ -338,6 +338,7 @@ static void sample(struct session *s, bool tasks, bool show)
 
 static void fill_run_info(struct session *s, struct run_info *info, const char *why)
 {
+	memset(info, 0, sizeof(*info));
 	info->seconds = (double)((s->stop ? s->stop : now_ns()) - s->start) / 1e9;
 	info->end_reason = why;
 	info->maps_only = s->o->no_trace;

@@ -74,6 +74,20 @@ int model__validate(const void *rec, size_t size)
 	return h.kind;
 }
 
+void model__unknown(struct model *m, uint16_t kind)
+{
+	m->n.unknown++;
+	for (int i = 0; i < MODEL_UNKNOWN_KINDS; i++) {
+		if (m->n.unknown_kinds[i] == kind)
+			return;
+		if (!m->n.unknown_kinds[i]) {
+			m->n.unknown_kinds[i] = kind;
+			return;
+		}
+	}
+	m->n.more_unknown_kinds = true;
+}
+
 struct task *model__task(const struct model *m, uint64_t id)
 {
 	return u64map__get(&m->tasks, id);

@@ -15,6 +15,8 @@
 #include "u64map.h"
 
 #define MODEL_COMM_LEN 16
+/* Distinct unknown record kinds remembered, to name them in the report. */
+#define MODEL_UNKNOWN_KINDS 4
 
 struct task {
 	uint64_t id;
@@ -55,6 +57,9 @@ struct model_counts {
 	uint64_t samples;	/* samples of its maps */
 	uint64_t by_kind[AT_EV_KIND_MAX];
 	uint64_t malformed;	/* records that failed validation */
+	uint64_t unknown;	/* records of kinds this version does not know: skipped */
+	uint16_t unknown_kinds[MODEL_UNKNOWN_KINDS]; /* the first distinct ones; 0: none */
+	bool more_unknown_kinds; /* and others besides */
 	uint64_t tasks_spawned;
 	uint64_t tasks_done;
 	uint64_t polls;
@@ -96,6 +101,12 @@ void model__free(struct model *m);
  * for a record to skip (unknown newer kind); -EINVAL if malformed.
  */
 int model__validate(const void *rec, size_t size);
+
+/*
+ * Counts a record skipped for its kind, unknown to this version (written by
+ * a newer one): the report says how many, and of which kinds.
+ */
+void model__unknown(struct model *m, uint16_t kind);
 
 /* Applies an event; call model__retire() after the sinks have seen it. */
 void model__apply(struct model *m, const struct at_hdr *ev);

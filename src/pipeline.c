@@ -40,8 +40,10 @@ int pipeline__push(struct pipeline *p, const void *rec, size_t size)
 		p->model.n.malformed++;
 		return -EINVAL;
 	}
-	if (kind == 0)
+	if (kind == 0) {
+		model__unknown(&p->model, ev->kind);
 		return 0;
+	}
 	model__apply(&p->model, ev);
 	detector__event(&p->detector, &p->model, ev);
 	for (int i = 0; i < p->nr_sinks; i++)

@@ -51,6 +51,7 @@ int replay__init(struct replay *rp, const struct capture_reader *r, struct pipel
 	p->model.thread_comm = thread_comm;
 	p->model.target_ctx = rp;
 	rp->stop = proc->hdr.ts;
+	rp->maps_only = proc->maps_only;
 	return 0;
 }
 
@@ -83,7 +84,7 @@ static void stats_record(struct replay *rp, const struct at_hdr *h)
 		const struct cap_runtime_stats *r = (const void *)h;
 		uint32_t n = r->nr_counters < AT_STAT_NR ? r->nr_counters : AT_STAT_NR;
 
-		st->rt = r->rt;
+		cap_runtime_stats__get(r, &st->rt);
 		st->dropped = r->dropped;
 		memset(rp->counters, 0, sizeof(rp->counters));
 		memcpy(rp->counters, r->counters, n * sizeof(uint64_t));
@@ -103,31 +104,212 @@ static void stats_record(struct replay *rp, const struct at_hdr *h)
 			st->workers = ws;
 			st->nr_workers = w->worker + 1;
 		}
-		st->workers[w->worker] = w->s;
+		cap_worker_stats__get(w, &st->workers[w->worker]);
 		break;
 	}
 	case AT_CAP_TASK_STATS: {
 		struct task_entry *e = grow((void **)&st->tasks, &st->nr_tasks, sizeof(*e));
 
 		if (e)
-			*e = ((const struct cap_task_stats *)h)->e;
+			cap_task_stats__get((const struct cap_task_stats *)h, e);
 		break;
 	}
 	case AT_CAP_IDLE_TASK: {
 		struct idle_entry *e = grow((void **)&st->idle, &st->nr_idle, sizeof(*e));
 
 		if (e)
-			*e = ((const struct cap_idle_task *)h)->e;
+			cap_idle_task__get((const struct cap_idle_task *)h, e);
 		break;
 	}
 	case AT_CAP_STEAL_STATS: {
 		struct steal_entry *e = grow((void **)&st->steals, &st->nr_steals, sizeof(*e));
 
 		if (e)
-			*e = ((const struct cap_steal_stats *)h)->e;
+			cap_steal_stats__get((const struct cap_steal_stats *)h, e);
 		break;
 	}
 	}
+}
+
+/* --- counts from the records, for a capture without its snapshot ------------ */
+
+/* Grows an array indexed by worker id to hold id; NULL beyond AT_MAX_WORKERS. */
+static void *worker_slot(void **array, uint32_t *nr, uint32_t id, size_t size)
+{
+	char *a;
+
+	if (id >= AT_MAX_WORKERS)
+		return NULL;
+	if (id >= *nr) {
+		a = realloc(*array, (id + 1) * size);
+		if (!a)
+			return NULL;
+		memset(a + *nr * size, 0, (id + 1 - *nr) * size);
+		*array = a;
+		*nr = id + 1;
+	}
+	return (char *)*array + id * size;
+}
+
+static struct at_worker_stats *counted_worker(struct replay *rp, uint32_t id)
+{
+	return worker_slot((void **)&rp->counted.workers, &rp->counted.nr_workers, id,
+			   sizeof(struct at_worker_stats));
+}
+
+static void count_wake(struct replay *rp, const struct at_wake *e)
+{
+	struct at_runtime_stats *rt = &rp->counted.rt;
+	struct at_worker_stats *w = NULL;
+	bool self = e->waker_task && e->waker_task == e->task;
+
+	rt->wakes++;
+	rt->self_wakes += self;
+	if (e->waker_worker >= 0)
+		w = counted_worker(rp, (uint32_t)e->waker_worker);
+	if (w) {
+		w->wakes++;
+		w->self_wakes += self;
+	} else {
+		rt->outside_wakes++;
+	}
+}
+
+static void count_steal(struct replay *rp, const struct at_steal *e)
+{
+	struct at_worker_stats *w = counted_worker(rp, e->thief);
+	struct stats *c = &rp->counted;
+	struct steal_entry *pair = NULL;
+
+	if (w) {
+		w->steals++;
+		w->stolen += e->count;
+	}
+	for (size_t i = 0; i < c->nr_steals && !pair; i++)
+		if (c->steals[i].key.thief == e->thief && c->steals[i].key.victim == e->victim)
+			pair = &c->steals[i];
+	if (!pair && c->nr_steals < AT_MAX_STEAL_PAIRS) {
+		pair = grow((void **)&c->steals, &c->nr_steals, sizeof(*pair));
+		if (pair) {
+			memset(pair, 0, sizeof(*pair));
+			pair->key.thief = e->thief;
+			pair->key.victim = e->victim;
+		}
+	}
+	if (pair) {
+		pair->s.ops++;
+		pair->s.tasks += e->count;
+	}
+}
+
+static void count_poll(struct replay *rp, const struct at_poll *e, size_t size)
+{
+	struct at_worker_stats *w = counted_worker(rp, e->worker);
+
+	rp->counted.rt.completed += e->ready;
+	if (w) {
+		w->polls++;
+		w->busy_ns += e->duration_ns;
+		w->oncpu_ns += e->oncpu_ns;
+		if (e->duration_ns > w->max_poll_ns)
+			w->max_poll_ns = e->duration_ns;
+		if (w->queue.peak < e->depth)
+			w->queue.peak = e->depth;
+		hist_add(&w->poll, e->duration_ns);
+		hist_add(&w->oncpu, e->oncpu_ns);
+		if (e->wake_ts && e->hdr.ts >= e->wake_ts)
+			hist_add(&w->delay, e->hdr.ts - e->wake_ts);
+	}
+	if (size >= sizeof(struct at_poll_self_wake))
+		count_wake(rp, &((const struct at_poll_self_wake *)e)->wake);
+}
+
+static void count_sample(struct replay *rp, const struct at_worker_sample *e)
+{
+	struct at_worker_sample *s = worker_slot((void **)&rp->samples, &rp->nr_samples, e->worker,
+						 sizeof(*s));
+
+	counted_worker(rp, e->worker);
+	if (s)
+		*s = *e;
+}
+
+/* An event or sample the pipeline took (whole, of a known kind), counted. */
+static void count_record(struct replay *rp, const struct at_hdr *h, size_t size)
+{
+	struct at_worker_stats *w;
+
+	switch (model__validate(h, size)) {
+	case AT_EV_SPAWN:
+		rp->counted.rt.spawns++;
+		break;
+	case AT_EV_POLL:
+		count_poll(rp, (const struct at_poll *)h, size);
+		break;
+	case AT_EV_WAKE:
+		count_wake(rp, (const struct at_wake *)h);
+		break;
+	case AT_EV_STEAL:
+		count_steal(rp, (const struct at_steal *)h);
+		break;
+	case AT_EV_PARK:
+		w = counted_worker(rp, ((const struct at_park *)h)->worker);
+		if (w) {
+			w->parks++;
+			w->park_ns += ((const struct at_park *)h)->duration_ns;
+		}
+		break;
+	case AT_EV_WORKER_SAMPLE:
+		count_sample(rp, (const struct at_worker_sample *)h);
+		break;
+	}
+}
+
+#define MAX_OF(a, b) ((a) > (b) ? (a) : (b))
+
+/*
+ * A maps-only capture holds only the long and late polls: a worker's last
+ * sample, which counts everything up to it, is nearer. (A full trace's
+ * events are exact, and agree with its histograms and its trace.)
+ */
+static void merge_samples(struct replay *rp)
+{
+	struct at_runtime_stats *rt = &rp->counted.rt;
+	uint64_t wakes = 0, self_wakes = 0;
+
+	for (uint32_t i = 0; i < rp->nr_samples && i < rp->counted.nr_workers; i++) {
+		const struct at_worker_sample *s = &rp->samples[i];
+		struct at_worker_stats *w = &rp->counted.workers[i];
+
+		w->polls = MAX_OF(w->polls, s->polls);
+		w->busy_ns = MAX_OF(w->busy_ns, s->busy_ns);
+		w->park_ns = MAX_OF(w->park_ns, s->park_ns);
+		w->steals = MAX_OF(w->steals, s->steals);
+		w->wakes = MAX_OF(w->wakes, s->wakes);
+		w->self_wakes = MAX_OF(w->self_wakes, s->self_wakes);
+		w->queue.peak = MAX_OF(w->queue.peak, s->depth);
+		if (!w->tid)
+			w->tid = s->hdr.tid;
+		wakes += s->wakes;
+		self_wakes += s->self_wakes;
+	}
+	rt->wakes = MAX_OF(rt->wakes, wakes + rt->outside_wakes);
+	rt->self_wakes = MAX_OF(rt->self_wakes, self_wakes);
+}
+
+bool replay__has_snapshot(const struct replay *rp)
+{
+	return rp->have_stats && rp->ended;
+}
+
+const struct stats *replay__stats(struct replay *rp)
+{
+	if (replay__has_snapshot(rp))
+		return &rp->stats;
+	if (rp->maps_only)
+		merge_samples(rp);
+	rp->counted.ts = rp->stop;
+	return &rp->counted;
 }
 
 static void apply(struct replay *rp, struct pipeline *p, const struct at_hdr *h, size_t size)
@@ -165,11 +347,14 @@ static void apply(struct replay *rp, struct pipeline *p, const struct at_hdr *h,
 		rp->reason[sizeof(rp->reason) - 1] = '\0';
 		break;
 	default:
-		/* events and samples; newer capture kinds are skipped */
+		/* events and samples; newer capture kinds are counted and skipped */
 		if (h->kind < AT_CAP_BASE) {
+			count_record(rp, h, size);
 			pipeline__push(p, h, size);
 			if (h->ts > rp->stop)
 				rp->stop = h->ts;
+		} else {
+			model__unknown(&p->model, h->kind);
 		}
 		break;
 	}
@@ -197,4 +382,6 @@ void replay__free(struct replay *rp)
 		free(val);
 	u64map__clear(&rp->threads);
 	stats__free(&rp->stats);
+	stats__free(&rp->counted);
+	free(rp->samples);
 }

@@ -29,6 +29,19 @@ uint64_t report__dropped(const struct run_info *run)
 	return n;
 }
 
+/* "0xc8, 0x80ff": the unknown kinds the model remembered. */
+void report__unknown_kinds(char *buf, size_t len, const struct model *m)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < MODEL_UNKNOWN_KINDS && m->n.unknown_kinds[i] && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s0x%x", i ? ", " : "",
+				      m->n.unknown_kinds[i]);
+	if (n < len && m->n.more_unknown_kinds)
+		snprintf(buf + n, len - n, ", ...");
+}
+
 static double per_sec(uint64_t n, double s)
 {
 	return s > 0 ? (double)n / s : 0;
@@ -67,6 +80,14 @@ static void text_counts(FILE *out, const struct model *m, const struct detector 
 	stats__totals(st, &t);
 	fprintf(out, "asynctraced: summary for pid %u (%s): %.2f s, %s\n", m->pid, m->comm,
 		run->seconds, run->end_reason);
+	if (run->no_snapshot)
+		fprintf(out, "  note     the capture lacks its final snapshot of the maps: the counts "
+			     "are those of the %llu records read%s; the top tasks, drops and misses "
+			     "are not known\n",
+			(unsigned long long)(m->n.events + m->n.samples),
+			run->maps_only ? " (polls, steals and the workers' wakes as of their last "
+					 "samples)"
+				       : "");
 	fprintf(out, "  tasks    %llu spawned, %llu completed\n",
 		(unsigned long long)st->rt.spawns, (unsigned long long)st->rt.completed);
 	fprintf(out, "  polls    %llu (%.0f/s)\n", (unsigned long long)t.polls,
@@ -98,6 +119,14 @@ static void text_counts(FILE *out, const struct model *m, const struct detector 
 	if (m->n.malformed)
 		fprintf(out, "  malformed %llu records skipped\n",
 			(unsigned long long)m->n.malformed);
+	if (m->n.unknown) {
+		char kinds[64];
+
+		report__unknown_kinds(kinds, sizeof(kinds), m);
+		fprintf(out, "  unknown  %llu records of kinds this asynctraced does not know (%s) "
+			     "skipped: written by a newer version\n",
+			(unsigned long long)m->n.unknown, kinds);
+	}
 	if (run->stats[AT_STAT_ORPHAN_POLL_END])
 		fprintf(out, "  untracked %llu poll ends without a begin (running at attach, or "
 			     "containers of other polls)\n",
@@ -279,6 +308,7 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 	ob_puts(ob, ",\"end_reason\":");
 	ob_json_str(ob, run->end_reason);
 	ob_puts(ob, run->maps_only ? ",\"mode\":\"maps\"" : ",\"mode\":\"trace\"");
+	ob_puts(ob, run->no_snapshot ? ",\"counts_from\":\"records\"" : ",\"counts_from\":\"maps\"");
 
 	ob_key_u64(ob, ",\"counts\":{\"tasks_spawned\":", st->rt.spawns);
 	ob_key_u64(ob, ",\"tasks_completed\":", st->rt.completed);
@@ -294,6 +324,14 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 	ob_key_u64(ob, "},\"events\":{\"received\":", m->n.events);
 	ob_key_u64(ob, ",\"samples\":", m->n.samples);
 	ob_key_u64(ob, ",\"malformed\":", m->n.malformed);
+	ob_key_u64(ob, ",\"unknown\":", m->n.unknown);
+	ob_puts(ob, ",\"unknown_kinds\":[");
+	for (int i = 0; i < MODEL_UNKNOWN_KINDS && m->n.unknown_kinds[i]; i++) {
+		if (i)
+			ob_putc(ob, ',');
+		ob_u64(ob, m->n.unknown_kinds[i]);
+	}
+	ob_putc(ob, ']');
 	ob_key_u64(ob, ",\"dropped\":", report__dropped(run));
 	ob_puts(ob, ",\"by_kind\":{");
 	for (int k = 1; k < AT_EV_KIND_MAX; k++) {

@@ -21,6 +21,12 @@ struct run_info {
 	double seconds;		/* how long we traced */
 	const char *end_reason;	/* "target exited", "interrupted", ... */
 	bool maps_only;
+	/*
+	 * A capture that lost its final snapshot of the maps: the counts come
+	 * from the records read (replay.h); the BPF side's counters and the
+	 * per-task statistics are not known.
+	 */
+	bool no_snapshot;
 	uint64_t stats[AT_STAT_NR]; /* BPF-side counters: drops and misses */
 };
 
@@ -29,6 +35,8 @@ void report__text(FILE *out, struct model *m, const struct detector *d, const st
 		  const struct run_info *run, bool full);
 void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 		  const struct stats *st, const struct run_info *run);
+/* "0xc8, 0x80ff": the kinds of the records skipped as unknown, for messages. */
+void report__unknown_kinds(char *buf, size_t len, const struct model *m);
 /* Records the BPF side could not deliver, all kinds together. */
 uint64_t report__dropped(const struct run_info *run);
 

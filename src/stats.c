@@ -49,6 +49,13 @@ uint64_t hist_count(const struct at_hist *h)
 	return n;
 }
 
+void hist_add(struct at_hist *h, uint64_t v)
+{
+	int slot = v ? 63 - __builtin_clzll(v) : 0;
+
+	h->slot[slot < AT_HIST_SLOTS ? slot : AT_HIST_SLOTS - 1]++;
+}
+
 void hist_widen(struct at_hist *into, const struct at_hist32 *h)
 {
 	for (int i = 0; i < AT_HIST_SLOTS; i++)

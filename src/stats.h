@@ -56,6 +56,8 @@ struct stats_totals {
 void stats__totals(const struct stats *s, struct stats_totals *t);
 
 uint64_t hist_count(const struct at_hist *h);
+/* Counts one value, in the slot the BPF side would count it in. */
+void hist_add(struct at_hist *h, uint64_t v);
 /* A per-task histogram widened, for the arithmetic below. */
 void hist_widen(struct at_hist *into, const struct at_hist32 *h);
 void hist_merge(struct at_hist *into, const struct at_hist *h);

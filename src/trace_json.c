@@ -10,9 +10,6 @@
 #include "outbuf.h"
 #include "u64map.h"
 
-/* Steal flows get ids of their own, above any wake id, exact in a double. */
-#define STEAL_FLOW_BASE (1ull << 52)
-
 enum thread_announced {
 	ANNOUNCED_THREAD = 1,
 	ANNOUNCED_WORKER,
@@ -330,7 +327,7 @@ static void on_steal(struct trace_json *tj, struct model *m, const struct at_ste
 	bool inferred = s->flags & AT_STEAL_INFERRED;
 	bool known = s->victim != AT_WORKER_UNKNOWN;
 	const struct worker *victim = known ? model__worker(m, s->victim) : NULL;
-	uint64_t flow = STEAL_FLOW_BASE + ++tj->steal_seq;
+	uint64_t flow = AT_STEAL_FLOW_BASE + ++tj->steal_seq;
 	bool linked = victim && victim->tid;
 
 	announce(tj, m, s->hdr.tid);

@@ -64,8 +64,6 @@ enum { SEQ_CLEARED = 1, SEQ_NEEDS_STATE = 2 };
 enum { ORDER_EXPLICIT = 3, MERGE_NEVER = 2, UNIT_COUNT = 2 };
 
 #define SEQUENCE_ID 1
-/* Steal flows get ids of their own, above any wake id. */
-#define STEAL_FLOW_BASE (1ull << 52)
 /* Finished tasks whose tracks new children may still nest under. */
 #define DONE_TASKS 4096
 /* Distinct event names interned; any beyond are written in full. */
@@ -656,7 +654,7 @@ static void on_steal(struct trace_proto *tp, struct model *m, const struct at_st
 	bool inferred = s->flags & AT_STEAL_INFERRED;
 	bool known = s->victim != AT_WORKER_UNKNOWN;
 	const struct worker *victim = known ? model__worker(m, s->victim) : NULL;
-	uint64_t flow = STEAL_FLOW_BASE + ++tp->steal_seq;
+	uint64_t flow = AT_STEAL_FLOW_BASE + ++tp->steal_seq;
 	uint64_t from = victim && victim->tid ? thread_track(tp, m, victim->tid) : 0;
 	uint64_t to = thread_track(tp, m, s->hdr.tid);
 	char name[64];

@@ -4,10 +4,12 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "asynctraced.h"
+
 static inline size_t slot_of(const struct u64map *m, uint64_t key)
 {
 	/* Fibonacci hashing: task ids are sequential, spread them. */
-	return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 17) & (m->cap - 1);
+	return (size_t)((key * AT_HASH_MULT) >> 17) & (m->cap - 1);
 }
 
 void u64map__init(struct u64map *m)

@@ -4,7 +4,10 @@
 #   sudo tests/data/record.sh [BUILD]
 # Each capture is small on purpose (a low request rate, about a second) and
 # comes with the sample executor's own counts in a .counts file, which the
-# tests compare the conversions with.
+# tests compare the conversions with. A capture that raises an alert its
+# scenario is not built for (a loaded machine delays polls) is recorded again.
+# tests/data/v1 holds a capture of format version 1, written by an older
+# asynctraced: the compatibility fixture, never re-recorded.
 set -eu
 BUILD=${1:-build}
 DIR=$(dirname "$0")

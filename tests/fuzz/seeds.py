@@ -6,33 +6,34 @@
 
 Each seed is the file header, the process record, a window of the capture's
 records (names, threads, events, samples, ticks) and its final snapshot and
-end record: valid captures of a few KiB that reach every record kind, for
-libFuzzer to mutate. (Cut and damaged inputs are the fuzzer's own job.)
+end record, in this version's format (chunks of at most 4 KiB, so that a
+seed has several, each with its checksums): valid captures of a few KiB
+that reach every record kind, for libFuzzer to mutate. (Cut and damaged
+inputs are the fuzzer's own job.)
 """
 import os
 import struct
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from tests.integration import capfile  # noqa: E402
+
 CAP_BASE = 0x8000
 SNAPSHOT = range(0x8005, 0x800B)   # runtime .. end
+VERSION = 2
+SEED_CHUNK = 4096
 
 
 def records(data):
-    off = 16
-    while off + 16 <= len(data):
-        kind, size = struct.unpack_from("<HH", data, off)
-        if size < 16 or off + size > len(data):
-            break
-        yield kind, data[off:off + size]
-        off += size
+    for _, kind, rec in capfile.records(data):
+        yield kind, rec
 
 
 def main():
     src, outdir = sys.argv[1], sys.argv[2]
     prefix = sys.argv[3] if len(sys.argv) > 3 else os.path.basename(src).split(".")[0]
     data = open(src, "rb").read()
-    recs = list(records(data))
-    head, body = data[:16], recs
+    body = list(records(data))
     proc = body[0][1]
     meta = [r for k, r in body if k in (0x8002, 0x8003)]   # names and threads: every one
     events = [(k, r) for k, r in body[1:] if k < CAP_BASE or k == 0x8004]
@@ -45,7 +46,7 @@ def main():
     n = 0
     for start in range(0, len(events), max(1, len(events) // 6))[:6]:
         window = [r for _, r in events[start:start + 60]]
-        seed = head + proc + b"".join(meta[:32]) + b"".join(window) + b"".join(small)
+        seed = capfile.build(VERSION, [proc] + meta[:32] + window + small, SEED_CHUNK)
         with open(os.path.join(outdir, "%s-%d.atcap" % (prefix, n)), "wb") as f:
             f.write(seed)
         n += 1

@@ -17,8 +17,9 @@ import subprocess
 import tempfile
 import time
 import unittest
+import zlib
 
-from tests.integration import harness, pftrace_check, trace_check
+from tests.integration import capfile, harness, pftrace_check, trace_check
 from tests.integration.test_tokio import APP_LINE, app
 
 PROTO = os.path.join(os.path.dirname(__file__), "..", "proto", "perfetto_trace.proto")
@@ -76,19 +77,15 @@ def record_times(path):
     timestamp, or the end for a poll or a park (written when they end)."""
     with open(path, "rb") as f:
         data = f.read()
-    assert data[:8] == b"\x89ATCAP\r\n"
-    off, out = struct.unpack_from("<I", data, 12)[0], []
-    while off + 16 <= len(data):
-        kind, size, _, ts = struct.unpack_from("<HHIQ", data, off)
-        if size < 16:
-            break
+    out = []
+    for _, kind, rec in capfile.records(data):
+        ts = struct.unpack_from("<Q", rec, 8)[0]
         if kind == 2:    # at_poll: hdr, task, duration_ns
-            ts += struct.unpack_from("<Q", data, off + 24)[0]
+            ts += struct.unpack_from("<Q", rec, 24)[0]
         elif kind == 5:  # at_park: hdr, duration_ns
-            ts += struct.unpack_from("<Q", data, off + 16)[0]
+            ts += struct.unpack_from("<Q", rec, 16)[0]
         if 1 <= kind <= 5:
             out.append(ts)
-        off += size
     return out
 
 
@@ -117,6 +114,16 @@ class Record(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertRegex(err, r"recorded pid \d+ \(sample-executor\) for [\d.]+ s, target "
                               r"exited: \d+ records, [\d.]+ MB in .*; 0 dropped")
+        # this version's format: whole chunks end to end, each under its checksum
+        with open(cap, "rb") as f:
+            data = f.read()
+        self.assertEqual(capfile.header(data), (2, 16))
+        chunks = capfile.chunks(data)
+        self.assertGreater(len(chunks), 1)
+        for off, size, _, crc, _ in chunks:
+            self.assertLessEqual(size, capfile.CHUNK_BYTES)
+            self.assertEqual(zlib.crc32(data[off + 16:off + 16 + size]), crc)
+        self.assertEqual(chunks[-1][0] + 16 + chunks[-1][1], len(data))
         js, pf, report, log = self.convert_all(cap)
         got = report["counts"]
         self.assertEqual(got["tasks_spawned"], counts["tasks"])
@@ -163,7 +170,8 @@ class Record(unittest.TestCase):
         r = convert(cap, "-o", js, "-q")
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertRegex(r.stderr, r"is damaged at byte \d+: (the capture stops without its end "
-                                   r"record: the recording was cut short|cut in the middle)")
+                                   r"record: the recording was cut short|cut in the middle of a "
+                                   r"(chunk header|\d+-byte chunk))")
         events = trace_check.load(js)
         self.assertEqual(trace_check.check(events), [])
         self.assertGreater(len(harness.polls(harness.TracedRun(

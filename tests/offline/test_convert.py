@@ -12,10 +12,12 @@ import os
 import re
 import shutil
 import subprocess
+import struct
 import tempfile
 import unittest
+import zlib
 
-from tests.integration import pftrace_check, trace_check
+from tests.integration import capfile, pftrace_check, trace_check
 
 BUILD = os.environ.get("BUILD", "build")
 TRACER = os.path.join(BUILD, "asynctraced")
@@ -33,6 +35,8 @@ EXPECTED_ALERTS = {
     "blocking-maps": {"long-poll"},
 }
 FULL = ["noisy", "fanout", "lost"]  # recorded with every event (not --no-trace)
+CAPTURE_VERSION = 2  # what tests/data/record.sh records
+V1 = "v1/blocking-maps"  # recorded by a version 1 asynctraced, kept as it was
 COUNTS = re.compile(r"(\w+)=([\d.]+)")
 
 
@@ -87,6 +91,7 @@ class Converted(unittest.TestCase):
                 _, r = self.run_of(name)
                 summary = json.loads(r.stdout)
                 got, want = summary["counts"], executor_counts(name)
+                self.assertEqual(summary["counts_from"], "maps")
                 self.assertEqual(got["tasks_spawned"], int(want["tasks"]), r.stderr)
                 for key in ("polls", "wakes", "steals", "stolen", "parks"):
                     self.assertEqual(got[key], int(want[key]), key)
@@ -277,10 +282,15 @@ class Damaged(unittest.TestCase):
         self.assertIn("not a regular file", r.stderr)
 
     def test_other_version(self):
+        """Versions this one cannot read are refused, naming theirs and what to do."""
         data = bytearray(self.good)
-        data[8] = 2
-        self.assertRefused(bytes(data), "capture format version 2: this asynctraced reads "
-                                        "version 1")
+        data[8] = 3
+        self.assertRefused(bytes(data), "capture version 3 is newer than this asynctraced, "
+                                        "which reads versions 1 to 2: convert it with a newer "
+                                        "asynctraced")
+        data[8] = 0
+        self.assertRefused(bytes(data), "capture version 0 is not supported by this "
+                                        "asynctraced (reads versions 1 to 2); re-record it")
 
     def test_cut_short_keeps_what_came_before(self):
         for cut in (len(self.good) // 3, len(self.good) // 2 + 7, len(self.good) - 1):
@@ -290,8 +300,9 @@ class Damaged(unittest.TestCase):
                 src = self.write(self.good[:cut])
                 r = convert(src, "-q", "-o", out)
                 self.assertEqual(r.returncode, 1, r.stderr)
-                self.assertRegex(r.stderr, r"is damaged at byte \d+: (cut in the middle|the "
-                                           r"capture stops without its end record)")
+                self.assertRegex(r.stderr, r"is damaged at byte \d+: (cut in the middle of a "
+                                           r"(\d+-byte chunk|chunk header)|the capture stops "
+                                           r"without its end record)")
                 m = re.search(r"converted the (\d+) records before it", r.stderr)
                 self.assertTrue(m, r.stderr)
                 events = trace_check.load(out)
@@ -300,6 +311,44 @@ class Damaged(unittest.TestCase):
                 r = convert(src, "-q", "-o", outp)
                 self.assertEqual(r.returncode, 1)
                 self.assertEqual(pftrace_check.check(pftrace_check.decode(outp)), [])
+
+    def test_cut_short_reports_what_was_read(self):
+        """No final snapshot: the counts are those of the records read, and the
+        report says so, instead of 0 tasks, 0 polls and 0 workers."""
+        chunks = capfile.chunks(self.good)
+        start = chunks[len(chunks) // 2][0]
+        cut = start + 100  # in a chunk: the whole chunk is lost
+        kept = [k for _, k, _ in capfile.records(self.good[:start])]
+        r = convert(self.write(self.good[:cut]), "-q", "--summary", "json")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        summary = json.loads(r.stdout)
+        self.assertEqual(summary["counts_from"], "records")
+        counts = summary["counts"]
+        self.assertGreater(kept.count(2), 100)
+        self.assertEqual(counts["polls"], kept.count(2))
+        self.assertEqual(counts["tasks_spawned"], kept.count(1))
+        self.assertEqual(counts["steals"], kept.count(4))
+        self.assertEqual(counts["parks"], kept.count(5))
+        self.assertEqual(counts["workers"], 2)
+        self.assertEqual(sum(w["polls"] for w in summary["workers"]), kept.count(2))
+        self.assertEqual(sum(w["poll"]["count"] for w in summary["workers"]), kept.count(2))
+        self.assertRegex(r.stderr, r"note     the capture lacks its final snapshot of the maps: "
+                                   r"the counts are those of the \d+ records read")
+        self.assertRegex(r.stderr, r"  polls    %d " % kept.count(2))
+
+    def test_cut_maps_only_counts_from_samples(self):
+        with open(capture("starve-maps"), "rb") as f:
+            good = f.read()
+        cut = capfile.chunks(good)[2][0]
+        r = convert(self.write(good[:cut]), "-q", "--summary", "json")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        summary = json.loads(r.stdout)
+        self.assertEqual(summary["counts_from"], "records")
+        polls = summary["counts"]["polls"]
+        self.assertGreater(polls, 0)
+        self.assertLessEqual(polls, int(executor_counts("starve-maps")["polls"]))
+        self.assertEqual(summary["counts"]["workers"], 2)
+        self.assertIn("as of their last samples", r.stderr)
 
     def test_garbage_record(self):
         data = bytearray(self.good)
@@ -313,6 +362,90 @@ class Damaged(unittest.TestCase):
 
     def test_trailing_bytes_after_the_end(self):
         self.assertRefused(self.good + b"\0" * 24, "24 bytes after the end record")
+
+    def test_flipped_bit_is_damage(self):
+        """One bit flipped anywhere in a record: the chunk that holds it fails its
+        checksum, convert names its offset, converts every chunk before it, exits 1."""
+        chunks = capfile.chunks(self.good)
+        self.assertGreater(len(chunks), 4)
+        for i in (1, len(chunks) // 2, len(chunks) - 1):
+            off, size, records, _, _ = chunks[i]
+            before = sum(c[2] for c in chunks[:i]) - 1  # the process record: not counted
+            for at, bit in ((off + 16 + 40, 0x01), (off + 16 + size // 2, 0x80),
+                            (off + 16 + size - 1, 0x10)):
+                with self.subTest(chunk=i, at=at):
+                    data = bytearray(self.good)
+                    data[at] ^= bit
+                    out = os.path.join(self.dir, "flip.json")
+                    r = self.assertRefused(bytes(data), "is damaged at byte %d: a chunk of %d "
+                                           "records in %d bytes fails its checksum"
+                                           % (off, records, size))
+                    self.assertIn("converted the %d records before it" % before, r.stderr)
+                    r = convert(self.write(bytes(data)), "-q", "-o", out)
+                    self.assertEqual(r.returncode, 1, r.stderr)
+                    self.assertEqual(trace_check.check(trace_check.load(out)), [])
+        # in a chunk header: its own checksum
+        off = chunks[2][0]
+        data = bytearray(self.good)
+        data[off + 1] ^= 0x04
+        self.assertRefused(bytes(data), "is damaged at byte %d: a damaged chunk header" % off)
+
+    def test_unknown_kinds_are_counted(self):
+        """Records of kinds a newer version writes: skipped, but counted, named in the
+        report and on stderr; everything else converts as before."""
+        recs = [r for _, _, r in capfile.records(self.good)]
+        newer_event = struct.pack("<HHIQ", 29, 24, 0, 0) + bytes(8)
+        newer_capture = struct.pack("<HHIQ", 0x80ff, 16, 0, 0)
+        recs[100:100] = [newer_event, newer_capture, newer_event]
+        r = convert(self.write(capfile.build(CAPTURE_VERSION, recs)), "-q", "--summary", "json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        events = json.loads(r.stdout)["events"]
+        self.assertEqual(events["unknown"], 3)
+        self.assertEqual(events["unknown_kinds"], [29, 0x80ff])
+        self.assertIn("unknown  3 records of kinds this asynctraced does not know "
+                      "(0x1d, 0x80ff) skipped", r.stderr)
+        self.assertIn("holds 3 records of kinds this asynctraced does not know (0x1d, 0x80ff)",
+                      r.stderr)
+        self.assertEqual(json.loads(r.stdout)["counts"]["polls"],
+                         int(executor_counts("noisy")["polls"]))
+
+
+class Versions(unittest.TestCase):
+    """Captures committed here stay readable: this version's, and version 1's."""
+
+    def test_committed_captures_are_this_version(self):
+        for name in EXPECTED_ALERTS:
+            with self.subTest(name):
+                with open(capture(name), "rb") as f:
+                    data = f.read()
+                self.assertEqual(capfile.header(data), (CAPTURE_VERSION, 16))
+                chunks = capfile.chunks(data)
+                self.assertEqual(chunks[-1][0] + 16 + chunks[-1][1], len(data))
+                for off, size, _, crc, _ in chunks:
+                    self.assertEqual(zlib.crc32(data[off + 16:off + 16 + size]), crc)
+
+    def test_version_1_is_still_read(self):
+        with open(capture(V1), "rb") as f:
+            self.assertEqual(capfile.header(f.read()), (1, 16))
+        alerts = os.path.join(tempfile.mkdtemp(prefix="at-v1-"), "alerts")
+        try:
+            r = convert(capture(V1), "-q", "--summary", "json", "--alerts", alerts)
+            with open(alerts) as f:
+                log = [json.loads(line) for line in f]
+        finally:
+            shutil.rmtree(os.path.dirname(alerts), ignore_errors=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("is of format version 1, which has no checksums", r.stderr)
+        summary = json.loads(r.stdout)
+        want = executor_counts(V1)
+        self.assertEqual(summary["counts"]["tasks_spawned"], int(want["tasks"]))
+        for key in ("polls", "wakes", "steals", "stolen", "parks"):
+            self.assertEqual(summary["counts"][key], int(want[key]), key)
+        # version 1 numbered the counters from AT_EV_KIND_MAX: read by their numbers now
+        self.assertEqual(summary["events"]["dropped"], 0)
+        self.assertEqual(summary["events"]["untracked_polls"], 0)
+        self.assertEqual([(a["kind"], a["state"], a.get("cause")) for a in log],
+                         [("long-poll", "begin", "blocked"), ("long-poll", "end", "blocked")])
 
 
 if __name__ == "__main__":

@@ -196,6 +196,10 @@ static void synthetic_stream(void **state)
 	assert_int_equal(p.model.n.steals, 1);
 	assert_int_equal(p.model.n.parks, 1);
 	assert_int_equal(p.model.n.malformed, 2);
+	/* a newer kind is skipped, but counted and named */
+	assert_int_equal(p.model.n.unknown, 1);
+	assert_int_equal(p.model.n.unknown_kinds[0], 200);
+	assert_int_equal(p.model.n.unknown_kinds[1], 0);
 	assert_int_equal(p.model.nr_workers, 2);
 	assert_int_equal(p.model.workers[1].tid, 102);
 	assert_null(model__task(&p.model, 1)); /* completed: forgotten */
