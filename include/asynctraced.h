@@ -627,7 +627,7 @@ AT_PIN_OFF(struct at_runtime_stats, outside_wakes, 32);
 AT_PIN_OFF(struct at_runtime_stats, unknown_workers, 40);
 AT_PIN_OFF(struct at_runtime_stats, inject, 48);
 
-AT_PIN_SIZE(struct at_task_state, 64);
+AT_PIN_SIZE(struct at_task_state, 88);
 AT_PIN_OFF(struct at_task_state, wake_ts, 0);
 AT_PIN_OFF(struct at_task_state, wake_id, 8);
 AT_PIN_OFF(struct at_task_state, idle_since, 16);
@@ -638,6 +638,9 @@ AT_PIN_OFF(struct at_task_state, wakes, 40);
 AT_PIN_OFF(struct at_task_state, self_wakes, 44);
 AT_PIN_OFF(struct at_task_state, first_ts, 48);
 AT_PIN_OFF(struct at_task_state, hdr, 56);
+AT_PIN_OFF(struct at_task_state, polled, 64);
+AT_PIN_OFF(struct at_task_state, idle_poll, 72);
+AT_PIN_OFF(struct at_task_state, wakes_seen, 80);
 
 AT_PIN_SIZE(struct at_task_stats, 552);
 AT_PIN_OFF(struct at_task_stats, polls, 0);
@@ -654,10 +657,15 @@ AT_PIN_OFF(struct at_task_stats, poll, 72);
 AT_PIN_OFF(struct at_task_stats, oncpu, 232);
 AT_PIN_OFF(struct at_task_stats, delay, 392);
 
-AT_PIN_SIZE(struct at_task_slot, 640);
+AT_PIN_SIZE(struct at_task_slot, 704);
 AT_PIN_OFF(struct at_task_slot, task, 0);
-AT_PIN_OFF(struct at_task_slot, st, 8);
-AT_PIN_OFF(struct at_task_slot, s, 72);
+AT_PIN_OFF(struct at_task_slot, last_task, 8);
+AT_PIN_OFF(struct at_task_slot, st, 16);
+AT_PIN_OFF(struct at_task_slot, s, 104);
+
+AT_PIN_SIZE(struct at_worker_idle, 64);
+AT_PIN_OFF(struct at_worker_idle, asleep_ns, 0);
+AT_PIN_OFF(struct at_worker_idle, cpu_wait_ns, 8);
 
 AT_PIN_SIZE(struct at_steal_key, 8);
 AT_PIN_OFF(struct at_steal_key, thief, 0);
@@ -667,7 +675,7 @@ AT_PIN_SIZE(struct at_steal_stats, 16);
 AT_PIN_OFF(struct at_steal_stats, ops, 0);
 AT_PIN_OFF(struct at_steal_stats, tasks, 8);
 
-AT_PIN_SIZE(struct at_worker_sample, 88);
+AT_PIN_SIZE(struct at_worker_sample, 104);
 AT_PIN_OFF(struct at_worker_sample, hdr, 0);
 AT_PIN_OFF(struct at_worker_sample, worker, 16);
 AT_PIN_OFF(struct at_worker_sample, depth, 20);
@@ -680,6 +688,9 @@ AT_PIN_OFF(struct at_worker_sample, wakes, 64);
 AT_PIN_OFF(struct at_worker_sample, self_wakes, 72);
 AT_PIN_OFF(struct at_worker_sample, parked, 80);
 AT_PIN_OFF(struct at_worker_sample, pad, 81);
+/* appended: a record of the first version ends here (AT_WORKER_SAMPLE_MIN_SIZE) */
+AT_PIN_OFF(struct at_worker_sample, asleep_ns, AT_WORKER_SAMPLE_MIN_SIZE);
+AT_PIN_OFF(struct at_worker_sample, cpu_wait_ns, 96);
 
 AT_PIN_SIZE(struct at_task_sample, 88);
 AT_PIN_OFF(struct at_task_sample, hdr, 0);

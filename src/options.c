@@ -160,7 +160,7 @@ static const struct opt_def {
 	  "(default 16M; power of two)\n" },
 	{ OPT_TASK_SLOTS, "task-slots", "N", T | R,
 	  "live tasks kept in place, cheapest to trace; the rest\n"
-	  "go to hash maps (default 16384; power of two; 640\n"
+	  "go to hash maps (default 16384; power of two; 704\n"
 	  "bytes each)\n" },
 	{ OPT_BTF, "btf", "FILE", T | R, "kernel BTF to use instead of /sys/kernel/btf/vmlinux\n" },
 	{ OPT_SCHED_HOOK, "sched-hook", "HOOK", T | R,

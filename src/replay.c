@@ -224,14 +224,17 @@ static void count_poll(struct replay *rp, const struct at_poll *e, size_t size)
 		count_wake(rp, &((const struct at_poll_self_wake *)e)->wake);
 }
 
-static void count_sample(struct replay *rp, const struct at_worker_sample *e)
+static void count_sample(struct replay *rp, const struct at_worker_sample *e, size_t size)
 {
 	struct at_worker_sample *s = worker_slot((void **)&rp->samples, &rp->nr_samples, e->worker,
 						 sizeof(*s));
 
 	counted_worker(rp, e->worker);
-	if (s)
-		*s = *e;
+	if (!s)
+		return;
+	/* a record from before fields were appended is shorter: they read as 0 */
+	memset(s, 0, sizeof(*s));
+	memcpy(s, e, size < sizeof(*s) ? size : sizeof(*s));
 }
 
 /* An event or sample the pipeline took (whole, of a known kind), counted. */
@@ -260,7 +263,7 @@ static void count_record(struct replay *rp, const struct at_hdr *h, size_t size)
 		}
 		break;
 	case AT_EV_WORKER_SAMPLE:
-		count_sample(rp, (const struct at_worker_sample *)h);
+		count_sample(rp, (const struct at_worker_sample *)h, size);
 		break;
 	}
 }
