@@ -13,6 +13,7 @@
  * records to a capture instead of the pipeline.
  */
 #include <errno.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -283,19 +284,32 @@ static const char *mode_str(const struct options *o)
 {
 	if (o->empty_programs)
 		return "empty programs (the floor: nothing is recorded)";
+	if (o->command == CMD_RECORD)
+		return o->no_trace ? "maps only" : "every event";
 	return o->no_trace ? "maps only" : "full trace";
+}
+
+/* "tracing pid 42 (server)", or where record puts what it records */
+static void say_what(const struct session *s, char *buf, size_t len)
+{
+	if (s->cap)
+		snprintf(buf, len, "recording pid %d (%s) to %s", s->o->pid, s->target.comm,
+			 s->o->output);
+	else
+		snprintf(buf, len, "tracing pid %d (%s)", s->o->pid, s->target.comm);
 }
 
 /* One line: what was found, and what will be attached. */
 static void say_found(const struct session *s)
 {
 	const struct tokio_runtime *rt = &s->disc.tokio.rt;
-	char moved[96] = "";
+	char moved[96] = "", what[PATH_MAX + 64];
 
+	say_what(s, what, sizeof(what));
 	if (s->disc.kind == RUNTIME_USDT) {
-		err_msg("tracing pid %d (%s): %zu asynctrace probes in %s, sched_switch via %s, "
-			"%s; Ctrl-C to stop\n",
-			s->o->pid, s->target.comm, s->disc.nr, s->disc.sites[0].target_path,
+		err_msg("%s: %zu asynctrace probes in %s, sched_switch via %s, %s; Ctrl-C to "
+			"stop\n",
+			what, s->disc.nr, s->disc.sites[0].target_path,
 			tracer__sched_hook(s->tracer), mode_str(s->o));
 		return;
 	}
@@ -303,10 +317,10 @@ static void say_found(const struct session *s)
 		snprintf(moved, sizeof(moved),
 			 "; %zu probes placed past a single-stepped entry (--probe-at)",
 			 s->probes_moved);
-	err_msg("tracing pid %d (%s): tokio in %s (%s mangling): %zu raw::poll instances "
+	err_msg("%s: tokio in %s (%s mangling): %zu raw::poll instances "
 		"(%zu named by future type%s%s), %zu wake, %zu schedule, %zu spawn, %zu remove, "
 		"%s%s%s; sched_switch via %s, %s; Ctrl-C to stop\n",
-		s->o->pid, s->target.comm, s->disc.tokio.target_path, rt->v0 ? "v0" : "legacy",
+		what, s->disc.tokio.target_path, rt->v0 ? "v0" : "legacy",
 		rt->count[TOKIO_POLL], rt->named,
 		rt->ambiguous ? ", some share their code with other futures: v0 mangling names "
 				"them"
@@ -362,6 +376,27 @@ static void report_now(struct session *s)
 	report__text(stderr, &s->pipe.model, &s->pipe.detector, &s->snap, &info, true);
 }
 
+/*
+ * The signals that stop tracing cleanly. SIGHUP is an ssh session or a
+ * terminal going away: the trace and report still get written, rather than
+ * the default death that leaves a trace cut short.
+ */
+static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP };
+
+static const char *stop_reason(uint32_t signo)
+{
+	if (signo == SIGINT)
+		return "interrupted";
+	return signo == SIGHUP ? "hung up" : "terminated";
+}
+
+static void stop_signal_set(sigset_t *sigs)
+{
+	sigemptyset(sigs);
+	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++)
+		sigaddset(sigs, stop_signals[i]);
+}
+
 /* Runs until a signal, the deadline, or the target's exit; says which. */
 static const char *trace_loop(struct session *s, uint64_t deadline)
 {
@@ -396,7 +431,7 @@ static const char *trace_loop(struct session *s, uint64_t deadline)
 				if (si.ssi_signo == SIGUSR1)
 					report_now(s);
 				else
-					why = si.ssi_signo == SIGINT ? "interrupted" : "terminated";
+					why = stop_reason(si.ssi_signo);
 			} else if (ev[i].data.fd == s->target.pidfd) {
 				why = "target exited";
 			}
@@ -533,9 +568,7 @@ static int start(struct session *s)
 	}
 
 	/* Signals arrive through the loop's epoll; a second one kills (see run). */
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGTERM);
+	stop_signal_set(&sigs);
 	sigaddset(&sigs, SIGUSR1);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	s->sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -630,9 +663,7 @@ static int run(const struct options *o)
 	if (start(&s) == 0) {
 		why = trace_loop(&s, o->duration_ns ? s.start + o->duration_ns : 0);
 		/* From here a second Ctrl-C kills us the default way. */
-		sigemptyset(&sigs);
-		sigaddset(&sigs, SIGINT);
-		sigaddset(&sigs, SIGTERM);
+		stop_signal_set(&sigs);
 		sigprocmask(SIG_UNBLOCK, &sigs, NULL);
 		ret = finish(&s, why);
 	}
