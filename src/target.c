@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,9 +58,16 @@ void target__close(struct target *t)
 	t->pidfd = -1;
 }
 
+/*
+ * A pidfd turns readable when its process exits. Asking whether it can be
+ * signalled (signal 0) would not do: a live process of another user answers
+ * EPERM to a tracer without CAP_KILL, which is not an exit.
+ */
 int target__alive(const struct target *t)
 {
-	return syscall(SYS_pidfd_send_signal, t->pidfd, 0, NULL, 0) == 0;
+	struct pollfd p = { .fd = t->pidfd, .events = POLLIN };
+
+	return poll(&p, 1, 0) == 0;
 }
 
 int target__thread_comm(void *target, uint32_t tid, char *comm, size_t len)
