@@ -38,6 +38,7 @@
 #include "pipeline.h"
 #include "report.h"
 #include "sampler.h"
+#include "sandbox.h"
 #include "target.h"
 #include "tracer.h"
 #include "util.h"
@@ -602,6 +603,26 @@ static int start(struct session *s)
 			err_msg("pid %d exited while attaching\n", o->pid);
 		return err;
 	}
+	/*
+	 * Nothing from here on needs a privilege (sandbox.h), but reading a USDT
+	 * target's strings when its mem file could not be opened (target.h).
+	 */
+	err = sandbox__drop_privileges(s->disc.kind == RUNTIME_USDT && s->target.memfd < 0
+					       ? 1ull << CAP_SYS_PTRACE
+					       : 0);
+	if (err) {
+		err_msg("failed to drop privileges after attaching: %s\n", strerror(-err));
+		return err;
+	}
+	if (!o->no_sandbox) {
+		err = sandbox__filter();
+		if (err) {
+			err_msg("failed to install the seccomp filter: %s (--no-sandbox runs "
+				"without it)\n",
+				strerror(-err));
+			return err;
+		}
+	}
 	say_found(s);
 	return 0;
 }
@@ -632,6 +653,10 @@ static int finish(struct session *s, const char *why)
 {
 	struct run_info info;
 
+	char calls[512];
+	unsigned long refused;
+	int ret;
+
 	s->stop = now_ns();
 	tracer__detach(s->tracer);
 	while (tracer__consume(s->tracer, CONSUME_BATCH, true) > 0)
@@ -640,8 +665,18 @@ static int finish(struct session *s, const char *why)
 	sample(s, true, false);
 	fill_run_info(s, &info, why);
 	if (s->cap)
-		return finish_capture(s, &info);
-	return outputs__finish(&s->pipe, s->o, now_ns(), &s->snap, &info);
+		ret = finish_capture(s, &info);
+	else
+		ret = outputs__finish(&s->pipe, s->o, now_ns(), &s->snap, &info);
+	/* each was said when refused; the sum, and the exit status, say it again */
+	refused = sandbox__refused(calls, sizeof(calls));
+	if (refused) {
+		err_msg("the sandbox refused %lu system calls (%s): some of the output may be "
+			"missing; --no-sandbox turns the sandbox off\n",
+			refused, calls);
+		ret = EXIT_FAIL;
+	}
+	return ret;
 }
 
 static int run(const struct options *o)

@@ -36,6 +36,7 @@ int target__open(struct target *t, pid_t pid)
 	memset(t, 0, sizeof(*t));
 	t->pid = pid;
 	t->pidfd = -1;
+	t->memfd = -1;
 	if (pid <= 0)
 		return -ESRCH;
 	if (kill(pid, 0) && errno == ESRCH)
@@ -48,6 +49,13 @@ int target__open(struct target *t, pid_t pid)
 	t->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (t->pidfd < 0)
 		return errno == ESRCH ? -ESRCH : -errno;
+	/*
+	 * The kernel checks the right to read another process's memory when
+	 * its mem file is opened, not at each read: opened now, while we may,
+	 * it still reads once the capabilities are dropped (sandbox.h).
+	 */
+	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+	t->memfd = open(path, O_RDONLY | O_CLOEXEC);
 	return 0;
 }
 
@@ -55,7 +63,10 @@ void target__close(struct target *t)
 {
 	if (t->pidfd >= 0)
 		close(t->pidfd);
+	if (t->memfd >= 0)
+		close(t->memfd);
 	t->pidfd = -1;
+	t->memfd = -1;
 }
 
 /*
@@ -79,6 +90,16 @@ int target__thread_comm(void *target, uint32_t tid, char *comm, size_t len)
 	return read_line(path, comm, len);
 }
 
+static ssize_t read_mem(const struct target *t, char *buf, size_t len, uint64_t addr)
+{
+	struct iovec local = { buf, len };
+	struct iovec remote = { (void *)(uintptr_t)addr, len };
+
+	if (t->memfd >= 0)
+		return pread(t->memfd, buf, len, (off_t)addr);
+	return process_vm_readv(t->pid, &local, 1, &remote, 1, 0);
+}
+
 int target__read_str(void *target, uint64_t addr, char *buf, size_t len)
 {
 	const struct target *t = target;
@@ -90,9 +111,7 @@ int target__read_str(void *target, uint64_t addr, char *buf, size_t len)
 	while (got < len - 1) {
 		size_t room = 4096 - ((addr + got) & 4095);
 		size_t want = room < len - 1 - got ? room : len - 1 - got;
-		struct iovec local = { buf + got, want };
-		struct iovec remote = { (void *)(uintptr_t)(addr + got), want };
-		ssize_t n = process_vm_readv(t->pid, &local, 1, &remote, 1, 0);
+		ssize_t n = read_mem(t, buf + got, want, addr + got);
 
 		if (n <= 0) {
 			if (!got)

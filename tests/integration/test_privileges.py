@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: MIT
-"""Privileges: an attach that fails on a live process of another user is not
-called an exit."""
+"""Least privilege (docs/security.md): once attached the tracer holds no
+capability, has no_new_privs and runs under its seccomp filter, and traces
+exactly as before; an attach that fails on a live process of another user
+is not called an exit."""
 import json
 import os
 import shutil
@@ -13,8 +15,6 @@ from tests.integration import harness, trace_check
 from tests.integration.test_tokio import APP_LINE, app
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-# The set docs/security.md gives for running without root.
-CAPS = "cap_sys_admin+ep"
 ZERO = "0000000000000000"
 
 
@@ -45,6 +45,85 @@ class Privileges(unittest.TestCase):
                              **kw)
         self.procs.append(p)
         return p
+
+    def traced_while_looking(self, tracer, ex, look):
+        """Runs tracer (a command line) on executor ex, calls look(tracer pid)
+        once it is attached, and returns (rc, stdout, stderr, executor stdout)."""
+        err_path = os.path.join(self.tmp, "tracer.err")
+        with open(err_path, "w") as err:
+            tr = subprocess.Popen(tracer, stdout=subprocess.PIPE, stderr=err, text=True)
+        self.procs.append(tr)
+        self.assertTrue(harness.wait_for(lambda: "Ctrl-C to stop" in harness.read(err_path)
+                                         or tr.poll() is not None, 30))
+        look(tr.pid)
+        ex_out, _ = ex.communicate(timeout=60)
+        out, _ = tr.communicate(timeout=60)
+        return tr.returncode, out, harness.read(err_path), ex_out
+
+    def assertSandboxed(self, pid, seccomp="2"):
+        st = status(pid)
+        for field in ("CapEff", "CapPrm", "CapInh", "CapAmb", "CapBnd"):
+            self.assertEqual(st[field], ZERO, field)
+        self.assertEqual(st["NoNewPrivs"], "1")
+        self.assertEqual(st["Seccomp"], seccomp)
+
+    def test_attached_tracer_holds_nothing_and_traces_the_same(self):
+        """In every mode: no capability, no_new_privs and the filter while
+        tracing; counts equal the executor's, the trace is valid, nothing
+        was refused."""
+        for mode, args in (("full trace", ["-o", os.path.join(self.tmp, "t.json")]),
+                           ("maps only", ["--no-trace"]),
+                           ("no sandbox", ["--no-sandbox", "-o",
+                                           os.path.join(self.tmp, "n.pftrace")])):
+            with self.subTest(mode=mode):
+                ex = harness.start_executor("noisy", 2)
+                self.procs.append(ex)
+                rc, out, err, ex_out = self.traced_while_looking(
+                    [harness.TRACER, "-p", str(ex.pid), "--summary", "json",
+                     *harness.DETECTOR_ARGS, *args], ex,
+                    lambda pid: self.assertSandboxed(pid, "0" if mode == "no sandbox" else "2"))
+                self.assertEqual(rc, 0, err)
+                self.assertNotIn("refused", err)
+                counts = harness.parse_executor(ex_out)
+                report = json.loads(out)
+                for key in ("polls", "wakes"):
+                    self.assertEqual(report["counts"][key], counts[key], f"{key}: {err}")
+                self.assertIn("long poll: task 'noisy'", err)  # names from its memory
+                if mode == "full trace":
+                    events = trace_check.load(os.path.join(self.tmp, "t.json"))
+                    self.assertEqual(trace_check.check(events), [])
+                    self.assertEqual(len([e for e in events if e.get("ph") == "X" and
+                                          e.get("cat") == "poll"]), counts["polls"])
+
+    def test_recorder_holds_nothing(self):
+        ex = harness.start_executor("noisy", 2)
+        self.procs.append(ex)
+        cap = os.path.join(self.tmp, "r.atcap")
+        rc, _, err, ex_out = self.traced_while_looking(
+            [harness.TRACER, "record", "-p", str(ex.pid), "-o", cap], ex, self.assertSandboxed)
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("refused", err)
+        r = subprocess.run([harness.TRACER, "convert", cap, "-q", "--summary", "json"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["counts"]["polls"],
+                         harness.parse_executor(ex_out)["polls"])
+
+    def test_tokio_tracer_holds_nothing(self):
+        """tokio's uprobe_multi links: detached by closing them, sandboxed."""
+        ex = self.spawn([app(""), "--wait-stdin", "--duration", "2"], stdin=subprocess.PIPE)
+
+        def go(pid):
+            self.assertSandboxed(pid)
+            ex.stdin.write("go\n")
+            ex.stdin.flush()
+
+        rc, out, err, ex_out = self.traced_while_looking(
+            [harness.TRACER, "-p", str(ex.pid), "--summary", "json"], ex, go)
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("refused", err)
+        m = APP_LINE.search(ex_out)
+        self.assertEqual(json.loads(out)["counts"]["polls"], int(m[4]), err)
 
     def test_attach_failure_on_a_live_process_of_another_user(self):
         """Without CAP_KILL, signalling another user's process fails with
