@@ -60,8 +60,7 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	return vfprintf(stderr, fmt, ap);
 }
 
-/* BPF programs and perf uprobes need CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN. */
-static bool privileged(void)
+static bool has_cap(int cap)
 {
 	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
 	struct __user_cap_data_struct data[2];
@@ -69,9 +68,22 @@ static bool privileged(void)
 	memset(data, 0, sizeof(data));
 	if (syscall(SYS_capget, &hdr, data))
 		return geteuid() == 0;
-#define HAS_CAP(c) (data[(c) / 32].effective & (1u << ((c) % 32)))
-	return HAS_CAP(CAP_SYS_ADMIN) || (HAS_CAP(CAP_BPF) && HAS_CAP(CAP_PERFMON));
-#undef HAS_CAP
+	return data[cap / 32].effective & (1u << (cap % 32));
+}
+
+/*
+ * Tracing programs need CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, which
+ * Linux takes for both). That is all tokio's uprobe_multi links need, but
+ * USDT probes are attached by libbpf as perf uprobes, which Linux creates
+ * only for CAP_SYS_ADMIN (the 2025 kernel change "perf: Require
+ * CAP_SYS_ADMIN for uprobes", also in stable kernels); so CAP_SYS_ADMIN is
+ * the one set that traces both.
+ */
+#define CAPS_NEEDED "CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON for a tokio target alone"
+
+static bool privileged(void)
+{
+	return has_cap(CAP_SYS_ADMIN) || (has_cap(CAP_BPF) && has_cap(CAP_PERFMON));
 }
 
 /* Everything one tracing session holds. */
@@ -152,8 +164,12 @@ static int attach_usdt(struct session *s)
 			continue;
 		}
 		if (err) {
-			err_msg("failed to attach usdt '%s:%s' in %s: %s\n", AT_USDT_PROVIDER,
-				site->name, site->path, strerror(-err));
+			err_msg("failed to attach usdt '%s:%s' in %s: %s%s\n", AT_USDT_PROVIDER,
+				site->name, site->path, strerror(-err),
+				err == -EACCES && !has_cap(CAP_SYS_ADMIN)
+					? ": Linux creates the uprobes of USDT probes only for "
+					  "CAP_SYS_ADMIN (docs/security.md)"
+					: "");
 			return err;
 		}
 		if (verbose)
@@ -506,8 +522,8 @@ static int start(struct session *s)
 	int err;
 
 	if (!privileged()) {
-		err_msg("must run as root: loading BPF programs needs CAP_BPF and CAP_PERFMON "
-			"(or CAP_SYS_ADMIN)\n");
+		err_msg("must run as root, or with the capabilities %s (docs/security.md)\n",
+			CAPS_NEEDED);
 		return -EPERM;
 	}
 	err = tracer__check_btf(o->btf_path);

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Least privilege (docs/security.md): once attached the tracer holds no
 capability, has no_new_privs and runs under its seccomp filter, and traces
-exactly as before; an attach that fails on a live process of another user
-is not called an exit."""
+exactly as before; without root, file capabilities of the documented set
+trace both runtimes, and without them the refusal names that set; an attach
+that fails on a live process of another user is not called an exit."""
 import json
 import os
 import shutil
@@ -15,6 +16,8 @@ from tests.integration import harness, trace_check
 from tests.integration.test_tokio import APP_LINE, app
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+# The set docs/security.md gives for running without root.
+CAPS = "cap_sys_admin+ep"
 ZERO = "0000000000000000"
 
 
@@ -124,6 +127,65 @@ class Privileges(unittest.TestCase):
         self.assertNotIn("refused", err)
         m = APP_LINE.search(ex_out)
         self.assertEqual(json.loads(out)["counts"]["polls"], int(m[4]), err)
+
+    def copy_tracer(self, caps):
+        """A copy of the tracer nobody may run, with file capabilities caps."""
+        exe = os.path.join(self.tmp, "asynctraced")
+        shutil.copy(harness.TRACER, exe)
+        os.chmod(exe, 0o755)
+        if caps:
+            subprocess.run(["setcap", caps, exe], check=True)
+        return exe
+
+    def test_file_capabilities_trace_both_runtimes_without_root(self):
+        exe = self.copy_tracer(CAPS)
+        trace = os.path.join(self.tmp, "nobody.json")
+        ex = self.spawn([*NOBODY, harness.EXECUTOR, "--scenario", "noisy", "--duration", "3",
+                         "--workers", "2", "--wait-traced", "30"])
+        r = subprocess.run([*NOBODY, exe, "-p", str(ex.pid), "-o", trace, "--long-poll", "15ms"],
+                           capture_output=True, text=True, timeout=60)
+        ex_out, _ = ex.communicate(timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("refused", r.stderr)
+        counts = harness.parse_executor(ex_out)
+        self.assertEqual(harness.parse_summary(r.stderr)["polls"], counts["polls"], r.stderr)
+        self.assertIn("long poll: task 'noisy'", r.stderr)  # names read from its memory
+        self.assertEqual(os.stat(trace).st_uid, 65534)
+        self.assertEqual(trace_check.check(trace_check.load(trace)), [])
+
+        tk = self.spawn([*NOBODY, app(""), "--wait-stdin", "--duration", "1"],
+                        stdin=subprocess.PIPE)
+        err_path = os.path.join(self.tmp, "tokio.err")
+        with open(err_path, "w") as err:
+            tr = subprocess.Popen([*NOBODY, exe, "-p", str(tk.pid)], stderr=err)
+        self.procs.append(tr)
+        self.assertTrue(harness.wait_for(lambda: "Ctrl-C to stop" in harness.read(err_path)
+                                         or tr.poll() is not None, 30))
+        tk.stdin.write("go\n")
+        tk.stdin.flush()
+        out, _ = tk.communicate(timeout=60)
+        self.assertEqual(tr.wait(timeout=60), 0, harness.read(err_path))
+        self.assertEqual(harness.parse_summary(harness.read(err_path))["polls"],
+                         int(APP_LINE.search(out)[4]))
+
+    def test_without_capabilities_the_refusal_names_them(self):
+        exe = self.copy_tracer(None)
+        ex = self.spawn([*NOBODY, harness.EXECUTOR, "--scenario", "healthy", "--duration", "20"])
+        time.sleep(0.2)
+        r = subprocess.run([*NOBODY, exe, "-p", str(ex.pid)], capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr, "asynctraced: must run as root, or with the capabilities "
+                                   "CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON for a tokio "
+                                   "target alone (docs/security.md)\n")
+        # CAP_BPF and CAP_PERFMON are not enough for USDT probes: it says why
+        exe = self.copy_tracer("cap_bpf,cap_perfmon+ep")
+        r = subprocess.run([*NOBODY, exe, "-p", str(ex.pid)], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 1)
+        self.assertRegex(r.stderr, r"failed to attach usdt 'asynctrace:\w+' in .*: Permission "
+                                   r"denied: Linux creates the uprobes of USDT probes only for "
+                                   r"CAP_SYS_ADMIN \(docs/security.md\)")
 
     def test_attach_failure_on_a_live_process_of_another_user(self):
         """Without CAP_KILL, signalling another user's process fails with
