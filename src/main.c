@@ -433,6 +433,15 @@ static const char *trace_loop(struct session *s, uint64_t deadline)
 		ev[0] = (struct epoll_event){ .events = EPOLLIN, .data.fd = fds[i] };
 		epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &ev[0]);
 	}
+	/*
+	 * A trace on standard output: a pipe whose reader went away (| head)
+	 * reports an error at once, and tracing on would write to nobody, with
+	 * SIGPIPE ignored, until stopped by hand. Not a pipe (a file): no event.
+	 */
+	if (s->o->output && !strcmp(s->o->output, "-")) {
+		ev[0] = (struct epoll_event){ .events = 0, .data.fd = STDOUT_FILENO };
+		epoll_ctl(ep, EPOLL_CTL_ADD, STDOUT_FILENO, &ev[0]);
+	}
 	while (!why) {
 		uint64_t now = now_ns();
 		uint64_t until = deadline && deadline < next_tick ? deadline : next_tick;
@@ -451,6 +460,9 @@ static const char *trace_loop(struct session *s, uint64_t deadline)
 					why = stop_reason(si.ssi_signo);
 			} else if (ev[i].data.fd == s->target.pidfd) {
 				why = "target exited";
+			} else if (ev[i].data.fd == STDOUT_FILENO) {
+				/* the write that fails at the end says so, once */
+				why = "standard output closed";
 			}
 		}
 		/* Records are batched without wake-ups: drain on every turn. */
