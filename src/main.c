@@ -550,7 +550,10 @@ static int start(struct session *s)
 	s->disc.verbose = o->verbose;
 	err = discover(&s->disc, &s->target);
 	if (err) {
-		err_msg("cannot read the mappings of pid %d: %s\n", o->pid, strerror(-err));
+		err_msg("cannot read the mappings of pid %d: %s%s\n", o->pid, strerror(-err),
+			(err == -EACCES || err == -EPERM) && !has_cap(CAP_SYS_PTRACE)
+				? ": a process of another user needs CAP_SYS_PTRACE"
+				: "");
 		return err;
 	}
 	if (s->disc.kind == RUNTIME_NONE && s->disc.stripped) {

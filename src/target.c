@@ -157,6 +157,7 @@ int target__for_each_binary(const struct target *t, target_binary_fn fn, void *c
 	char line[4352], path[4352], maps[64];
 	struct stat exe_st;
 	int have_exe, ret = 0;
+	size_t reached = 0, denied = 0;
 	FILE *f;
 
 	snprintf(maps, sizeof(maps), "/proc/%d/maps", t->pid);
@@ -181,9 +182,12 @@ int target__for_each_binary(const struct target *t, target_binary_fn fn, void *c
 		if (strstr(file, " (deleted)") || stat(path, &st)) {
 			snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", t->pid, start,
 				 end);
-			if (stat(path, &st))
+			if (stat(path, &st)) {
+				denied += errno == EACCES || errno == EPERM;
 				continue;
+			}
 		}
+		reached++;
 		ret = seen_before(&seen, &nr_seen, &st);
 		if (ret) {
 			ret = ret < 0 ? ret : 0;
@@ -197,5 +201,12 @@ int target__for_each_binary(const struct target *t, target_binary_fn fn, void *c
 	}
 	fclose(f);
 	free(seen);
+	/*
+	 * Not one file reached, for want of the right to follow the target's
+	 * links (another user's process, without CAP_SYS_PTRACE): saying that
+	 * is better than "no runtime in 0 files".
+	 */
+	if (!ret && !reached && denied)
+		return -EACCES;
 	return ret;
 }

@@ -187,6 +187,32 @@ class Privileges(unittest.TestCase):
                                    r"denied: Linux creates the uprobes of USDT probes only for "
                                    r"CAP_SYS_ADMIN \(docs/security.md\)")
 
+    def test_another_users_process_needs_cap_sys_ptrace(self):
+        """Root's executor, traced by nobody: its files are reached through
+        /proc/PID/root and its strings read only with CAP_SYS_PTRACE, which
+        is then the one capability kept (process_vm_readv: the 0600 mem
+        file is not nobody's to open)."""
+        ex = harness.start_executor("noisy", 3)
+        self.procs.append(ex)
+        exe = self.copy_tracer(CAPS)
+        r = subprocess.run([*NOBODY, exe, "-p", str(ex.pid)], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr, f"asynctraced: cannot read the mappings of pid {ex.pid}: "
+                                   "Permission denied: a process of another user needs "
+                                   "CAP_SYS_PTRACE\n")
+        exe = self.copy_tracer("cap_sys_admin,cap_sys_ptrace+ep")
+        rc, _, err, ex_out = self.traced_while_looking(
+            [*NOBODY, exe, "-p", str(ex.pid), "--long-poll", "15ms"], ex,
+            lambda pid: self.assertEqual(
+                (status(pid)["CapEff"], status(pid)["CapPrm"], status(pid)["Seccomp"]),
+                ("0000000000080000", "0000000000080000", "2")))
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("refused", err)
+        self.assertEqual(harness.parse_summary(err)["polls"],
+                         harness.parse_executor(ex_out)["polls"])
+        self.assertIn("long poll: task 'noisy'", err)
+
     def test_attach_failure_on_a_live_process_of_another_user(self):
         """Without CAP_KILL, signalling another user's process fails with
         EPERM: the target is alive, and the tracer must say what failed
