@@ -102,12 +102,13 @@ static void on_sigsys(int sig, siginfo_t *si, void *ctx)
 
 	SET_RETURN((ucontext_t *)ctx, -EPERM);
 	__atomic_fetch_add(&refused_total, 1, __ATOMIC_RELAXED);
+	/* its slot: the one holding it, else the first free (numbers kept + 1) */
 	for (i = 0; i < MAX_REFUSED; i++) {
-		int none = 0;
+		int seen = 0;
 
-		if (__atomic_load_n(&refused[i].nr, __ATOMIC_RELAXED) == nr + 1 ||
-		    __atomic_compare_exchange_n(&refused[i].nr, &none, nr + 1, false,
-						__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		if (__atomic_compare_exchange_n(&refused[i].nr, &seen, nr + 1, false,
+						__ATOMIC_RELAXED, __ATOMIC_RELAXED) ||
+		    seen == nr + 1)
 			break;
 	}
 	if (i < MAX_REFUSED && __atomic_fetch_add(&refused[i].count, 1, __ATOMIC_RELAXED))
@@ -121,8 +122,9 @@ static void on_sigsys(int sig, siginfo_t *si, void *ctx)
 		msg[len++] = num[--n];
 	memcpy(msg + len, tail, sizeof(tail) - 1);
 	len += sizeof(tail) - 1;
+	/* nothing to do if stderr is gone; the count still tells at the end */
 	if (write(STDERR_FILENO, msg, (size_t)len) < 0)
-		errno = saved;
+		n = 0;
 	errno = saved;
 }
 #endif
