@@ -9,6 +9,7 @@ PACKAGES="
 make gcc clang llvm binutils
 libbpf-dev bpftool libelf-dev zlib1g-dev
 libiberty-dev libcapstone-dev
+libcap-dev libseccomp-dev libcap2-bin
 protobuf-compiler
 systemtap-sdt-dev
 libcmocka-dev

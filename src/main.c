@@ -13,6 +13,7 @@
  * records to a capture instead of the pipeline.
  */
 #include <errno.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -37,6 +38,7 @@
 #include "pipeline.h"
 #include "report.h"
 #include "sampler.h"
+#include "sandbox.h"
 #include "target.h"
 #include "tracer.h"
 #include "util.h"
@@ -58,8 +60,7 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	return vfprintf(stderr, fmt, ap);
 }
 
-/* BPF programs and perf uprobes need CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN. */
-static bool privileged(void)
+static bool has_cap(int cap)
 {
 	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
 	struct __user_cap_data_struct data[2];
@@ -67,9 +68,22 @@ static bool privileged(void)
 	memset(data, 0, sizeof(data));
 	if (syscall(SYS_capget, &hdr, data))
 		return geteuid() == 0;
-#define HAS_CAP(c) (data[(c) / 32].effective & (1u << ((c) % 32)))
-	return HAS_CAP(CAP_SYS_ADMIN) || (HAS_CAP(CAP_BPF) && HAS_CAP(CAP_PERFMON));
-#undef HAS_CAP
+	return data[cap / 32].effective & (1u << (cap % 32));
+}
+
+/*
+ * Tracing programs need CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, which
+ * Linux takes for both). That is all tokio's uprobe_multi links need, but
+ * USDT probes are attached by libbpf as perf uprobes, which Linux creates
+ * only for CAP_SYS_ADMIN (the 2025 kernel change "perf: Require
+ * CAP_SYS_ADMIN for uprobes", also in stable kernels); so CAP_SYS_ADMIN is
+ * the one set that traces both.
+ */
+#define CAPS_NEEDED "CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON for a tokio target alone"
+
+static bool privileged(void)
+{
+	return has_cap(CAP_SYS_ADMIN) || (has_cap(CAP_BPF) && has_cap(CAP_PERFMON));
 }
 
 /* Everything one tracing session holds. */
@@ -150,8 +164,12 @@ static int attach_usdt(struct session *s)
 			continue;
 		}
 		if (err) {
-			err_msg("failed to attach usdt '%s:%s' in %s: %s\n", AT_USDT_PROVIDER,
-				site->name, site->path, strerror(-err));
+			err_msg("failed to attach usdt '%s:%s' in %s: %s%s\n", AT_USDT_PROVIDER,
+				site->name, site->path, strerror(-err),
+				err == -EACCES && !has_cap(CAP_SYS_ADMIN)
+					? ": Linux creates the uprobes of USDT probes only for "
+					  "CAP_SYS_ADMIN (docs/security.md)"
+					: "");
 			return err;
 		}
 		if (verbose)
@@ -283,19 +301,32 @@ static const char *mode_str(const struct options *o)
 {
 	if (o->empty_programs)
 		return "empty programs (the floor: nothing is recorded)";
+	if (o->command == CMD_RECORD)
+		return o->no_trace ? "maps only" : "every event";
 	return o->no_trace ? "maps only" : "full trace";
+}
+
+/* "tracing pid 42 (server)", or where record puts what it records */
+static void say_what(const struct session *s, char *buf, size_t len)
+{
+	if (s->cap)
+		snprintf(buf, len, "recording pid %d (%s) to %s", s->o->pid, s->target.comm,
+			 s->o->output);
+	else
+		snprintf(buf, len, "tracing pid %d (%s)", s->o->pid, s->target.comm);
 }
 
 /* One line: what was found, and what will be attached. */
 static void say_found(const struct session *s)
 {
 	const struct tokio_runtime *rt = &s->disc.tokio.rt;
-	char moved[96] = "";
+	char moved[96] = "", what[PATH_MAX + 64];
 
+	say_what(s, what, sizeof(what));
 	if (s->disc.kind == RUNTIME_USDT) {
-		err_msg("tracing pid %d (%s): %zu asynctrace probes in %s, sched_switch via %s, "
-			"%s; Ctrl-C to stop\n",
-			s->o->pid, s->target.comm, s->disc.nr, s->disc.sites[0].target_path,
+		err_msg("%s: %zu asynctrace probes in %s, sched_switch via %s, %s; Ctrl-C to "
+			"stop\n",
+			what, s->disc.nr, s->disc.sites[0].target_path,
 			tracer__sched_hook(s->tracer), mode_str(s->o));
 		return;
 	}
@@ -303,10 +334,10 @@ static void say_found(const struct session *s)
 		snprintf(moved, sizeof(moved),
 			 "; %zu probes placed past a single-stepped entry (--probe-at)",
 			 s->probes_moved);
-	err_msg("tracing pid %d (%s): tokio in %s (%s mangling): %zu raw::poll instances "
+	err_msg("%s: tokio in %s (%s mangling): %zu raw::poll instances "
 		"(%zu named by future type%s%s), %zu wake, %zu schedule, %zu spawn, %zu remove, "
 		"%s%s%s; sched_switch via %s, %s; Ctrl-C to stop\n",
-		s->o->pid, s->target.comm, s->disc.tokio.target_path, rt->v0 ? "v0" : "legacy",
+		what, s->disc.tokio.target_path, rt->v0 ? "v0" : "legacy",
 		rt->count[TOKIO_POLL], rt->named,
 		rt->ambiguous ? ", some share their code with other futures: v0 mangling names "
 				"them"
@@ -363,6 +394,27 @@ static void report_now(struct session *s)
 	report__text(stderr, &s->pipe.model, &s->pipe.detector, &s->snap, &info, true);
 }
 
+/*
+ * The signals that stop tracing cleanly. SIGHUP is an ssh session or a
+ * terminal going away: the trace and report still get written, rather than
+ * the default death that leaves a trace cut short.
+ */
+static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP };
+
+static const char *stop_reason(uint32_t signo)
+{
+	if (signo == SIGINT)
+		return "interrupted";
+	return signo == SIGHUP ? "hung up" : "terminated";
+}
+
+static void stop_signal_set(sigset_t *sigs)
+{
+	sigemptyset(sigs);
+	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++)
+		sigaddset(sigs, stop_signals[i]);
+}
+
 /* Runs until a signal, the deadline, or the target's exit; says which. */
 static const char *trace_loop(struct session *s, uint64_t deadline)
 {
@@ -382,6 +434,15 @@ static const char *trace_loop(struct session *s, uint64_t deadline)
 		ev[0] = (struct epoll_event){ .events = EPOLLIN, .data.fd = fds[i] };
 		epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &ev[0]);
 	}
+	/*
+	 * A trace on standard output: a pipe whose reader went away (| head)
+	 * reports an error at once, and tracing on would write to nobody, with
+	 * SIGPIPE ignored, until stopped by hand. Not a pipe (a file): no event.
+	 */
+	if (s->o->output && !strcmp(s->o->output, "-")) {
+		ev[0] = (struct epoll_event){ .events = 0, .data.fd = STDOUT_FILENO };
+		epoll_ctl(ep, EPOLL_CTL_ADD, STDOUT_FILENO, &ev[0]);
+	}
 	while (!why) {
 		uint64_t now = now_ns();
 		uint64_t until = deadline && deadline < next_tick ? deadline : next_tick;
@@ -397,9 +458,12 @@ static const char *trace_loop(struct session *s, uint64_t deadline)
 				if (si.ssi_signo == SIGUSR1)
 					report_now(s);
 				else
-					why = si.ssi_signo == SIGINT ? "interrupted" : "terminated";
+					why = stop_reason(si.ssi_signo);
 			} else if (ev[i].data.fd == s->target.pidfd) {
 				why = "target exited";
+			} else if (ev[i].data.fd == STDOUT_FILENO) {
+				/* the write that fails at the end says so, once */
+				why = "standard output closed";
 			}
 		}
 		/* Records are batched without wake-ups: drain on every turn. */
@@ -471,8 +535,8 @@ static int start(struct session *s)
 	int err;
 
 	if (!privileged()) {
-		err_msg("must run as root: loading BPF programs needs CAP_BPF and CAP_PERFMON "
-			"(or CAP_SYS_ADMIN)\n");
+		err_msg("must run as root, or with the capabilities %s (docs/security.md)\n",
+			CAPS_NEEDED);
 		return -EPERM;
 	}
 	err = tracer__check_btf(o->btf_path);
@@ -487,7 +551,10 @@ static int start(struct session *s)
 	s->disc.verbose = o->verbose;
 	err = discover(&s->disc, &s->target);
 	if (err) {
-		err_msg("cannot read the mappings of pid %d: %s\n", o->pid, strerror(-err));
+		err_msg("cannot read the mappings of pid %d: %s%s\n", o->pid, strerror(-err),
+			(err == -EACCES || err == -EPERM) && !has_cap(CAP_SYS_PTRACE)
+				? ": a process of another user needs CAP_SYS_PTRACE"
+				: "");
 		return err;
 	}
 	if (s->disc.kind == RUNTIME_NONE && s->disc.stripped) {
@@ -534,9 +601,7 @@ static int start(struct session *s)
 	}
 
 	/* Signals arrive through the loop's epoll; a second one kills (see run). */
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGTERM);
+	stop_signal_set(&sigs);
 	sigaddset(&sigs, SIGUSR1);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	s->sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -570,6 +635,26 @@ static int start(struct session *s)
 			err_msg("pid %d exited while attaching\n", o->pid);
 		return err;
 	}
+	/*
+	 * Nothing from here on needs a privilege (sandbox.h), but reading a USDT
+	 * target's strings when its mem file could not be opened (target.h).
+	 */
+	err = sandbox__drop_privileges(s->disc.kind == RUNTIME_USDT && s->target.memfd < 0
+					       ? 1ull << CAP_SYS_PTRACE
+					       : 0);
+	if (err) {
+		err_msg("failed to drop privileges after attaching: %s\n", strerror(-err));
+		return err;
+	}
+	if (!o->no_sandbox) {
+		err = sandbox__filter();
+		if (err) {
+			err_msg("failed to install the seccomp filter: %s (--no-sandbox runs "
+				"without it)\n",
+				strerror(-err));
+			return err;
+		}
+	}
 	say_found(s);
 	return 0;
 }
@@ -600,6 +685,10 @@ static int finish(struct session *s, const char *why)
 {
 	struct run_info info;
 
+	char calls[512];
+	unsigned long refused;
+	int ret;
+
 	s->stop = now_ns();
 	tracer__detach(s->tracer);
 	while (tracer__consume(s->tracer, CONSUME_BATCH, true) > 0)
@@ -608,8 +697,18 @@ static int finish(struct session *s, const char *why)
 	sample(s, true, false);
 	fill_run_info(s, &info, why);
 	if (s->cap)
-		return finish_capture(s, &info);
-	return outputs__finish(&s->pipe, s->o, now_ns(), &s->snap, &info);
+		ret = finish_capture(s, &info);
+	else
+		ret = outputs__finish(&s->pipe, s->o, now_ns(), &s->snap, &info);
+	/* each was said when refused; the sum, and the exit status, say it again */
+	refused = sandbox__refused(calls, sizeof(calls));
+	if (refused) {
+		err_msg("the sandbox refused %lu system calls (%s): some of the output may be "
+			"missing; --no-sandbox turns the sandbox off\n",
+			refused, calls);
+		ret = EXIT_FAIL;
+	}
+	return ret;
 }
 
 static int run(const struct options *o)
@@ -631,9 +730,7 @@ static int run(const struct options *o)
 	if (start(&s) == 0) {
 		why = trace_loop(&s, o->duration_ns ? s.start + o->duration_ns : 0);
 		/* From here a second Ctrl-C kills us the default way. */
-		sigemptyset(&sigs);
-		sigaddset(&sigs, SIGINT);
-		sigaddset(&sigs, SIGTERM);
+		stop_signal_set(&sigs);
 		sigprocmask(SIG_UNBLOCK, &sigs, NULL);
 		ret = finish(&s, why);
 	}

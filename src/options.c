@@ -85,6 +85,7 @@ enum {
 	OPT_FORMAT,
 	OPT_EMPTY_PROGRAMS,
 	OPT_PROBE_AT,
+	OPT_NO_SANDBOX,
 };
 
 /*
@@ -169,6 +170,9 @@ static const struct opt_def {
 	{ OPT_PROBE_AT, "probe-at", "WHERE", T | R,
 	  "function probes (tokio) at the cheapest equivalent\n"
 	  "instruction (cheapest, default) or at the entry\n" },
+	{ OPT_NO_SANDBOX, "no-sandbox", NULL, T | R,
+	  "once attached, no seccomp filter (capabilities are\n"
+	  "dropped all the same; docs/security.md)\n" },
 	{ OPT_EMPTY_PROGRAMS, "empty-programs", NULL, T,
 	  "benchmarks: attach empty BPF programs to the same\n"
 	  "probes and record nothing (the cost floor)\n" },
@@ -740,6 +744,9 @@ static int take_option(struct options *o, int c, const char *arg)
 		return 0;
 	case OPT_EMPTY_PROGRAMS:
 		o->empty_programs = true;
+		return 0;
+	case OPT_NO_SANDBOX:
+		o->no_sandbox = true;
 		return 0;
 	case OPT_PROBE_AT:
 		if (!strcmp(arg, "cheapest"))

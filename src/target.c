@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@ int target__open(struct target *t, pid_t pid)
 	memset(t, 0, sizeof(*t));
 	t->pid = pid;
 	t->pidfd = -1;
+	t->memfd = -1;
 	if (pid <= 0)
 		return -ESRCH;
 	if (kill(pid, 0) && errno == ESRCH)
@@ -47,6 +49,13 @@ int target__open(struct target *t, pid_t pid)
 	t->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (t->pidfd < 0)
 		return errno == ESRCH ? -ESRCH : -errno;
+	/*
+	 * The kernel checks the right to read another process's memory when
+	 * its mem file is opened, not at each read: opened now, while we may,
+	 * it still reads once the capabilities are dropped (sandbox.h).
+	 */
+	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+	t->memfd = open(path, O_RDONLY | O_CLOEXEC);
 	return 0;
 }
 
@@ -54,12 +63,22 @@ void target__close(struct target *t)
 {
 	if (t->pidfd >= 0)
 		close(t->pidfd);
+	if (t->memfd >= 0)
+		close(t->memfd);
 	t->pidfd = -1;
+	t->memfd = -1;
 }
 
+/*
+ * A pidfd turns readable when its process exits. Asking whether it can be
+ * signalled (signal 0) would not do: a live process of another user answers
+ * EPERM to a tracer without CAP_KILL, which is not an exit.
+ */
 int target__alive(const struct target *t)
 {
-	return syscall(SYS_pidfd_send_signal, t->pidfd, 0, NULL, 0) == 0;
+	struct pollfd p = { .fd = t->pidfd, .events = POLLIN };
+
+	return poll(&p, 1, 0) == 0;
 }
 
 int target__thread_comm(void *target, uint32_t tid, char *comm, size_t len)
@@ -69,6 +88,16 @@ int target__thread_comm(void *target, uint32_t tid, char *comm, size_t len)
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%u/comm", t->pid, tid);
 	return read_line(path, comm, len);
+}
+
+static ssize_t read_mem(const struct target *t, char *buf, size_t len, uint64_t addr)
+{
+	struct iovec local = { buf, len };
+	struct iovec remote = { (void *)(uintptr_t)addr, len };
+
+	if (t->memfd >= 0)
+		return pread(t->memfd, buf, len, (off_t)addr);
+	return process_vm_readv(t->pid, &local, 1, &remote, 1, 0);
 }
 
 int target__read_str(void *target, uint64_t addr, char *buf, size_t len)
@@ -82,9 +111,7 @@ int target__read_str(void *target, uint64_t addr, char *buf, size_t len)
 	while (got < len - 1) {
 		size_t room = 4096 - ((addr + got) & 4095);
 		size_t want = room < len - 1 - got ? room : len - 1 - got;
-		struct iovec local = { buf + got, want };
-		struct iovec remote = { (void *)(uintptr_t)(addr + got), want };
-		ssize_t n = process_vm_readv(t->pid, &local, 1, &remote, 1, 0);
+		ssize_t n = read_mem(t, buf + got, want, addr + got);
 
 		if (n <= 0) {
 			if (!got)
@@ -130,6 +157,7 @@ int target__for_each_binary(const struct target *t, target_binary_fn fn, void *c
 	char line[4352], path[4352], maps[64];
 	struct stat exe_st;
 	int have_exe, ret = 0;
+	size_t reached = 0, denied = 0;
 	FILE *f;
 
 	snprintf(maps, sizeof(maps), "/proc/%d/maps", t->pid);
@@ -154,9 +182,12 @@ int target__for_each_binary(const struct target *t, target_binary_fn fn, void *c
 		if (strstr(file, " (deleted)") || stat(path, &st)) {
 			snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", t->pid, start,
 				 end);
-			if (stat(path, &st))
+			if (stat(path, &st)) {
+				denied += errno == EACCES || errno == EPERM;
 				continue;
+			}
 		}
+		reached++;
 		ret = seen_before(&seen, &nr_seen, &st);
 		if (ret) {
 			ret = ret < 0 ? ret : 0;
@@ -170,5 +201,12 @@ int target__for_each_binary(const struct target *t, target_binary_fn fn, void *c
 	}
 	fclose(f);
 	free(seen);
+	/*
+	 * Not one file reached, for want of the right to follow the target's
+	 * links (another user's process, without CAP_SYS_PTRACE): saying that
+	 * is better than "no runtime in 0 files".
+	 */
+	if (!ret && !reached && denied)
+		return -EACCES;
 	return ret;
 }

@@ -17,6 +17,13 @@
 struct target {
 	pid_t pid;
 	int pidfd;		/* readable once the process has exited */
+	/*
+	 * /proc/PID/mem, opened while privileged: reads need no capability.
+	 * -1 when it could not be opened (it is mode 0600: a process of another
+	 * user, read without CAP_DAC_OVERRIDE); then strings are read with
+	 * process_vm_readv, which needs CAP_SYS_PTRACE at every call.
+	 */
+	int memfd;
 	char comm[TARGET_COMM_LEN];
 	char exe[64];		/* "/proc/PID/exe" */
 };

@@ -111,7 +111,7 @@ def wait_attached(tr, err_path):
     """Waits until the tracer says it traces; returns the CPU seconds it took
     to get there (loading and verifying the programs), which the tracer's CPU
     while tracing leaves out."""
-    while "tracing pid" not in read(err_path):
+    while "Ctrl-C to stop" not in read(err_path):
         if tr.poll() is not None:
             raise SystemExit(read(err_path))
         time.sleep(0.02)

@@ -127,7 +127,7 @@ class Errors(unittest.TestCase):
                                            "symbolic link")
                     # refused before attaching (not by program ids: other tracers on
                     # this machine may load theirs meanwhile)
-                    self.assertNotIn("tracing pid", r.stderr)
+                    self.assertNotIn("Ctrl-C to stop", r.stderr)
                     self.assertUntouched(victim)
                     self.assertFalse(os.path.exists(os.path.join(d, "created")))
         self.assertIsNone(ex.poll())
@@ -143,7 +143,7 @@ class Errors(unittest.TestCase):
                     r = harness.run_tracer(*args, timeout=20)
                     self.assertFails(r, 1, f"cannot write {what} to '{path}': not a regular "
                                            "file")
-                    self.assertNotIn("tracing pid", r.stderr)
+                    self.assertNotIn("Ctrl-C to stop", r.stderr)
         # a FIFO somebody reads gets nothing either
         rd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
         try:

@@ -119,6 +119,48 @@ class Lifecycle(unittest.TestCase):
         self.assertTrue(harness.wait_for(lambda: not our_progs()))
         self.assertIsNone(ex.poll(), "the target must survive the tracer")
 
+    def test_sighup_stops_cleanly(self):
+        """An ssh session that drops sends SIGHUP: a clean stop like Ctrl-C,
+        with the report and a finished trace, not a death by signal."""
+        ex = self.executor()
+        trace = os.path.join(self.tmp, "t.json")
+        err_path = os.path.join(self.tmp, "err")
+        with open(err_path, "w") as err:
+            tr = subprocess.Popen([harness.TRACER, "-p", str(ex.pid), "-o", trace], stderr=err)
+        self.assertTrue(harness.wait_for(lambda: "Ctrl-C to stop" in harness.read(err_path), 30))
+        time.sleep(1)
+        tr.send_signal(signal.SIGHUP)
+        self.assertEqual(tr.wait(timeout=30), 0, harness.read(err_path))
+        err = harness.read(err_path)
+        self.assertIn("hung up", err)
+        self.assertRegex(err, r"polls\s+[1-9]\d*")
+        with open(trace) as f:
+            events = json.load(f)  # finished: strict JSON
+        self.assertEqual(trace_check.check(events), [])
+        self.assertTrue(harness.wait_for(lambda: not our_progs()))
+        self.assertIsNone(ex.poll(), "the target must survive the tracer")
+
+    def test_reader_of_standard_output_going_away_stops_tracing(self):
+        """-o - into a reader that stops early (| head): the tracer notices at
+        once, detaches, says so in one line and exits 1, rather than trace
+        on for nobody until stopped by hand, or die of SIGPIPE."""
+        ex = self.executor()
+        tr = subprocess.Popen([harness.TRACER, "-p", str(ex.pid), "-o", "-"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.assertEqual(len(tr.stdout.read(4096)), 4096)
+        tr.stdout.close()
+        closed = time.monotonic()
+        _, err = tr.communicate(timeout=30)
+        err = err.decode()
+        self.assertEqual(tr.returncode, 1, err)
+        self.assertLess(time.monotonic() - closed, 10, err)
+        self.assertEqual([l for l in err.splitlines() if "failed" in l],
+                         ["asynctraced: failed to write '-': Broken pipe"], err)
+        self.assertRegex(err, r"summary for pid \d+ \(sample-executor\): [\d.]+ s, "
+                              r"standard output closed")
+        self.assertTrue(harness.wait_for(lambda: not our_progs()), our_progs())
+        self.assertIsNone(ex.poll(), "the target must survive the tracer")
+
     def test_killed_tracer_leaves_a_loadable_trace(self):
         ex = self.executor()
         trace = os.path.join(self.tmp, "t.json")

@@ -10,6 +10,7 @@ converts up to the cut and says so.
 import collections
 import json
 import os
+import re
 import shutil
 import signal
 import struct
@@ -196,6 +197,24 @@ class Record(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(json.loads(r.stdout)["end_reason"], "interrupted")
 
+    def test_record_says_where_it_records(self):
+        """record announces a recording to its capture, not a trace."""
+        cap = os.path.join(self.tmp, "said.atcap")
+        for extra, mode in (((), "every event"), (("--no-trace",), "maps only")):
+            ex = harness.start_executor("healthy", 30, wait_traced=False)
+            try:
+                time.sleep(0.3)
+                r = harness.run_tracer("record", "-p", ex.pid, "-o", cap, "-d", "0.3", *extra)
+            finally:
+                ex.kill()
+                ex.communicate()
+            self.assertEqual(r.returncode, 0, r.stderr)
+            first = r.stderr.splitlines()[0]
+            self.assertRegex(first, rf"^asynctraced: recording pid {ex.pid} \(sample-executor\) "
+                                    rf"to {re.escape(cap)}: 7 asynctrace probes in .*, {mode}; "
+                                    r"Ctrl-C to stop$")
+            self.assertNotIn("full trace", r.stderr)
+
     def test_unwritable_capture_fails_before_attaching(self):
         ex = harness.start_executor("healthy", 30, wait_traced=False)
         try:
@@ -205,7 +224,7 @@ class Record(unittest.TestCase):
             ex.communicate()
         self.assertEqual(r.returncode, 1)
         self.assertIn("cannot write capture to '/proc/nope/x.atcap'", r.stderr)
-        self.assertNotIn("tracing pid", r.stderr)
+        self.assertNotIn("Ctrl-C to stop", r.stderr)
 
     def test_tokio_recorded_then_converted(self):
         cap = os.path.join(self.tmp, "tokio.atcap")
@@ -217,7 +236,7 @@ class Record(unittest.TestCase):
             rec = subprocess.Popen([harness.TRACER, "record", "-p", str(ex.pid), "-o", cap,
                                     "--long-poll", "15ms"], stderr=err)
         try:
-            self.assertTrue(harness.wait_for(lambda: "tracing pid" in harness.read(err_path),
+            self.assertTrue(harness.wait_for(lambda: "recording pid" in harness.read(err_path),
                                              30), harness.read(err_path))
             ex.stdin.write("go\n")
             ex.stdin.flush()

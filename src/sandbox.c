@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: MIT
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <linux/bpf.h>
+#include <linux/perf_event.h>
+#include <seccomp.h>
+#include <sys/capability.h>
+
+/*
+ * Every capability goes but those in keep (bits by number) that we hold:
+ * each one the tracer needs is spent on loading and attaching, but for
+ * CAP_SYS_PTRACE when the target's strings can only be read with
+ * process_vm_readv (see target.h). The bounding set goes too when we hold
+ * CAP_SETPCAP (root), so that not even a program it could exec would get a
+ * capability back; no_new_privs already stops setuid and file capabilities
+ * on exec.
+ */
+int sandbox__drop_privileges(uint64_t keep)
+{
+	cap_flag_value_t setpcap = CAP_CLEAR, have;
+	cap_t caps = cap_get_proc(), now = cap_init();
+	int err = 0;
+
+	if (!caps || !now) {
+		err = -errno;
+		goto out;
+	}
+	for (cap_value_t c = 0; c < 64 && c < (cap_value_t)cap_max_bits(); c++) {
+		if (!(keep & (1ull << c)) || cap_get_flag(caps, c, CAP_PERMITTED, &have) ||
+		    have != CAP_SET)
+			continue;
+		if (cap_set_flag(now, CAP_PERMITTED, 1, &c, CAP_SET) ||
+		    cap_set_flag(now, CAP_EFFECTIVE, 1, &c, CAP_SET)) {
+			err = -errno;
+			goto out;
+		}
+	}
+	cap_get_flag(caps, CAP_SETPCAP, CAP_EFFECTIVE, &setpcap);
+	for (cap_value_t c = 0; setpcap == CAP_SET && c < (cap_value_t)cap_max_bits(); c++)
+		if ((c >= 64 || !(keep & (1ull << c))) && cap_drop_bound(c) && errno != EINVAL) {
+			err = -errno;
+			goto out;
+		}
+	if (CAP_AMBIENT_SUPPORTED() && cap_reset_ambient()) {
+		err = -errno;
+		goto out;
+	}
+	if (cap_set_proc(now)) {
+		err = -errno;
+		goto out;
+	}
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		err = -errno;
+out:
+	cap_free(caps);
+	cap_free(now);
+	return err;
+}
+
+/*
+ * A refused call fails with EPERM, as SCMP_ACT_ERRNO would make it, but
+ * through SIGSYS so that it is also said and counted: a tracer quietly
+ * failing a call in its loop would lose the trace without a word, and one
+ * killed for it (SCMP_ACT_KILL_PROCESS) would lose it for sure.
+ */
+#define MAX_REFUSED 16
+
+static struct {
+	int nr;
+	unsigned long count;
+} refused[MAX_REFUSED];
+static unsigned long refused_total;
+
+#if defined(__x86_64__)
+#define SET_RETURN(uc, v) ((uc)->uc_mcontext.gregs[REG_RAX] = (v))
+#elif defined(__aarch64__)
+#define SET_RETURN(uc, v) ((uc)->uc_mcontext.regs[0] = (v))
+#endif
+
+#ifdef SET_RETURN
+/* Async-signal-safe: a message built by hand, write(2), counters. */
+static void on_sigsys(int sig, siginfo_t *si, void *ctx)
+{
+	static const char head[] = "asynctraced: the sandbox refused system call ";
+	static const char tail[] = " (a bug: please report it; --no-sandbox turns the sandbox off)\n";
+	char msg[sizeof(head) + 12 + sizeof(tail)], num[12];
+	int nr = si->si_syscall, n = 0, len = 0, saved = errno;
+	size_t i;
+
+	SET_RETURN((ucontext_t *)ctx, -EPERM);
+	__atomic_fetch_add(&refused_total, 1, __ATOMIC_RELAXED);
+	/* its slot: the one holding it, else the first free (numbers kept + 1) */
+	for (i = 0; i < MAX_REFUSED; i++) {
+		int seen = 0;
+
+		if (__atomic_compare_exchange_n(&refused[i].nr, &seen, nr + 1, false,
+						__ATOMIC_RELAXED, __ATOMIC_RELAXED) ||
+		    seen == nr + 1)
+			break;
+	}
+	if (i < MAX_REFUSED && __atomic_fetch_add(&refused[i].count, 1, __ATOMIC_RELAXED))
+		return; /* said once per call already */
+	do
+		num[n++] = (char)('0' + nr % 10);
+	while ((nr /= 10) && n < (int)sizeof(num));
+	memcpy(msg, head, sizeof(head) - 1);
+	len = sizeof(head) - 1;
+	while (n)
+		msg[len++] = num[--n];
+	memcpy(msg + len, tail, sizeof(tail) - 1);
+	len += sizeof(tail) - 1;
+	/* nothing to do if stderr is gone; the count still tells at the end */
+	if (write(STDERR_FILENO, msg, (size_t)len) < 0)
+		n = 0;
+	errno = saved;
+}
+#endif
+
+unsigned long sandbox__refused(char *buf, size_t len)
+{
+	size_t used = 0;
+
+	if (len)
+		buf[0] = '\0';
+	for (int i = 0; i < MAX_REFUSED && refused[i].nr && used < len; i++) {
+		char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, refused[i].nr - 1);
+		int n = snprintf(buf + used, len - used, "%s%s x%lu", used ? ", " : "",
+				 name ? name : "?", refused[i].count);
+
+		free(name);
+		if (n < 0)
+			break;
+		used += (size_t)n;
+	}
+	return refused_total;
+}
+
+/*
+ * What the loop and the shutdown call, measured with strace -f after the
+ * drop in every mode (trace to JSON, protobuf and standard output, maps
+ * only, record, the live view, SIGUSR1, tokio and USDT targets), plus the
+ * few a rarer path takes (marked). docs/security.md says why each is here.
+ */
+static const int allowed[] = {
+	/* rings and outputs; thread names; the target's strings (mem file) */
+	SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(pread64), SCMP_SYS(process_vm_readv),
+	SCMP_SYS(close),
+	SCMP_SYS(newfstatat), SCMP_SYS(fstat), SCMP_SYS(lseek), SCMP_SYS(dup),
+	/* the event loop: rings, signalfd, the target's pidfd, standard output */
+	SCMP_SYS(epoll_create1), SCMP_SYS(epoll_ctl), SCMP_SYS(epoll_wait),
+	SCMP_SYS(epoll_pwait),
+	/* malloc; realloc of large blocks (rarer); thread stacks */
+	SCMP_SYS(brk), SCMP_SYS(munmap), SCMP_SYS(mremap), SCMP_SYS(madvise),
+	/* the clock (vDSO, rarely a call); the wait for a record still being written */
+	SCMP_SYS(clock_gettime), SCMP_SYS(clock_nanosleep),
+	/* signals: the mask around shutdown, glibc's handler at the first thread,
+	 * the return from SIGSYS; abort() on a failed assertion (rarer) */
+	SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigaction), SCMP_SYS(rt_sigreturn),
+	SCMP_SYS(getpid), SCMP_SYS(gettid), SCMP_SYS(tgkill),
+	/* the threads that detach uprobes in parallel (tracer.c) */
+	SCMP_SYS(futex), SCMP_SYS(set_robust_list), SCMP_SYS(rseq), SCMP_SYS(exit),
+	SCMP_SYS(exit_group),
+};
+
+/* bpf(2) commands on maps we hold; nothing that loads, creates or attaches. */
+static const int bpf_cmds[] = { BPF_MAP_LOOKUP_ELEM, BPF_MAP_LOOKUP_BATCH };
+
+/* Calls allowed only with some arguments: each rule's comment says which. */
+static int build_filter(scmp_filter_ctx ctx)
+{
+	const uint64_t writing = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_PATH;
+	int err = 0;
+
+	for (size_t i = 0; !err && i < sizeof(allowed) / sizeof(allowed[0]); i++)
+		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0);
+	for (size_t i = 0; !err && i < sizeof(bpf_cmds) / sizeof(bpf_cmds[0]); i++)
+		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(bpf), 1,
+				       SCMP_A0(SCMP_CMP_EQ, (uint64_t)bpf_cmds[i]));
+	/* read-only opens: /proc/PID/task/TID/comm, a thread's name */
+	if (!err)
+		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
+				       SCMP_A2(SCMP_CMP_MASKED_EQ, writing, 0));
+	/* memory that is never executable: nothing new runs */
+	if (!err)
+		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
+				       SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+	if (!err)
+		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
+				       SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+	/*
+	 * Threads, not processes: clone only with CLONE_THREAD. clone3 passes
+	 * its flags in memory a filter cannot read, so it answers ENOSYS, and
+	 * glibc falls back to clone.
+	 */
+	if (!err)
+		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+				       SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));
+	if (!err)
+		err = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+	/* detaching a uprobe's perf event (libbpf), nothing else by ioctl */
+	if (!err)
+		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+				       SCMP_A1(SCMP_CMP_EQ, (uint64_t)PERF_EVENT_IOC_DISABLE));
+	return err;
+}
+
+int sandbox__filter(void)
+{
+#ifdef SET_RETURN
+	const uint32_t deny = SCMP_ACT_TRAP;
+	struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO };
+#else
+	const uint32_t deny = SCMP_ACT_ERRNO(EPERM);
+#endif
+	scmp_filter_ctx ctx = seccomp_init(deny);
+	int err;
+
+	if (!ctx)
+		return -ENOMEM;
+#ifdef SET_RETURN
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGSYS, &sa, NULL)) {
+		err = -errno;
+		goto out;
+	}
+#endif
+	/* the detach threads start after the filter; any other thread gets it too */
+	err = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+	if (!err)
+		err = build_filter(ctx);
+	if (!err)
+		err = seccomp_load(ctx);
+#ifdef SET_RETURN
+out:
+#endif
+	seccomp_release(ctx);
+	return err;
+}

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Least privilege once attached. asynctraced needs root (or CAP_SYS_ADMIN,
+ * docs/security.md) to load and attach its programs, and nothing after: the
+ * loop reads rings and maps through descriptors it already holds, the
+ * target's memory through a mem file opened before, thread names from
+ * world-readable /proc files, and writes outputs opened before; detaching is
+ * closing descriptors. So once attached it drops every capability (but
+ * CAP_SYS_PTRACE where the target's strings need it, target.h) and sets
+ * no_new_privs, and (unless --no-sandbox) lets only the system calls that
+ * loop and the shutdown make through a seccomp filter. A call the filter
+ * refuses fails with EPERM, is named on stderr at once and counted, and
+ * makes the exit status 1.
+ */
+#ifndef SANDBOX_H
+#define SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Drops every capability but those in keep (a bit for each capability's
+ * number) that we have: effective, permitted, inheritable, ambient, and the
+ * bounding set when we may. Sets no_new_privs. 0 or -errno.
+ */
+int sandbox__drop_privileges(uint64_t keep);
+
+/* The seccomp allowlist, for this thread and every other. 0 or -errno. */
+int sandbox__filter(void);
+
+/* How many calls the filter refused; their names into buf, "openat x2, ...". */
+unsigned long sandbox__refused(char *buf, size_t len);
+
+#endif
