@@ -404,6 +404,8 @@ static void judge_pending(struct detector *d, struct model *m, bool final)
 		if (spare)
 			sched_delay(d, m, p);
 	}
+	if (!i)
+		return; /* nothing judged; pending may be NULL, and NULL + 0 is undefined */
 	memmove(d->pending, d->pending + i, (d->nr_pending - i) * sizeof(*d->pending));
 	d->nr_pending -= i;
 }
