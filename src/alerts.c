@@ -285,7 +285,11 @@ void alert__title(char *buf, size_t size, const struct alert *a)
 {
 	const char *over = a->state != ALERT_END ? "" : a->ongoing ? " still going" : " over";
 
-	if (a->task)
+	/* a scheduling delay's episode is the runtime's: the task and the worker of
+	 * its first late poll are not what ended */
+	if (a->kind == ALERT_SCHED_DELAY && a->state == ALERT_END)
+		snprintf(buf, size, "%s%s", alert_kind_str(a->kind), over);
+	else if (a->task)
 		snprintf(buf, size, "%s%s: %s #%llu", alert_kind_str(a->kind), over, a->task_name,
 			 (unsigned long long)a->task);
 	else if (a->worker >= 0)

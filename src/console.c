@@ -296,8 +296,11 @@ static void render_open_alerts(struct console *c, struct view *v)
 		uint64_t rest = (uint64_t)(c->nr_open - i - 1) + c->more_open;
 		int n;
 
-		n = snprintf(item, sizeof(item), " %s%s%s", alert_kind_str(a->kind),
-			     a->task ? " " : "", a->task ? a->task_name : "");
+		/* a scheduling delay is the runtime's, whichever task was late first */
+		bool named = a->task && a->kind != ALERT_SCHED_DELAY;
+
+		n = snprintf(item, sizeof(item), " %s%s%s", alert_kind_str(a->kind), named ? " " : "",
+			     named ? a->task_name : "");
 		snprintf(more, sizeof(more), " and %llu more", (unsigned long long)rest);
 		/* room for this one, and to say how many are left after it */
 		if (w + layout__width(item) + (rest ? layout__width(more) : 0) > v->cols - 1 ||

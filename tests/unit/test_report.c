@@ -107,6 +107,14 @@ static void alert_wording(void **state)
 			    "lost waker: task 'noisy' #5 still not woken when tracing stopped, "
 			    "2.52 s after it returned Pending");
 
+	/* a scheduling delay's episode is the runtime's, not its first late task's */
+	a = alert_of(ALERT_SCHED_DELAY, ALERT_BEGIN, false);
+	alert__title(title, sizeof(title), &a);
+	assert_string_equal(title, "scheduling-delay: noisy #5");
+	a.state = ALERT_END;
+	alert__title(title, sizeof(title), &a);
+	assert_string_equal(title, "scheduling-delay over");
+
 	/* no episode that tracing stopped is called over, whatever its kind */
 	for (int k = 1; k < ALERT_KIND_MAX; k++) {
 		a = alert_of(k, ALERT_END, true);
@@ -324,8 +332,9 @@ static void report_fits_the_width(void **state)
 	pipeline__free(&p);
 }
 
-/* The live view as drawn for cols columns, after two snapshots a second apart. */
-static char *live_view(struct pipeline *p, int cols)
+/* The live view as drawn for cols columns, after two snapshots a second apart,
+ * with nr_open alerts begun before them. */
+static char *live_view_open(struct pipeline *p, int cols, int nr_open)
 {
 	struct console_opts o = { .live = true, .print_alerts = true };
 	struct stats a, b;
@@ -338,6 +347,14 @@ static char *live_view(struct pipeline *p, int cols)
 	snprintf(num, sizeof(num), "%d", cols);
 	setenv("COLUMNS", num, 1);
 	assert_int_equal(console__new(&s, &o), 0);
+	o.print_alerts = false;
+	for (int i = 0; i < nr_open; i++) {
+		struct alert al = alert_of(i % 2 ? ALERT_SCHED_DELAY : ALERT_LONG_POLL, ALERT_BEGIN,
+					   false);
+
+		al.episode = (uint64_t)i + 1;
+		s->ops->alert(s, &p->model, &al);
+	}
 	busy_stats(p, &a, T0 + 1000 * MS, 1);
 	busy_stats(p, &b, T0 + 2000 * MS, 2);
 	s->ops->stats(s, &p->model, &a);
@@ -348,6 +365,11 @@ static char *live_view(struct pipeline *p, int cols)
 	free_stats(&a);
 	free_stats(&b);
 	return buf;
+}
+
+static char *live_view(struct pipeline *p, int cols)
+{
+	return live_view_open(p, cols, 0);
 }
 
 /* Each line of the view, without the escape sequences that draw it. */
@@ -409,6 +431,40 @@ static void live_view_fits_the_width(void **state)
 	pipeline__free(&p);
 }
 
+/* The open alerts, as many as fit, and how many more. */
+static void live_view_open_alerts(void **state)
+{
+	struct detect_opts opts = { 0 };
+	char lines[64][1024], *view, *last;
+	struct pipeline p;
+	int nr;
+
+	assert_int_equal(pipeline__init(&p, 4242, "sample-executor", T0, &opts), 0);
+	view = live_view_open(&p, 120, 2);
+	view_lines(view, lines, &nr);
+	/* a scheduling delay is the runtime's: no task named */
+	assert_string_equal(lines[nr - 1], " open alerts: long-poll noisy scheduling-delay");
+	free(view);
+	for (int cols = LAYOUT_MIN_COLUMNS; cols <= 120; cols++) {
+		view = live_view_open(&p, cols, 7); /* 4 listed at most, 3 more */
+		view_lines(view, lines, &nr);
+		last = lines[nr - 1];
+		assert_true(layout__width(last) <= cols - 1);
+		if (cols - 1 >= 13 + 16 + 11)
+			assert_memory_equal(last, " open alerts: long-poll noisy", 29);
+		else
+			assert_string_equal(last, " open alerts: and 7 more");
+		assert_non_null(strstr(last, " more"));
+		free(view);
+	}
+	view = live_view_open(&p, 200, 7);
+	view_lines(view, lines, &nr);
+	assert_string_equal(lines[nr - 1], " open alerts: long-poll noisy scheduling-delay long-poll "
+					   "noisy scheduling-delay and 3 more");
+	free(view);
+	pipeline__free(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -416,6 +472,7 @@ int main(void)
 		cmocka_unit_test(report_counts_episodes),
 		cmocka_unit_test(report_fits_the_width),
 		cmocka_unit_test(live_view_fits_the_width),
+		cmocka_unit_test(live_view_open_alerts),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
