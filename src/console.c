@@ -112,6 +112,7 @@ struct view {
 	char *buf;
 	size_t size, off;
 	int lines, cols;
+	int rows;	/* of the terminal; 0: not one, or it does not say */
 };
 
 static void view_line(void *ctx, const char *line)
@@ -186,13 +187,30 @@ static const struct layout_col worker_cols[] = {
 	{ .head = "max", .group = "delay", .drop = 11, .width = 6 },
 };
 
-static void render_workers(struct console *c, const struct stats *st, double dt, struct view *v)
+/*
+ * The workers a terminal has rows for. The view is redrawn by moving the
+ * cursor up over it, which cannot go above the top of the screen: a view
+ * taller than the terminal would scroll and be drawn again below itself.
+ */
+static uint32_t workers_shown(const struct view *v, const struct stats *st, int other_lines)
 {
+	int room = v->rows - 1 - other_lines - 1; /* the last row; "... more workers" */
+
+	if (!v->rows || (int64_t)st->nr_workers <= room + 1)
+		return st->nr_workers;
+	return room > 1 ? (uint32_t)room : 1;
+}
+
+static void render_workers(struct console *c, const struct stats *st, double dt, struct view *v,
+			   int other_lines)
+{
+	uint32_t shown = workers_shown(v, st, other_lines);
 	struct layout_table *t;
+	char more[96];
 
 	if (layout_table__new(&t, worker_cols, sizeof(worker_cols) / sizeof(*worker_cols)))
 		return;
-	for (uint32_t i = 0; i < st->nr_workers; i++) {
+	for (uint32_t i = 0; i < shown; i++) {
 		const struct at_worker_stats *w = &st->workers[i], *p = prev_worker(c, i);
 		struct at_worker_stats zero = { 0 };
 		struct at_hist poll, delay;
@@ -223,6 +241,11 @@ static void render_workers(struct console *c, const struct stats *st, double dt,
 	}
 	layout_table__print(t, v->cols - 1, 1, view_line, v);
 	layout_table__free(t);
+	if (shown < st->nr_workers) {
+		snprintf(more, sizeof(more), " ... %u more workers: a taller terminal shows them",
+			 st->nr_workers - shown);
+		view_line(v, more);
+	}
 }
 
 /* The tasks with the most poll time in the last second; how many. */
@@ -257,12 +280,9 @@ static size_t last_top(const struct console *c, const struct stats *st, struct t
 	return nr_top;
 }
 
-static void render_tasks(struct console *c, struct model *m, const struct stats *st,
-			 struct view *v)
+static void render_tasks(struct console *c, struct model *m, const struct task_entry *top,
+			 size_t nr_top, struct view *v)
 {
-	struct task_entry top[LIVE_TOP_TASKS];
-	size_t nr_top = last_top(c, st, top);
-
 	view_line(v, " top tasks by poll time in the last second:");
 	for (size_t i = 0; i < nr_top; i++) {
 		char total[16], name[AT_TASK_NAME_LEN], fit[AT_TASK_NAME_LEN * 2], head[64], id[32];
@@ -321,14 +341,19 @@ static int render(struct console *c, struct model *m, const struct stats *st, ch
 		  size_t size)
 {
 	double dt = c->prev.ts && st->ts > c->prev.ts ? (double)(st->ts - c->prev.ts) / 1e9 : 0;
-	struct view v = { .buf = buf, .size = size, .cols = layout__columns(c->o.out, 80) };
+	struct view v = { .buf = buf, .size = size, .cols = layout__columns(c->o.out, 80),
+			  .rows = layout__rows(c->o.out) };
+	struct task_entry top[LIVE_TOP_TASKS];
+	size_t nr_top;
 
 	if (dt <= 0)
 		return 0;
 	buf[0] = '\0';
+	nr_top = last_top(c, st, top);
 	render_rates(c, m, st, dt, &v);
-	render_workers(c, st, dt, &v);
-	render_tasks(c, m, st, &v);
+	/* the rates, the heading; the top tasks and their heading; open alerts */
+	render_workers(c, st, dt, &v, 2 + 1 + (int)nr_top + (c->nr_open ? 1 : 0));
+	render_tasks(c, m, top, nr_top, &v);
 	render_open_alerts(c, &v);
 	return v.lines;
 }

@@ -27,6 +27,16 @@ int layout__columns(FILE *f, int fallback)
 	return cols < LAYOUT_MIN_COLUMNS ? LAYOUT_MIN_COLUMNS : cols;
 }
 
+int layout__rows(FILE *f)
+{
+	int fd = f ? fileno(f) : -1;
+	struct winsize ws;
+
+	if (fd >= 0 && isatty(fd) && !ioctl(fd, TIOCGWINSZ, &ws))
+		return ws.ws_row;
+	return 0;
+}
+
 /*
  * The length of the code point at s (at most n bytes, at least 1), and
  * whether it may be shown as it is: not a control character, C1 included (a

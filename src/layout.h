@@ -19,6 +19,8 @@
  * else fallback; never less than LAYOUT_MIN_COLUMNS.
  */
 int layout__columns(FILE *f, int fallback);
+/* The rows of f's terminal, or 0 when it is none (or does not say). */
+int layout__rows(FILE *f);
 
 /* The columns a UTF-8 string takes: one for each code point. */
 int layout__width(const char *s);

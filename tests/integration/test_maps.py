@@ -204,12 +204,12 @@ class Terminal(unittest.TestCase):
         tail = r.stderr[r.stderr.index("asynctraced: summary"):]
         self.assertNotIn("top tasks by poll time in the last second", tail)
 
-    def on_terminal(self, cols, *args):
-        """The tracer's stderr on a pseudo-terminal cols wide (as `stty cols`
-        sets it), as the lines a person sees: without the sequences that
-        redraw the view."""
+    def on_terminal(self, cols, *args, rows=40):
+        """The tracer's stderr on a pseudo-terminal cols wide and rows high (as
+        `stty cols` and `stty rows` set it): as written, and as the lines a
+        person sees, without the sequences that redraw the view."""
         master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, cols, 0, 0))
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
         env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
         tr = subprocess.Popen([harness.TRACER, *map(str, args)], stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=slave, env=env)
@@ -260,6 +260,22 @@ class Terminal(unittest.TestCase):
                 self.assertTrue(all(len(l) < cols for l in view), view)
         # wider, more columns
         self.assertIn("delay p50", raw)
+
+    def test_live_view_fits_a_short_terminal(self):
+        """More workers than rows: the view shows those it has room for and says
+        how many more, so that it is never taller than the terminal (moving
+        the cursor up over it to redraw cannot go above the screen)."""
+        ex = harness.start_executor("noisy", 8, workers=8, wait_traced=False)
+        self.addCleanup(ex.communicate)
+        self.addCleanup(harness.kill, ex)
+        time.sleep(0.3)
+        raw, lines = self.on_terminal(100, "-p", ex.pid, "-d", "3.5", rows=14)
+        heights = [int(n) for n in re.findall(r"\x1b\[(\d+)A", raw)]
+        self.assertGreaterEqual(len(heights), 2, raw)
+        self.assertLessEqual(max(heights), 13, raw)
+        self.assertRegex(raw, r" \.\.\. \d+ more workers: a taller terminal shows them")
+        # the report still lists every worker
+        self.assertRegex(raw, r"\n +7 +\d+ +[\d.]+%")
 
     def test_quiet_and_no_live_view_when_not_a_terminal(self):
         r = harness.run_tracer("-p", self.ex.pid, "-d", "1.5")
