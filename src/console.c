@@ -280,8 +280,8 @@ static size_t last_top(const struct console *c, const struct stats *st, struct t
 	return nr_top;
 }
 
-static void render_tasks(struct console *c, struct model *m, const struct task_entry *top,
-			 size_t nr_top, struct view *v)
+static void render_tasks(struct model *m, const struct task_entry *top, size_t nr_top,
+			 struct view *v)
 {
 	view_line(v, " top tasks by poll time in the last second:");
 	for (size_t i = 0; i < nr_top; i++) {
@@ -314,10 +314,9 @@ static void render_open_alerts(struct console *c, struct view *v)
 	for (i = 0; i < c->nr_open; i++) {
 		const struct alert *a = &c->open[i];
 		uint64_t rest = (uint64_t)(c->nr_open - i - 1) + c->more_open;
-		int n;
-
 		/* a scheduling delay is the runtime's, whichever task was late first */
 		bool named = a->task && a->kind != ALERT_SCHED_DELAY;
+		int n;
 
 		n = snprintf(item, sizeof(item), " %s%s%s", alert_kind_str(a->kind), named ? " " : "",
 			     named ? a->task_name : "");
@@ -353,7 +352,7 @@ static int render(struct console *c, struct model *m, const struct stats *st, ch
 	render_rates(c, m, st, dt, &v);
 	/* the rates, the heading; the top tasks and their heading; open alerts */
 	render_workers(c, st, dt, &v, 2 + 1 + (int)nr_top + (c->nr_open ? 1 : 0));
-	render_tasks(c, m, top, nr_top, &v);
+	render_tasks(m, top, nr_top, &v);
 	render_open_alerts(c, &v);
 	return v.lines;
 }
