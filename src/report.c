@@ -12,6 +12,13 @@
 #define REPORT_TOP_TASKS 10
 #define REPORT_JSON_TASKS 50
 
+/* Not a terminal: a log or a pipe, where wider lines still read well. */
+#define REPORT_COLUMNS 100
+/* Continuation lines of the counts start under their values. */
+#define COUNTS_INDENT 11
+/* The least room an alert's text is continued in, under itself. */
+#define ALERT_TEXT_MIN 40
+
 static const char *const kind_name[AT_EV_KIND_MAX] = {
 	[AT_EV_SPAWN] = "spawn",
 	[AT_EV_POLL] = "poll",
@@ -59,13 +66,6 @@ static void pct3(char out[3][16], const struct at_hist *h, uint64_t max)
 	fmt_ns(out[1], 16, hist_percentile_max(h, 99, max));
 	fmt_ns(out[2], 16, hist_percentile_max(h, 100, max));
 }
-
-/* Not a terminal: a log or a pipe, where wider lines still read well. */
-#define REPORT_COLUMNS 100
-/* Continuation lines of the counts start under their values. */
-#define COUNTS_INDENT 11
-/* The least room an alert's text is continued in, under itself. */
-#define ALERT_TEXT_MIN 40
 
 struct text {
 	FILE *out;
