@@ -2,7 +2,6 @@
 #include "tracer.h"
 
 #include <errno.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -48,9 +47,6 @@ struct tracer {
  * every CPU's ring already has a later one.
  */
 #define RING_MARGIN_NS (10 * 1000 * 1000ull)
-
-/* Buffers from this size up are mmapped by malloc (glibc's default, held). */
-#define TRACER_MMAP_THRESHOLD (128 * 1024)
 
 static int on_record(void *ctx, const void *data, size_t size)
 {
@@ -250,19 +246,9 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 
 int tracer__new(struct tracer **tp, const struct tracer_opts *o, tracer_record_fn fn, void *ctx)
 {
-	struct tracer *t;
+	struct tracer *t = calloc(1, sizeof(*t));
 	int err;
 
-	/*
-	 * libbpf reads the kernel's BTF into buffers of several MB and frees them
-	 * once loaded. glibc would then raise its mmap threshold past them, and
-	 * serve every later large buffer (the snapshots of the maps, each second)
-	 * from the heap, which keeps the pages given back: RSS crept up for
-	 * minutes (make soak, docs/performance.md). A fixed threshold keeps large
-	 * buffers mmapped, and returns them at free.
-	 */
-	mallopt(M_MMAP_THRESHOLD, TRACER_MMAP_THRESHOLD);
-	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
 	t->fn = fn;
