@@ -6,6 +6,7 @@
 #   make bench           overhead against the floor, convert speed, every scenario (root)
 #   make fuzz            fuzz the capture reader and everything behind it
 #   make stress          every scenario's alerts, N times in both modes (root; STRESS_N=50)
+#   make soak            two tracers attached for an hour, watched for leaks (root; SOAK_S=3600)
 #   make V=1             show full commands;  make BUILD=dir  build elsewhere
 #   make VMLINUX_H=path  compile the BPF code against another vmlinux.h
 
@@ -66,7 +67,8 @@ FUZZ_FLAGS  := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
 FUZZ_OBJS   := $(patsubst src/%.c,$(BUILD)/fuzz/src/%.o,$(filter-out src/main.c,$(TRACER_SRCS)))
 FUZZ_TIME   ?= 60
 
-.PHONY: all clean test test-unit test-integration demo setup bench tokio fuzz fuzz-regress stress
+.PHONY: all clean test test-unit test-integration demo setup bench tokio fuzz fuzz-regress stress \
+	soak
 .DELETE_ON_ERROR:
 # Keep BPF objects: they are worth inspecting with bpftool and llvm-objdump.
 .SECONDARY:
@@ -244,6 +246,12 @@ STRESS_N ?= 50
 stress: all
 	$(Q)BUILD=$(BUILD) STRESS_N=$(STRESS_N) STRESS_SCENARIOS="$(STRESS_SCENARIOS)" \
 		$(PYTHON) tests/stress/alerts.py
+
+# Memory, file descriptors, BPF programs and links of two long attaches,
+# minute by minute, and the counts at the end (not in CI: SOAK_S seconds).
+SOAK_S ?= 3600
+soak: all tokio
+	$(Q)BUILD=$(BUILD) SOAK_S=$(SOAK_S) $(PYTHON) tests/soak/soak.py
 
 setup:
 	$(Q)scripts/setup.sh

@@ -8,7 +8,10 @@ BUILD=${1:-build}
 TRACE=$BUILD/demo.pftrace
 ALERTS=$BUILD/demo-alerts.jsonl
 
-[ "$(id -u)" -eq 0 ] || { echo "demo: needs root to load BPF: sudo make demo" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || {
+	echo "demo: needs root to load BPF: run it as root (make demo), or sudo make demo" >&2
+	exit 1
+}
 
 "$BUILD/sample-executor" --scenario noisy --duration 5 --workers 2 --wait-traced 10 \
 	> "$BUILD/demo-executor.txt" &

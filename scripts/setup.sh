@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Installs, from Debian's packages, everything asynctraced builds and tests
 # with (docs/dependencies.md says why each one is here). Idempotent and quick
-# when all is in place; needs root (or sudo) to install.
+# when all is in place; installs as root, or through sudo when not root.
 set -eu
 
 PACKAGES="
@@ -24,9 +24,17 @@ for p in $PACKAGES; do
 done
 [ -z "$missing" ] && exit 0
 
-echo "setup: installing$missing"
+# As root, apt-get itself: a fresh server or container has no sudo.
 SUDO=
-[ "$(id -u)" -eq 0 ] || SUDO=sudo
+if [ "$(id -u)" -ne 0 ]; then
+	if ! command -v sudo >/dev/null 2>&1; then
+		echo "setup: installing$missing needs root, and there is no sudo here:" \
+			"run it as root (make demo, make test)" >&2
+		exit 1
+	fi
+	SUDO=sudo
+fi
+echo "setup: installing$missing${SUDO:+ (with sudo)}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 # shellcheck disable=SC2086

@@ -81,39 +81,55 @@ static void format_begin(char *buf, size_t size, const struct model *m, const st
 	snprintf(buf, size, "%s", alert_kind_str(a->kind));
 }
 
+static const char *plural(uint64_t n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
+}
+
+/*
+ * An END says how the episode went. One that tracing stopped is not over:
+ * it says "still going" where an ended one says "over".
+ */
 static void format_end(char *buf, size_t size, const struct alert *a)
 {
-	const char *tail = a->ongoing ? "; still going when tracing stopped" : "";
 	uint64_t span = a->ts > a->begin_ts ? a->ts - a->begin_ts : 0;
+	unsigned long long n = (unsigned long long)a->count;
+	const char *stopped = "still going when tracing stopped";
 
 	switch (a->kind) {
 	case ALERT_LONG_POLL:
 		snprintf(buf, size,
-			 "long poll over: task '%s' #%llu: %llu long polls in %.2f s, the longest "
-			 "%.2f ms%s",
-			 a->task_name, (unsigned long long)a->task, (unsigned long long)a->count,
-			 secs(span), ms(a->worst_ns), tail);
+			 "long poll%s: task '%s' #%llu%s%s: %llu long %s in %.2f s, the longest "
+			 "%.2f ms",
+			 a->ongoing ? "" : " over", a->task_name, (unsigned long long)a->task,
+			 a->ongoing ? " " : "", a->ongoing ? stopped : "", n,
+			 plural(n, "poll", "polls"), secs(span), ms(a->worst_ns));
 		return;
 	case ALERT_SCHED_DELAY:
 		snprintf(buf, size,
-			 "scheduling delay over: %llu late polls in %.2f s, the latest by %.2f ms%s",
-			 (unsigned long long)a->count, secs(span), ms(a->worst_ns), tail);
+			 "scheduling delay %s: %llu late %s in %.2f s, the longest wait %.2f ms",
+			 a->ongoing ? stopped : "over", n, plural(n, "poll", "polls"), secs(span),
+			 ms(a->worst_ns));
 		return;
 	case ALERT_STARVATION:
 		snprintf(buf, size,
-			 "starvation over: worker %d starved for %.2f s, up to %.1f tasks queued on "
-			 "average%s",
-			 a->worker, secs(span), a->depth_avg, tail);
+			 "starvation%s: worker %d %s for %.2f s, at worst %.1f tasks queued on "
+			 "average",
+			 a->ongoing ? "" : " over", a->worker,
+			 a->ongoing ? "still starving when tracing stopped, starved" : "starved",
+			 secs(span), a->depth_avg);
 		return;
 	case ALERT_THRASH:
-		snprintf(buf, size, "waker thrash over: task '%s' #%llu thrashed for %.2f s%s",
-			 a->task_name, (unsigned long long)a->task, secs(span), tail);
+		snprintf(buf, size, "waker thrash%s: task '%s' #%llu %s for %.2f s",
+			 a->ongoing ? "" : " over", a->task_name, (unsigned long long)a->task,
+			 a->ongoing ? "still thrashing when tracing stopped, thrashed" : "thrashed",
+			 secs(span));
 		return;
 	case ALERT_LOST_WAKER:
 		if (a->ongoing)
 			snprintf(buf, size,
-				 "lost waker: task '%s' #%llu was never woken: still waiting after "
-				 "%.2f s when tracing stopped",
+				 "lost waker: task '%s' #%llu still not woken when tracing stopped, "
+				 "%.2f s after it returned Pending",
 				 a->task_name, (unsigned long long)a->task, secs(span));
 		else
 			snprintf(buf, size, "lost waker over: task '%s' #%llu was woken after %.2f s",
@@ -122,7 +138,7 @@ static void format_end(char *buf, size_t size, const struct alert *a)
 	case ALERT_KIND_MAX:
 		break;
 	}
-	snprintf(buf, size, "%s over", alert_kind_str(a->kind));
+	snprintf(buf, size, "%s %s", alert_kind_str(a->kind), a->ongoing ? stopped : "over");
 }
 
 void alert__format(char *buf, size_t size, const struct model *m, const struct alert *a)
@@ -267,9 +283,13 @@ int alert_log__new(struct sink **s, const char *path)
 
 void alert__title(char *buf, size_t size, const struct alert *a)
 {
-	const char *over = a->state == ALERT_END ? " over" : "";
+	const char *over = a->state != ALERT_END ? "" : a->ongoing ? " still going" : " over";
 
-	if (a->task)
+	/* a scheduling delay's episode is the runtime's: the task and the worker of
+	 * its first late poll are not what ended */
+	if (a->kind == ALERT_SCHED_DELAY && a->state == ALERT_END)
+		snprintf(buf, size, "%s%s", alert_kind_str(a->kind), over);
+	else if (a->task)
 		snprintf(buf, size, "%s%s: %s #%llu", alert_kind_str(a->kind), over, a->task_name,
 			 (unsigned long long)a->task);
 	else if (a->worker >= 0)

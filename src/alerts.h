@@ -14,7 +14,10 @@ struct outbuf;
 
 /* One alert as a line of text, without the newline. */
 void alert__format(char *buf, size_t size, const struct model *m, const struct alert *a);
-/* A short title for traces: "long-poll: noisy #5", "starvation over: worker 1". */
+/*
+ * A short title for traces: "long-poll: noisy #5", "starvation over: worker 1",
+ * "long-poll still going: noisy #5" (tracing stopped first).
+ */
 void alert__title(char *buf, size_t size, const struct alert *a);
 /* One alert as a JSON object and a newline. */
 void alert__json(struct outbuf *ob, const struct model *m, const struct alert *a);

@@ -2,14 +2,20 @@
 #include "console.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "alerts.h"
+#include "layout.h"
 
 #define LIVE_TOP_TASKS 5
 #define LIVE_OPEN_ALERTS 4
-#define LIVE_MAX 8192
+/* An alert line that a terminal is too narrow for goes on under its text. */
+#define ALERT_INDENT 4
+#define LIVE_LINE_MAX 1024
+#define LIVE_MAX (LIVE_LINE_MAX * (AT_MAX_WORKERS + 16))
 
 struct console {
 	struct sink sink;
@@ -57,15 +63,24 @@ static void track_open(struct console *c, const struct alert *a)
 static void con_alert(struct sink *s, struct model *m, const struct alert *a)
 {
 	struct console *c = con_of(s);
-	char line[512];
+	char msg[512], line[600], shown[1800];
+	int fd = fileno(c->o.out);
 
 	track_open(c, a);
 	if (!c->o.print_alerts)
 		return;
 	erase(c);
-	alert__format(line, sizeof(line), m, a);
-	fprintf(c->o.out, "asynctraced: %s: %s\n", a->state == ALERT_END ? "alert end" : "alert",
-		line);
+	alert__format(msg, sizeof(msg), m, a);
+	snprintf(line, sizeof(line), "asynctraced: %s: %s",
+		 a->state == ALERT_END ? "alert end" : "alert", msg);
+	/* a task's name comes from the target: no escape sequence of its own
+	 * reaches root's terminal, or a log that is read on one */
+	layout__fit(shown, sizeof(shown), line, (int)sizeof(shown));
+	if (fd >= 0 && isatty(fd))
+		layout__wrap(layout__puts, c->o.out, shown, layout__columns(c->o.out, 80),
+			     ALERT_INDENT);
+	else
+		layout__puts(c->o.out, shown); /* one line each, for grep */
 	fflush(c->o.out);
 }
 
@@ -74,113 +89,272 @@ static const struct at_worker_stats *prev_worker(const struct console *c, uint32
 	return i < c->prev.nr_workers ? &c->prev.workers[i] : NULL;
 }
 
-/* Renders the view into buf; returns the number of lines. */
-static int render(struct console *c, struct model *m, const struct stats *st, char *buf,
-		  size_t size)
+/*
+ * The longest poll of the last second. A worker keeps its longest poll
+ * since tracing began: when that grew in the last second, the poll that grew
+ * it is the longest of the second, exactly. Otherwise all the histogram
+ * knows is its log2 bucket: its upper bound (no more than the longest since
+ * the start), marked as a bound.
+ */
+static void fmt_last_max(char *buf, size_t size, const struct at_worker_stats *w,
+			 const struct at_worker_stats *p, const struct at_hist *poll)
 {
-	double dt = c->prev.ts && st->ts > c->prev.ts ? (double)(st->ts - c->prev.ts) / 1e9 : 0;
+	if (w->max_poll_ns > p->max_poll_ns)
+		fmt_ns(buf, size, w->max_poll_ns);
+	else if (hist_count(poll))
+		fmt_bound(buf, size, hist_percentile_max(poll, 100, w->max_poll_ns));
+	else
+		snprintf(buf, size, "-");
+}
+
+/* The view, as it is drawn: each line cut to the width, and the count. */
+struct view {
+	char *buf;
+	size_t size, off;
+	int lines, cols;
+	int rows;	/* of the terminal; 0: not one, or it does not say */
+};
+
+static void view_line(void *ctx, const char *line)
+{
+	struct view *v = ctx;
+	char fit[LIVE_LINE_MAX];
+	int n;
+
+	/* never as wide as the terminal: a line that reaches its last column
+	 * leaves the cursor past it, where erasing the line's end may wrap */
+	layout__fit(fit, sizeof(fit), line, v->cols - 1);
+	n = snprintf(v->buf + v->off, v->off < v->size ? v->size - v->off : 0, "%s\033[K\n", fit);
+	if (n > 0)
+		v->off += (size_t)n;
+	v->lines++;
+}
+
+static void __attribute__((format(printf, 2, 3))) view_printf(struct view *v, const char *fmt, ...)
+{
+	char line[LIVE_LINE_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	view_line(v, line);
+}
+
+/* Rates of the whole runtime, as many as fit after its name. */
+static void render_rates(struct console *c, struct model *m, const struct stats *st, double dt,
+			 struct view *v)
+{
 	struct stats_totals now, before = { 0 };
-	struct task_entry top[LIVE_TOP_TASKS];
-	size_t off = 0, nr_top = 0;
-	int lines = 0;
+	struct layout_field f[6] = { 0 };
+	char line[LIVE_LINE_MAX];
 
-#define OUT(...)                                                                              \
-	do {                                                                                  \
-		int n_ = snprintf(buf + off, off < size ? size - off : 0, __VA_ARGS__);       \
-		if (n_ > 0)                                                                   \
-			off += (size_t)n_;                                                    \
-	} while (0)
-#define LINE(...)                                                                             \
-	do {                                                                                  \
-		OUT(__VA_ARGS__);                                                             \
-		OUT("\033[K\n");                                                              \
-		lines++;                                                                      \
-	} while (0)
-
-	if (dt <= 0)
-		return 0;
 	stats__totals(st, &now);
 	if (c->prev.nr_workers)
 		stats__totals(&c->prev, &before);
-	LINE("asynctraced: pid %u (%s)  polls %.0f/s  wakes %.0f/s  steals %.0f/s  events "
-	     "%.0f/s  dropped %llu",
-	     m->pid, m->comm, (double)(now.polls - before.polls) / dt,
-	     (double)(st->rt.wakes - c->prev.rt.wakes) / dt,
-	     (double)(now.steals - before.steals) / dt,
-	     (double)(m->n.events - c->prev_events) / dt, (unsigned long long)st->dropped);
-	LINE(" worker  busy  queue now/peak  polls/s  steals/s   poll p50    p99    max  delay "
-	     "p50    p99    max");
-	for (uint32_t i = 0; i < st->nr_workers; i++) {
+	snprintf(f[0].text, sizeof(f[0].text), "asynctraced: pid %u (%s)", m->pid, m->comm);
+	snprintf(f[1].text, sizeof(f[1].text), "  polls %.0f/s",
+		 (double)(now.polls - before.polls) / dt);
+	f[1].drop = 1;
+	snprintf(f[2].text, sizeof(f[2].text), "  wakes %.0f/s",
+		 (double)(st->rt.wakes - c->prev.rt.wakes) / dt);
+	f[2].drop = 3;
+	snprintf(f[3].text, sizeof(f[3].text), "  steals %.0f/s",
+		 (double)(now.steals - before.steals) / dt);
+	f[3].drop = 4;
+	snprintf(f[4].text, sizeof(f[4].text), "  events %.0f/s",
+		 (double)(m->n.events - c->prev_events) / dt);
+	f[4].drop = 5;
+	snprintf(f[5].text, sizeof(f[5].text), "  dropped %llu", (unsigned long long)st->dropped);
+	f[5].drop = 2;
+	layout__fields(line, sizeof(line), f, 6, v->cols - 1);
+	view_line(v, line);
+}
+
+/* Dropped first: the bounds only, then what says least about a stall. */
+static const struct layout_col worker_cols[] = {
+	{ .head = "worker" },
+	{ .head = "busy", .drop = 5, .width = 4 },
+	{ .head = "queue", .drop = 6, .width = 5 },
+	{ .head = "peak", .drop = 9, .width = 4 },
+	{ .head = "polls/s", .drop = 3, .width = 7 },
+	{ .head = "steals/s", .drop = 8, .width = 8 },
+	{ .head = "p50", .group = "poll", .drop = 7, .width = 5 },
+	{ .head = "p99", .group = "poll", .drop = 2, .width = 5 },
+	{ .head = "max", .group = "poll", .drop = 1, .width = 6 },
+	{ .head = "p50", .group = "delay", .drop = 10, .width = 5 },
+	{ .head = "p99", .group = "delay", .drop = 4, .width = 5 },
+	{ .head = "max", .group = "delay", .drop = 11, .width = 6 },
+};
+
+/*
+ * The workers a terminal has rows for. The view is redrawn by moving the
+ * cursor up over it, which cannot go above the top of the screen: a view
+ * taller than the terminal would scroll and be drawn again below itself.
+ */
+static uint32_t workers_shown(const struct view *v, const struct stats *st, int other_lines)
+{
+	int room = v->rows - 1 - other_lines - 1; /* the last row; "... more workers" */
+
+	if (!v->rows || (int64_t)st->nr_workers <= room + 1)
+		return st->nr_workers;
+	return room > 1 ? (uint32_t)room : 1;
+}
+
+static void render_workers(struct console *c, const struct stats *st, double dt, struct view *v,
+			   int other_lines)
+{
+	uint32_t shown = workers_shown(v, st, other_lines);
+	struct layout_table *t;
+	char more[96];
+
+	if (layout_table__new(&t, worker_cols, sizeof(worker_cols) / sizeof(*worker_cols)))
+		return;
+	for (uint32_t i = 0; i < shown; i++) {
 		const struct at_worker_stats *w = &st->workers[i], *p = prev_worker(c, i);
 		struct at_worker_stats zero = { 0 };
 		struct at_hist poll, delay;
-		char p50[16], p99[16], pmax[16], d50[16], d99[16], dmax[16];
+		char buf[16];
 
 		if (!p)
 			p = &zero;
 		hist_delta(&poll, &w->poll, &p->poll);
 		hist_delta(&delay, &w->delay, &p->delay);
-		fmt_ns(p50, sizeof(p50), hist_percentile(&poll, 50));
-		fmt_ns(p99, sizeof(p99), hist_percentile(&poll, 99));
-		fmt_ns(pmax, sizeof(pmax), hist_percentile(&poll, 100));
-		fmt_ns(d50, sizeof(d50), hist_percentile(&delay, 50));
-		fmt_ns(d99, sizeof(d99), hist_percentile(&delay, 99));
-		fmt_ns(dmax, sizeof(dmax), hist_percentile(&delay, 100));
-		LINE(" %6u  %3.0f%%  %6u / %-5u  %7.0f  %8.0f  %7s %7s %7s  %7s %7s %7s", i,
-		     100.0 * (double)(w->busy_ns - p->busy_ns) / (dt * 1e9), w->queue.depth,
-		     w->queue.peak, (double)(w->polls - p->polls) / dt,
-		     (double)(w->steals - p->steals) / dt, p50, p99, pmax, d50, d99, dmax);
+		layout_table__cell(t, "%u", i);
+		layout_table__cell(t, "%.0f%%", 100.0 * (double)(w->busy_ns - p->busy_ns) / (dt * 1e9));
+		layout_table__cell(t, "%u", w->queue.depth);
+		layout_table__cell(t, "%u", w->queue.peak);
+		layout_table__cell(t, "%.0f", (double)(w->polls - p->polls) / dt);
+		layout_table__cell(t, "%.0f", (double)(w->steals - p->steals) / dt);
+		fmt_ns(buf, sizeof(buf), hist_percentile_max(&poll, 50, w->max_poll_ns));
+		layout_table__cell(t, "%s", hist_count(&poll) ? buf : "-");
+		fmt_ns(buf, sizeof(buf), hist_percentile_max(&poll, 99, w->max_poll_ns));
+		layout_table__cell(t, "%s", hist_count(&poll) ? buf : "-");
+		fmt_last_max(buf, sizeof(buf), w, p, &poll);
+		layout_table__cell(t, "%s", buf);
+		fmt_ns(buf, sizeof(buf), hist_percentile(&delay, 50));
+		layout_table__cell(t, "%s", hist_count(&delay) ? buf : "-");
+		fmt_ns(buf, sizeof(buf), hist_percentile(&delay, 99));
+		layout_table__cell(t, "%s", hist_count(&delay) ? buf : "-");
+		fmt_bound(buf, sizeof(buf), hist_percentile(&delay, 100));
+		layout_table__cell(t, "%s", hist_count(&delay) ? buf : "-");
 	}
+	layout_table__print(t, v->cols - 1, 1, view_line, v);
+	layout_table__free(t);
+	if (shown < st->nr_workers) {
+		snprintf(more, sizeof(more), " ... %u more workers: a taller terminal shows them",
+			 st->nr_workers - shown);
+		view_line(v, more);
+	}
+}
 
-	/* Top tasks by poll time in the last second. */
-	{
-		struct u64map before_tasks;
+/* The tasks with the most poll time in the last second; how many. */
+static size_t last_top(const struct console *c, const struct stats *st, struct task_entry *top)
+{
+	struct u64map before_tasks;
+	size_t nr_top = 0;
 
-		u64map__init(&before_tasks);
-		for (size_t i = 0; i < c->prev.nr_tasks; i++)
-			u64map__set(&before_tasks, c->prev.tasks[i].id, &c->prev.tasks[i].s);
-		for (size_t i = 0; i < st->nr_tasks; i++) {
-			const struct at_task_stats *b = u64map__get(&before_tasks, st->tasks[i].id);
-			struct task_entry e = st->tasks[i];
+	u64map__init(&before_tasks);
+	for (size_t i = 0; i < c->prev.nr_tasks; i++)
+		u64map__set(&before_tasks, c->prev.tasks[i].id, &c->prev.tasks[i].s);
+	for (size_t i = 0; i < st->nr_tasks; i++) {
+		const struct at_task_stats *b = u64map__get(&before_tasks, st->tasks[i].id);
+		struct task_entry e = st->tasks[i];
 
-			if (b) {
-				e.s.poll_ns -= b->poll_ns <= e.s.poll_ns ? b->poll_ns : e.s.poll_ns;
-				e.s.polls -= b->polls <= e.s.polls ? b->polls : e.s.polls;
-			}
-			if (!e.s.polls)
-				continue;
-			if (nr_top < LIVE_TOP_TASKS) {
-				top[nr_top++] = e;
-			} else if (e.s.poll_ns > top[LIVE_TOP_TASKS - 1].s.poll_ns) {
-				top[LIVE_TOP_TASKS - 1] = e;
-			} else {
-				continue;
-			}
-			qsort(top, nr_top, sizeof(top[0]), task_entry__by_poll_ns);
+		if (b) {
+			e.s.poll_ns -= b->poll_ns <= e.s.poll_ns ? b->poll_ns : e.s.poll_ns;
+			e.s.polls -= b->polls <= e.s.polls ? b->polls : e.s.polls;
 		}
-		u64map__clear(&before_tasks);
+		if (!e.s.polls)
+			continue;
+		if (nr_top < LIVE_TOP_TASKS) {
+			top[nr_top++] = e;
+		} else if (e.s.poll_ns > top[LIVE_TOP_TASKS - 1].s.poll_ns) {
+			top[LIVE_TOP_TASKS - 1] = e;
+		} else {
+			continue;
+		}
+		qsort(top, nr_top, sizeof(top[0]), task_entry__by_poll_ns);
 	}
-	LINE(" top tasks by poll time in the last second:");
+	u64map__clear(&before_tasks);
+	return nr_top;
+}
+
+static void render_tasks(struct model *m, const struct task_entry *top, size_t nr_top,
+			 struct view *v)
+{
+	view_line(v, " top tasks by poll time in the last second:");
 	for (size_t i = 0; i < nr_top; i++) {
-		char total[16], name[AT_TASK_NAME_LEN];
+		char total[16], name[AT_TASK_NAME_LEN], fit[AT_TASK_NAME_LEN * 2], head[64], id[32];
+		int room;
 
 		model__task_name(m, top[i].id, top[i].s.name_addr, name, sizeof(name));
 		fmt_ns(total, sizeof(total), top[i].s.poll_ns);
-		LINE("   %7s  %6llu polls  %s #%llu", total, (unsigned long long)top[i].s.polls,
-		     name, (unsigned long long)top[i].id);
+		snprintf(head, sizeof(head), "   %7s  %6llu polls  ", total,
+			 (unsigned long long)top[i].s.polls);
+		snprintf(id, sizeof(id), " #%llu", (unsigned long long)top[i].id);
+		/* the name gives way, not the id that tells two tasks of one name apart */
+		room = v->cols - 1 - layout__width(head) - layout__width(id);
+		layout__fit(fit, sizeof(fit), name, room > 1 ? room : 1);
+		view_printf(v, "%s%s%s", head, fit, id);
 	}
-	if (c->nr_open) {
-		OUT(" open alerts:");
-		for (int i = 0; i < c->nr_open; i++)
-			OUT(" %s%s%s", alert_kind_str(c->open[i].kind),
-			    c->open[i].task ? " " : "", c->open[i].task ? c->open[i].task_name : "");
-		if (c->more_open)
-			OUT(" and %llu more", (unsigned long long)c->more_open);
-		LINE("%s", "");
+}
+
+/* The open alerts that fit, and how many more there are. */
+static void render_open_alerts(struct console *c, struct view *v)
+{
+	char line[LIVE_LINE_MAX], item[AT_TASK_NAME_LEN * 2 + 40], more[48];
+	size_t off;
+	int w, i;
+
+	if (!c->nr_open)
+		return;
+	off = (size_t)snprintf(line, sizeof(line), " open alerts:");
+	w = layout__width(line);
+	for (i = 0; i < c->nr_open; i++) {
+		const struct alert *a = &c->open[i];
+		uint64_t rest = (uint64_t)(c->nr_open - i - 1) + c->more_open;
+		/* a scheduling delay is the runtime's, whichever task was late first */
+		bool named = a->task && a->kind != ALERT_SCHED_DELAY;
+		int n;
+
+		n = snprintf(item, sizeof(item), " %s%s%s", alert_kind_str(a->kind), named ? " " : "",
+			     named ? a->task_name : "");
+		snprintf(more, sizeof(more), " and %llu more", (unsigned long long)rest);
+		/* room for this one, and to say how many are left after it */
+		if (w + layout__width(item) + (rest ? layout__width(more) : 0) > v->cols - 1 ||
+		    off + (size_t)n >= sizeof(line))
+			break;
+		memcpy(line + off, item, (size_t)n + 1);
+		off += (size_t)n;
+		w += layout__width(item);
 	}
-	return lines;
-#undef LINE
-#undef OUT
+	if (i < c->nr_open || c->more_open)
+		snprintf(line + off, sizeof(line) - off, " and %llu more",
+			 (unsigned long long)((uint64_t)(c->nr_open - i) + c->more_open));
+	view_line(v, line);
+}
+
+/* Renders the view into buf; returns the number of lines. */
+static int render(struct console *c, struct model *m, const struct stats *st, char *buf,
+		  size_t size)
+{
+	double dt = c->prev.ts && st->ts > c->prev.ts ? (double)(st->ts - c->prev.ts) / 1e9 : 0;
+	struct view v = { .buf = buf, .size = size, .cols = layout__columns(c->o.out, 80),
+			  .rows = layout__rows(c->o.out) };
+	struct task_entry top[LIVE_TOP_TASKS];
+	size_t nr_top;
+
+	if (dt <= 0)
+		return 0;
+	buf[0] = '\0';
+	nr_top = last_top(c, st, top);
+	render_rates(c, m, st, dt, &v);
+	/* the rates, the heading; the top tasks and their heading; open alerts */
+	render_workers(c, st, dt, &v, 2 + 1 + (int)nr_top + (c->nr_open ? 1 : 0));
+	render_tasks(m, top, nr_top, &v);
+	render_open_alerts(c, &v);
+	return v.lines;
 }
 
 static void copy_stats(struct stats *to, const struct stats *from)

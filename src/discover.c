@@ -107,8 +107,6 @@ static int scan_tokio(void *ctx, const char *path, const char *target_path,
 	struct tokio_binary *tb = &d->tokio;
 	int err = tokio__detect(path, &tb->rt);
 
-	if (err == -ENOENT && !tb->rt.has_symtab)
-		d->stripped++;
 	if (err)
 		return err == -ENOENT || err == -ENOEXEC ? 0 : err;
 	tb->path = strdup(path);
@@ -117,6 +115,28 @@ static int scan_tokio(void *ctx, const char *path, const char *target_path,
 	if (!tb->path || !tb->target_path)
 		return -ENOMEM;
 	return 1; /* found: one tokio per process is what we trace */
+}
+
+/*
+ * Whether tokio could be in the executable where no symbol shows it: it is
+ * stripped, and Rust. Stripped libraries do not count: nearly every
+ * distribution strips libc and ld.so, which hold no tokio, and saying that a
+ * C program's binary is stripped tells its user nothing useful.
+ */
+static bool stripped_rust(struct discovery *d, const struct target *t)
+{
+	const char *marker = NULL;
+	struct elf_image im;
+
+	if (elf_image__open(&im, t->exe))
+		return false;
+	if (!im.has_symtab)
+		marker = elf_image__rust_marker(&im);
+	elf_image__close(&im);
+	if (marker && d->verbose)
+		fprintf(stderr, "asynctraced: the executable of pid %d is stripped, and Rust (%s)\n",
+			t->pid, marker);
+	return marker != NULL;
 }
 
 int discover(struct discovery *d, const struct target *t)
@@ -134,6 +154,8 @@ int discover(struct discovery *d, const struct target *t)
 		return err;
 	if (err > 0)
 		d->kind = RUNTIME_TOKIO;
+	else
+		d->stripped = stripped_rust(d, t);
 	return 0;
 }
 

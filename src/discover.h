@@ -43,7 +43,9 @@ struct discovery {
 	unsigned int specs_seen;	/* bits by probe */
 	struct tokio_binary tokio;	/* TOKIO */
 	size_t scanned;			/* ELF files looked at */
-	size_t stripped;		/* ... of which without a symbol table */
+	/* no runtime found, and the executable is stripped Rust: tokio may be
+	 * in it, but only symbols would show it (src/elf_image.h) */
+	bool stripped;
 	bool verbose;			/* say why a file was skipped */
 };
 

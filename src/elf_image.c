@@ -268,3 +268,95 @@ int elf_image__for_each(const struct elf_image *im, const char *needle, elf_func
 	}
 	return 0;
 }
+
+/*
+ * Stripping removes symbols, not data. Every marker below survives `strip`
+ * and Cargo's `strip = true`: the name of a section, the linker's .comment
+ * (which recent rustc versions sign, and strip keeps), and the places that
+ * core's and std's panics name, which every program built on them holds as
+ * data: "library/core/src/slice/index.rs", after whatever prefix the
+ * toolchain was built under ("/rustc/<commit>/", "/usr/src/rustc-1.63.0/",
+ * none). A prefix alone is not enough: a program that looks for these
+ * paths (this one) holds the prefix too, but no source file after it.
+ */
+static const char *const rust_sources[] = {
+	"library/core/src/",
+	"library/std/src/",
+};
+
+static bool section_data(const struct elf_image *im, const GElf_Shdr *sh, const uint8_t **p)
+{
+	if (sh->sh_type != SHT_PROGBITS || sh->sh_offset > im->size ||
+	    sh->sh_size > im->size - sh->sh_offset)
+		return false;
+	*p = im->data + sh->sh_offset;
+	return true;
+}
+
+static bool section_holds(const struct elf_image *im, const GElf_Shdr *sh, const char *needle)
+{
+	const uint8_t *p;
+
+	return section_data(im, sh, &p) && memmem(p, sh->sh_size, needle, strlen(needle));
+}
+
+static bool path_char(uint8_t c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '_' || c == '/' || c == '.' || c == '-';
+}
+
+/* prefix, then a path that ends in ".rs" (Rust's strings end without a NUL) */
+static bool section_holds_source(const struct elf_image *im, const GElf_Shdr *sh,
+				 const char *prefix)
+{
+	size_t n = strlen(prefix);
+	const uint8_t *p, *end, *hit;
+
+	if (!section_data(im, sh, &p))
+		return false;
+	end = p + sh->sh_size;
+	while ((hit = memmem(p, (size_t)(end - p), prefix, n))) {
+		for (const uint8_t *c = hit + n; c < end && c - hit < 256 && path_char(*c); c++)
+			if (end - c >= 3 && !memcmp(c, ".rs", 3) && c > hit + n)
+				return true;
+		p = hit + 1;
+	}
+	return false;
+}
+
+const char *elf_image__rust_marker(const struct elf_image *im)
+{
+	const char *found = NULL;
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	Elf *elf;
+
+	if (!im->data)
+		return NULL;
+	elf = elf_memory((char *)im->data, im->size);
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx)) {
+		elf_end(elf);
+		return NULL;
+	}
+	while (!found && (scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!name)
+			continue;
+		if (!strcmp(name, ".rustc"))
+			found = "a .rustc section";
+		else if (!strcmp(name, ".comment") && section_holds(im, &sh, "rustc"))
+			found = "rustc in .comment";
+		else if ((sh.sh_flags & SHF_ALLOC) && !(sh.sh_flags & (SHF_WRITE | SHF_EXECINSTR)))
+			for (size_t i = 0; !found && i < sizeof(rust_sources) / sizeof(*rust_sources); i++)
+				if (section_holds_source(im, &sh, rust_sources[i]))
+					found = "Rust's standard library in read-only data";
+	}
+	elf_end(elf);
+	return found;
+}

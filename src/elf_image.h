@@ -61,4 +61,11 @@ typedef int (*elf_func_fn)(void *ctx, const struct elf_func *f);
 int elf_image__for_each(const struct elf_image *im, const char *needle, elf_func_fn fn,
 			void *ctx);
 
+/*
+ * Whether the file holds Rust code, with or without symbols: what gave it
+ * away ("a .rustc section", "rustc in .comment", "Rust's standard library
+ * in read-only data"), or NULL.
+ */
+const char *elf_image__rust_marker(const struct elf_image *im);
+
 #endif

@@ -137,7 +137,7 @@ static const struct opt_def {
 	  "detectors (a time takes ns, us, ms or s; 0 turns a detector off; each\n"
 	  "defaults to the value the capture was recorded with):\n" },
 	{ OPT_LONG_POLL, "long-poll", "TIME", T | R | C,
-	  "a poll at least this long (default 10ms)\n" },
+	  "a poll that spends at least this long on the CPU or\nasleep (default 10ms)\n" },
 	{ OPT_SCHED_DELAY, "sched-delay", "TIME", T | R | C,
 	  "wake-to-poll delay nothing else explains (default\n"
 	  "20ms)\n" },

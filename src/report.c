@@ -1,14 +1,23 @@
 // SPDX-License-Identifier: MIT
 #include "report.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alerts.h"
+#include "layout.h"
 #include "outbuf.h"
 
 #define REPORT_TOP_TASKS 10
 #define REPORT_JSON_TASKS 50
+
+/* Not a terminal: a log or a pipe, where wider lines still read well. */
+#define REPORT_COLUMNS 100
+/* Continuation lines of the counts start under their values. */
+#define COUNTS_INDENT 11
+/* The least room an alert's text is continued in, under itself. */
+#define ALERT_TEXT_MIN 40
 
 static const char *const kind_name[AT_EV_KIND_MAX] = {
 	[AT_EV_SPAWN] = "spawn",
@@ -71,101 +80,159 @@ static void pct3(char out[3][16], const struct at_hist *h, uint64_t max)
 	fmt_ns(out[2], 16, hist_percentile_max(h, 100, max));
 }
 
-static void text_counts(FILE *out, const struct model *m, const struct detector *d,
+struct text {
+	FILE *out;
+	int cols;
+};
+
+static void __attribute__((format(printf, 3, 4)))
+say(const struct text *t, int indent, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	layout__wrap(layout__puts, t->out, line, t->cols, indent);
+}
+
+static const char *plural(uint64_t n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
+}
+
+static void text_counts(const struct text *tx, const struct model *m, const struct detector *d,
 			const struct stats *st, const struct run_info *run)
 {
 	struct stats_totals t;
-	uint64_t dropped = report__dropped(run);
+	uint64_t dropped = report__dropped(run), v;
+	char line[512];
+	size_t off;
 
 	stats__totals(st, &t);
-	fprintf(out, "asynctraced: summary for pid %u (%s): %.2f s, %s\n", m->pid, m->comm,
-		run->seconds, run->end_reason);
+	say(tx, 2, "asynctraced: summary for pid %u (%s): %.2f s, %s", m->pid, m->comm,
+	    run->seconds, run->end_reason);
 	if (run->no_snapshot)
-		fprintf(out, "  note     the capture lacks its final snapshot of the maps: the counts "
-			     "are those of the %llu records read%s; the top tasks, drops and misses "
-			     "are not known\n",
-			(unsigned long long)(m->n.events + m->n.samples),
-			run->maps_only ? " (polls, steals and the workers' wakes as of their last "
-					 "samples)"
-				       : "");
-	fprintf(out, "  tasks    %llu spawned, %llu completed\n",
-		(unsigned long long)st->rt.spawns, (unsigned long long)st->rt.completed);
-	fprintf(out, "  polls    %llu (%.0f/s)\n", (unsigned long long)t.polls,
-		per_sec(t.polls, run->seconds));
-	fprintf(out, "  wakes    %llu (%llu self-wakes)\n", (unsigned long long)st->rt.wakes,
-		(unsigned long long)st->rt.self_wakes);
-	fprintf(out, "  steals   %llu (%llu tasks moved)\n", (unsigned long long)t.steals,
-		(unsigned long long)t.stolen);
-	fprintf(out, "  parks    %llu\n", (unsigned long long)t.parks);
-	fprintf(out, "  workers  %u\n", st->nr_workers);
-	fprintf(out, "  events   %llu (%.0f/s)%s\n", (unsigned long long)m->n.events,
-		per_sec(m->n.events, run->seconds),
-		run->maps_only ? ", maps-only: long and late polls only" : "");
-	fprintf(out, "  dropped  %llu", (unsigned long long)dropped);
+		say(tx, COUNTS_INDENT, "  note     the capture lacks its final snapshot of the maps: the "
+				       "counts are those of the %llu records read%s; the top tasks, "
+				       "drops and misses are not known",
+		    (unsigned long long)(m->n.events + m->n.samples),
+		    run->maps_only ? " (polls, steals and the workers' wakes as of their last samples)"
+				   : "");
+	say(tx, COUNTS_INDENT, "  tasks    %llu spawned, %llu completed",
+	    (unsigned long long)st->rt.spawns, (unsigned long long)st->rt.completed);
+	say(tx, COUNTS_INDENT, "  polls    %llu (%.0f/s)", (unsigned long long)t.polls,
+	    per_sec(t.polls, run->seconds));
+	say(tx, COUNTS_INDENT, "  wakes    %llu (%llu %s)", (unsigned long long)st->rt.wakes,
+	    (unsigned long long)st->rt.self_wakes,
+	    plural(st->rt.self_wakes, "self-wake", "self-wakes"));
+	say(tx, COUNTS_INDENT, "  steals   %llu (%llu %s moved)", (unsigned long long)t.steals,
+	    (unsigned long long)t.stolen, plural(t.stolen, "task", "tasks"));
+	say(tx, COUNTS_INDENT, "  parks    %llu", (unsigned long long)t.parks);
+	say(tx, COUNTS_INDENT, "  workers  %u", st->nr_workers);
+	say(tx, COUNTS_INDENT, "  events   %llu (%.0f/s)%s", (unsigned long long)m->n.events,
+	    per_sec(m->n.events, run->seconds),
+	    run->maps_only ? ", maps-only: long and late polls only" : "");
+	off = (size_t)snprintf(line, sizeof(line), "  dropped  %llu", (unsigned long long)dropped);
 	if (dropped) {
 		const char *sep = " (";
 
-		for (int k = 1; k < AT_EV_KIND_MAX; k++) {
-			uint64_t v = run->stats[AT_STAT_DROP_BASE + k];
-
+		for (int k = 1; k < AT_EV_KIND_MAX && off < sizeof(line); k++) {
+			v = run->stats[AT_STAT_DROP_BASE + k];
 			if (v) {
-				fprintf(out, "%s%s %llu", sep, kind_name[k], (unsigned long long)v);
+				off += (size_t)snprintf(line + off, sizeof(line) - off, "%s%s %llu", sep,
+							kind_name[k], (unsigned long long)v);
 				sep = ", ";
 			}
 		}
-		fprintf(out, "): the ring buffer was full, raise --ringbuf-size");
+		if (off < sizeof(line))
+			snprintf(line + off, sizeof(line) - off,
+				 "): the ring buffer was full, raise --ringbuf-size");
 	}
-	fputc('\n', out);
+	say(tx, COUNTS_INDENT, "%s", line);
 	if (m->n.malformed)
-		fprintf(out, "  malformed %llu records skipped\n",
-			(unsigned long long)m->n.malformed);
+		say(tx, COUNTS_INDENT, "  malformed %llu %s skipped", (unsigned long long)m->n.malformed,
+		    plural(m->n.malformed, "record", "records"));
 	if (m->n.unknown) {
 		char kinds[64];
 
 		report__unknown_kinds(kinds, sizeof(kinds), m);
-		fprintf(out, "  unknown  %llu records of kinds this asynctraced does not know (%s) "
-			     "skipped: written by a newer version\n",
-			(unsigned long long)m->n.unknown, kinds);
+		say(tx, COUNTS_INDENT, "  unknown  %llu %s of kinds this asynctraced does not know "
+				       "(%s) skipped: written by a newer version",
+		    (unsigned long long)m->n.unknown, plural(m->n.unknown, "record", "records"),
+		    kinds);
 	}
-	if (run->stats[AT_STAT_ORPHAN_POLL_END])
-		fprintf(out, "  untracked %llu poll ends without a begin (running at attach, or "
-			     "containers of other polls)\n",
-			(unsigned long long)run->stats[AT_STAT_ORPHAN_POLL_END]);
-	if (run->stats[AT_STAT_THREADS_FULL])
-		fprintf(out, "  untracked %llu polls: thread table full\n",
-			(unsigned long long)run->stats[AT_STAT_THREADS_FULL]);
-	if (run->stats[AT_STAT_MISSED_SWITCH_IN])
-		fprintf(out, "  note     %llu times a thread in a poll ran again without sched_switch "
-			     "showing it (this kernel hides some switches): that time is counted as "
-			     "on-CPU after a preemption, blocked after a sleep\n",
-			(unsigned long long)run->stats[AT_STAT_MISSED_SWITCH_IN]);
+	v = run->stats[AT_STAT_ORPHAN_POLL_END];
+	if (v)
+		say(tx, COUNTS_INDENT, "  untracked %llu poll %s without a begin (running at attach, "
+				       "or containers of other polls)",
+		    (unsigned long long)v, plural(v, "end", "ends"));
+	v = run->stats[AT_STAT_THREADS_FULL];
+	if (v)
+		say(tx, COUNTS_INDENT, "  untracked %llu %s: thread table full", (unsigned long long)v,
+		    plural(v, "poll", "polls"));
+	v = run->stats[AT_STAT_MISSED_SWITCH_IN];
+	if (v)
+		say(tx, COUNTS_INDENT, "  note     %llu %s a thread in a poll ran again without "
+				       "sched_switch showing it (this kernel hides some switches): "
+				       "that time is counted as on-CPU after a preemption, blocked "
+				       "after a sleep",
+		    (unsigned long long)v, plural(v, "time", "times"));
 	if (run->stats[AT_STAT_THREAD_SELF_WRONG])
-		fprintf(out, "  note     this kernel gave two threads' probes the same registers: "
-			     "thread ids are asked of the kernel on every probe hit\n");
+		say(tx, COUNTS_INDENT, "  note     this kernel gave two threads' probes the same "
+				       "registers: thread ids are asked of the kernel on every probe "
+				       "hit");
 	if (st->rt.unknown_workers)
-		fprintf(out, "  untracked %llu events of workers beyond %d\n",
-			(unsigned long long)st->rt.unknown_workers, AT_MAX_WORKERS);
-	{
-		uint64_t total = 0;
-
-		for (int k = 1; k < ALERT_KIND_MAX; k++)
-			total += d->begun[k];
-		fprintf(out, "  alerts   %llu episodes:", (unsigned long long)total);
-		for (int k = 1; k < ALERT_KIND_MAX; k++)
-			fprintf(out, " %s %llu%s", alert_kind_str(k), (unsigned long long)d->begun[k],
-				k + 1 < ALERT_KIND_MAX ? "," : "\n");
-	}
+		say(tx, COUNTS_INDENT, "  untracked %llu %s of workers beyond %d",
+		    (unsigned long long)st->rt.unknown_workers,
+		    plural(st->rt.unknown_workers, "event", "events"), AT_MAX_WORKERS);
+	v = 0;
+	for (int k = 1; k < ALERT_KIND_MAX; k++)
+		v += d->begun[k];
+	off = (size_t)snprintf(line, sizeof(line), "  alerts   %llu %s:", (unsigned long long)v,
+			       plural(v, "episode", "episodes"));
+	for (int k = 1; k < ALERT_KIND_MAX && off < sizeof(line); k++)
+		off += (size_t)snprintf(line + off, sizeof(line) - off, " %s %llu%s",
+					alert_kind_str(k), (unsigned long long)d->begun[k],
+					k + 1 < ALERT_KIND_MAX ? "," : "");
+	say(tx, COUNTS_INDENT, "%s", line);
 }
 
-static void text_workers(FILE *out, const struct stats *st, double seconds)
+/*
+ * Dropped first when the table is too wide: what the other columns already
+ * say (stolen: steals; on-CPU: the report per task), the delay's bound.
+ */
+static const struct layout_col report_worker_cols[] = {
+	{ .head = "worker" },
+	{ .head = "polls", .drop = 3 },
+	{ .head = "busy", .drop = 2 },
+	{ .head = "peak", .group = "queue", .drop = 8 },
+	{ .head = "avg", .group = "queue", .drop = 9 },
+	{ .head = "steals", .drop = 7 },
+	{ .head = "stolen", .drop = 12 },
+	{ .head = "p50", .group = "poll", .drop = 6 },
+	{ .head = "p99", .group = "poll", .drop = 4 },
+	{ .head = "max", .group = "poll", .drop = 1 },
+	{ .head = "p99", .group = "on-CPU", .drop = 10 },
+	{ .head = "p50", .group = "delay", .drop = 11 },
+	{ .head = "p99", .group = "delay", .drop = 5 },
+	{ .head = "max", .group = "delay", .drop = 13 },
+};
+
+static void text_workers(const struct text *tx, const struct stats *st, double seconds)
 {
-	fprintf(out, "\nworkers (percentiles are log2 bucket bounds: the value lies between half "
-		     "the bound and the bound)\n");
-	fprintf(out, " worker     polls   busy  queue peak  avg  steals  stolen   poll p50     p99"
-		     "     max  on-CPU p99  delay p50     p99     max\n");
+	struct layout_table *t;
+
+	fputc('\n', tx->out);
+	say(tx, 1, "workers (percentiles are log2 bucket bounds: the value lies between half "
+		   "the bound and the bound; a max is exact, \u2264 marks a bound)");
+	if (layout_table__new(&t, report_worker_cols,
+			      sizeof(report_worker_cols) / sizeof(*report_worker_cols)))
+		return;
 	for (uint32_t i = 0; i < st->nr_workers; i++) {
 		const struct at_worker_stats *w = &st->workers[i];
-		char poll[3][16], oncpu[3][16], delay[3][16], max[16];
+		char poll[3][16], oncpu[3][16], delay[3][16], max[16], dmax[16];
 		double avg = 0;
 
 		if (seconds > 0)
@@ -174,41 +241,77 @@ static void text_workers(FILE *out, const struct stats *st, double seconds)
 		pct3(oncpu, &w->oncpu, w->max_poll_ns);
 		pct3(delay, &w->delay, 0);
 		fmt_ns(max, sizeof(max), w->max_poll_ns);
-		fprintf(out, " %6u %9llu %5.1f%% %11u %4.1f %7llu %7llu %10s %7s %7s %11s %10s %7s %7s\n",
-			i, (unsigned long long)w->polls,
-			seconds > 0 ? 100.0 * (double)w->busy_ns / (seconds * 1e9) : 0.0,
-			w->queue.peak, avg, (unsigned long long)w->steals,
-			(unsigned long long)w->stolen, poll[0], poll[1], max, oncpu[1], delay[0],
-			delay[1], delay[2]);
+		fmt_bound(dmax, sizeof(dmax), hist_percentile(&w->delay, 100));
+		layout_table__cell(t, "%u", i);
+		layout_table__cell(t, "%llu", (unsigned long long)w->polls);
+		layout_table__cell(t, "%.1f%%",
+				   seconds > 0 ? 100.0 * (double)w->busy_ns / (seconds * 1e9) : 0.0);
+		layout_table__cell(t, "%u", w->queue.peak);
+		layout_table__cell(t, "%.1f", avg);
+		layout_table__cell(t, "%llu", (unsigned long long)w->steals);
+		layout_table__cell(t, "%llu", (unsigned long long)w->stolen);
+		layout_table__cell(t, "%s", w->polls ? poll[0] : "-");
+		layout_table__cell(t, "%s", w->polls ? poll[1] : "-");
+		layout_table__cell(t, "%s", w->polls ? max : "-");
+		layout_table__cell(t, "%s", w->polls ? oncpu[1] : "-");
+		layout_table__cell(t, "%s", hist_count(&w->delay) ? delay[0] : "-");
+		layout_table__cell(t, "%s", hist_count(&w->delay) ? delay[1] : "-");
+		layout_table__cell(t, "%s", hist_count(&w->delay) ? dmax : "-");
 	}
+	layout_table__print(t, tx->cols, 1, layout__puts, tx->out);
+	layout_table__free(t);
 }
 
-static void text_tasks(FILE *out, struct model *m, const struct stats *st)
+/* The name is cut (down to 20 columns) before a column is dropped. */
+static const struct layout_col report_task_cols[] = {
+	{ .head = "task", .min = 20 },
+	{ .head = "polls", .drop = 4 },
+	{ .head = "total" },
+	{ .head = "p50", .drop = 5 },
+	{ .head = "p99", .drop = 3 },
+	{ .head = "max", .drop = 1 },
+	{ .head = "on-CPU", .drop = 2 },
+	{ .head = "wakes", .drop = 6 },
+	{ .head = "self", .drop = 7 },
+};
+
+static void text_tasks(const struct text *tx, struct model *m, const struct stats *st)
 {
 	size_t nr;
 	struct task_entry *top = top_tasks(st, REPORT_TOP_TASKS, &nr);
+	struct layout_table *t;
 
-	fprintf(out, "\ntop tasks by poll time\n");
-	fprintf(out, " %-44s %9s %9s %8s %8s %8s %7s %9s %9s\n", "task", "polls", "total", "p50",
-		"p99", "max", "on-CPU", "wakes", "self");
+	fputc('\n', tx->out);
+	say(tx, 1, "top tasks by poll time");
+	if (layout_table__new(&t, report_task_cols,
+			      sizeof(report_task_cols) / sizeof(*report_task_cols))) {
+		free(top);
+		return;
+	}
 	for (size_t i = 0; i < nr; i++) {
 		const struct at_task_stats *s = &top[i].s;
-		char label[AT_TASK_NAME_LEN + 24], name[AT_TASK_NAME_LEN], total[16], max[16];
+		char name[AT_TASK_NAME_LEN], total[16], max[16];
 		char poll[3][16];
-
-		model__task_name(m, top[i].id, s->name_addr, name, sizeof(name));
-		snprintf(label, sizeof(label), "%s #%llu", name, (unsigned long long)top[i].id);
-		fmt_ns(total, sizeof(total), s->poll_ns);
-		fmt_ns(max, sizeof(max), s->max_poll_ns);
 		struct at_hist h;
 
+		model__task_name(m, top[i].id, s->name_addr, name, sizeof(name));
+		fmt_ns(total, sizeof(total), s->poll_ns);
+		fmt_ns(max, sizeof(max), s->max_poll_ns);
 		hist_widen(&h, &s->poll);
 		pct3(poll, &h, s->max_poll_ns);
-		fprintf(out, " %-44.44s %9llu %9s %8s %8s %8s %6.0f%% %9llu %9llu\n", label,
-			(unsigned long long)s->polls, total, poll[0], poll[1], max,
-			s->poll_ns ? 100.0 * (double)s->oncpu_ns / (double)s->poll_ns : 0.0,
-			(unsigned long long)s->wakes, (unsigned long long)s->self_wakes);
+		layout_table__cell(t, "%s #%llu", name, (unsigned long long)top[i].id);
+		layout_table__cell(t, "%llu", (unsigned long long)s->polls);
+		layout_table__cell(t, "%s", total);
+		layout_table__cell(t, "%s", poll[0]);
+		layout_table__cell(t, "%s", poll[1]);
+		layout_table__cell(t, "%s", max);
+		layout_table__cell(t, "%.0f%%",
+				   s->poll_ns ? 100.0 * (double)s->oncpu_ns / (double)s->poll_ns : 0.0);
+		layout_table__cell(t, "%llu", (unsigned long long)s->wakes);
+		layout_table__cell(t, "%llu", (unsigned long long)s->self_wakes);
 	}
+	layout_table__print(t, tx->cols, 1, layout__puts, tx->out);
+	layout_table__free(t);
 	free(top);
 }
 
@@ -220,54 +323,137 @@ static uint64_t steal_tasks(const struct stats *st, uint32_t thief, uint32_t vic
 	return 0;
 }
 
-static void text_steals(FILE *out, const struct stats *st)
+static int digits(uint64_t v)
 {
-	uint32_t n = st->nr_workers;
+	int n = 1;
 
-	fprintf(out, "\nsteal matrix: tasks moved (row: thief, column: victim)\n      ");
-	for (uint32_t v = 0; v < n; v++)
-		fprintf(out, " %8s%u", "w", v);
-	fputc('\n', out);
-	for (uint32_t t = 0; t < n; t++) {
-		fprintf(out, "  w%-3u", t);
-		for (uint32_t v = 0; v < n; v++) {
-			if (t == v)
-				fprintf(out, " %9s", "-");
-			else
-				fprintf(out, " %9llu", (unsigned long long)steal_tasks(st, t, v));
+	while (v >= 10) {
+		v /= 10;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * Thief by victim. Too many workers for one table: the victims in blocks,
+ * each with every thief, the way wide matrices are printed.
+ */
+static void text_steals(const struct text *tx, const struct stats *st)
+{
+	uint32_t n = st->nr_workers, from = 0;
+	int colw = 0, lw = 3 + digits(n ? n - 1 : 0);
+	char label[16];
+
+	fputc('\n', tx->out);
+	say(tx, 1, "steal matrix: tasks moved (row: thief, column: victim)");
+	for (uint32_t t = 0; t < n; t++)
+		for (uint32_t v = 0; v < n; v++)
+			if (digits(steal_tasks(st, t, v)) > colw)
+				colw = digits(steal_tasks(st, t, v));
+	if (colw < 1 + digits(n ? n - 1 : 0))
+		colw = 1 + digits(n ? n - 1 : 0);
+	while (from < n) {
+		uint32_t to = from;
+		int per_line = (tx->cols - lw) / (colw + 2);
+
+		to = from + (uint32_t)(per_line > 1 ? per_line : 1);
+		if (to > n)
+			to = n;
+		if (from)
+			fputc('\n', tx->out);
+		fprintf(tx->out, "%*s", lw, "");
+		for (uint32_t v = from; v < to; v++) {
+			snprintf(label, sizeof(label), "w%u", v);
+			fprintf(tx->out, "  %*s", colw, label);
 		}
-		fputc('\n', out);
+		fputc('\n', tx->out);
+		for (uint32_t t = 0; t < n; t++) {
+			snprintf(label, sizeof(label), "w%u", t);
+			fprintf(tx->out, "  %-*s", lw - 2, label);
+			for (uint32_t v = from; v < to; v++) {
+				if (t == v)
+					fprintf(tx->out, "  %*s", colw, "-");
+				else
+					fprintf(tx->out, "  %*llu", colw,
+						(unsigned long long)steal_tasks(st, t, v));
+			}
+			fputc('\n', tx->out);
+		}
+		from = to;
 	}
 }
 
-static void text_alerts(FILE *out, const struct model *m, const struct detector *d)
+/* By time, and in the order raised at the same time: an END is raised when its
+ * episode has been quiet long enough, but it is dated at its last occurrence. */
+static int by_time(const void *a, const void *b)
 {
-	char line[512];
+	const struct alert *const *x = a, *const *y = b;
 
-	fprintf(out, "\nalerts (%zu raised)\n", d->nr_log);
+	if ((*x)->ts != (*y)->ts)
+		return (*x)->ts < (*y)->ts ? -1 : 1;
+	return *x < *y ? -1 : *x > *y;
+}
+
+static void text_alerts(const struct text *tx, const struct model *m, const struct detector *d)
+{
+	const struct alert **order = malloc((d->nr_log + 1) * sizeof(*order));
+	uint64_t episodes = 0, ends = 0;
+	size_t lines = d->nr_log + d->dropped_log;
+	char line[512], head[64];
+
+	for (int k = 1; k < ALERT_KIND_MAX; k++)
+		episodes += d->begun[k];
+	for (size_t i = 0; i < d->nr_log; i++)
+		ends += d->log[i].state == ALERT_END;
+	fputc('\n', tx->out);
+	if (d->dropped_log)
+		say(tx, 1, "alert log: %llu %s, in %zu lines (the first %zu kept)",
+		    (unsigned long long)episodes, plural(episodes, "episode", "episodes"), lines,
+		    d->nr_log);
+	else if (!episodes)
+		say(tx, 1, "alert log: none");
+	else if (ends == episodes)
+		say(tx, 1, "alert log: %llu %s, %s",
+		    (unsigned long long)episodes, plural(episodes, "episode", "episodes"),
+		    plural(episodes, "a begin and an end line", "each a begin and an end line"));
+	else if (episodes == 1)
+		say(tx, 1, "alert log: 1 episode, still open (a begin line, no end yet)");
+	else
+		say(tx, 1, "alert log: %llu episodes, %llu still open (a begin line, no end yet)",
+		    (unsigned long long)episodes, (unsigned long long)(episodes - ends));
+	if (!order)
+		return;
+	for (size_t i = 0; i < d->nr_log; i++)
+		order[i] = &d->log[i];
+	qsort(order, d->nr_log, sizeof(*order), by_time);
 	for (size_t i = 0; i < d->nr_log; i++) {
-		const struct alert *a = &d->log[i];
+		const struct alert *a = order[i];
+		int n;
 
 		alert__format(line, sizeof(line), m, a);
-		fprintf(out, "  %8.3f s  #%-4llu %-5s %s\n",
-			(double)model__rel(m, a->ts) / 1e9,
-			(unsigned long long)a->episode, a->state == ALERT_END ? "end" : "begin",
-			line);
+		n = snprintf(head, sizeof(head), "  %8.3f s  #%-4llu %-5s ",
+			     (double)model__rel(m, a->ts) / 1e9, (unsigned long long)a->episode,
+			     a->state == ALERT_END ? "end" : "begin");
+		/* continued under the message, unless that leaves it too little room */
+		say(tx, tx->cols - n >= ALERT_TEXT_MIN ? n : 4, "%s%s", head, line);
 	}
 	if (d->dropped_log)
-		fprintf(out, "  ... and %zu more not kept\n", d->dropped_log);
+		say(tx, 4, "  ... and %zu more not kept", d->dropped_log);
+	free(order);
 }
 
 void report__text(FILE *out, struct model *m, const struct detector *d, const struct stats *st,
 		  const struct run_info *run, bool full)
 {
-	text_counts(out, m, d, st, run);
+	struct text tx = { .out = out, .cols = layout__columns(out, REPORT_COLUMNS) };
+
+	text_counts(&tx, m, d, st, run);
 	if (!full)
 		return;
-	text_workers(out, st, run->seconds);
-	text_tasks(out, m, st);
-	text_steals(out, st);
-	text_alerts(out, m, d);
+	text_workers(&tx, st, run->seconds);
+	text_tasks(&tx, m, st);
+	text_steals(&tx, st);
+	text_alerts(&tx, m, d);
 	fflush(out);
 }
 

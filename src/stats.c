@@ -114,3 +114,11 @@ void fmt_ns(char *buf, size_t size, uint64_t ns)
 	else
 		snprintf(buf, size, "%.2fs", (double)ns / 1e9);
 }
+
+void fmt_bound(char *buf, size_t size, uint64_t ns)
+{
+	char v[16];
+
+	fmt_ns(v, sizeof(v), ns);
+	snprintf(buf, size, "\u2264%s", v);
+}

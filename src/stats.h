@@ -73,5 +73,7 @@ uint64_t hist_percentile_max(const struct at_hist *h, double p, uint64_t max);
 
 /* "12us", "3.4ms", "1.20s": a duration in at most 6 characters. */
 void fmt_ns(char *buf, size_t size, uint64_t ns);
+/* "≤16ms": a duration known only as the upper bound of its log2 bucket. */
+void fmt_bound(char *buf, size_t size, uint64_t ns);
 
 #endif

@@ -36,7 +36,20 @@ struct tracer {
 	enum sched_hook hook;
 	tracer_record_fn fn;
 	void *ctx;
+	struct dump *dumps;	/* DUMP_NR: a snapshot's copies of the hash maps */
 };
+
+/*
+ * Where a snapshot copies a hash map, kept from one snapshot to the next:
+ * the task maps take several MB, every second, and buffers that size given
+ * back and taken again grew the heap glibc keeps for minutes after attaching
+ * (make soak, docs/performance.md).
+ */
+struct dump {
+	void *keys, *vals;
+};
+
+enum { DUMP_TASK_STATS, DUMP_TASKS, DUMP_STEALS, DUMP_NR };
 
 /* Threads that remove uprobes at once when detaching (at most 64). */
 #define DETACH_THREADS 32
@@ -253,6 +266,11 @@ int tracer__new(struct tracer **tp, const struct tracer_opts *o, tracer_record_f
 		return -ENOMEM;
 	t->fn = fn;
 	t->ctx = ctx;
+	t->dumps = calloc(DUMP_NR, sizeof(*t->dumps));
+	if (!t->dumps) {
+		free(t);
+		return -ENOMEM;
+	}
 	/* uprobe_multi where the kernel has it (6.6); one link per uprobe otherwise. */
 	for (int multi = o->uprobes; multi >= 0; multi--) {
 		if (o->sched_hook == SCHED_HOOK_AUTO) {
@@ -461,46 +479,43 @@ void tracer__detach(struct tracer *t)
 }
 
 /*
- * Every entry of a hash map, keys and values into fresh arrays, in batches
- * (one syscall per few thousand entries rather than two per entry).
+ * Every entry of a hash map, keys and values into the dump's arrays (made
+ * on first use, as large as the map can be), in batches: one syscall per few
+ * thousand entries rather than two per entry.
  */
-static int map_dump(int fd, size_t ksz, size_t vsz, uint32_t max, void **keys, void **vals,
-		    size_t *nr)
+static int map_dump(struct dump *d, int fd, size_t ksz, size_t vsz, uint32_t max, void **keys,
+		    void **vals, size_t *nr)
 {
 	LIBBPF_OPTS(bpf_map_batch_opts, opts);
-	char *k = malloc(ksz * max), *v = malloc(vsz * max);
 	__u64 in = 0, out = 0; /* hash maps use a bucket index as the token */
 	size_t total = 0;
-	int err = 0;
+	char *k, *v;
+	int err;
 
-	if (!k || !v) {
-		err = -ENOMEM;
-		goto fail;
-	}
+	if (!d->keys)
+		d->keys = malloc(ksz * max);
+	if (!d->vals)
+		d->vals = malloc(vsz * max);
+	if (!d->keys || !d->vals)
+		return -ENOMEM;
+	k = d->keys;
+	v = d->vals;
 	while (total < max) {
 		__u32 count = (__u32)(max - total);
 
 		err = bpf_map_lookup_batch(fd, total ? &in : NULL, &out, k + total * ksz,
 					   v + total * vsz, &count, &opts);
 		total += count;
-		if (err && errno == ENOENT) {
-			err = 0;
+		if (err && errno == ENOENT)
 			break; /* the whole map was read */
-		}
-		if (err) {
-			err = -errno;
-			goto fail;
-		}
+		if (err)
+			return -errno;
 		in = out;
 	}
 	*keys = k;
 	*vals = v;
 	*nr = total;
 	return 0;
-fail:
-	free(k);
-	free(v);
-	return err;
 }
 
 /*
@@ -582,8 +597,9 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 	}
 
 	if (!err)
-		err = map_dump(bpf_map__fd(skel->maps.task_stats), sizeof(__u64), sizeof(*ts),
-			       AT_MAX_TASK_STATS, (void **)&ids, (void **)&ts, &n);
+		err = map_dump(&t->dumps[DUMP_TASK_STATS], bpf_map__fd(skel->maps.task_stats),
+			       sizeof(__u64), sizeof(*ts), AT_MAX_TASK_STATS, (void **)&ids,
+			       (void **)&ts, &n);
 	if (!err) {
 		struct task_entry *te = realloc(s->tasks, (s->nr_tasks + n + 1) * sizeof(*te));
 
@@ -596,13 +612,11 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 			s->tasks[s->nr_tasks].s = ts[i];
 			s->nr_tasks++;
 		}
-		free(ids);
-		free(ts);
 		err = te ? 0 : -ENOMEM;
 	}
 	if (!err)
-		err = map_dump(bpf_map__fd(skel->maps.tasks), sizeof(__u64), sizeof(*live),
-			       AT_MAX_TASKS, (void **)&ids, (void **)&live, &n);
+		err = map_dump(&t->dumps[DUMP_TASKS], bpf_map__fd(skel->maps.tasks), sizeof(__u64),
+			       sizeof(*live), AT_MAX_TASKS, (void **)&ids, (void **)&live, &n);
 	if (!err) {
 		struct idle_entry *ie = realloc(s->idle, (s->nr_idle + n + 1) * sizeof(*ie));
 
@@ -617,16 +631,14 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 			s->idle[s->nr_idle].name_addr = live[i].name_addr;
 			s->nr_idle++;
 		}
-		free(ids);
-		free(live);
 		err = ie ? 0 : -ENOMEM;
 	}
 	u64map__clear(&seen);
 	if (err)
 		return err;
 
-	err = map_dump(bpf_map__fd(skel->maps.steals), sizeof(*sk), sizeof(*ss),
-		       AT_MAX_STEAL_PAIRS, (void **)&sk, (void **)&ss, &n);
+	err = map_dump(&t->dumps[DUMP_STEALS], bpf_map__fd(skel->maps.steals), sizeof(*sk),
+		       sizeof(*ss), AT_MAX_STEAL_PAIRS, (void **)&sk, (void **)&ss, &n);
 	if (err)
 		return err;
 	s->steals = calloc(n ? n : 1, sizeof(*s->steals));
@@ -635,8 +647,6 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 		s->steals[i].s = ss[i];
 	}
 	s->nr_steals = s->steals ? n : 0;
-	free(sk);
-	free(ss);
 	return 0;
 }
 
@@ -743,5 +753,10 @@ void tracer__free(struct tracer *t)
 	asynctraced_bpf__destroy(t->skel);
 	free(t->links);
 	free(t->multi_fds);
+	for (int i = 0; t->dumps && i < DUMP_NR; i++) {
+		free(t->dumps[i].keys);
+		free(t->dumps[i].vals);
+	}
+	free(t->dumps);
 	free(t);
 }

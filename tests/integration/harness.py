@@ -50,7 +50,7 @@ def require_root():
     """Integration tests load BPF: without root they fail, they never skip."""
     if os.geteuid() != 0:
         raise AssertionError("integration tests need root to load BPF programs: "
-                             "run `sudo make test`")
+                             "run `make test` as root, or `sudo make test`")
 
 
 def parse_alerts(stderr):

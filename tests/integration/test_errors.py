@@ -65,9 +65,21 @@ class Errors(unittest.TestCase):
         self.assertFails(r, 1, "must run as root")
 
     def test_target_without_probes(self):
-        p = self.spawn("sleep", "30")
-        self.assertFails(harness.run_tracer("-p", p.pid), 1,
-                         f"no known runtime in pid {p.pid} (sleep)")
+        """A C program says plainly that no runtime was found, and what was looked
+        for; never that it should be rebuilt without `strip = true`, however
+        stripped it and its libraries are."""
+        sleeper = os.path.join(self.scratch(), "sleeper")
+        subprocess.run(["strip", "-o", sleeper, shutil.which("sleep")], check=True)
+        for exe in (shutil.which("sleep"), sleeper):
+            with self.subTest(exe=exe):
+                p = self.spawn(exe, "30")
+                time.sleep(0.2)
+                r = harness.run_tracer("-p", p.pid)
+                name = os.path.basename(exe)
+                self.assertFails(r, 1, f"no known runtime in pid {p.pid} ({name}): no "
+                                       "asynctrace USDT probes (see docs/usdt-abi.md) and no "
+                                       "tokio symbols in its ")
+                self.assertNotIn("strip", r.stderr)
 
     def test_unwritable_output(self):
         ex = self.executor()

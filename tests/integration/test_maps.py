@@ -3,14 +3,19 @@
 BPF maps must count what the executor did, detect what each scenario was
 built to show without per-event traffic, and agree with a full trace of the
 same run."""
+import fcntl
 import json
 import math
 import os
+import pty
 import re
+import select
 import shutil
 import signal
+import struct
 import subprocess
 import tempfile
+import termios
 import time
 import unittest
 
@@ -192,12 +197,85 @@ class Terminal(unittest.TestCase):
         self.assertGreaterEqual(views, 2, r.stderr)
         # redrawn in place: cursor up over the previous view, clear below
         self.assertRegex(r.stderr, r"\x1b\[\d+A\x1b\[J")
-        self.assertRegex(r.stderr, r" worker  busy  queue now/peak")
+        self.assertRegex(r.stderr, r" worker  busy  queue  polls/s  steals/s  poll p50  ")
         self.assertRegex(r.stderr, r"noisy #\d+")
         # alerts still get their line, and the view is gone before the report
         self.assertIn("asynctraced: alert: long poll: task 'noisy'", r.stderr)
         tail = r.stderr[r.stderr.index("asynctraced: summary"):]
         self.assertNotIn("top tasks by poll time in the last second", tail)
+
+    def on_terminal(self, cols, *args, rows=40):
+        """The tracer's stderr on a pseudo-terminal cols wide and rows high (as
+        `stty cols` and `stty rows` set it): as written, and as the lines a
+        person sees, without the sequences that redraw the view."""
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+        tr = subprocess.Popen([harness.TRACER, *map(str, args)], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=slave, env=env)
+        os.close(slave)
+        out = b""
+        try:
+            while True:
+                ready, _, _ = select.select([master], [], [], 30)
+                if not ready:
+                    break
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # EIO: the last writer closed the terminal
+                    break
+                if not data:
+                    break
+                out += data
+        finally:
+            os.close(master)
+            rc = harness.kill(tr, signal.SIGINT)
+        text = out.decode("utf-8")
+        self.assertEqual(rc, 0, text)
+        return text, re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text).replace("\r", "").split("\n")
+
+    def test_live_view_and_report_fit_the_terminal(self):
+        """Every line of the live view, the alerts and the report fits the
+        terminal's width: columns go, least important first, names are cut,
+        long lines wrap at spaces; no row is wrapped by the terminal."""
+        for cols in (80, 120):
+            with self.subTest(cols=cols):
+                ex = harness.start_executor("noisy", 8, wait_traced=False)
+                self.addCleanup(ex.communicate)
+                self.addCleanup(harness.kill, ex)
+                time.sleep(0.3)
+                raw, lines = self.on_terminal(cols, "-p", ex.pid, "-d", "3.5")
+                self.assertGreaterEqual(raw.count("top tasks by poll time in the last second"),
+                                        2, raw)
+                self.assertIn("asynctraced: summary for pid", raw)
+                self.assertIn("steal matrix", raw)
+                self.assertIn("asynctraced: alert: long poll: task 'noisy'", raw)
+                # the line that says what was attached is src/main.c's own
+                wide = [l for l in lines if len(l) > cols
+                        and not l.startswith("asynctraced: tracing pid")]
+                self.assertEqual(wide, [], raw)
+                # the view never reaches the last column, where a terminal may wrap
+                view = [l for l in lines if l.startswith(" worker  busy")]
+                self.assertTrue(view, raw)
+                self.assertTrue(all(len(l) < cols for l in view), view)
+        # wider, more columns
+        self.assertIn("delay p50", raw)
+
+    def test_live_view_fits_a_short_terminal(self):
+        """More workers than rows: the view shows those it has room for and says
+        how many more, so that it is never taller than the terminal (moving
+        the cursor up over it to redraw cannot go above the screen)."""
+        ex = harness.start_executor("noisy", 8, workers=8, wait_traced=False)
+        self.addCleanup(ex.communicate)
+        self.addCleanup(harness.kill, ex)
+        time.sleep(0.3)
+        raw, lines = self.on_terminal(100, "-p", ex.pid, "-d", "3.5", rows=14)
+        heights = [int(n) for n in re.findall(r"\x1b\[(\d+)A", raw)]
+        self.assertGreaterEqual(len(heights), 2, raw)
+        self.assertLessEqual(max(heights), 13, raw)
+        self.assertRegex(raw, r" \.\.\. \d+ more workers: a taller terminal shows them")
+        # the report still lists every worker
+        self.assertRegex(raw, r"\n +7 +\d+ +[\d.]+%")
 
     def test_quiet_and_no_live_view_when_not_a_terminal(self):
         r = harness.run_tracer("-p", self.ex.pid, "-d", "1.5")
@@ -207,7 +285,7 @@ class Terminal(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn("asynctraced: alert", r.stderr)
         self.assertIn("asynctraced: summary", r.stderr)
-        self.assertIn("alerts (", r.stderr)  # the report lists them
+        self.assertIn("\nalert log: ", r.stderr)  # the report lists them
 
     def test_sigusr1_prints_the_report_so_far(self):
         tr = subprocess.Popen([harness.TRACER, "-p", str(self.ex.pid), "-q", "-d", "4"],

@@ -219,6 +219,7 @@ class Attach(unittest.TestCase):
             self.assertIn("no known runtime in pid", r.stderr)
             self.assertIn("its binary is stripped (no symbol table)", r.stderr)
             self.assertIn("rebuild without `strip = true`", r.stderr)
+            self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
         finally:
             harness.kill(p)
             p.communicate()

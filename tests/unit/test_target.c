@@ -7,10 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <elf.h>
 #include <unistd.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "discover.h"
+#include "elf_image.h"
 #include "target.h"
 #include "usdt_notes.h"
 
@@ -187,6 +190,165 @@ static void ourselves_as_a_target(void **state)
 	assert_int_equal(target__open(&t, 0x7ffffff0), -ESRCH);
 }
 
+struct fake_section {
+	const char *name;
+	uint32_t type;
+	uint64_t flags;
+	const char *data;
+};
+
+/*
+ * A minimal ELF file with these sections (and .shstrtab): just what a
+ * stripped binary shows of itself, without a toolchain to make one.
+ */
+static void write_elf(const char *path, const struct fake_section *secs, int nr)
+{
+	Elf64_Shdr sh[8] = { 0 };
+	Elf64_Ehdr eh = { 0 };
+	char names[256] = "", data[4096];
+	size_t names_len = 1, off = sizeof(eh);
+	FILE *f = fopen(path, "wb");
+
+	assert_non_null(f);
+	assert_true(nr + 2 <= 8);
+	memcpy(eh.e_ident, ELFMAG, SELFMAG);
+	eh.e_ident[EI_CLASS] = ELFCLASS64;
+	eh.e_ident[EI_DATA] = ELFDATA2LSB;
+	eh.e_ident[EI_VERSION] = EV_CURRENT;
+	eh.e_type = ET_EXEC;
+	eh.e_machine = EM_X86_64;
+	eh.e_version = EV_CURRENT;
+	eh.e_ehsize = sizeof(eh);
+	eh.e_shentsize = sizeof(Elf64_Shdr);
+	eh.e_shnum = (uint16_t)(nr + 2);
+	eh.e_shstrndx = (uint16_t)(nr + 1);
+	/* contents right after the header, then the names, then the headers */
+	for (int i = 0; i <= nr; i++) {
+		const char *name = i < nr ? secs[i].name : ".shstrtab";
+
+		sh[i + 1].sh_name = (uint32_t)names_len;
+		memcpy(names + names_len, name, strlen(name) + 1);
+		names_len += strlen(name) + 1;
+	}
+	for (int i = 0; i < nr; i++) {
+		size_t len = strlen(secs[i].data) + 1;
+
+		sh[i + 1].sh_type = secs[i].type;
+		sh[i + 1].sh_flags = secs[i].flags;
+		sh[i + 1].sh_offset = off;
+		sh[i + 1].sh_size = len;
+		sh[i + 1].sh_addralign = 1;
+		memcpy(data + off - sizeof(eh), secs[i].data, len);
+		off += len;
+	}
+	sh[nr + 1].sh_type = SHT_STRTAB;
+	sh[nr + 1].sh_offset = off;
+	sh[nr + 1].sh_size = names_len;
+	memcpy(data + off - sizeof(eh), names, names_len);
+	off += names_len;
+	eh.e_shoff = off;
+	assert_int_equal(fwrite(&eh, sizeof(eh), 1, f), 1);
+	assert_int_equal(fwrite(data, off - sizeof(eh), 1, f), 1);
+	assert_int_equal(fwrite(sh, sizeof(sh[0]), (size_t)nr + 2, f), (size_t)nr + 2);
+	assert_int_equal(fclose(f), 0);
+}
+
+static const char *marker_of(const struct fake_section *secs, int nr)
+{
+	static char path[] = "/tmp/asynctraced-elf-XXXXXX";
+	static char copy[64];
+	struct elf_image im;
+	const char *marker;
+	int fd;
+
+	strcpy(path, "/tmp/asynctraced-elf-XXXXXX");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	write_elf(path, secs, nr);
+	assert_int_equal(elf_image__open(&im, path), 0);
+	assert_false(im.has_symtab);
+	marker = elf_image__rust_marker(&im);
+	snprintf(copy, sizeof(copy), "%s", marker ? marker : "");
+	elf_image__close(&im);
+	unlink(path);
+	return copy;
+}
+
+#define RO (SHF_ALLOC)
+#define RW (SHF_ALLOC | SHF_WRITE)
+
+/* Stripped or not, a file gives away that it holds Rust; a C program does not. */
+static void rust_without_symbols(void **state)
+{
+	const struct fake_section c[] = {
+		{ ".rodata", SHT_PROGBITS, RO, "usage: sleep NUMBER[SUFFIX]...\n" },
+		{ ".comment", SHT_PROGBITS, 0, "GCC: (Debian 12.2.0-14) 12.2.0" },
+	};
+	const struct fake_section rustc_comment[] = {
+		{ ".rodata", SHT_PROGBITS, RO, "hi\n" },
+		{ ".comment", SHT_PROGBITS, 0, "rustc version 1.95.0 (59807616e 2026-04-14)" },
+	};
+	const struct fake_section old_std[] = { /* a rustc that signs nothing (1.63) */
+		{ ".comment", SHT_PROGBITS, 0, "GCC: (Debian 12.2.0-14) 12.2.0" },
+		{ ".rodata", SHT_PROGBITS, RO, "overflowlibrary/std/src/rt.rscalled `unwrap()`" },
+	};
+	const struct fake_section core_paths[] = {
+		{ ".rodata", SHT_PROGBITS, RO, "/rustc/59807616e/library/core/src/fmt/mod.rs" },
+	};
+	const struct fake_section prefixes_only[] = {
+		/* what a program that looks for the paths holds (this one) */
+		{ ".rodata", SHT_PROGBITS, RO, "library/core/src/" },
+	};
+	const struct fake_section dylib[] = {
+		{ ".rustc", SHT_PROGBITS, RO, "rust" },
+	};
+	const struct fake_section elsewhere[] = {
+		/* the same paths where no Rust program keeps them: writable data */
+		{ ".data", SHT_PROGBITS, RW, "library/core/src/fmt/mod.rs" },
+		{ ".rodata", SHT_PROGBITS, RO, "rust_begin_unwind library/core/src/.rs" },
+	};
+	char path[512];
+	struct elf_image im;
+
+	assert_string_equal(marker_of(c, 2), "");
+	assert_string_equal(marker_of(rustc_comment, 2), "rustc in .comment");
+	assert_string_equal(marker_of(old_std, 2), "Rust's standard library in read-only data");
+	assert_string_equal(marker_of(core_paths, 1), "Rust's standard library in read-only data");
+	assert_string_equal(marker_of(dylib, 1), "a .rustc section");
+	assert_string_equal(marker_of(prefixes_only, 1), "");
+	assert_string_equal(marker_of(elsewhere, 2), "");
+
+	/* a real C program, which holds the prefixes it looks for */
+	snprintf(path, sizeof(path), "%s/asynctraced", build());
+	assert_int_equal(elf_image__open(&im, path), 0);
+	assert_null(elf_image__rust_marker(&im));
+	elf_image__close(&im);
+	/* the stripped tokio program, when `make tokio` built it */
+	snprintf(path, sizeof(path), "%s/tokio-app-stripped", build());
+	if (access(path, R_OK) == 0) {
+		assert_int_equal(elf_image__open(&im, path), 0);
+		assert_false(im.has_symtab);
+		assert_non_null(elf_image__rust_marker(&im));
+		elf_image__close(&im);
+	}
+}
+
+/* A C program with neither probes nor tokio: no runtime, and no word of stripping. */
+static void no_runtime_in_a_c_program(void **state)
+{
+	struct discovery d = { 0 };
+	struct target t;
+
+	assert_int_equal(target__open(&t, getpid()), 0);
+	assert_int_equal(discover(&d, &t), 0);
+	assert_int_equal(d.kind, RUNTIME_NONE);
+	assert_false(d.stripped);
+	assert_true(d.scanned >= 2); /* this test and libc, at least */
+	discovery__free(&d);
+	target__close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -194,6 +356,8 @@ int main(void)
 		cmocka_unit_test(usdt_argument_specs),
 		cmocka_unit_test(files_without_probes),
 		cmocka_unit_test(ourselves_as_a_target),
+		cmocka_unit_test(rust_without_symbols),
+		cmocka_unit_test(no_runtime_in_a_c_program),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
