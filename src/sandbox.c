@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <ucontext.h>
@@ -210,10 +211,20 @@ static int build_filter(scmp_filter_ctx ctx)
 				       SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));
 	if (!err)
 		err = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
-	/* detaching a uprobe's perf event (libbpf), nothing else by ioctl */
+	/*
+	 * detaching a uprobe's perf event (libbpf), and whether an output is a
+	 * terminal (isatty: TCGETS) and its size (the live view and the report
+	 * fit it: src/layout.c); nothing else
+	 */
 	if (!err)
 		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
 				       SCMP_A1(SCMP_CMP_EQ, (uint64_t)PERF_EVENT_IOC_DISABLE));
+	if (!err)
+		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+				       SCMP_A1(SCMP_CMP_EQ, (uint64_t)TCGETS));
+	if (!err)
+		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+				       SCMP_A1(SCMP_CMP_EQ, (uint64_t)TIOCGWINSZ));
 	return err;
 }
 

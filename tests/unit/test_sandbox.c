@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -59,6 +60,7 @@ static void *thread_fn(void *arg)
 static void sandboxed_child(void)
 {
 	char v[64], names[256], path[] = "/tmp/at-sandbox-XXXXXX";
+	struct winsize ws;
 	pthread_t th;
 	void *ret = NULL, *p;
 	int fd;
@@ -79,6 +81,9 @@ static void sandboxed_child(void)
 	p = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	CHECK(23, p != MAP_FAILED);
 	CHECK(24, munmap(p, 1 << 20) == 0);
+	/* a terminal and its size, for the live view and the report (a file is none) */
+	CHECK(25, ioctl(fd, TIOCGWINSZ, &ws) < 0 && errno == ENOTTY);
+	CHECK(26, !isatty(fd) && errno == ENOTTY);
 
 	/* what it does not: each refused with EPERM, and counted */
 	CHECK(30, socket(AF_INET, SOCK_STREAM, 0) < 0 && errno == EPERM);
