@@ -70,7 +70,8 @@ static void usage(FILE *out)
 	fprintf(out,
 		"\n"
 		"Output: sample-executor: scenario=NAME workers=N duration=S.SS tasks=T\n"
-		"        polls=P wakes=W steals=S stolen=X parks=K polls_per_s=R\n"
+		"        polls=P wakes=W steals=S stolen=X parks=K unpolled=U\n"
+		"        polls_per_s=R\n"
 		"        (--thread-churn: first, sample-executor: thread TID worker W polls P)\n"
 		"Exit status: 0 ok, 1 runtime failure, 2 usage error.\n");
 }
@@ -363,11 +364,12 @@ int main(int argc, char **argv)
 		rt_print_threads(stdout);
 	printf("sample-executor: scenario=%s workers=%u duration=%.2f "
 	       "tasks=%llu polls=%llu wakes=%llu steals=%llu stolen=%llu "
-	       "parks=%llu polls_per_s=%.0f\n",
+	       "parks=%llu unpolled=%llu polls_per_s=%.0f\n",
 	       sc->name, o.workers, (double)elapsed / NSEC_PER_SEC,
 	       (unsigned long long)st.tasks, (unsigned long long)st.polls,
 	       (unsigned long long)st.wakes, (unsigned long long)st.steals,
 	       (unsigned long long)st.stolen, (unsigned long long)st.parks,
+	       (unsigned long long)st.unpolled,
 	       elapsed ? (double)st.polls * NSEC_PER_SEC / (double)elapsed : 0.0);
 	return fflush(stdout) == 0 ? 0 : 1;
 }

@@ -77,6 +77,7 @@ static struct {
 
 	/* One per probe; see struct runtime_stats. */
 	_Atomic uint64_t tasks, polls, wakes, steals, stolen, parks;
+	_Atomic uint64_t first_polls;
 } rt;
 
 static __thread struct worker *cur_worker;
@@ -518,6 +519,10 @@ static void run_task(struct worker *w, struct task *t)
 	w->polls++;
 	thread_polls++;
 	stat_add(&rt.polls, 1);
+	if (!t->polled) {
+		t->polled = true;
+		stat_add(&rt.first_polls, 1);
+	}
 	if (ASYNCTRACE_ENABLED(poll_begin))
 		probe_poll_begin(t, w);
 
@@ -747,4 +752,5 @@ void rt_get_stats(struct runtime_stats *out)
 	out->steals = atomic_load(&rt.steals);
 	out->stolen = atomic_load(&rt.stolen);
 	out->parks = atomic_load(&rt.parks);
+	out->unpolled = out->tasks - atomic_load(&rt.first_polls);
 }

@@ -56,6 +56,7 @@ struct runtime_stats {
 	uint64_t steals;  /* steal */
 	uint64_t stolen;  /* sum of steal's count */
 	uint64_t parks;   /* worker_park */
+	uint64_t unpolled; /* spawned but never polled: still queued at exit */
 };
 
 /*

@@ -37,6 +37,7 @@ struct task {
 
 	_Atomic int state;       /* enum task_state */
 	_Atomic unsigned refs;
+	bool polled;             /* set at its first poll, by the polling worker */
 
 	struct task *next;       /* injection queue link */
 	struct task *all_prev;   /* registry of live tasks, for teardown */
