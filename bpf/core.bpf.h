@@ -59,6 +59,7 @@ struct thread_state {
 	__u8 off_cpu;		/* switched out inside the poll */
 	__u8 off_blocked;	/* ... asleep rather than preempted */
 	__u8 completed;		/* the task finished inside this poll */
+	__u8 spare;		/* a late poll: at_poll.spare */
 	/* Runtimes without worker ids in their probes: ours, by first poll. */
 	__u8 has_worker;
 	__u32 own_worker;
@@ -86,6 +87,8 @@ struct thread_state {
 	 */
 	__u64 run_delay_seen;
 	__u64 asleep_since;
+	/* it took a CPU then (ktime), after a sleep: calibrates rq_clock_offset */
+	__u64 arrived_at;
 	__u8 arrived_in_poll;
 } __attribute__((aligned(64))); /* whole cache lines: threads run on different CPUs */
 
@@ -680,14 +683,61 @@ static __always_inline struct at_worker_idle *worker_idle_of(const struct thread
 	return &worker_idle[worker & (AT_MAX_WORKERS - 1)];
 }
 
-/* A worker's thread takes the CPU (or polls: it ran, unseen): asleep until now. */
-static __always_inline void awake(struct thread_state *t, __u64 now)
+/*
+ * A worker's thread stops sleeping at @woke (the kernel woke it; it may have
+ * waited for a CPU since, which is not idle time but the host's): it was
+ * asleep, idle, from asleep_since until then.
+ */
+static __always_inline void awake(struct thread_state *t, __u64 woke)
 {
 	struct at_worker_idle *w = worker_idle_of(t);
 
-	if (w && now > t->asleep_since)
-		w->asleep_ns += now - t->asleep_since;
+	if (w) {
+		if (woke > t->asleep_since) {
+			w->asleep_ns += woke - t->asleep_since;
+			w->slept_from = t->asleep_since;
+			w->slept_until = woke;
+		}
+		w->asleep_since = 0;
+	}
 	t->asleep_since = 0;
+}
+
+/* workers_seen: 1 + the highest worker id a poll named (the workers spare_share() looks at) */
+__u32 workers_seen CACHE_LINE;
+
+/* How much of [from, to] a worker slept: now, or in its latest sleep. */
+static __always_inline __u64 slept_within(const struct at_worker_idle *w, __u64 from, __u64 to)
+{
+	__u64 since = w->asleep_since, a = w->slept_from, b = w->slept_until, best = 0;
+
+	if (since && since < to)
+		best = to - (since > from ? since : from);
+	if (b > from && a < to) {
+		b = b < to ? b : to;
+		a = a > from ? a : from;
+		if (b - a > best)
+			best = b - a;
+	}
+	return best;
+}
+
+/*
+ * A late poll: the largest share of its wait one worker spent asleep (it
+ * could have run the task), as a percent with AT_SPARE_KNOWN (at_poll.spare).
+ * Late polls are rare: the walk over the workers is paid only by them.
+ */
+static __always_inline __u8 spare_share(__u64 from, __u64 to)
+{
+	__u32 n = workers_seen < AT_MAX_WORKERS ? workers_seen : AT_MAX_WORKERS;
+	__u64 best = 0, s;
+
+	for (__u32 i = 0; i < n && i < AT_MAX_WORKERS; i++) {
+		s = slept_within(&worker_idle[i], from, to);
+		if (s > best)
+			best = s;
+	}
+	return AT_SPARE_KNOWN | (__u8)(best >= to - from ? 100 : best * 100 / (to - from));
 }
 
 /*
@@ -809,7 +859,12 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
 		queue_set(&w->queue, depth, now);
 		if (t->wake_ts && t->wake_ts <= now)
 			hist_add(&w->delay, now - t->wake_ts);
+		if (worker >= workers_seen)
+			workers_seen = worker + 1;
 	}
+	t->spare = 0;
+	if (sched_delay_ns && t->wake_ts && now > t->wake_ts && now - t->wake_ts >= sched_delay_ns)
+		t->spare = spare_share(t->wake_ts, now);
 	t->begin = now;
 	t->since = now;
 	barrier();
@@ -874,18 +929,23 @@ static __always_inline bool poll_wanted(const struct thread_state *t, __u64 dur)
 }
 
 /*
- * The thread is back on a CPU: close its time off it. Asleep, that was
- * blocked time; preempted, runnable. missed: it runs, yet sched_switch
- * never showed it taking the CPU back (some kernels do not trace a switch
- * away from certain threads: on the CI machines, those of the sandbox's
- * own agent); then a preempted thread's time off is counted as on the CPU
- * (a preempted thread is soon back; after a sleep's wake the poll rarely
- * runs long).
+ * The thread is back on a CPU at @now: close its time off it. Asleep, that
+ * was blocked time until @woke (when the kernel woke it; @now if unknown)
+ * and runnable after; preempted, runnable. missed: it runs, yet
+ * sched_switch never showed it taking the CPU back (some kernels do not
+ * trace a switch away from certain threads: on the CI machines, those of
+ * the sandbox's own agent); then a preempted thread's time off is counted as
+ * on the CPU (a preempted thread is soon back; after a sleep's wake the poll
+ * rarely runs long).
  */
-static __always_inline void back_on_cpu(struct thread_state *t, __u64 now, const bool missed)
+static __always_inline void back_after_wake(struct thread_state *t, __u64 now, __u64 woke,
+					    const bool missed)
 {
 	if (t->off_blocked) {
-		t->blocked += now - t->since;
+		if (woke < t->since || woke > now)
+			woke = now;
+		t->blocked += woke - t->since;
+		t->runnable += now - woke;
 		t->nr_blocked++;
 	} else {
 		if (missed)
@@ -898,6 +958,11 @@ static __always_inline void back_on_cpu(struct thread_state *t, __u64 now, const
 	t->off_cpu = 0;
 	if (missed)
 		stat_inc(AT_STAT_MISSED_SWITCH_IN);
+}
+
+static __always_inline void back_on_cpu(struct thread_state *t, __u64 now, const bool missed)
+{
+	back_after_wake(t, now, now, missed);
 }
 
 /*
@@ -965,7 +1030,8 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 	e->nr_blocked = t->nr_blocked;
 	e->nr_preempted = t->nr_preempted;
 	e->ready = ready != 0;
-	e->pad[0] = e->pad[1] = e->pad[2] = 0;
+	e->spare = t->spare;
+	e->pad[0] = e->pad[1] = 0;
 	e->queued_on = t->queued_on;
 	e->queued_depth = t->queued_depth;
 	e->holder_begin = t->holder_begin;
@@ -1140,6 +1206,57 @@ static __always_inline __u64 run_delay(struct task_struct *p, const bool direct)
 }
 
 /*
+ * The kernel stamps a thread's wake-up with its run queue's clock
+ * (sched_info.last_queued, cleared once it runs), a clock of its own
+ * (sched_clock), not bpf_ktime_get_ns(). rq_clock_offset is the one minus
+ * the other, calibrated on our own threads: one that took the CPU after a
+ * sleep at arrived_at (ktime, read in sched_switch) has, when it leaves,
+ * sched_info.last_arrival (the run queue clock of that same switch). Both
+ * are read microseconds apart, so the offset is kept unless it moved by more.
+ */
+__s64 rq_clock_offset CACHE_LINE;
+bool rq_clock_known;
+
+#define RQ_CLOCK_SLACK_NS 50000
+
+static __always_inline void calibrate_rq_clock(struct thread_state *t, struct task_struct *p,
+					       const bool direct)
+{
+	__u64 arrival;
+	__s64 off, d;
+
+	if (!t->arrived_at || !bpf_core_field_exists(p->sched_info.last_arrival))
+		return;
+	arrival = TASK_READ(p, sched_info.last_arrival, direct);
+	off = (__s64)(t->arrived_at - arrival);
+	t->arrived_at = 0;
+	if (!arrival)
+		return;
+	d = off - rq_clock_offset;
+	if (!rq_clock_known || d > RQ_CLOCK_SLACK_NS || d < -RQ_CLOCK_SLACK_NS) {
+		rq_clock_offset = off;
+		rq_clock_known = true;
+	}
+}
+
+/*
+ * When @p, about to take the CPU at @now (ktime), was woken; @now if that is
+ * not known (no sched_info, or no calibration yet).
+ */
+static __always_inline __u64 woken_at(struct task_struct *p, __u64 now, const bool direct)
+{
+	__u64 queued, woke;
+
+	if (!rq_clock_known || !bpf_core_field_exists(p->sched_info.last_queued))
+		return now;
+	queued = TASK_READ(p, sched_info.last_queued, direct);
+	if (!queued)
+		return now;
+	woke = queued + (__u64)rq_clock_offset;
+	return woke < now ? woke : now;
+}
+
+/*
  * A worker's thread leaves the CPU outside a poll. The kernel brought its
  * run-queue time up to date when it took the CPU: the wait before that, if
  * it was not inside a poll then, was time the worker could have run and the
@@ -1158,8 +1275,10 @@ static __always_inline void between_polls(struct thread_state *t, struct task_st
 		return;
 	if (seen && total > seen && !t->arrived_in_poll)
 		w->cpu_wait_ns += total - seen;
-	if (asleep && !t->task)
+	if (asleep && !t->task) {
 		t->asleep_since = bpf_ktime_get_ns();
+		w->asleep_since = t->asleep_since;
+	}
 }
 
 
@@ -1184,6 +1303,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		} else if ((t = thread_find(tid))) {
 			/* TASK_RUNNING (0) when switched out: preempted, not asleep. */
 			asleep = !preempt && task_state(prev, direct) != 0;
+			calibrate_rq_clock(t, prev, direct);
 			between_polls(t, prev, asleep, direct);
 			if (t->task) {
 				now = bpf_ktime_get_ns();
@@ -1201,10 +1321,19 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		t = thread_find(tid);
 		if (t) {
 			t->arrived_in_poll = t->task != 0;
-			if (t->task && t->off_cpu)
-				back_on_cpu(t, bpf_ktime_get_ns(), false);
-			else if (t->asleep_since)
-				awake(t, bpf_ktime_get_ns());
+			if (t->task && t->off_cpu) {
+				now = bpf_ktime_get_ns();
+				if (t->off_blocked) {
+					t->arrived_at = now;
+					back_after_wake(t, now, woken_at(next, now, direct), false);
+				} else {
+					back_on_cpu(t, now, false);
+				}
+			} else if (t->asleep_since) {
+				now = bpf_ktime_get_ns();
+				t->arrived_at = now;
+				awake(t, woken_at(next, now, direct));
+			}
 		}
 	}
 }

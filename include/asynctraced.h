@@ -131,7 +131,14 @@ struct at_poll {
 	__u16 nr_blocked;	/* voluntary switches inside the poll */
 	__u16 nr_preempted;	/* involuntary ones */
 	__u8 ready;		/* the task completed */
-	__u8 pad[3];
+	/*
+	 * A late poll (its wait at least the scheduling-delay threshold):
+	 * AT_SPARE_KNOWN | the largest share (percent) of its wait that one
+	 * worker spent asleep, idle; 0: not known (not late, or a record from
+	 * before this was measured).
+	 */
+	__u8 spare;
+	__u8 pad[2];
 	__s32 queued_on;	/* the queue it waited in; AT_QUEUE_NONE unknown */
 	__u32 queued_depth;	/* that queue's depth right after its push */
 	/*
@@ -198,6 +205,8 @@ struct at_steal {
 	__u32 victim_depth;
 	__u32 flags;		/* AT_STEAL_* */
 };
+
+#define AT_SPARE_KNOWN 0x80
 
 /* Not seen taken from a probe, but deduced: queued on one worker, polled by another. */
 #define AT_STEAL_INFERRED 1
@@ -267,7 +276,10 @@ struct at_worker_stats {
 struct at_worker_idle {
 	__u64 asleep_ns;	/* off the CPU, asleep */
 	__u64 cpu_wait_ns;	/* runnable without a CPU (preempted, or slow to run once woken) */
-	__u64 pad[6];
+	__u64 asleep_since;	/* asleep now, since then; 0: awake */
+	__u64 slept_from;	/* its latest sleep, over */
+	__u64 slept_until;
+	__u64 pad[3];
 };
 
 /*
@@ -543,7 +555,8 @@ AT_PIN_OFF(struct at_poll, requeue_depth, 92);
 AT_PIN_OFF(struct at_poll, nr_blocked, 96);
 AT_PIN_OFF(struct at_poll, nr_preempted, 98);
 AT_PIN_OFF(struct at_poll, ready, 100);
-AT_PIN_OFF(struct at_poll, pad, 101);
+AT_PIN_OFF(struct at_poll, spare, 101);
+AT_PIN_OFF(struct at_poll, pad, 102);
 AT_PIN_OFF(struct at_poll, queued_on, 104);
 AT_PIN_OFF(struct at_poll, queued_depth, 108);
 AT_PIN_OFF(struct at_poll, holder_begin, 112);
@@ -666,6 +679,9 @@ AT_PIN_OFF(struct at_task_slot, s, 104);
 AT_PIN_SIZE(struct at_worker_idle, 64);
 AT_PIN_OFF(struct at_worker_idle, asleep_ns, 0);
 AT_PIN_OFF(struct at_worker_idle, cpu_wait_ns, 8);
+AT_PIN_OFF(struct at_worker_idle, asleep_since, 16);
+AT_PIN_OFF(struct at_worker_idle, slept_from, 24);
+AT_PIN_OFF(struct at_worker_idle, slept_until, 32);
 
 AT_PIN_SIZE(struct at_steal_key, 8);
 AT_PIN_OFF(struct at_steal_key, thief, 0);

@@ -388,7 +388,8 @@ static void sched_delay(struct detector *d, struct model *m, const struct at_pol
 /*
  * Late polls whose wait no worker sample covers yet, judged in order as the
  * samples come (every 100 ms); final: the stream ended, judge with what is
- * known.
+ * known. Only polls that do not say how long a worker slept during their
+ * wait (at_poll.spare: records from before it was measured) wait here.
  */
 static void judge_pending(struct detector *d, struct model *m, bool final)
 {
@@ -414,6 +415,12 @@ static void judge_late(struct detector *d, struct model *m, const struct at_poll
 {
 	struct at_poll *more;
 
+	/* what the workers did during this very wait, measured by the BPF side */
+	if (p->spare & AT_SPARE_KNOWN) {
+		if ((p->spare & ~AT_SPARE_KNOWN) >= 100 * STARVE_IDLE_SHARE)
+			sched_delay(d, m, p);
+		return;
+	}
 	if (d->nr_pending == d->cap_pending) {
 		size_t cap = d->cap_pending ? 2 * d->cap_pending : 64;
 

@@ -361,9 +361,12 @@ static int setup(void **state)
 		spec->args[i].reg_off = arg_regs[i];
 	}
 	memset(worker_stats, 0, sizeof(worker_stats));
+	rq_clock_known = false;
+	rq_clock_offset = 0;
 	memset(&runtime_stats, 0, sizeof(runtime_stats));
 	memset(tokio_depth, 0, sizeof(tokio_depth));
 	memset(worker_idle, 0, sizeof(worker_idle));
+	workers_seen = 0;
 	thread_self_off = 0;
 	tokio_next_worker = 0;
 	tokio_hdr_cache_off = 0;
@@ -656,6 +659,128 @@ static void worker_waits_for_a_cpu_between_polls(void **state)
 	assert_in_range(worker_idle[3].asleep_ns, 12000000, 12001000);
 }
 
+/*
+ * A late poll says how much of its wait some worker slept through: the
+ * detector's question (could a worker have run it?) answered for that very
+ * wait, not for the 100 ms around it.
+ */
+static void late_poll_says_if_a_worker_slept(void **state)
+{
+	__u32 tgid = TGID;
+	__u64 delay = 20000000;
+	struct task_struct kthread_w1 = { .pid = 102, .tgid = TGID };
+	struct at_poll *p;
+
+	set_config(&target_tgid, &tgid, sizeof(tgid));
+	set_config(&sched_delay_ns, &delay, sizeof(delay));
+	poll_begin(&w1, 9, 1);
+	poll_end(&w1, 9, 1, 0, AT_QUEUE_NONE);
+	kthread_w1.__state = 1;
+	sched_switch(false, &kthread_w1, &kthread_else);	/* worker 1 parks */
+
+	spawn(&other, 7, AT_QUEUE_INJECT);
+	clock_ns += 30000000;
+	poll_begin(&w0, 7, 0);
+	poll_end(&w0, 7, 0, 0, AT_QUEUE_NONE);
+	p = records[nr_records - 1];
+	assert_int_equal(p->spare, AT_SPARE_KNOWN | 100);
+
+	/* worker 1 runs again; a wait it did not sleep through */
+	kthread_w1.__state = 0;
+	sched_switch(false, &kthread_else, &kthread_w1);
+	wake(&other, 7, 0, -1, AT_QUEUE_INJECT);
+	clock_ns += 25000000;
+	poll_begin(&w0, 7, 0);
+	poll_end(&w0, 7, 0, 0, AT_QUEUE_NONE);
+	p = records[nr_records - 1];
+	assert_int_equal(p->spare, AT_SPARE_KNOWN | 0);
+
+	/* a poll on time measures nothing */
+	wake(&other, 7, 0, -1, AT_QUEUE_INJECT);
+	poll_begin(&w0, 7, 0);
+	poll_end(&w0, 7, 0, 0, AT_QUEUE_NONE);
+	assert_int_equal(((struct at_poll *)records[nr_records - 1])->spare, 0);
+	delay = 0;
+	set_config(&sched_delay_ns, &delay, sizeof(delay));
+}
+
+/*
+ * The kernel woke a parked worker soon after the task was queued, but the
+ * host gave it no CPU for most of the wait: that is contention, not a worker
+ * left asleep. The sleep ends at the wake (sched_info.last_queued, on the run
+ * queue's own clock, which the program calibrates on the worker's earlier
+ * arrival), not when the thread at last ran.
+ */
+static void waiting_for_a_cpu_is_not_sleeping(void **state)
+{
+	__u32 tgid = TGID;
+	__u64 delay = 20000000, rq_offset = 5000000000ull;
+	struct task_struct kthread_w1 = { .pid = 102, .tgid = TGID };
+
+	set_config(&target_tgid, &tgid, sizeof(tgid));
+	set_config(&sched_delay_ns, &delay, sizeof(delay));
+	poll_begin(&w1, 9, 1);
+	poll_end(&w1, 9, 1, 0, AT_QUEUE_NONE);
+	kthread_w1.__state = 1;
+	sched_switch(false, &kthread_w1, &kthread_else);	/* worker 1 parks */
+	/* wakes and parks again: the run queue clock is calibrated */
+	kthread_w1.sched_info.last_arrival = clock_ns + rq_offset;
+	sched_switch(false, &kthread_else, &kthread_w1);
+	assert_false(rq_clock_known);
+	sched_switch(false, &kthread_w1, &kthread_else);
+	assert_true(rq_clock_known);
+	assert_in_range(rq_clock_offset, -(__s64)rq_offset, -(__s64)rq_offset + 1000);
+
+	spawn(&other, 7, AT_QUEUE_INJECT);
+	clock_ns += 2000000;					/* it is woken for it */
+	kthread_w1.__state = 0;
+	kthread_w1.sched_info.last_queued = clock_ns + rq_offset;
+	clock_ns += 28000000;					/* and runs 28 ms later */
+	sched_switch(false, &kthread_else, &kthread_w1);
+	kthread_w1.sched_info.last_queued = 0;
+	poll_begin(&w1, 7, 1);
+	poll_end(&w1, 7, 1, 0, AT_QUEUE_NONE);
+	assert_in_range(((struct at_poll *)records[nr_records - 1])->spare,
+			AT_SPARE_KNOWN | 6, AT_SPARE_KNOWN | 7);
+	assert_in_range(worker_idle[1].slept_until - worker_idle[1].slept_from,
+			2000000, 2010000);
+	delay = 0;
+	set_config(&sched_delay_ns, &delay, sizeof(delay));
+}
+
+/*
+ * Inside a poll, the same: blocked until the kernel woke the thread, then
+ * runnable (waiting for a CPU) until it ran.
+ */
+static void blocked_until_woken_then_runnable(void **state)
+{
+	__u32 tgid = TGID;
+	__u64 rq_offset = 7000000000ull;
+	struct task_struct kthread_w1 = { .pid = 102, .tgid = TGID };
+	struct at_poll *p;
+
+	set_config(&target_tgid, &tgid, sizeof(tgid));
+	/* calibration: worker 1 sleeps between polls, wakes, polls, sleeps */
+	poll_begin(&w1, 9, 1);
+	poll_end(&w1, 9, 1, 0, AT_QUEUE_NONE);
+	kthread_w1.__state = 1;
+	sched_switch(false, &kthread_w1, &kthread_else);
+	kthread_w1.sched_info.last_arrival = clock_ns + rq_offset;
+	sched_switch(false, &kthread_else, &kthread_w1);
+	poll_begin(&w1, 9, 1);
+	sched_switch(false, &kthread_w1, &kthread_else);	/* blocks in the poll */
+	assert_true(rq_clock_known);
+	clock_ns += 3000000;
+	kthread_w1.sched_info.last_queued = clock_ns + rq_offset;
+	clock_ns += 5000000;
+	kthread_w1.__state = 0;
+	sched_switch(false, &kthread_else, &kthread_w1);
+	poll_end(&w1, 9, 1, 0, AT_QUEUE_NONE);
+	p = records[nr_records - 1];
+	assert_in_range(p->blocked_ns, 3000000, 3010000);
+	assert_in_range(p->runnable_ns, 4990000, 5000000);
+}
+
 /* ---- tokio ------------------------------------------------------------------ */
 
 /* A task's Header in the target, as tokio >= 1.23 lays it out (the default offsets). */
@@ -747,6 +872,9 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(worker_waits_for_a_cpu_between_polls, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(late_poll_says_if_a_worker_slept, setup, teardown),
+		cmocka_unit_test_setup_teardown(waiting_for_a_cpu_is_not_sleeping, setup, teardown),
+		cmocka_unit_test_setup_teardown(blocked_until_woken_then_runnable, setup, teardown),
 		cmocka_unit_test_setup_teardown(abort_at_a_reused_header, setup, teardown),
 		cmocka_unit_test_setup_teardown(abort_at_a_reused_header_cached, setup, teardown),
 	};

@@ -387,6 +387,36 @@ static void host_contention_is_no_spare_worker(void **state)
 	assert_int_equal(f->got[0].task, 12);
 }
 
+/* A late poll that says whether a worker slept through its wait is judged at once. */
+static void spare_measured_by_the_poll(void **state)
+{
+	struct fixture *f = *state;
+	struct at_poll p = {
+		.hdr = { .kind = AT_EV_POLL, .size = sizeof(p), .tid = 100, .ts = T0 + 60 * MS },
+		.task = 11,
+		.duration_ns = MS,
+		.oncpu_ns = MS,
+		.wake_ts = T0 + 30 * MS,
+		.requeue = AT_QUEUE_NONE,
+		.queued_on = AT_QUEUE_INJECT,
+		.spare = AT_SPARE_KNOWN | 10,
+	};
+
+	/* no worker slept much of it: the runtime was busy */
+	detector__event(&f->d, &f->m, &p.hdr);
+	assert_int_equal(f->nr, 0);
+	assert_int_equal(f->d.nr_pending, 0);
+	/* one slept through 80% of it: a delay, whatever the samples say later */
+	p.task = 12;
+	p.hdr.ts += 100 * MS;
+	p.wake_ts += 100 * MS;
+	p.spare = AT_SPARE_KNOWN | 80;
+	detector__event(&f->d, &f->m, &p.hdr);
+	assert_int_equal(f->nr, 1);
+	assert_int_equal(f->got[0].task, 12);
+	assert_int_equal(f->d.nr_pending, 0);
+}
+
 static void causes(void **state)
 {
 	struct at_poll p = { .oncpu_ns = 10, .blocked_ns = 5, .runnable_ns = 1 };
@@ -418,6 +448,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(sched_delay_needs_a_spare_worker, setup, teardown),
 		cmocka_unit_test_setup_teardown(host_contention_is_no_spare_worker, setup, teardown),
+		cmocka_unit_test_setup_teardown(spare_measured_by_the_poll, setup, teardown),
 		cmocka_unit_test(causes),
 	};
 

@@ -22,6 +22,8 @@ struct pt_regs {
 
 struct sched_info {
 	unsigned long long run_delay;	/* ns on a run queue, up to its latest arrival */
+	unsigned long long last_arrival;	/* run queue clock when it last took a CPU */
+	unsigned long long last_queued;	/* run queue clock when it was queued; 0: not queued */
 };
 
 struct task_struct {
