@@ -121,17 +121,49 @@ static int read_layout(struct elf_image *im, Elf *elf)
 	return 0;
 }
 
-int elf_image__open(struct elf_image *im, const char *path)
+/* Reads im->data, im->size: what both ways of opening share. */
+static int read_image(struct elf_image *im)
 {
-	struct stat st;
 	GElf_Ehdr eh;
-	Elf *elf = NULL;
+	Elf *elf;
+	int err;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
+	/* libelf only reads an image it is given: const for us, not for its API */
+	elf = elf_memory((char *)im->data, im->size);
+	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh)) {
+		elf_end(elf);
+		return -ENOEXEC;
+	}
+	im->is_x86_64 = eh.e_machine == EM_X86_64;
+	err = read_layout(im, elf);
+	if (!err)
+		err = read_symbols(im, elf);
+	elf_end(elf);
+	return err;
+}
+
+int elf_image__open_mem(struct elf_image *im, const void *data, size_t size)
+{
 	int err;
 
 	memset(im, 0, sizeof(*im));
 	im->fd = -1;
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return -EINVAL;
+	im->data = data;
+	im->size = size;
+	err = read_image(im);
+	if (err)
+		elf_image__close(im);
+	return err;
+}
+
+int elf_image__open(struct elf_image *im, const char *path)
+{
+	struct stat st;
+	int err;
+
+	memset(im, 0, sizeof(*im));
 	im->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (im->fd < 0)
 		return -errno;
@@ -146,21 +178,10 @@ int elf_image__open(struct elf_image *im, const char *path)
 		err = -errno;
 		goto fail;
 	}
-	elf = elf_memory((char *)im->data, im->size);
-	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh)) {
-		err = -ENOEXEC;
-		goto fail;
-	}
-	im->is_x86_64 = eh.e_machine == EM_X86_64;
-	err = read_layout(im, elf);
+	err = read_image(im);
 	if (!err)
-		err = read_symbols(im, elf);
-	if (err)
-		goto fail;
-	elf_end(elf);
-	return 0;
+		return 0;
 fail:
-	elf_end(elf);
 	elf_image__close(im);
 	return err;
 }
@@ -171,7 +192,8 @@ void elf_image__close(struct elf_image *im)
 		free(im->funcs[i].demangled);
 	free(im->funcs);
 	free(im->secs);
-	if (im->data)
+	/* mapped by elf_image__open; elf_image__open_mem's caller owns its bytes */
+	if (im->fd >= 0 && im->data)
 		munmap((void *)im->data, im->size);
 	if (im->fd >= 0)
 		close(im->fd);
