@@ -207,14 +207,18 @@ static int parse_arg(const char *s, const char **end, struct at_usdt_arg *a)
 {
 	char *p;
 	long size = strtol(s, &p, 10);
+	long bytes;
 	long long v;
 	int off;
 
-	if (p == s || *p != '@' ||
-	    (labs(size) != 1 && labs(size) != 2 && labs(size) != 4 && labs(size) != 8))
+	/* the size's sign first: labs(LONG_MIN), from "-9223372036854775808@", is undefined */
+	if (p == s || *p != '@' || size < -8 || size > 8)
+		return -EINVAL;
+	bytes = size < 0 ? -size : size;
+	if (bytes != 1 && bytes != 2 && bytes != 4 && bytes != 8)
 		return -EINVAL;
 	memset(a, 0, sizeof(*a));
-	a->shift = (uint8_t)(64 - 8 * labs(size));
+	a->shift = (uint8_t)(64 - 8 * bytes);
 	a->is_signed = size < 0;
 	s = p + 1;
 	if (*s == '$') {
