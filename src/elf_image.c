@@ -77,11 +77,12 @@ static int read_symbols(struct elf_image *im, Elf *elf)
 				return err;
 		}
 	}
-	qsort(im->funcs, im->nr_funcs, sizeof(*im->funcs), by_addr);
-	/* .symtab and .dynsym both list exported functions: keep one of each. */
+	/* no functions: funcs is NULL, which qsort() must not be given even for 0 */
 	if (im->nr_funcs) {
 		size_t w = 1;
 
+		qsort(im->funcs, im->nr_funcs, sizeof(*im->funcs), by_addr);
+		/* .symtab and .dynsym both list exported functions: keep one of each. */
 		for (size_t r = 1; r < im->nr_funcs; r++)
 			if (by_addr(&im->funcs[r], &im->funcs[w - 1]))
 				im->funcs[w++] = im->funcs[r];
