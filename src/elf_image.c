@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -262,7 +263,9 @@ int64_t elf_image__offset(const struct elf_image *im, uint64_t addr)
 	for (size_t i = 0; i < im->nr_secs; i++) {
 		const struct elf_section *s = &im->secs[i];
 
-		if (addr >= s->addr && addr < s->addr + s->size)
+		/* differences, not sums: a hostile header's addr + size may wrap */
+		if (addr >= s->addr && addr - s->addr < s->size && s->offset <= INT64_MAX &&
+		    addr - s->addr <= (uint64_t)INT64_MAX - s->offset)
 			return (int64_t)(addr - s->addr + s->offset);
 	}
 	return -1;
@@ -272,7 +275,8 @@ const uint8_t *elf_image__bytes(const struct elf_image *im, uint64_t addr, size_
 {
 	int64_t off = elf_image__offset(im, addr);
 
-	if (off < 0 || (uint64_t)off + len > im->size)
+	/* len is a symbol's size, which the file says: off + len may wrap */
+	if (off < 0 || (uint64_t)off > im->size || len > im->size - (uint64_t)off)
 		return NULL;
 	return im->data + off;
 }
