@@ -32,6 +32,7 @@ SHF_ALLOC, SHF_EXECINSTR = 2, 4
 STT_FUNC = 2
 SHN_ABS = 0xfff1
 MAX_CODE = 16384        # bytes of one function kept
+MAX_ELF_CODE = 8192     # bytes of code in one cut ELF file (elf_image's -max_len is 64 KiB)
 MAX_SEED = 60000        # bytes of one name list (the target's -max_len is 65536)
 
 
@@ -183,7 +184,7 @@ def cut_elf(binary, out, regex, most=8):
     for a in code:      # breadth first: what is nearest the functions wanted first
         size = elf.aliases(a)[0][1]
         body = elf.code(a, size)
-        if not size or size > MAX_CODE or body is None or code_bytes + size > 2 * MAX_CODE:
+        if not size or body is None or code_bytes + size > MAX_ELF_CODE:
             named.append(a)
             continue
         code_bytes += size
