@@ -4,7 +4,7 @@
 #   make test            unit tests, then the root integration tests
 #   make demo            trace the sample executor's "noisy" scenario
 #   make bench           overhead against the floor, convert speed, every scenario (root)
-#   make fuzz            fuzz the capture reader and everything behind it
+#   make fuzz            fuzz the capture reader and every parser of target files
 #   make stress          every scenario's alerts, N times in both modes (root; STRESS_N=50)
 #   make soak            two tracers attached for an hour, watched for leaks (root; SOAK_S=3600)
 #   make V=1             show full commands;  make BUILD=dir  build elsewhere
@@ -66,6 +66,21 @@ FUZZ_FLAGS  := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
 	       -fno-sanitize-recover=undefined
 FUZZ_OBJS   := $(patsubst src/%.c,$(BUILD)/fuzz/src/%.o,$(filter-out src/main.c,$(TRACER_SRCS)))
 FUZZ_TIME   ?= 60
+# One target a parser (tests/fuzz/fuzz_<target>.c), each with its corpus,
+# tests/fuzz/<target>/ (the capture's is tests/fuzz/corpus), and the largest
+# input it mutates (docs/testing.md says why these).
+FUZZ_TARGETS ?= capture elf_image usdt_notes usdt_args tokio_names placement
+FUZZ_BINS    := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
+fuzz_corpus   = $(if $(filter capture,$(1)),tests/fuzz/corpus,tests/fuzz/$(1))
+# capture: the corpus holds a whole real capture of some 280 KB (several
+# chunks, four workers, a full snapshot); libFuzzer still grows new inputs
+# from small ones first.
+FUZZ_MAX_LEN_capture     := 393216
+FUZZ_MAX_LEN_elf_image   := 65536
+FUZZ_MAX_LEN_usdt_notes  := 65536
+FUZZ_MAX_LEN_usdt_args   := 256
+FUZZ_MAX_LEN_tokio_names := 65536
+FUZZ_MAX_LEN_placement   := 65536
 
 .PHONY: all clean test test-unit test-integration demo setup bench tokio fuzz fuzz-regress stress \
 	soak
@@ -190,10 +205,11 @@ $(BUILD)/fuzz/src/%.o: src/%.c | $(BUILD)/fuzz/src
 	$(Q)$(CLANG) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -std=gnu11 \
 		-D_GNU_SOURCE $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/fuzz/fuzz_capture: tests/fuzz/fuzz_capture.c $(FUZZ_OBJS) | $(BUILD)/fuzz/src
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS) | $(BUILD)/fuzz/src
 	$(call msg,CC-FUZZ,$@)
 	$(Q)$(CLANG) $(CPPFLAGS) -Isrc $(FUZZ_FLAGS) -fsanitize=fuzzer -std=gnu11 \
-		-D_GNU_SOURCE $< $(FUZZ_OBJS) $(LDLIBS_TRACER) -o $@
+		-D_GNU_SOURCE $(DEPFLAGS) -MT $@ -MF $(BUILD)/fuzz/fuzz_$*.d $< $(FUZZ_OBJS) \
+		$(LDLIBS_TRACER) -o $@
 
 $(BUILD)/src $(BUILD)/executor $(BUILD)/executor-pic $(BUILD)/bpf $(BUILD)/tests $(BUILD)/fuzz/src:
 	$(Q)mkdir -p $@
@@ -215,21 +231,21 @@ test-unit: $(UNIT_BINS) $(BUILD)/sample-executor $(BUILD)/asynctraced fuzz-regre
 	$(Q)$(PYTHON) tests/integration/pftrace_check.py $(BUILD)/tests/synthetic.pftrace
 	$(Q)BUILD=$(BUILD) $(PYTHON) -m unittest discover -s tests/offline -t . -v
 
-# Every input the fuzzer ever kept (seeds, crashes, hangs), once more.
-fuzz-regress: $(BUILD)/fuzz/fuzz_capture
-	$(Q)echo "== fuzz corpus: $$(ls tests/fuzz/corpus | wc -l) inputs"
-	$(Q)$(BUILD)/fuzz/fuzz_capture -runs=0 tests/fuzz/corpus
+# Every input the fuzzers ever kept (seeds, crashes, hangs), once more.
+fuzz-regress: $(FUZZ_BINS)
+	$(Q)set -e; $(foreach t,$(FUZZ_TARGETS),\
+		echo "== fuzz corpus $(t): $$(ls $(call fuzz_corpus,$(t)) | wc -l) inputs"; \
+		$(BUILD)/fuzz/fuzz_$(t) -runs=0 $(call fuzz_corpus,$(t));)
 
-# New inputs that reach new code land in tests/fuzz/corpus: commit them.
-# max_len: the corpus holds a whole real capture of some 280 KB (several
-# chunks, four workers, a full snapshot); libFuzzer still grows new inputs
-# from small ones first.
-FUZZ_MAX_LEN ?= 393216
-fuzz: $(BUILD)/fuzz/fuzz_capture
+# New inputs that reach new code land in each corpus: commit them. One
+# target at a time, FUZZ_TIME seconds each; FUZZ_TARGETS=placement for one.
+fuzz: $(FUZZ_BINS)
 	$(Q)mkdir -p $(BUILD)/fuzz/artifacts
-	$(BUILD)/fuzz/fuzz_capture -max_total_time=$(FUZZ_TIME) -max_len=$(FUZZ_MAX_LEN) \
-		-timeout=10 \
-		-artifact_prefix=$(BUILD)/fuzz/artifacts/ tests/fuzz/corpus
+	$(Q)set -e; $(foreach t,$(FUZZ_TARGETS),\
+		echo "== fuzz $(t) for $(FUZZ_TIME) s"; \
+		$(BUILD)/fuzz/fuzz_$(t) -max_total_time=$(FUZZ_TIME) \
+			-max_len=$(FUZZ_MAX_LEN_$(t)) -timeout=10 \
+			-artifact_prefix=$(BUILD)/fuzz/artifacts/$(t)- $(call fuzz_corpus,$(t));)
 
 # Integration tests need root: they load BPF and trace real executors.
 test-integration: all tokio
@@ -260,4 +276,4 @@ clean:
 	$(call msg,CLEAN,$(BUILD))
 	$(Q)rm -rf $(BUILD)
 
--include $(wildcard $(BUILD)/src/*.d $(BUILD)/fuzz/src/*.d $(BUILD)/executor/*.d $(BUILD)/executor-pic/*.d $(BUILD)/bpf/*.d $(BUILD)/tests/*.d)
+-include $(wildcard $(BUILD)/src/*.d $(BUILD)/fuzz/*.d $(BUILD)/fuzz/src/*.d $(BUILD)/executor/*.d $(BUILD)/executor-pic/*.d $(BUILD)/bpf/*.d $(BUILD)/tests/*.d)

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -77,11 +78,12 @@ static int read_symbols(struct elf_image *im, Elf *elf)
 				return err;
 		}
 	}
-	qsort(im->funcs, im->nr_funcs, sizeof(*im->funcs), by_addr);
-	/* .symtab and .dynsym both list exported functions: keep one of each. */
+	/* no functions: funcs is NULL, which qsort() must not be given even for 0 */
 	if (im->nr_funcs) {
 		size_t w = 1;
 
+		qsort(im->funcs, im->nr_funcs, sizeof(*im->funcs), by_addr);
+		/* .symtab and .dynsym both list exported functions: keep one of each. */
 		for (size_t r = 1; r < im->nr_funcs; r++)
 			if (by_addr(&im->funcs[r], &im->funcs[w - 1]))
 				im->funcs[w++] = im->funcs[r];
@@ -121,17 +123,49 @@ static int read_layout(struct elf_image *im, Elf *elf)
 	return 0;
 }
 
-int elf_image__open(struct elf_image *im, const char *path)
+/* Reads im->data, im->size: what both ways of opening share. */
+static int read_image(struct elf_image *im)
 {
-	struct stat st;
 	GElf_Ehdr eh;
-	Elf *elf = NULL;
+	Elf *elf;
+	int err;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
+	/* libelf only reads an image it is given: const for us, not for its API */
+	elf = elf_memory((char *)im->data, im->size);
+	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh)) {
+		elf_end(elf);
+		return -ENOEXEC;
+	}
+	im->is_x86_64 = eh.e_machine == EM_X86_64;
+	err = read_layout(im, elf);
+	if (!err)
+		err = read_symbols(im, elf);
+	elf_end(elf);
+	return err;
+}
+
+int elf_image__open_mem(struct elf_image *im, const void *data, size_t size)
+{
 	int err;
 
 	memset(im, 0, sizeof(*im));
 	im->fd = -1;
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return -EINVAL;
+	im->data = data;
+	im->size = size;
+	err = read_image(im);
+	if (err)
+		elf_image__close(im);
+	return err;
+}
+
+int elf_image__open(struct elf_image *im, const char *path)
+{
+	struct stat st;
+	int err;
+
+	memset(im, 0, sizeof(*im));
 	im->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (im->fd < 0)
 		return -errno;
@@ -146,21 +180,10 @@ int elf_image__open(struct elf_image *im, const char *path)
 		err = -errno;
 		goto fail;
 	}
-	elf = elf_memory((char *)im->data, im->size);
-	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh)) {
-		err = -ENOEXEC;
-		goto fail;
-	}
-	im->is_x86_64 = eh.e_machine == EM_X86_64;
-	err = read_layout(im, elf);
+	err = read_image(im);
 	if (!err)
-		err = read_symbols(im, elf);
-	if (err)
-		goto fail;
-	elf_end(elf);
-	return 0;
+		return 0;
 fail:
-	elf_end(elf);
 	elf_image__close(im);
 	return err;
 }
@@ -171,7 +194,8 @@ void elf_image__close(struct elf_image *im)
 		free(im->funcs[i].demangled);
 	free(im->funcs);
 	free(im->secs);
-	if (im->data)
+	/* mapped by elf_image__open; elf_image__open_mem's caller owns its bytes */
+	if (im->fd >= 0 && im->data)
 		munmap((void *)im->data, im->size);
 	if (im->fd >= 0)
 		close(im->fd);
@@ -239,7 +263,9 @@ int64_t elf_image__offset(const struct elf_image *im, uint64_t addr)
 	for (size_t i = 0; i < im->nr_secs; i++) {
 		const struct elf_section *s = &im->secs[i];
 
-		if (addr >= s->addr && addr < s->addr + s->size)
+		/* differences, not sums: a hostile header's addr + size may wrap */
+		if (addr >= s->addr && addr - s->addr < s->size && s->offset <= INT64_MAX &&
+		    addr - s->addr <= (uint64_t)INT64_MAX - s->offset)
 			return (int64_t)(addr - s->addr + s->offset);
 	}
 	return -1;
@@ -249,7 +275,8 @@ const uint8_t *elf_image__bytes(const struct elf_image *im, uint64_t addr, size_
 {
 	int64_t off = elf_image__offset(im, addr);
 
-	if (off < 0 || (uint64_t)off + len > im->size)
+	/* len is a symbol's size, which the file says: off + len may wrap */
+	if (off < 0 || (uint64_t)off > im->size || len > im->size - (uint64_t)off)
 		return NULL;
 	return im->data + off;
 }

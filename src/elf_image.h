@@ -25,7 +25,7 @@ struct elf_section {
 };
 
 struct elf_image {
-	int fd;
+	int fd;			/* -1: data is the caller's (elf_image__open_mem) */
 	const uint8_t *data;	/* the whole file, mapped */
 	size_t size;
 	struct elf_func *funcs;	/* sorted by addr */
@@ -39,6 +39,8 @@ struct elf_image {
 
 /* 0, -errno opening or mapping, -ENOEXEC if not an ELF file. */
 int elf_image__open(struct elf_image *im, const char *path);
+/* The same from a file's bytes in memory, which must outlive the image. */
+int elf_image__open_mem(struct elf_image *im, const void *data, size_t size);
 void elf_image__close(struct elf_image *im);
 
 /* The function starting at addr (or containing it, if contains). */

@@ -113,9 +113,10 @@ static bool branched_into(csh cs, cs_insn *in, const uint8_t *code, size_t len, 
 		}
 		if ((cs_insn_group(cs, in, CS_GRP_JUMP) || cs_insn_group(cs, in, CS_GRP_CALL)) &&
 		    in->detail->x86.op_count == 1 && in->detail->x86.operands[0].type == X86_OP_IMM) {
-			uint64_t to = (uint64_t)in->detail->x86.operands[0].imm;
+			/* as an offset into the function: addr + skip may wrap around */
+			uint64_t into = (uint64_t)in->detail->x86.operands[0].imm - addr;
 
-			if (to > addr && to < addr + skip)
+			if (into > 0 && into < skip)
 				return true;
 		}
 	}

@@ -408,20 +408,14 @@ static int classify(void *ctx, const struct elf_func *f)
 	return 0;
 }
 
-int tokio__detect(const char *path, struct tokio_runtime *rt)
+int tokio__detect_image(const struct elf_image *im, struct tokio_runtime *rt)
 {
-	struct elf_image im;
-	struct detect d = { .im = &im, .rt = rt };
-	int err;
+	struct detect d = { .im = im, .rt = rt };
 
 	memset(rt, 0, sizeof(*rt));
-	err = elf_image__open(&im, path);
-	if (err)
-		return err;
-	rt->has_symtab = im.has_symtab;
+	rt->has_symtab = im->has_symtab;
 	/* Both manglings spell identifiers with their length: "5tokio7runtime". */
-	elf_image__for_each(&im, "5tokio7runtime", classify, &d);
-	elf_image__close(&im);
+	elf_image__for_each(im, "5tokio7runtime", classify, &d);
 	if (d.err) {
 		tokio__free(rt);
 		return d.err;
@@ -434,6 +428,20 @@ int tokio__detect(const char *path, struct tokio_runtime *rt)
 		return -ENOENT;
 	}
 	return 0;
+}
+
+int tokio__detect(const char *path, struct tokio_runtime *rt)
+{
+	struct elf_image im;
+	int err;
+
+	memset(rt, 0, sizeof(*rt));
+	err = elf_image__open(&im, path);
+	if (err)
+		return err;
+	err = tokio__detect_image(&im, rt);
+	elf_image__close(&im);
+	return err;
 }
 
 void tokio__free(struct tokio_runtime *rt)

@@ -54,6 +54,8 @@ struct tokio_runtime {
  * other -errno when the file cannot be read.
  */
 int tokio__detect(const char *path, struct tokio_runtime *rt);
+/* The same in an image already read (the sites' futures are copies: it may be closed). */
+int tokio__detect_image(const struct elf_image *im, struct tokio_runtime *rt);
 void tokio__free(struct tokio_runtime *rt);
 const char *tokio_kind_str(enum tokio_kind k);
 

@@ -8,6 +8,8 @@
 #include <libelf.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define NT_STAPSDT 3
@@ -97,31 +99,59 @@ static int collect(Elf *elf, const char *provider, struct usdt_probe **probes, s
 	return 0;
 }
 
-int usdt__list(const char *path, const char *provider, struct usdt_probe **probes, size_t *nr)
+int usdt__list_mem(const void *data, size_t size, const char *provider,
+		   struct usdt_probe **probes, size_t *nr)
 {
 	Elf *elf;
-	int fd, err;
+	int err;
 
 	*probes = NULL;
 	*nr = 0;
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -EINVAL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+	/* libelf only reads an image it is given: const for us, not for its API */
+	elf = elf_memory((char *)data, size);
+	if (!elf || elf_kind(elf) != ELF_K_ELF)
 		err = -ENOEXEC;
-	} else {
+	else
 		err = collect(elf, provider, probes, nr);
-	}
 	elf_end(elf);
-	close(fd);
 	if (err) {
 		free(*probes);
 		*probes = NULL;
 		*nr = 0;
 	}
+	return err;
+}
+
+int usdt__list(const char *path, const char *provider, struct usdt_probe **probes, size_t *nr)
+{
+	struct stat st;
+	void *data;
+	int fd, err;
+
+	*probes = NULL;
+	*nr = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st)) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	/* an empty file cannot be mapped, and is no ELF file either */
+	if (!st.st_size) {
+		close(fd);
+		return -ENOEXEC;
+	}
+	data = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	err = data == MAP_FAILED ? -errno : 0;
+	close(fd);
+	if (err)
+		return err;
+	err = usdt__list_mem(data, (size_t)st.st_size, provider, probes, nr);
+	munmap(data, (size_t)st.st_size);
 	return err;
 }
 
@@ -177,14 +207,18 @@ static int parse_arg(const char *s, const char **end, struct at_usdt_arg *a)
 {
 	char *p;
 	long size = strtol(s, &p, 10);
+	long bytes;
 	long long v;
 	int off;
 
-	if (p == s || *p != '@' ||
-	    (labs(size) != 1 && labs(size) != 2 && labs(size) != 4 && labs(size) != 8))
+	/* the size's sign first: labs(LONG_MIN), from "-9223372036854775808@", is undefined */
+	if (p == s || *p != '@' || size < -8 || size > 8)
+		return -EINVAL;
+	bytes = size < 0 ? -size : size;
+	if (bytes != 1 && bytes != 2 && bytes != 4 && bytes != 8)
 		return -EINVAL;
 	memset(a, 0, sizeof(*a));
-	a->shift = (uint8_t)(64 - 8 * labs(size));
+	a->shift = (uint8_t)(64 - 8 * bytes);
 	a->is_signed = size < 0;
 	s = p + 1;
 	if (*s == '$') {

@@ -32,6 +32,9 @@ struct usdt_probe {
  */
 int usdt__list(const char *path, const char *provider, struct usdt_probe **probes,
 	       size_t *nr);
+/* The same from a file's bytes in memory. */
+int usdt__list_mem(const void *data, size_t size, const char *provider,
+		   struct usdt_probe **probes, size_t *nr);
 
 /*
  * Parses a probe's argument string (x86-64 assembler operands: "N@%reg",

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libFuzzer target: any bytes as an ELF file the target maps, read the way
+ * the tracer reads it (src/elf_image.c): sections, the first PT_LOAD, the
+ * functions of .symtab and .dynsym, every name demangled (libiberty), file
+ * offsets and code bytes of every function, and tokio looked for in it.
+ * Whatever the bytes: no crash, hang, leak or UB, and every pointer handed
+ * out lies inside the file.
+ *
+ *   build/fuzz/fuzz_elf_image -runs=0 tests/fuzz/elf_image   replay the corpus
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "elf_image.h"
+#include "ro_buf.h"
+#include "tokio.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(cond)                                                                  \
+	do {                                                                         \
+		if (!(cond)) {                                                       \
+			fprintf(stderr, "fuzz_elf_image: %s:%d: %s\n", __FILE__,    \
+				__LINE__, #cond);                                    \
+			abort();                                                     \
+		}                                                                    \
+	} while (0)
+
+/* What a caller may read: len bytes inside the file, touched at both ends. */
+static void check_bytes(const struct elf_image *im, uint64_t addr, uint64_t len)
+{
+	const uint8_t *b = elf_image__bytes(im, addr, len);
+	volatile uint8_t sink;
+
+	if (!b || !len)
+		return;
+	CHECK(b >= im->data && b <= im->data + im->size);
+	CHECK(len <= (uint64_t)(im->data + im->size - b));
+	sink = b[0];
+	sink = b[len - 1];
+	(void)sink;
+}
+
+static int visit(void *ctx, const struct elf_func *f)
+{
+	const struct elf_image *im = ctx;
+	const struct elf_func *at = elf_image__func_at(im, f->addr, false), *first;
+	size_t n = elf_image__aliases(im, f->addr, &first);
+
+	CHECK(at && at->addr == f->addr);
+	CHECK(n >= 1);
+	for (size_t i = 0; i < n; i++)
+		CHECK(first[i].addr == f->addr);
+	CHECK(elf_image__name(im, f) != NULL);
+	elf_image__func_at(im, f->addr + f->size / 2, true);
+	elf_image__offset(im, f->addr);
+	/* as placement reads a whole function, and the name search its start */
+	check_bytes(im, f->addr, f->size);
+	check_bytes(im, f->addr, 256);
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct tokio_runtime rt;
+	struct elf_image im;
+	struct ro_buf b;
+	const uint8_t *file = ro_buf__copy(&b, data, size);
+
+	if (!elf_image__open_mem(&im, file, size)) {
+		for (size_t i = 1; i < im.nr_funcs; i++)
+			CHECK(im.funcs[i - 1].addr <= im.funcs[i].addr);
+		elf_image__for_each(&im, NULL, visit, &im);
+		/* what the tracer does with a file without USDT probes */
+		if (!tokio__detect_image(&im, &rt))
+			tokio__free(&rt);
+		elf_image__close(&im);
+	}
+	ro_buf__free(&b);
+	return 0;
+}
