@@ -40,6 +40,10 @@ def record_executor(tmp, scenario, duration=2, record_args=(), kill_after=None):
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         if kill_after:
+            # kill_after seconds into the traced workload, however long attaching took
+            for line in ex.stderr:
+                if "traced" in line:
+                    break
             time.sleep(kill_after)
             rec.kill()
         ex_out, _ = ex.communicate(timeout=duration + 60)
