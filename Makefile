@@ -107,6 +107,11 @@ $(BUILD)/sample-executor-shared: $(BUILD)/executor/main.o $(BUILD)/libsample-exe
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< -L$(BUILD) -lsample-executor \
 		-Wl,-rpath,'$$ORIGIN' $(LDLIBS_EXEC) -o $@
 
+# Two untraced processes switching on one CPU (tests/bench/switches.py).
+$(BUILD)/pingpong: tests/bench/pingpong.c | $(BUILD)/tests
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) $< -o $@
+
 # The tokio test program (tests/tokio), built three ways: the default release
 # profile (legacy symbol mangling), fat LTO (steal_into inlined away), and v0
 # mangling (future types in the symbols); plus a stripped copy.
@@ -252,8 +257,9 @@ test-integration: all tokio
 	$(Q)BUILD=$(BUILD) $(PYTHON) -m unittest discover -s tests/integration -t . -v
 
 # Numbers, not pass/fail: see docs/performance.md.
-bench: all tokio
+bench: all tokio $(BUILD)/pingpong
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/overhead.py
+	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/switches.py
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/convert.py 3
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/scenarios.py 5
 
