@@ -45,8 +45,12 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-TRACER_SRCS := $(wildcard src/*.c)
+# The tracer's stages, a folder each (docs/architecture.md); headers are
+# included by name from any of them.
+SRC_DIRS    := src src/targets src/source src/pipeline src/sinks src/capture src/lib
+TRACER_SRCS := $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))
 TRACER_OBJS := $(patsubst src/%.c,$(BUILD)/src/%.o,$(TRACER_SRCS))
+SRC_INC     := $(addprefix -I,$(SRC_DIRS))
 EXEC_SRCS   := $(wildcard executor/*.c)
 EXEC_OBJS   := $(patsubst executor/%.c,$(BUILD)/executor/%.o,$(EXEC_SRCS))
 # The same runtime as a shared library: a target whose probes live in a
@@ -151,7 +155,7 @@ $(BUILD)/tokio-app-v0: $(TOKIO_SRCS)
 	$(Q)cp $(BUILD)/cargo/v0/release/tokio-app $@
 
 # CET: every function starts with endbr64, which the kernel single-steps under
-# a uprobe: the build that probe placement (src/placement.c) is tested on.
+# a uprobe: the build that probe placement (src/targets/placement.c) is tested on.
 # -Z flags need RUSTC_BOOTSTRAP with Debian's stable rustc.
 $(BUILD)/tokio-app-cet: TOKIO_RUSTFLAGS = -Z cf-protection=full
 $(BUILD)/tokio-app-cet: TOKIO_ENV = RUSTC_BOOTSTRAP=1
@@ -170,9 +174,10 @@ $(BUILD)/tokio-app-stripped: $(BUILD)/tokio-app
 # Userspace objects include the generated skeletons, so those come first.
 $(TRACER_OBJS): | $(BPF_SKELS)
 
-$(BUILD)/src/%.o: src/%.c | $(BUILD)/src
+$(BUILD)/src/%.o: src/%.c
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) $(SRC_INC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/executor/%.o: executor/%.c | $(BUILD)/executor
 	$(call msg,CC,$@)
@@ -195,7 +200,7 @@ $(BUILD)/%.skel.h: $(BUILD)/bpf/%.bpf.o
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJS) | $(BUILD)/tests
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CPPFLAGS) -Isrc $(CFLAGS) $(DEPFLAGS) $< $(LIB_OBJS) \
+	$(Q)$(CC) $(CPPFLAGS) $(SRC_INC) $(CFLAGS) $(DEPFLAGS) $< $(LIB_OBJS) \
 		$(LDLIBS_TRACER) -lcmocka -o $@
 
 # The BPF programs compiled as userspace C, against the simulated kernel in
@@ -205,14 +210,15 @@ $(BUILD)/tests/test_bpf_logic: bpf/asynctraced.bpf.c bpf/core.bpf.h
 
 $(FUZZ_OBJS): | $(BPF_SKELS)
 
-$(BUILD)/fuzz/src/%.o: src/%.c | $(BUILD)/fuzz/src
+$(BUILD)/fuzz/src/%.o: src/%.c
 	$(call msg,CC-FUZZ,$@)
-	$(Q)$(CLANG) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -std=gnu11 \
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(CPPFLAGS) $(SRC_INC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -std=gnu11 \
 		-D_GNU_SOURCE $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS) | $(BUILD)/fuzz/src
 	$(call msg,CC-FUZZ,$@)
-	$(Q)$(CLANG) $(CPPFLAGS) -Isrc $(FUZZ_FLAGS) -fsanitize=fuzzer -std=gnu11 \
+	$(Q)$(CLANG) $(CPPFLAGS) $(SRC_INC) $(FUZZ_FLAGS) -fsanitize=fuzzer -std=gnu11 \
 		-D_GNU_SOURCE $(DEPFLAGS) -MT $@ -MF $(BUILD)/fuzz/fuzz_$*.d $< $(FUZZ_OBJS) \
 		$(LDLIBS_TRACER) -o $@
 
@@ -282,4 +288,5 @@ clean:
 	$(call msg,CLEAN,$(BUILD))
 	$(Q)rm -rf $(BUILD)
 
--include $(wildcard $(BUILD)/src/*.d $(BUILD)/fuzz/*.d $(BUILD)/fuzz/src/*.d $(BUILD)/executor/*.d $(BUILD)/executor-pic/*.d $(BUILD)/bpf/*.d $(BUILD)/tests/*.d)
+-include $(wildcard $(BUILD)/src/*.d $(BUILD)/src/*/*.d $(BUILD)/fuzz/*.d $(BUILD)/fuzz/src/*.d \
+	$(BUILD)/fuzz/src/*/*.d $(BUILD)/executor/*.d $(BUILD)/executor-pic/*.d $(BUILD)/bpf/*.d $(BUILD)/tests/*.d)

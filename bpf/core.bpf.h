@@ -95,7 +95,7 @@ struct thread_state {
 /*
  * Records go to the ring buffer of the CPU they are made on: no lock shared
  * between CPUs, no cache line bouncing between writers. Userspace merges the
- * rings in time order (src/rings.c). The loader makes the rings, one per
+ * rings in time order (src/source/rings.c). The loader makes the rings, one per
  * possible CPU, all the size of this template.
  */
 struct ring {

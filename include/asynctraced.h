@@ -499,7 +499,7 @@ enum at_stat {
  *   (docs/capture.md);
  * - map values and the loader's specs (at_worker_stats, at_task_state,
  *   at_usdt_spec, ...) are shared by BPF and userspace only (a capture
- *   copies them into structs of its own, src/capture.h): one may change,
+ *   copies them into structs of its own, src/capture/capture.h): one may change,
  *   with its numbers here and the copy in capture.c kept whole.
  */
 #define AT_PIN_SIZE(type, n)                                                                       \

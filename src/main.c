@@ -4,7 +4,7 @@
  *
  *   sudo asynctraced -p PID [-d SECONDS] [-o FILE] [--no-trace]
  *   sudo asynctraced record -p PID -o CAPTURE
- *        asynctraced convert CAPTURE [-o FILE]    (src/convert.c)
+ *        asynctraced convert CAPTURE [-o FILE]    (src/capture/convert.c)
  *
  * Finds the target's runtime (asynctrace USDT probes, or tokio), loads and
  * attaches the BPF programs, and runs the pipeline (ring buffer and map

@@ -214,7 +214,7 @@ static int build_filter(scmp_filter_ctx ctx)
 	/*
 	 * detaching a uprobe's perf event (libbpf), and whether an output is a
 	 * terminal (isatty: TCGETS) and its size (the live view and the report
-	 * fit it: src/layout.c); nothing else
+	 * fit it: src/sinks/layout.c); nothing else
 	 */
 	if (!err)
 		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,

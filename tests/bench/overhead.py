@@ -19,7 +19,7 @@ so that one run's disk writeback does not land in the next):
 
 A third target, tokio-spin built with CET (tokio-spin-cet: every function
 starts with endbr64, which the kernel single-steps under a uprobe), compares
-the probes placed past it (the default, src/placement.c) with probes at
+the probes placed past it (the default, src/targets/placement.c) with probes at
 the function entries (--probe-at entry), for the floor and maps-only.
 
 Per mode (the median of the rounds): polls per second, the target's own CPU

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * libFuzzer target: any bytes as an ELF file the target maps, read the way
- * the tracer reads it (src/elf_image.c): sections, the first PT_LOAD, the
+ * the tracer reads it (src/targets/elf_image.c): sections, the first PT_LOAD, the
  * functions of .symtab and .dynsym, every name demangled (libiberty), file
  * offsets and code bytes of every function, and tokio looked for in it.
  * Whatever the bytes: no crash, hang, leak or UB, and every pointer handed

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * libFuzzer target: any bytes as a function's code, disassembled by
- * placement__entry (src/placement.c, over capstone) to place its entry
+ * placement__entry (src/targets/placement.c, over capstone) to place its entry
  * probe. The input is the function's link-time address (8 bytes, little
  * endian) and then its code. Whatever the bytes: no crash, hang, leak or UB,
  * a place inside the function (the entry, or a cheap instruction that starts

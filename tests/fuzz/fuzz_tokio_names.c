@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * libFuzzer target: any list of symbol names, one a line, as the functions
- * of a program, through tokio's classification (src/tokio.c): each name
+ * of a program, through tokio's classification (src/targets/tokio.c): each name
  * demangled by libiberty, its generics stripped, matched to the function it
  * is, the future type taken from v0 names or from the code of a legacy
  * raw::poll instance, GenFuture unwrapped, the worker loop left out.

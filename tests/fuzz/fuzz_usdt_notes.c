@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * libFuzzer target: any bytes as an ELF file whose .note.stapsdt the tracer
- * reads (src/usdt_notes.c), then each probe's argument string through the
+ * reads (src/targets/usdt_notes.c), then each probe's argument string through the
  * operand parser, as discovery does. Whatever the bytes: no crash, hang,
  * leak or UB, and every probe comes back with NUL-terminated strings.
  *

@@ -183,7 +183,7 @@ class V0(TokioBuild):
 class Cet(TokioBuild):
     """Built with CET: every function starts with endbr64, which the kernel
     single-steps under a uprobe. Every probe goes past it to the emulated
-    instruction after it (src/placement.c), and reads the same arguments
+    instruction after it (src/targets/placement.c), and reads the same arguments
     there: the counts, names and causes of the inherited tests prove it."""
     variant = "-cet"
     mangling = "legacy"

@@ -44,7 +44,7 @@ struct discovery {
 	struct tokio_binary tokio;	/* TOKIO */
 	size_t scanned;			/* ELF files looked at */
 	/* no runtime found, and the executable is stripped Rust: tokio may be
-	 * in it, but only symbols would show it (src/elf_image.h) */
+	 * in it, but only symbols would show it (src/targets/elf_image.h) */
 	bool stripped;
 	bool verbose;			/* say why a file was skipped */
 };

@@ -9,7 +9,7 @@
  *  - poll records (long polls, late polls): in maps-only mode the BPF side
  *    sends only the polls these detectors need;
  *  - samples of the BPF maps (workers every tick, tasks every second), fed
- *    through the pipeline as records by src/sampler.c.
+ *    through the pipeline as records by src/source/sampler.c.
  */
 #ifndef DETECT_H
 #define DETECT_H
