@@ -21,7 +21,7 @@
 #define AT_RACE_POINT(where)
 #endif
 
-const volatile __u32 target_tgid = 0;
+
 /* Wake the consumer once a CPU has written this much: batches epoll wake-ups. */
 const volatile __u64 wakeup_bytes = 256 * 1024;
 /*
@@ -177,6 +177,22 @@ struct {
  * writes or every program reads (a shared line would move between CPUs).
  */
 #define CACHE_LINE __attribute__((aligned(64)))
+
+/*
+ * The processes traced: one bit per tgid, set and cleared by userspace
+ * through its mapping of this section. sched_switch, which every context
+ * switch of the host runs, tests two bits: the same cost for one target as
+ * for any number of them.
+ */
+__u64 traced_tgids[AT_TGID_WORDS] CACHE_LINE;
+
+static __always_inline bool tgid_traced(__u32 tgid)
+{
+	__u32 word = tgid / 64;
+
+	return word < AT_TGID_WORDS && (traced_tgids[word] >> (tgid % 64)) & 1;
+}
+
 struct at_worker_stats worker_stats[AT_MAX_WORKERS] CACHE_LINE;
 struct at_runtime_stats runtime_stats CACHE_LINE;
 struct at_worker_idle worker_idle[AT_MAX_WORKERS] CACHE_LINE;
@@ -1295,7 +1311,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	__u32 tid;
 	__u64 now;
 
-	if (TASK_READ(prev, tgid, direct) == target_tgid) {
+	if (tgid_traced(TASK_READ(prev, tgid, direct))) {
 		tid = TASK_READ(prev, pid, direct);
 		/* exiting: it runs no more code of its own, so no probe will need it */
 		if (TASK_READ(prev, flags, direct) & PF_EXITING) {
@@ -1316,7 +1332,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 			}
 		}
 	}
-	if (TASK_READ(next, tgid, direct) == target_tgid) {
+	if (tgid_traced(TASK_READ(next, tgid, direct))) {
 		tid = TASK_READ(next, pid, direct);
 		t = thread_find(tid);
 		if (t) {

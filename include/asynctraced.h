@@ -21,6 +21,9 @@
 #define AT_TASK_NAME_LEN 128
 #define AT_MAX_THREADS 8192	/* threads of the target tracked at once (a power of 2) */
 #define AT_MAX_TASKS 65536	/* live tasks: pending wake, idle since (LRU) */
+/* Process ids go up to PID_MAX_LIMIT (2^22 on 64-bit): a bit each for the traced ones. */
+#define AT_MAX_TGID (1u << 22)
+#define AT_TGID_WORDS (AT_MAX_TGID / 64)
 #define AT_MAX_WORKERS 256	/* workers with statistics (ids beyond: counted) */
 #define AT_MAX_TASK_STATS 16384	/* tasks with histograms (LRU) */
 #define AT_TASK_SLOTS 16384	/* live tasks kept in place (array; a power of 2) */

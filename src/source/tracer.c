@@ -34,6 +34,7 @@ struct tracer {
 	size_t nr_multi;
 	bool multi;		/* the uprobe programs were loaded for uprobe_multi */
 	enum sched_hook hook;
+	pid_t pid;		/* the process traced */
 	tracer_record_fn fn;
 	void *ctx;
 	struct dump *dumps;	/* DUMP_NR: a snapshot's copies of the hash maps */
@@ -210,7 +211,6 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	skel = asynctraced_bpf__open_opts(&open_opts);
 	if (!skel)
 		return -errno;
-	skel->rodata->target_tgid = (__u32)o->pid;
 	t->nr_rings = libbpf_num_possible_cpus();
 	if (t->nr_rings <= 0) {
 		asynctraced_bpf__destroy(skel);
@@ -286,6 +286,8 @@ int tracer__new(struct tracer **tp, const struct tracer_opts *o, tracer_record_f
 	}
 	if (err)
 		goto fail;
+	t->pid = o->pid;
+	tracer__follow(t, o->pid, true);
 	err = plug_rings(t);
 	if (err)
 		goto fail;
@@ -303,6 +305,20 @@ int tracer__new(struct tracer **tp, const struct tracer_opts *o, tracer_record_f
 fail:
 	tracer__free(t);
 	return err;
+}
+
+void tracer__follow(struct tracer *t, pid_t pid, bool on)
+{
+	__u64 *word, bit;
+
+	if (pid <= 0 || (__u32)pid >= AT_MAX_TGID)
+		return;
+	word = &t->skel->bss->traced_tgids[pid / 64];
+	bit = 1ull << (pid % 64);
+	if (on)
+		__atomic_fetch_or(word, bit, __ATOMIC_RELAXED);
+	else
+		__atomic_fetch_and(word, ~bit, __ATOMIC_RELAXED);
 }
 
 static int add_link(struct tracer *t, struct bpf_link *link)
@@ -349,7 +365,7 @@ int tracer__attach_usdt(struct tracer *t, const char *binary, int id, const char
 
 	if (!prog)
 		return -ENOENT;
-	return add_link(t, bpf_program__attach_usdt(prog, (pid_t)t->skel->rodata->target_tgid,
+	return add_link(t, bpf_program__attach_usdt(prog, t->pid,
 						    binary, AT_USDT_PROVIDER, probe, NULL));
 }
 
@@ -370,7 +386,7 @@ static int attach_multi(struct tracer *t, struct bpf_program *prog, bool ret, co
 	a.uprobe.cookies = (uintptr_t)cookies;
 	a.uprobe.cnt = (__u32)n;
 	a.uprobe.multi_flags = ret ? AT_BPF_F_UPROBE_MULTI_RETURN : 0;
-	a.uprobe.pid = t->skel->rodata->target_tgid;
+	a.uprobe.pid = (__u32)t->pid;
 	fds = realloc(t->multi_fds, (t->nr_multi + 1) * sizeof(*fds));
 	if (!fds)
 		return -ENOMEM;
@@ -395,7 +411,7 @@ int tracer__attach_uprobes(struct tracer *t, enum tracer_uprobe which, const cha
 	for (size_t i = 0; i < n; i++) {
 		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookies[i], .retprobe = ret);
 		int err = add_link(t, bpf_program__attach_uprobe_opts(
-					      prog, (pid_t)t->skel->rodata->target_tgid, binary,
+					      prog, t->pid, binary,
 					      offsets[i], &opts));
 
 		if (err)

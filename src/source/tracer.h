@@ -72,6 +72,11 @@ int tracer__new(struct tracer **t, const struct tracer_opts *opts, tracer_record
 		void *ctx);
 int tracer__attach_sched(struct tracer *t);
 /*
+ * Whether sched_switch accounts the threads of process pid (tracer__new
+ * sets the one it is given); probes are attached for a process separately.
+ */
+void tracer__follow(struct tracer *t, pid_t pid, bool on);
+/*
  * Attaches the program for one asynctrace probe (enum at_usdt_probe, named
  * probe in the notes); -ENOENT if we have none.
  */

@@ -362,6 +362,7 @@ static int setup(void **state)
 	}
 	memset(worker_stats, 0, sizeof(worker_stats));
 	rq_clock_known = false;
+	memset(traced_tgids, 0, sizeof(traced_tgids));
 	rq_clock_offset = 0;
 	memset(&runtime_stats, 0, sizeof(runtime_stats));
 	memset(tokio_depth, 0, sizeof(tokio_depth));
@@ -605,6 +606,12 @@ static void set_config(const volatile void *var, const void *value, size_t size)
 static struct task_struct kthread_w0 = { .pid = 101, .tgid = TGID };
 static struct task_struct kthread_else = { .pid = 7, .tgid = 7 }; /* another process */
 
+/* Userspace's part: sched_switch accounts this process's threads. */
+static void follow(__u32 tgid)
+{
+	traced_tgids[tgid / 64] |= 1ull << (tgid % 64);
+}
+
 static void sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	unsigned long long ctx[3] = { preempt, (uintptr_t)prev, (uintptr_t)next };
@@ -619,11 +626,34 @@ static void sched_switch(bool preempt, struct task_struct *prev, struct task_str
  * which the kernel's run_delay says once the thread has run again. Inside a
  * poll that time is the poll's own (blocked, runnable) instead.
  */
+/*
+ * sched_switch accounts the threads of the processes followed, by their
+ * tgid's bit, and no other: not one whose tgid shares a word or a bit
+ * position with a followed one.
+ */
+static void only_followed_processes_are_accounted(void **state)
+{
+	struct task_struct same_word = { .pid = 101, .tgid = TGID ^ 1, .__state = 1 };
+	struct task_struct same_bit = { .pid = 101, .tgid = TGID + 64, .__state = 1 };
+
+	follow(TGID);
+	poll_begin(&w0, 7, 3);
+	poll_end(&w0, 7, 3, 0, AT_QUEUE_NONE);
+	/* a thread with the worker's tid (as another pid namespace would show it) */
+	sched_switch(false, &same_word, &kthread_else);
+	sched_switch(false, &same_bit, &kthread_else);
+	assert_int_equal(worker_idle[3].asleep_since, 0);
+	kthread_w0.__state = 1;
+	sched_switch(false, &kthread_w0, &kthread_else);
+	assert_int_not_equal(worker_idle[3].asleep_since, 0);
+	kthread_w0.__state = 0;
+}
+
 static void worker_waits_for_a_cpu_between_polls(void **state)
 {
 	__u32 tgid = TGID;
 
-	set_config(&target_tgid, &tgid, sizeof(tgid));
+	follow(tgid);
 	kthread_w0.sched_info.run_delay = 1000;
 	poll_begin(&w0, 7, 3);
 	poll_end(&w0, 7, 3, 0, AT_QUEUE_NONE);
@@ -671,7 +701,7 @@ static void late_poll_says_if_a_worker_slept(void **state)
 	struct task_struct kthread_w1 = { .pid = 102, .tgid = TGID };
 	struct at_poll *p;
 
-	set_config(&target_tgid, &tgid, sizeof(tgid));
+	follow(tgid);
 	set_config(&sched_delay_ns, &delay, sizeof(delay));
 	poll_begin(&w1, 9, 1);
 	poll_end(&w1, 9, 1, 0, AT_QUEUE_NONE);
@@ -717,7 +747,7 @@ static void waiting_for_a_cpu_is_not_sleeping(void **state)
 	__u64 delay = 20000000, rq_offset = 5000000000ull;
 	struct task_struct kthread_w1 = { .pid = 102, .tgid = TGID };
 
-	set_config(&target_tgid, &tgid, sizeof(tgid));
+	follow(tgid);
 	set_config(&sched_delay_ns, &delay, sizeof(delay));
 	poll_begin(&w1, 9, 1);
 	poll_end(&w1, 9, 1, 0, AT_QUEUE_NONE);
@@ -759,7 +789,7 @@ static void blocked_until_woken_then_runnable(void **state)
 	struct task_struct kthread_w1 = { .pid = 102, .tgid = TGID };
 	struct at_poll *p;
 
-	set_config(&target_tgid, &tgid, sizeof(tgid));
+	follow(tgid);
 	/* calibration: worker 1 sleeps between polls, wakes, polls, sleeps */
 	poll_begin(&w1, 9, 1);
 	poll_end(&w1, 9, 1, 0, AT_QUEUE_NONE);
