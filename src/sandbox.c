@@ -20,6 +20,25 @@
 #include <seccomp.h>
 #include <sys/capability.h>
 
+bool sandbox__has_cap(int cap)
+{
+	cap_flag_value_t v = CAP_CLEAR;
+	cap_t c = cap_get_proc();
+
+	if (!c)
+		return geteuid() == 0;
+	if (cap_get_flag(c, (cap_value_t)cap, CAP_EFFECTIVE, &v))
+		v = CAP_CLEAR;
+	cap_free(c);
+	return v == CAP_SET;
+}
+
+bool sandbox__privileged(void)
+{
+	return sandbox__has_cap(CAP_SYS_ADMIN) ||
+	       (sandbox__has_cap(CAP_BPF) && sandbox__has_cap(CAP_PERFMON));
+}
+
 /*
  * Every capability goes but those in keep (bits by number) that we hold:
  * each one the tracer needs is spent on loading and attaching, but for

@@ -20,6 +20,22 @@
 #include <stdint.h>
 
 /*
+ * Tracing programs need CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, which
+ * Linux takes for both). That is all tokio's uprobe_multi links need, but
+ * USDT probes are attached by libbpf as perf uprobes, which Linux creates
+ * only for CAP_SYS_ADMIN (the 2025 kernel change "perf: Require
+ * CAP_SYS_ADMIN for uprobes", also in stable kernels); so CAP_SYS_ADMIN is
+ * the one set that traces both.
+ */
+#define SANDBOX_CAPS_NEEDED \
+	"CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON for a tokio target alone"
+
+/* Whether we hold capability cap (CAP_*) in our effective set. */
+bool sandbox__has_cap(int cap);
+/* Whether we hold SANDBOX_CAPS_NEEDED. */
+bool sandbox__privileged(void);
+
+/*
  * Drops every capability but those in keep (a bit for each capability's
  * number) that we have: effective, permitted, inheritable, ambient, and the
  * bounding set when we may. Sets no_new_privs. 0 or -errno.

@@ -8,9 +8,9 @@
 #include "capture.h"
 #include "outputs.h"
 #include "pipeline.h"
+#include "util.h"
 #include "replay.h"
 
-#define err_msg(...) fprintf(stderr, "asynctraced: " __VA_ARGS__)
 
 int convert__run(const struct options *o)
 {

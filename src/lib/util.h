@@ -4,6 +4,10 @@
 #define UTIL_H
 
 #include <stdint.h>
+#include <stdio.h>
+
+/* A message of ours on stderr. */
+#define err_msg(...) fprintf(stderr, "asynctraced: " __VA_ARGS__)
 
 uint64_t now_ns(void); /* CLOCK_MONOTONIC: the clock BPF's ktime uses */
 

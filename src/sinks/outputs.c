@@ -12,8 +12,8 @@
 #include "outbuf.h"
 #include "trace_json.h"
 #include "trace_proto.h"
+#include "util.h"
 
-#define err_msg(...) fprintf(stderr, "asynctraced: " __VA_ARGS__)
 
 int outputs__open(struct pipeline *p, const struct options *o, bool live)
 {

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Attaching a discovered runtime's probes: every asynctrace USDT probe, or
+ * each kind of tokio function at every site of it, in an order that keeps
+ * the counted queue depths right.
+ */
+#include <errno.h>
+#include <linux/capability.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attach.h"
+#include "sandbox.h"
+#include "util.h"
+
+static int attach_usdt(struct tracer *t, const struct discovery *d, bool verbose)
+{
+	for (size_t i = 0; i < d->nr; i++) {
+		const struct probe_site *site = &d->sites[i];
+		int err = tracer__attach_usdt(t, site->path, site->probe, site->name);
+
+		if (err == -ENOENT) {
+			/* A probe from a newer ABI than ours: not an error. */
+			if (verbose)
+				err_msg("ignoring unknown probe '%s:%s' in %s\n", AT_USDT_PROVIDER,
+					site->name, site->target_path);
+			continue;
+		}
+		if (err) {
+			err_msg("failed to attach usdt '%s:%s' in %s: %s%s\n", AT_USDT_PROVIDER,
+				site->name, site->path, strerror(-err),
+				err == -EACCES && !sandbox__has_cap(CAP_SYS_ADMIN)
+					? ": Linux creates the uprobes of USDT probes only for "
+					  "CAP_SYS_ADMIN (docs/security.md)"
+					: "");
+			return err;
+		}
+		if (verbose)
+			err_msg("attached usdt '%s:%s' in %s (arguments %s)\n", AT_USDT_PROVIDER,
+				site->name, site->target_path,
+				d->specs[site->probe].known ? "fixed at load"
+								 : "looked up per hit");
+	}
+	return 0;
+}
+
+/* The uprobes each kind of tokio function gets. */
+static const struct {
+	enum tracer_uprobe entry, ret;
+	bool has_entry, has_ret;
+} tokio_uprobes[TOKIO_KIND_MAX] = {
+	[TOKIO_POLL] = { UPROBE_TOKIO_POLL, UPROBE_TOKIO_POLL_RET, true, true },
+	[TOKIO_WAKE] = { UPROBE_TOKIO_WAKE, 0, true, false },
+	[TOKIO_SCHEDULE] = { UPROBE_TOKIO_SCHEDULE, 0, true, false },
+	[TOKIO_BIND] = { 0, UPROBE_TOKIO_BIND_RET, false, true },
+	[TOKIO_BIND_INNER] = { UPROBE_TOKIO_BIND_INNER, 0, true, false },
+	[TOKIO_REMOVE] = { UPROBE_TOKIO_REMOVE, 0, true, false },
+	[TOKIO_STEAL] = { 0, UPROBE_TOKIO_STEAL_RET, false, true },
+};
+
+/*
+ * Polls first: a push (schedule, spawn) seen before the probe that sees its
+ * pop would leave tokio's counted queue depth one too deep for good.
+ */
+static const enum tokio_kind tokio_attach_order[] = {
+	TOKIO_POLL, TOKIO_REMOVE, TOKIO_STEAL, TOKIO_WAKE, TOKIO_SCHEDULE, TOKIO_BIND,
+	TOKIO_BIND_INNER,
+};
+
+/* Every site of one kind at once: their offsets, and cookies (a poll's address). */
+static int attach_tokio_kind(struct tracer *t, const struct discovery *d,
+			     const struct attach_opts *o, enum tokio_kind kind, size_t *moved_total)
+{
+	const struct tokio_binary *tb = &d->tokio;
+	uint64_t *offsets = calloc(tb->rt.nr + 1, sizeof(*offsets));
+	uint64_t *cookies = calloc(tb->rt.nr + 1, sizeof(*cookies));
+	size_t n = 0, moved = 0;
+	uint64_t skip;
+	int err = 0;
+
+	if (!offsets || !cookies) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < tb->rt.nr; i++) {
+		const struct tokio_site *site = &tb->rt.sites[i];
+
+		if (site->kind != kind || site->internal)
+			continue;
+		/* past a single-stepped entry to the first emulated instruction (placement.h) */
+		skip = o->probe_at_entry ? 0 : site->place.skip;
+		offsets[n] = site->offset + skip;
+		/* vtable[0] of a task is its raw::poll: the address names the task */
+		cookies[n] = discovery__tokio_addr(d, site->offset);
+		if (o->verbose && skip)
+			err_msg("attaching %s at %s+0x%llx (+%llu: past %s, at %s)%s%s\n",
+				tokio_kind_str(kind), tb->target_path,
+				(unsigned long long)site->offset, (unsigned long long)skip,
+				site->place.entry, site->place.at, site->future ? ": " : "",
+				site->future ? site->future : "");
+		else if (o->verbose)
+			err_msg("attaching %s at %s+0x%llx (%s%s)%s%s\n", tokio_kind_str(kind),
+				tb->target_path, (unsigned long long)site->offset,
+				site->place.entry[0] ? site->place.entry : "?",
+				site->place.cheap ? "" : ", single-stepped",
+				site->future ? ": " : "", site->future ? site->future : "");
+		moved += skip != 0;
+		n++;
+	}
+	if (tokio_uprobes[kind].has_entry)
+		err = tracer__attach_uprobes(t, tokio_uprobes[kind].entry, tb->path, offsets,
+					     cookies, n);
+	if (!err && tokio_uprobes[kind].has_ret)
+		err = tracer__attach_uprobes(t, tokio_uprobes[kind].ret, tb->path, offsets,
+					     cookies, n);
+	if (err)
+		err_msg("failed to attach uprobes on %s in %s: %s\n", tokio_kind_str(kind),
+			tb->target_path, strerror(-err));
+	*moved_total += moved;
+out:
+	free(offsets);
+	free(cookies);
+	return err;
+}
+
+static int attach_tokio(struct tracer *t, const struct discovery *d,
+			const struct attach_opts *o, size_t *moved)
+{
+	int err = 0;
+
+	for (size_t k = 0; !err && k < sizeof(tokio_attach_order) / sizeof(tokio_attach_order[0]);
+	     k++)
+		err = attach_tokio_kind(t, d, o, tokio_attach_order[k], moved);
+	return err;
+}
+
+int attach__probes(struct tracer *t, const struct discovery *d, const struct attach_opts *o,
+		   size_t *moved)
+{
+	*moved = 0;
+	return d->kind == RUNTIME_TOKIO ? attach_tokio(t, d, o, moved)
+					: attach_usdt(t, d, o->verbose);
+}

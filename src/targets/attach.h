@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/* Attaching the probes of a discovered runtime (attach.c). */
+#ifndef ATTACH_H
+#define ATTACH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "discover.h"
+#include "tracer.h"
+
+struct attach_opts {
+	bool probe_at_entry;	/* --probe-at entry: tokio probes on the function entries */
+	bool verbose;		/* say each probe attached, and where */
+};
+
+/*
+ * Attaches every probe of d's runtime to the tracer; moved: how many tokio
+ * probes went past a single-stepped entry (placement.h). Each failure is
+ * said on stderr; returns its error.
+ */
+int attach__probes(struct tracer *t, const struct discovery *d, const struct attach_opts *o,
+		   size_t *moved);
+
+#endif
