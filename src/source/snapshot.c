@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Snapshots of the BPF maps (tracer.h): the per-worker statistics and
+ * runtime counters straight from the mapped .bss, the live tasks from their
+ * mapped slots, the rest from the hash maps in batches, and the per-CPU
+ * counters summed.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "tracer_priv.h"
+#include "u64map.h"
+
+/*
+ * Every entry of a hash map, keys and values into the dump's arrays (made
+ * on first use, as large as the map can be), in batches: one syscall per few
+ * thousand entries rather than two per entry.
+ */
+static int map_dump(struct dump *d, int fd, size_t ksz, size_t vsz, uint32_t max, void **keys,
+		    void **vals, size_t *nr)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	__u64 in = 0, out = 0; /* hash maps use a bucket index as the token */
+	size_t total = 0;
+	char *k, *v;
+	int err;
+
+	if (!d->keys)
+		d->keys = malloc(ksz * max);
+	if (!d->vals)
+		d->vals = malloc(vsz * max);
+	if (!d->keys || !d->vals)
+		return -ENOMEM;
+	k = d->keys;
+	v = d->vals;
+	while (total < max) {
+		__u32 count = (__u32)(max - total);
+
+		err = bpf_map_lookup_batch(fd, total ? &in : NULL, &out, k + total * ksz,
+					   v + total * vsz, &count, &opts);
+		total += count;
+		if (err && errno == ENOENT)
+			break; /* the whole map was read */
+		if (err)
+			return -errno;
+		in = out;
+	}
+	*keys = k;
+	*vals = v;
+	*nr = total;
+	return 0;
+}
+
+/*
+ * One slot's task, copied while the BPF side may be writing it: the id read
+ * before and after the copy must agree, or the slot changed hands meanwhile
+ * (the task finished, another took the slot) and the copy is dropped.
+ */
+static __u64 slot_copy(const struct at_task_slot *slot, struct at_task_slot *out)
+{
+	__u64 id = __atomic_load_n(&slot->task, __ATOMIC_ACQUIRE);
+
+	if (!id)
+		return 0;
+	memcpy(out, slot, sizeof(*out));
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return __atomic_load_n(&slot->task, __ATOMIC_RELAXED) == id ? id : 0;
+}
+
+/*
+ * The tasks: live ones from their slots, the rest (tasks whose slot was
+ * taken, finished ones kept for the report) from the hashes. A task met in
+ * a slot and in a hash (evicted from the hash, back in a slot) is taken once,
+ * from its slot.
+ */
+static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle_min_ns)
+{
+	struct asynctraced_bpf *skel = t->skel;
+	size_t nr_live = 0, cap = 64, n;
+	struct at_task_stats *ts;
+	struct at_task_state *live;
+	struct at_steal_stats *ss;
+	struct at_steal_key *sk;
+	struct at_task_slot slot;
+	struct u64map seen;
+	__u64 *ids, idle;
+	int err;
+
+	u64map__init(&seen);
+	s->tasks = calloc(cap, sizeof(*s->tasks));
+	s->idle = calloc(cap, sizeof(*s->idle));
+	err = s->tasks && s->idle ? 0 : -ENOMEM;
+	for (__u32 i = 0; !err && i < t->nr_slots; i++) {
+		__u64 id = slot_copy(&t->slots[i], &slot);
+
+		if (!id)
+			continue;
+		if (nr_live == cap) {
+			struct task_entry *te = realloc(s->tasks, 2 * cap * sizeof(*te));
+			struct idle_entry *ie = te ? realloc(s->idle, 2 * cap * sizeof(*ie)) : NULL;
+
+			if (te)
+				s->tasks = te;
+			if (ie)
+				s->idle = ie;
+			if (!te || !ie) {
+				err = -ENOMEM;
+				break;
+			}
+			cap *= 2;
+		}
+		nr_live++;
+		/* its statistics come from here, not from task_stats */
+		if (slot.s.polls && u64map__set(&seen, id, &seen)) {
+			err = -ENOMEM;
+			break;
+		}
+		if (slot.s.polls) {
+			s->tasks[s->nr_tasks].id = id;
+			s->tasks[s->nr_tasks].s = slot.s;
+			s->nr_tasks++;
+		}
+		idle = at_task_idle_since(&slot.st);
+		if (idle && s->ts >= idle + idle_min_ns) {
+			s->idle[s->nr_idle].id = id;
+			s->idle[s->nr_idle].idle_since = idle;
+			s->idle[s->nr_idle].name_addr = slot.st.name_addr;
+			s->nr_idle++;
+		}
+	}
+
+	if (!err)
+		err = map_dump(&t->dumps[DUMP_TASK_STATS], bpf_map__fd(skel->maps.task_stats),
+			       sizeof(__u64), sizeof(*ts), AT_MAX_TASK_STATS, (void **)&ids,
+			       (void **)&ts, &n);
+	if (!err) {
+		struct task_entry *te = realloc(s->tasks, (s->nr_tasks + n + 1) * sizeof(*te));
+
+		if (te)
+			s->tasks = te;
+		for (size_t i = 0; te && i < n; i++) {
+			if (u64map__get(&seen, ids[i]))
+				continue;
+			s->tasks[s->nr_tasks].id = ids[i];
+			s->tasks[s->nr_tasks].s = ts[i];
+			s->nr_tasks++;
+		}
+		err = te ? 0 : -ENOMEM;
+	}
+	if (!err)
+		err = map_dump(&t->dumps[DUMP_TASKS], bpf_map__fd(skel->maps.tasks), sizeof(__u64),
+			       sizeof(*live), AT_MAX_TASKS, (void **)&ids, (void **)&live, &n);
+	if (!err) {
+		struct idle_entry *ie = realloc(s->idle, (s->nr_idle + n + 1) * sizeof(*ie));
+
+		if (ie)
+			s->idle = ie;
+		for (size_t i = 0; ie && i < n; i++) {
+			idle = at_task_idle_since(&live[i]);
+			if (!idle || s->ts < idle + idle_min_ns || u64map__get(&seen, ids[i]))
+				continue;
+			s->idle[s->nr_idle].id = ids[i];
+			s->idle[s->nr_idle].idle_since = idle;
+			s->idle[s->nr_idle].name_addr = live[i].name_addr;
+			s->nr_idle++;
+		}
+		err = ie ? 0 : -ENOMEM;
+	}
+	u64map__clear(&seen);
+	if (err)
+		return err;
+
+	err = map_dump(&t->dumps[DUMP_STEALS], bpf_map__fd(skel->maps.steals), sizeof(*sk),
+		       sizeof(*ss), AT_MAX_STEAL_PAIRS, (void **)&sk, (void **)&ss, &n);
+	if (err)
+		return err;
+	s->steals = calloc(n ? n : 1, sizeof(*s->steals));
+	for (size_t i = 0; s->steals && i < n; i++) {
+		s->steals[i].key = sk[i];
+		s->steals[i].s = ss[i];
+	}
+	s->nr_steals = s->steals ? n : 0;
+	return 0;
+}
+
+/* The per-CPU counters into the runtime's totals: one syscall. */
+static void sum_runtime_counts(const struct tracer *t, struct at_runtime_stats *rt)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	struct at_runtime_counts *c;
+	__u32 zero = 0;
+
+	if (ncpu <= 0 || !(c = calloc((size_t)ncpu, sizeof(*c))))
+		return;
+	if (!bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.runtime_counts), &zero, c)) {
+		for (int i = 0; i < ncpu; i++) {
+			rt->spawns += c[i].spawns;
+			rt->completed += c[i].completed;
+			rt->wakes += c[i].wakes;
+			rt->self_wakes += c[i].self_wakes;
+			rt->outside_wakes += c[i].outside_wakes;
+		}
+	}
+	free(c);
+}
+
+int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64_t idle_min_ns,
+		     uint64_t at)
+{
+	const struct at_worker_stats *w = t->skel->bss->worker_stats;
+	uint32_t n = 0;
+	struct timespec now;
+
+	stats__free(s);
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	s->ts = at ? at : (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+	s->rt = t->skel->bss->runtime_stats;
+	sum_runtime_counts(t, &s->rt);
+	for (uint32_t i = 0; i < AT_MAX_WORKERS; i++)
+		if (w[i].tid || w[i].polls || w[i].parks || w[i].queue.ts)
+			n = i + 1;
+	s->workers = calloc(n ? n : 1, sizeof(*s->workers));
+	s->between = calloc(n ? n : 1, sizeof(*s->between));
+	if (!s->workers || !s->between)
+		return -ENOMEM;
+	/* Racing the BPF side: each number is whole, the set is nearly simultaneous. */
+	memcpy(s->workers, w, n * sizeof(*w));
+	memcpy(s->between, t->skel->bss->worker_idle, n * sizeof(*s->between));
+	s->nr_workers = n;
+	/* wakes made by workers count on them; runtime_counts has the rest */
+	for (uint32_t i = 0; i < n; i++) {
+		s->rt.wakes += s->workers[i].wakes;
+		s->rt.self_wakes += s->workers[i].self_wakes;
+	}
+	if (!tasks)
+		return 0;
+	{
+		uint64_t st[AT_STAT_NR];
+
+		if (tracer__stats(t, st) == 0)
+			for (int k = 1; k < AT_EV_KIND_MAX; k++)
+				s->dropped += st[AT_STAT_DROP_BASE + k];
+	}
+	return snapshot_tasks(t, s, idle_min_ns);
+}
+
+int tracer__stats(const struct tracer *t, uint64_t stats[AT_STAT_NR])
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *vals;
+	int fd = bpf_map__fd(t->skel->maps.stats);
+
+	if (ncpu < 0)
+		return ncpu;
+	vals = calloc((size_t)ncpu, sizeof(*vals));
+	if (!vals)
+		return -ENOMEM;
+	for (__u32 i = 0; i < AT_STAT_NR; i++) {
+		stats[i] = 0;
+		if (bpf_map_lookup_elem(fd, &i, vals))
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			stats[i] += vals[c];
+	}
+	free(vals);
+	return 0;
+}

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What a tracer holds, for its two halves: tracer.c (load, attach, consume,
+ * detach) and snapshot.c (the maps read into struct stats). Nothing else
+ * looks inside.
+ */
+#ifndef TRACER_PRIV_H
+#define TRACER_PRIV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "tracer.h"
+/* after the contract header, whose types it uses */
+#include "asynctraced.skel.h"
+
+struct tracer {
+	struct asynctraced_bpf *skel;
+	bool empty;		/* the floor: empty programs at the same points */
+	struct rings *rings;	/* one ring buffer per CPU, read in time order */
+	int *ring_fds;
+	int nr_rings;
+	size_t ring_size;
+	const struct at_task_slot *slots; /* task_slots, mapped read-only */
+	size_t slots_size;
+	__u32 nr_slots;
+	struct bpf_link **links;
+	size_t nr_links;
+	int *multi_fds;		/* uprobe_multi links, made without libbpf */
+	size_t nr_multi;
+	bool multi;		/* the uprobe programs were loaded for uprobe_multi */
+	enum sched_hook hook;
+	pid_t pid;		/* the process traced */
+	tracer_record_fn fn;
+	void *ctx;
+	struct dump *dumps;	/* DUMP_NR: a snapshot's copies of the hash maps */
+};
+
+/*
+ * Where a snapshot copies a hash map, kept from one snapshot to the next:
+ * the task maps take several MB, every second, and buffers that size given
+ * back and taken again grew the heap glibc keeps for minutes after attaching
+ * (make soak, docs/performance.md).
+ */
+struct dump {
+	void *keys, *vals;
+};
+
+enum { DUMP_TASK_STATS, DUMP_TASKS, DUMP_STEALS, DUMP_NR };
+
+#endif
