@@ -1257,18 +1257,28 @@ static __always_inline void calibrate_rq_clock(struct thread_state *t, struct ta
 
 /*
  * When @p, about to take the CPU at @now (ktime), was woken; @now if that is
- * not known (no sched_info, or no calibration yet).
+ * not known (no sched_info, or no calibration yet). A woken thread moved to
+ * another CPU's run queue is queued there anew: the time it waited on the
+ * first is in run_delay already, beyond @seen (run_delay when it went to
+ * sleep).
  */
-static __always_inline __u64 woken_at(struct task_struct *p, __u64 now, const bool direct)
+static __always_inline __u64 woken_at(struct task_struct *p, __u64 now, __u64 seen,
+				      const bool direct)
 {
-	__u64 queued, woke;
+	__u64 queued, woke, total, moved = 0;
 
 	if (!rq_clock_known || !bpf_core_field_exists(p->sched_info.last_queued))
 		return now;
 	queued = TASK_READ(p, sched_info.last_queued, direct);
 	if (!queued)
 		return now;
+	total = run_delay(p, direct);
+	if (seen && total > seen)
+		moved = total - seen;
 	woke = queued + (__u64)rq_clock_offset;
+	if (moved >= woke)
+		return now;
+	woke -= moved;
 	return woke < now ? woke : now;
 }
 
@@ -1341,14 +1351,15 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				now = bpf_ktime_get_ns();
 				if (t->off_blocked) {
 					t->arrived_at = now;
-					back_after_wake(t, now, woken_at(next, now, direct), false);
+					back_after_wake(t, now, woken_at(next, now, t->run_delay_seen, direct),
+							false);
 				} else {
 					back_on_cpu(t, now, false);
 				}
 			} else if (t->asleep_since) {
 				now = bpf_ktime_get_ns();
 				t->arrived_at = now;
-				awake(t, woken_at(next, now, direct));
+				awake(t, woken_at(next, now, t->run_delay_seen, direct));
 			}
 		}
 	}

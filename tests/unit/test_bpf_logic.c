@@ -739,7 +739,8 @@ static void late_poll_says_if_a_worker_slept(void **state)
  * host gave it no CPU for most of the wait: that is contention, not a worker
  * left asleep. The sleep ends at the wake (sched_info.last_queued, on the run
  * queue's own clock, which the program calibrates on the worker's earlier
- * arrival), not when the thread at last ran.
+ * arrival, less the wait on another CPU's queue before it was moved), not
+ * when the thread at last ran.
  */
 static void waiting_for_a_cpu_is_not_sleeping(void **state)
 {
@@ -749,6 +750,7 @@ static void waiting_for_a_cpu_is_not_sleeping(void **state)
 
 	follow(tgid);
 	set_config(&sched_delay_ns, &delay, sizeof(delay));
+	kthread_w1.sched_info.run_delay = 1000;
 	poll_begin(&w1, 9, 1);
 	poll_end(&w1, 9, 1, 0, AT_QUEUE_NONE);
 	kthread_w1.__state = 1;
@@ -764,8 +766,11 @@ static void waiting_for_a_cpu_is_not_sleeping(void **state)
 	spawn(&other, 7, AT_QUEUE_INJECT);
 	clock_ns += 2000000;					/* it is woken for it */
 	kthread_w1.__state = 0;
+	clock_ns += 10000000;
+	/* moved to another CPU after 10 ms: queued there anew, the wait so far counted */
+	kthread_w1.sched_info.run_delay += 10000000;
 	kthread_w1.sched_info.last_queued = clock_ns + rq_offset;
-	clock_ns += 28000000;					/* and runs 28 ms later */
+	clock_ns += 18000000;					/* and runs 28 ms after its wake */
 	sched_switch(false, &kthread_else, &kthread_w1);
 	kthread_w1.sched_info.last_queued = 0;
 	poll_begin(&w1, 7, 1);
@@ -899,6 +904,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(hashed_task_moves_to_its_slot_when_polled, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(stale_slot_after_the_wake_found_it, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(only_followed_processes_are_accounted, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(worker_waits_for_a_cpu_between_polls, setup,
 						teardown),
