@@ -24,6 +24,8 @@
 
 /* Wake the consumer once a CPU has written this much: batches epoll wake-ups. */
 const volatile __u64 wakeup_bytes = 256 * 1024;
+/* The runtime's workers say when they park and unpark (USDT worker_park). */
+const volatile bool parks_probed = false;
 /*
  * Full trace: every record. Otherwise only the polls the detectors need: at
  * least long_poll_ns long, or late by sched_delay_ns with fewer than
@@ -1283,6 +1285,22 @@ static __always_inline __u64 woken_at(struct task_struct *p, __u64 now, __u64 se
 }
 
 /*
+ * Whether a worker's sleep between polls is idleness. A runtime that says
+ * when its workers park (worker_park, worker_unpark): only a sleep while
+ * parked; any other (a lock whose holder was preempted, a blocking call in
+ * the runtime) is no room to spare. Without park probes, every sleep.
+ */
+static __always_inline bool idle_sleep(const struct thread_state *t)
+{
+	const struct at_worker_stats *w;
+
+	if (!parks_probed)
+		return true;
+	w = worker_get(t->worker);
+	return w && w->park_since;
+}
+
+/*
  * A worker's thread leaves the CPU outside a poll. The kernel brought its
  * run-queue time up to date when it took the CPU: the wait before that, if
  * it was not inside a poll then, was time the worker could have run and the
@@ -1301,7 +1319,7 @@ static __always_inline void between_polls(struct thread_state *t, struct task_st
 		return;
 	if (seen && total > seen && !t->arrived_in_poll)
 		w->cpu_wait_ns += total - seen;
-	if (asleep && !t->task) {
+	if (asleep && !t->task && idle_sleep(t)) {
 		t->asleep_since = bpf_ktime_get_ns();
 		w->asleep_since = t->asleep_since;
 	}

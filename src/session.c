@@ -448,8 +448,11 @@ static int start(struct session *s)
 	topts.tokio_remove_probed = s->disc.tokio.rt.count[TOKIO_REMOVE] > 0;
 	/* the Header cache needs remove to say when a Header is let go (docs/tokio.md) */
 	topts.tokio_hdr_cache = topts.tokio_remove_probed;
-	if (s->disc.kind == RUNTIME_USDT)
+	if (s->disc.kind == RUNTIME_USDT) {
 		topts.usdt_specs = s->disc.specs;
+		topts.parks_probed = discovered(&s->disc, "worker_park") &&
+				     discovered(&s->disc, "worker_unpark");
+	}
 	err = tracer__new(&s->tracer, &topts, on_record, s);
 	if (err) {
 		err_msg("failed to load BPF programs: %s%s\n", strerror(-err),

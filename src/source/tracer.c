@@ -188,6 +188,7 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	skel->rodata->sched_delay_ns = o->sched_delay_ns;
 	skel->rodata->starve_depth = o->starve_depth;
 	skel->rodata->tokio_steal_probed = o->tokio_steal_probed;
+	skel->rodata->parks_probed = o->parks_probed;
 	skel->rodata->tokio_remove_probed = o->tokio_remove_probed;
 	skel->rodata->tokio_hdr_cache = o->tokio_hdr_cache;
 	skel->rodata->task_slot_bits = (__u32)__builtin_ctz(o->task_slots);

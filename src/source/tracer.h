@@ -42,6 +42,7 @@ struct tracer_opts {
 	bool uprobes;
 	/* tokio: steal_into is probed, so steals need not be inferred */
 	bool tokio_steal_probed;
+	bool parks_probed;	/* worker_park and worker_unpark probes attached */
 	/* tokio: OwnedTasks::remove is probed, so completions are known */
 	bool tokio_remove_probed;
 	bool tokio_hdr_cache;	/* trust tokio's Header cache (docs/tokio.md) */

@@ -57,8 +57,10 @@ class MapsOnly(unittest.TestCase):
                 self.assertEqual(run.report["mode"], "maps")
 
     def test_no_per_event_traffic(self):
-        """Only the polls a detector needs cross the ring buffer: none at all
-        when nothing is wrong."""
+        """Only the polls a detector needs cross the ring buffer: long ones
+        and late ones, which a run where nothing is wrong has few of (a
+        request queued behind thrash's yielders on a busy machine can wait
+        past --sched-delay: it crosses, to be judged)."""
         for scenario, run in self.runs.items():
             with self.subTest(scenario=scenario):
                 ev = run.report["events"]
@@ -66,7 +68,7 @@ class MapsOnly(unittest.TestCase):
                 for kind in ("spawn", "wake", "steal", "park"):
                     self.assertEqual(ev["by_kind"][kind], 0, kind)
                 if scenario in ("healthy", "fanout", "lost", "thrash"):
-                    self.assertEqual(ev["received"], 0)
+                    self.assertLess(ev["received"], 0.01 * run.counts["polls"])
                 self.assertLess(ev["received"], 0.5 * run.counts["polls"])
 
     def test_steal_matrix(self):

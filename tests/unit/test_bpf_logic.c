@@ -816,6 +816,49 @@ static void blocked_until_woken_then_runnable(void **state)
 	assert_in_range(p->runnable_ns, 4990000, 5000000);
 }
 
+/*
+ * With park probes, a worker is idle only while parked: a sleep between
+ * polls outside them (a lock whose holder was preempted) is no room to
+ * spare, and a late poll meanwhile is not blamed on the runtime.
+ */
+static void only_a_parked_worker_is_idle(void **state)
+{
+	__u64 delay = 20000000;
+	bool yes = true;
+	struct task_struct kthread_w1 = { .pid = 102, .tgid = TGID };
+
+	follow(TGID);
+	set_config(&sched_delay_ns, &delay, sizeof(delay));
+	set_config(&parks_probed, &yes, sizeof(yes));
+	poll_begin(&w1, 9, 1);
+	poll_end(&w1, 9, 1, 0, AT_QUEUE_NONE);
+	kthread_w1.__state = 1;
+	sched_switch(false, &kthread_w1, &kthread_else);	/* waits for a lock */
+	assert_int_equal(worker_idle[1].asleep_since, 0);
+	spawn(&other, 7, AT_QUEUE_INJECT);
+	clock_ns += 30000000;
+	poll_begin(&w0, 7, 0);
+	poll_end(&w0, 7, 0, 0, AT_QUEUE_NONE);
+	assert_int_equal(((struct at_poll *)records[nr_records - 1])->spare, AT_SPARE_KNOWN | 0);
+
+	/* runs again, then parks: idle */
+	kthread_w1.__state = 0;
+	sched_switch(false, &kthread_else, &kthread_w1);
+	usdt_worker_park(on(&w1, 1, 0, 0, 0, 0));
+	kthread_w1.__state = 1;
+	sched_switch(false, &kthread_w1, &kthread_else);
+	assert_int_not_equal(worker_idle[1].asleep_since, 0);
+	wake(&other, 7, 0, -1, AT_QUEUE_INJECT);
+	clock_ns += 30000000;
+	poll_begin(&w0, 7, 0);
+	poll_end(&w0, 7, 0, 0, AT_QUEUE_NONE);
+	assert_int_equal(((struct at_poll *)records[nr_records - 1])->spare, AT_SPARE_KNOWN | 100);
+	yes = false;
+	set_config(&parks_probed, &yes, sizeof(yes));
+	delay = 0;
+	set_config(&sched_delay_ns, &delay, sizeof(delay));
+}
+
 /* ---- tokio ------------------------------------------------------------------ */
 
 /* A task's Header in the target, as tokio >= 1.23 lays it out (the default offsets). */
@@ -910,6 +953,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(worker_waits_for_a_cpu_between_polls, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(late_poll_says_if_a_worker_slept, setup, teardown),
+		cmocka_unit_test_setup_teardown(only_a_parked_worker_is_idle, setup, teardown),
 		cmocka_unit_test_setup_teardown(waiting_for_a_cpu_is_not_sleeping, setup, teardown),
 		cmocka_unit_test_setup_teardown(blocked_until_woken_then_runnable, setup, teardown),
 		cmocka_unit_test_setup_teardown(abort_at_a_reused_header, setup, teardown),
