@@ -21,7 +21,6 @@
 #define AT_RACE_POINT(where)
 #endif
 
-
 /* Wake the consumer once a CPU has written this much: batches epoll wake-ups. */
 const volatile __u64 wakeup_bytes = 256 * 1024;
 /* The runtime's workers say when they park and unpark (USDT worker_park). */

@@ -14,7 +14,6 @@
 
 #define VERSION "0.3.0"
 
-#define err_msg(...) fprintf(stderr, "asynctraced: " __VA_ARGS__)
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -8,6 +8,7 @@
 
 #include "asynctraced.h"
 #include "elf_image.h"
+#include "util.h"
 
 static int usdt_probe_id(const char *name)
 {
@@ -88,8 +89,7 @@ static int scan_usdt(void *ctx, const char *path, const char *target_path,
 	err = usdt__list(path, AT_USDT_PROVIDER, &probes, &nr);
 	if (err) {
 		if (d->verbose)
-			fprintf(stderr, "asynctraced: skipping %s: %s\n", target_path,
-				strerror(-err));
+			err_msg("skipping %s: %s\n", target_path, strerror(-err));
 		return 0;
 	}
 	for (size_t i = 0; i < nr && !err; i++) {
@@ -134,8 +134,7 @@ static bool stripped_rust(struct discovery *d, const struct target *t)
 		marker = elf_image__rust_marker(&im);
 	elf_image__close(&im);
 	if (marker && d->verbose)
-		fprintf(stderr, "asynctraced: the executable of pid %d is stripped, and Rust (%s)\n",
-			t->pid, marker);
+		err_msg("the executable of pid %d is stripped, and Rust (%s)\n", t->pid, marker);
 	return marker != NULL;
 }
 
