@@ -95,11 +95,11 @@ int usdt_wake(struct pt_regs *ctx)
 	struct thread_state *t = NULL;
 	__u32 tid = 0;
 
-	/* a self-wake is kept in its poll's thread state; other wakes just need the tid */
+	/* a self-wake is kept in its poll's thread state; other wakes just need who made them */
 	if (task == waker_task)
 		t = thread_self(ctx, false, &tid);
 	/* task, waker_task, waker_worker, queue, depth */
-	on_wake(tid, t, task, waker_task, (int)ARG(2), (int)ARG(3), (__u32)ARG(4), 0);
+	on_wake(t, task, waker_task, (int)ARG(2), (int)ARG(3), (__u32)ARG(4), 0);
 	return 0;
 }
 
@@ -490,7 +490,7 @@ int BPF_KPROBE(tokio_wake, __u64 hdr)
 	__u64 now;
 
 	tokio_task(t, hdr, &tt);
-	now = on_wake(tid, t, tt.id, t ? t->task : 0, tokio_worker_of(t), AT_QUEUE_NONE, 0,
+	now = on_wake(t, tt.id, t ? t->task : 0, tokio_worker_of(t), AT_QUEUE_NONE, 0,
 		      tt.poll_fn);
 	if (t && tt.id != hdr) {
 		t->woken_hdr = hdr;

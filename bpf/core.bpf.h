@@ -39,7 +39,7 @@ const volatile __u32 starve_depth = 0;
 
 struct thread_state {
 	__u32 tid;		/* whose state this is (in thread_slots: the slot's holder) */
-	__u32 pad_;
+	__u32 tgid;		/* its process */
 	__u64 regs;		/* where its probes' registers are (see thread_self()); 0 unknown */
 	__u64 task;		/* task being polled, 0 if none */
 	__u64 begin;		/* poll begin */
@@ -301,8 +301,8 @@ static __always_inline void queue_depth(__s32 queue, __u32 depth, __u64 now)
 	}
 }
 
-/* tid: the current thread, if the caller knows it; 0: ask */
-static __always_inline void *event_reserve(__u32 kind, __u32 size, __u32 tid)
+/* t: the current thread's state, if the caller has it; NULL: ask the kernel */
+static __always_inline void *event_reserve(__u32 kind, __u32 size, const struct thread_state *t)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	void *ring = bpf_map_lookup_elem(&rings, &cpu);
@@ -314,7 +314,16 @@ static __always_inline void *event_reserve(__u32 kind, __u32 size, __u32 tid)
 	}
 	h->kind = kind;
 	h->size = size;
-	h->tid = tid ? tid : current_tid();
+	if (t) {
+		h->tid = t->tid;
+		h->pid = t->tgid;
+	} else {
+		__u64 id = bpf_get_current_pid_tgid();
+
+		h->tid = (__u32)id;
+		h->pid = id >> 32;
+	}
+	h->pad = 0;
 	return h;
 }
 
@@ -359,7 +368,7 @@ static __always_inline struct thread_state *thread_find(__u32 tid)
 	return bpf_map_lookup_elem(&threads, &tid);
 }
 
-static __always_inline struct thread_state *thread_get(__u32 tid)
+static __always_inline struct thread_state *thread_get(__u32 tid, __u32 tgid)
 {
 	struct thread_state *t = thread_slot(tid);
 	struct thread_state zero = {};
@@ -369,12 +378,14 @@ static __always_inline struct thread_state *thread_get(__u32 tid)
 	if (t && !t->tid && __sync_val_compare_and_swap(&t->tid, 0, tid) == 0) {
 		/* a slot an exited thread gave back: state this thread had in the hash goes */
 		bpf_map_delete_elem(&threads, &tid);
+		t->tgid = tgid;
 		return t;
 	}
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (t)
 		return t;
 	zero.tid = tid;
+	zero.tgid = tgid;
 	bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST);
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t)
@@ -412,6 +423,7 @@ __u32 thread_self_off CACHE_LINE; /* .bss: set when a check found a wrong answer
 static __always_inline struct thread_state *thread_self(void *ctx, bool create, __u32 *tidp)
 {
 	__u32 zero = 0, tid;
+	__u64 id;
 	struct cpu_thread *c = bpf_map_lookup_elem(&cpu_thread, &zero);
 	struct thread_state *t;
 
@@ -427,9 +439,10 @@ static __always_inline struct thread_state *thread_self(void *ctx, bool create, 
 			stat_inc(AT_STAT_THREAD_SELF_WRONG);
 		}
 	}
-	tid = (__u32)bpf_get_current_pid_tgid();
+	id = bpf_get_current_pid_tgid();
+	tid = (__u32)id;
 	*tidp = tid;
-	t = create ? thread_get(tid) : thread_find(tid);
+	t = create ? thread_get(tid, id >> 32) : thread_find(tid);
 	if (t && c) {
 		t->regs = (__u64)ctx;
 		c->regs = (__u64)ctx;
@@ -657,7 +670,7 @@ static __always_inline void on_spawn(__u64 task, __u64 parent, const char *name,
 	queue_depth(queue, depth, now);
 	if (!trace_events)
 		return;
-	e = event_reserve(AT_EV_SPAWN, sizeof(*e), 0);
+	e = event_reserve(AT_EV_SPAWN, sizeof(*e), NULL);
 	if (!e)
 		return;
 	e->hdr.ts = now;
@@ -1019,7 +1032,7 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 	if (t->sw_pending) {
 		/* with the wake the task made of itself in this poll appended */
 		t->sw_pending = 0;
-		pw = event_reserve(AT_EV_POLL, sizeof(*pw), t->tid);
+		pw = event_reserve(AT_EV_POLL, sizeof(*pw), t);
 		if (!pw) {
 			stat_inc(AT_STAT_DROP_BASE + AT_EV_WAKE);
 			return;
@@ -1027,7 +1040,7 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 		pw->wake = t->sw;
 		e = &pw->poll;
 	} else {
-		e = event_reserve(AT_EV_POLL, sizeof(*e), t->tid);
+		e = event_reserve(AT_EV_POLL, sizeof(*e), t);
 		if (!e)
 			return;
 	}
@@ -1055,7 +1068,7 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 	event_submit(e);
 }
 
-/* A wake record's body (its header's kind, size and tid are the caller's). */
+/* A wake record's body (its header's kind, size, tid and pid are the caller's). */
 static __always_inline void wake_fill(struct at_wake *e, __u64 now, __u64 task, __u64 waker_task,
 				      __u64 wake_id, __s32 waker_worker, __s32 queue, __u32 depth)
 {
@@ -1070,10 +1083,10 @@ static __always_inline void wake_fill(struct at_wake *e, __u64 now, __u64 task, 
 }
 
 /*
- * tid: the waking thread if the caller knows it, else 0; t: its state, which
- * a self-wake needs (NULL: none). Returns when it happened.
+ * t: the waking thread's state, which a self-wake needs (NULL: none, or not
+ * looked up). Returns when it happened.
  */
-static __always_inline __u64 on_wake(__u32 tid, struct thread_state *t, __u64 task,
+static __always_inline __u64 on_wake(struct thread_state *t, __u64 task,
 				     __u64 waker_task, __s32 waker_worker, __s32 queue,
 				     __u32 depth, __u64 name_addr)
 {
@@ -1104,11 +1117,13 @@ static __always_inline __u64 on_wake(__u32 tid, struct thread_state *t, __u64 ta
 		t->sw.hdr.kind = AT_EV_WAKE;
 		t->sw.hdr.size = sizeof(t->sw);
 		t->sw.hdr.tid = t->tid;
+		t->sw.hdr.pid = t->tgid;
+		t->sw.hdr.pad = 0;
 		wake_fill(&t->sw, now, task, waker_task, wake_id, waker_worker, queue, depth);
 		t->sw_pending = 1;
 		return now;
 	}
-	e = event_reserve(AT_EV_WAKE, sizeof(*e), tid);
+	e = event_reserve(AT_EV_WAKE, sizeof(*e), t);
 	if (!e)
 		return now;
 	wake_fill(e, now, task, waker_task, wake_id, waker_worker, queue, depth);
@@ -1143,7 +1158,7 @@ static __always_inline void on_steal(__u32 thief, __u32 victim, __u32 count, __u
 
 	if (!trace_events)
 		return;
-	e = event_reserve(AT_EV_STEAL, sizeof(*e), 0);
+	e = event_reserve(AT_EV_STEAL, sizeof(*e), NULL);
 	if (!e)
 		return;
 	e->hdr.ts = now;
@@ -1181,7 +1196,7 @@ static __always_inline void on_unpark(__u32 worker)
 
 	if (!trace_events)
 		return;
-	e = event_reserve(AT_EV_PARK, sizeof(*e), 0);
+	e = event_reserve(AT_EV_PARK, sizeof(*e), NULL);
 	if (!e)
 		return;
 	e->hdr.ts = since;

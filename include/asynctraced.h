@@ -92,6 +92,8 @@ struct at_hdr {
 	__u16 size;	/* of the whole record, header included */
 	__u32 tid;	/* the thread that hit the probe */
 	__u64 ts;	/* CLOCK_MONOTONIC ns; what it marks depends on the kind */
+	__u32 pid;	/* its process (tgid): records of many targets share the rings */
+	__u32 pad;	/* 0 */
 };
 
 /* A task was created. hdr.ts: spawn time. */
@@ -450,7 +452,7 @@ struct at_worker_sample {
 };
 
 /* The shortest at_worker_sample a reader takes: before asleep_ns was appended. */
-#define AT_WORKER_SAMPLE_MIN_SIZE 88
+#define AT_WORKER_SAMPLE_MIN_SIZE 96
 
 struct at_task_sample {
 	struct at_hdr hdr;
@@ -525,73 +527,75 @@ AT_PIN_OFF(struct at_usdt_spec, known, 0);
 AT_PIN_OFF(struct at_usdt_spec, nr_args, 4);
 AT_PIN_OFF(struct at_usdt_spec, args, 8);
 
-AT_PIN_SIZE(struct at_hdr, 16);
+AT_PIN_SIZE(struct at_hdr, 24);
 AT_PIN_OFF(struct at_hdr, kind, 0);
 AT_PIN_OFF(struct at_hdr, size, 2);
 AT_PIN_OFF(struct at_hdr, tid, 4);
 AT_PIN_OFF(struct at_hdr, ts, 8);
+AT_PIN_OFF(struct at_hdr, pid, 16);
+AT_PIN_OFF(struct at_hdr, pad, 20);
 
-AT_PIN_SIZE(struct at_spawn, 184);
+AT_PIN_SIZE(struct at_spawn, 192);
 AT_PIN_OFF(struct at_spawn, hdr, 0);
-AT_PIN_OFF(struct at_spawn, task, 16);
-AT_PIN_OFF(struct at_spawn, parent, 24);
-AT_PIN_OFF(struct at_spawn, wake_id, 32);
-AT_PIN_OFF(struct at_spawn, queue, 40);
-AT_PIN_OFF(struct at_spawn, depth, 44);
-AT_PIN_OFF(struct at_spawn, name, 48);
-AT_PIN_OFF(struct at_spawn, name_addr, 176);
+AT_PIN_OFF(struct at_spawn, task, 24);
+AT_PIN_OFF(struct at_spawn, parent, 32);
+AT_PIN_OFF(struct at_spawn, wake_id, 40);
+AT_PIN_OFF(struct at_spawn, queue, 48);
+AT_PIN_OFF(struct at_spawn, depth, 52);
+AT_PIN_OFF(struct at_spawn, name, 56);
+AT_PIN_OFF(struct at_spawn, name_addr, 184);
 
-AT_PIN_SIZE(struct at_poll, 120);
+AT_PIN_SIZE(struct at_poll, 128);
 AT_PIN_OFF(struct at_poll, hdr, 0);
-AT_PIN_OFF(struct at_poll, task, 16);
-AT_PIN_OFF(struct at_poll, duration_ns, 24);
-AT_PIN_OFF(struct at_poll, oncpu_ns, 32);
-AT_PIN_OFF(struct at_poll, blocked_ns, 40);
-AT_PIN_OFF(struct at_poll, runnable_ns, 48);
-AT_PIN_OFF(struct at_poll, wake_ts, 56);
-AT_PIN_OFF(struct at_poll, wake_id, 64);
-AT_PIN_OFF(struct at_poll, name_addr, 72);
-AT_PIN_OFF(struct at_poll, worker, 80);
-AT_PIN_OFF(struct at_poll, depth, 84);
-AT_PIN_OFF(struct at_poll, requeue, 88);
-AT_PIN_OFF(struct at_poll, requeue_depth, 92);
-AT_PIN_OFF(struct at_poll, nr_blocked, 96);
-AT_PIN_OFF(struct at_poll, nr_preempted, 98);
-AT_PIN_OFF(struct at_poll, ready, 100);
-AT_PIN_OFF(struct at_poll, spare, 101);
-AT_PIN_OFF(struct at_poll, pad, 102);
-AT_PIN_OFF(struct at_poll, queued_on, 104);
-AT_PIN_OFF(struct at_poll, queued_depth, 108);
-AT_PIN_OFF(struct at_poll, holder_begin, 112);
+AT_PIN_OFF(struct at_poll, task, 24);
+AT_PIN_OFF(struct at_poll, duration_ns, 32);
+AT_PIN_OFF(struct at_poll, oncpu_ns, 40);
+AT_PIN_OFF(struct at_poll, blocked_ns, 48);
+AT_PIN_OFF(struct at_poll, runnable_ns, 56);
+AT_PIN_OFF(struct at_poll, wake_ts, 64);
+AT_PIN_OFF(struct at_poll, wake_id, 72);
+AT_PIN_OFF(struct at_poll, name_addr, 80);
+AT_PIN_OFF(struct at_poll, worker, 88);
+AT_PIN_OFF(struct at_poll, depth, 92);
+AT_PIN_OFF(struct at_poll, requeue, 96);
+AT_PIN_OFF(struct at_poll, requeue_depth, 100);
+AT_PIN_OFF(struct at_poll, nr_blocked, 104);
+AT_PIN_OFF(struct at_poll, nr_preempted, 106);
+AT_PIN_OFF(struct at_poll, ready, 108);
+AT_PIN_OFF(struct at_poll, spare, 109);
+AT_PIN_OFF(struct at_poll, pad, 110);
+AT_PIN_OFF(struct at_poll, queued_on, 112);
+AT_PIN_OFF(struct at_poll, queued_depth, 116);
+AT_PIN_OFF(struct at_poll, holder_begin, 120);
 
-AT_PIN_SIZE(struct at_wake, 56);
+AT_PIN_SIZE(struct at_wake, 64);
 AT_PIN_OFF(struct at_wake, hdr, 0);
-AT_PIN_OFF(struct at_wake, task, 16);
-AT_PIN_OFF(struct at_wake, waker_task, 24);
-AT_PIN_OFF(struct at_wake, wake_id, 32);
-AT_PIN_OFF(struct at_wake, waker_worker, 40);
-AT_PIN_OFF(struct at_wake, queue, 44);
-AT_PIN_OFF(struct at_wake, depth, 48);
-AT_PIN_OFF(struct at_wake, pad, 52);
+AT_PIN_OFF(struct at_wake, task, 24);
+AT_PIN_OFF(struct at_wake, waker_task, 32);
+AT_PIN_OFF(struct at_wake, wake_id, 40);
+AT_PIN_OFF(struct at_wake, waker_worker, 48);
+AT_PIN_OFF(struct at_wake, queue, 52);
+AT_PIN_OFF(struct at_wake, depth, 56);
+AT_PIN_OFF(struct at_wake, pad, 60);
 
-AT_PIN_SIZE(struct at_poll_self_wake, 176);
+AT_PIN_SIZE(struct at_poll_self_wake, 192);
 AT_PIN_OFF(struct at_poll_self_wake, poll, 0);
-AT_PIN_OFF(struct at_poll_self_wake, wake, 120);
+AT_PIN_OFF(struct at_poll_self_wake, wake, 128);
 
-AT_PIN_SIZE(struct at_steal, 40);
+AT_PIN_SIZE(struct at_steal, 48);
 AT_PIN_OFF(struct at_steal, hdr, 0);
-AT_PIN_OFF(struct at_steal, thief, 16);
-AT_PIN_OFF(struct at_steal, victim, 20);
-AT_PIN_OFF(struct at_steal, count, 24);
-AT_PIN_OFF(struct at_steal, thief_depth, 28);
-AT_PIN_OFF(struct at_steal, victim_depth, 32);
-AT_PIN_OFF(struct at_steal, flags, 36);
+AT_PIN_OFF(struct at_steal, thief, 24);
+AT_PIN_OFF(struct at_steal, victim, 28);
+AT_PIN_OFF(struct at_steal, count, 32);
+AT_PIN_OFF(struct at_steal, thief_depth, 36);
+AT_PIN_OFF(struct at_steal, victim_depth, 40);
+AT_PIN_OFF(struct at_steal, flags, 44);
 
-AT_PIN_SIZE(struct at_park, 32);
+AT_PIN_SIZE(struct at_park, 40);
 AT_PIN_OFF(struct at_park, hdr, 0);
-AT_PIN_OFF(struct at_park, duration_ns, 16);
-AT_PIN_OFF(struct at_park, worker, 24);
-AT_PIN_OFF(struct at_park, pad, 28);
+AT_PIN_OFF(struct at_park, duration_ns, 24);
+AT_PIN_OFF(struct at_park, worker, 32);
+AT_PIN_OFF(struct at_park, pad, 36);
 
 AT_PIN_SIZE(struct at_hist, 320);
 AT_PIN_OFF(struct at_hist, slot, 0);
@@ -694,35 +698,35 @@ AT_PIN_SIZE(struct at_steal_stats, 16);
 AT_PIN_OFF(struct at_steal_stats, ops, 0);
 AT_PIN_OFF(struct at_steal_stats, tasks, 8);
 
-AT_PIN_SIZE(struct at_worker_sample, 104);
+AT_PIN_SIZE(struct at_worker_sample, 112);
 AT_PIN_OFF(struct at_worker_sample, hdr, 0);
-AT_PIN_OFF(struct at_worker_sample, worker, 16);
-AT_PIN_OFF(struct at_worker_sample, depth, 20);
-AT_PIN_OFF(struct at_worker_sample, polls, 24);
-AT_PIN_OFF(struct at_worker_sample, busy_ns, 32);
-AT_PIN_OFF(struct at_worker_sample, park_ns, 40);
-AT_PIN_OFF(struct at_worker_sample, depth_area, 48);
-AT_PIN_OFF(struct at_worker_sample, steals, 56);
-AT_PIN_OFF(struct at_worker_sample, wakes, 64);
-AT_PIN_OFF(struct at_worker_sample, self_wakes, 72);
-AT_PIN_OFF(struct at_worker_sample, parked, 80);
-AT_PIN_OFF(struct at_worker_sample, pad, 81);
+AT_PIN_OFF(struct at_worker_sample, worker, 24);
+AT_PIN_OFF(struct at_worker_sample, depth, 28);
+AT_PIN_OFF(struct at_worker_sample, polls, 32);
+AT_PIN_OFF(struct at_worker_sample, busy_ns, 40);
+AT_PIN_OFF(struct at_worker_sample, park_ns, 48);
+AT_PIN_OFF(struct at_worker_sample, depth_area, 56);
+AT_PIN_OFF(struct at_worker_sample, steals, 64);
+AT_PIN_OFF(struct at_worker_sample, wakes, 72);
+AT_PIN_OFF(struct at_worker_sample, self_wakes, 80);
+AT_PIN_OFF(struct at_worker_sample, parked, 88);
+AT_PIN_OFF(struct at_worker_sample, pad, 89);
 /* appended: a record of the first version ends here (AT_WORKER_SAMPLE_MIN_SIZE) */
 AT_PIN_OFF(struct at_worker_sample, asleep_ns, AT_WORKER_SAMPLE_MIN_SIZE);
-AT_PIN_OFF(struct at_worker_sample, cpu_wait_ns, 96);
+AT_PIN_OFF(struct at_worker_sample, cpu_wait_ns, 104);
 
-AT_PIN_SIZE(struct at_task_sample, 88);
+AT_PIN_SIZE(struct at_task_sample, 96);
 AT_PIN_OFF(struct at_task_sample, hdr, 0);
-AT_PIN_OFF(struct at_task_sample, task, 16);
-AT_PIN_OFF(struct at_task_sample, polls, 24);
-AT_PIN_OFF(struct at_task_sample, wakes, 32);
-AT_PIN_OFF(struct at_task_sample, self_wakes, 40);
-AT_PIN_OFF(struct at_task_sample, poll_ns, 48);
-AT_PIN_OFF(struct at_task_sample, idle_since, 56);
-AT_PIN_OFF(struct at_task_sample, name_addr, 64);
-AT_PIN_OFF(struct at_task_sample, first_ts, 72);
-AT_PIN_OFF(struct at_task_sample, done, 80);
-AT_PIN_OFF(struct at_task_sample, pad, 81);
+AT_PIN_OFF(struct at_task_sample, task, 24);
+AT_PIN_OFF(struct at_task_sample, polls, 32);
+AT_PIN_OFF(struct at_task_sample, wakes, 40);
+AT_PIN_OFF(struct at_task_sample, self_wakes, 48);
+AT_PIN_OFF(struct at_task_sample, poll_ns, 56);
+AT_PIN_OFF(struct at_task_sample, idle_since, 64);
+AT_PIN_OFF(struct at_task_sample, name_addr, 72);
+AT_PIN_OFF(struct at_task_sample, first_ts, 80);
+AT_PIN_OFF(struct at_task_sample, done, 88);
+AT_PIN_OFF(struct at_task_sample, pad, 89);
 
 /* Every event kind has its drops counter, inside the block. */
 _Static_assert(AT_EV_KIND_MAX <= AT_STAT_DROP_KINDS, "the drops block of enum at_stat is full");

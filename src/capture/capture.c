@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include "capture_v1.h"
+#include "capture_v2.h"
 #include "outbuf.h"
 #include "u64map.h"
 
@@ -217,6 +218,7 @@ struct capture_writer {
 	uint32_t chunk_records;
 	struct u64map names;	/* addresses already named */
 	struct u64map threads;	/* tids already named */
+	uint32_t pid;		/* the process (capture__begin) */
 };
 
 /* Closes the open chunk: its header, checksums, and records go to the file. */
@@ -246,12 +248,16 @@ static void put(struct capture_writer *w, const void *rec, size_t size)
 	w->records++;
 }
 
-static void hdr(struct at_hdr *h, uint16_t kind, size_t size, uint32_t tid, uint64_t ts)
+/* pid: the process the record is about; 0 for the session's own (tick, end) */
+static void hdr(struct at_hdr *h, uint16_t kind, size_t size, uint32_t pid, uint32_t tid,
+		uint64_t ts)
 {
 	h->kind = kind;
 	h->size = (uint16_t)size;
 	h->tid = tid;
 	h->ts = ts;
+	h->pid = pid;
+	h->pad = 0;
 }
 
 int capture_writer__open(struct capture_writer **wp, const char *path)
@@ -286,7 +292,8 @@ void capture__begin(struct capture_writer *w, const struct cap_process *proc)
 
 	memcpy(fh.magic, CAPTURE_MAGIC, sizeof(fh.magic));
 	ob_write(w->ob, &fh, sizeof(fh));
-	hdr(&p.hdr, AT_CAP_PROCESS, sizeof(p), 0, proc->hdr.ts);
+	hdr(&p.hdr, AT_CAP_PROCESS, sizeof(p), proc->pid, 0, proc->hdr.ts);
+	w->pid = proc->pid;
 	put(w, &p, sizeof(p));
 }
 
@@ -321,7 +328,7 @@ void capture__name(struct capture_writer *w, uint64_t addr, const char *name)
 	if (capture__has_name(w, addr) || u64map__set(&w->names, addr, (void *)1))
 		return;
 	memset(buf, 0, sizeof(buf));
-	hdr(&rec->hdr, AT_CAP_NAME, size, 0, 0);
+	hdr(&rec->hdr, AT_CAP_NAME, size, w->pid, 0, 0);
 	rec->addr = addr;
 	memcpy(rec->name, name, len);
 	put(w, rec, size);
@@ -334,7 +341,7 @@ void capture__thread(struct capture_writer *w, uint32_t tid, const char *comm)
 	if (capture__has_thread(w, tid) || u64map__set(&w->threads, tid, (void *)1))
 		return;
 	memset(&rec, 0, sizeof(rec));
-	hdr(&rec.hdr, AT_CAP_THREAD, sizeof(rec), tid, 0);
+	hdr(&rec.hdr, AT_CAP_THREAD, sizeof(rec), w->pid, tid, 0);
 	strncpy(rec.comm, comm, sizeof(rec.comm) - 1);
 	put(w, &rec, sizeof(rec));
 }
@@ -343,7 +350,7 @@ void capture__tick(struct capture_writer *w, uint64_t ts)
 {
 	struct at_hdr rec;
 
-	hdr(&rec, AT_CAP_TICK, sizeof(rec), 0, ts);
+	hdr(&rec, AT_CAP_TICK, sizeof(rec), 0, 0, ts);
 	put(w, &rec, sizeof(rec));
 }
 
@@ -365,7 +372,7 @@ void capture__finish(struct capture_writer *w, const struct stats *st,
 		nr_counters = AT_STAT_NR;
 	size = sizeof(*rt) + nr_counters * sizeof(uint64_t);
 	memset(buf, 0, sizeof(buf));
-	hdr(&rt->hdr, AT_CAP_RUNTIME_STATS, size, 0, st->ts);
+	hdr(&rt->hdr, AT_CAP_RUNTIME_STATS, size, st->pid, 0, st->ts);
 	runtime_to_cap(rt, &st->rt);
 	rt->dropped = st->dropped;
 	rt->nr_counters = nr_counters;
@@ -373,7 +380,7 @@ void capture__finish(struct capture_writer *w, const struct stats *st,
 	put(w, rt, size);
 	for (uint32_t i = 0; i < st->nr_workers; i++) {
 		memset(&ws, 0, sizeof(ws));
-		hdr(&ws.hdr, AT_CAP_WORKER_STATS, sizeof(ws), 0, st->ts);
+		hdr(&ws.hdr, AT_CAP_WORKER_STATS, sizeof(ws), st->pid, 0, st->ts);
 		worker_to_cap(&ws, i, &st->workers[i]);
 		put(w, &ws, sizeof(ws));
 	}
@@ -384,14 +391,14 @@ void capture__finish(struct capture_writer *w, const struct stats *st,
 	}
 	for (size_t i = 0; top && i < st->nr_tasks && i < CAPTURE_TOP_TASKS; i++) {
 		memset(&ts, 0, sizeof(ts));
-		hdr(&ts.hdr, AT_CAP_TASK_STATS, sizeof(ts), 0, st->ts);
+		hdr(&ts.hdr, AT_CAP_TASK_STATS, sizeof(ts), st->pid, 0, st->ts);
 		task_to_cap(&ts, &top[i]);
 		put(w, &ts, sizeof(ts));
 	}
 	free(top);
 	for (size_t i = 0; i < st->nr_idle; i++) {
 		memset(&it, 0, sizeof(it));
-		hdr(&it.hdr, AT_CAP_IDLE_TASK, sizeof(it), 0, st->ts);
+		hdr(&it.hdr, AT_CAP_IDLE_TASK, sizeof(it), st->pid, 0, st->ts);
 		it.task = st->idle[i].id;
 		it.idle_since = st->idle[i].idle_since;
 		it.name_addr = st->idle[i].name_addr;
@@ -399,7 +406,7 @@ void capture__finish(struct capture_writer *w, const struct stats *st,
 	}
 	for (size_t i = 0; i < st->nr_steals; i++) {
 		memset(&ss, 0, sizeof(ss));
-		hdr(&ss.hdr, AT_CAP_STEAL_STATS, sizeof(ss), 0, st->ts);
+		hdr(&ss.hdr, AT_CAP_STEAL_STATS, sizeof(ss), st->pid, 0, st->ts);
 		ss.thief = st->steals[i].key.thief;
 		ss.victim = st->steals[i].key.victim;
 		ss.ops = st->steals[i].s.ops;
@@ -407,7 +414,7 @@ void capture__finish(struct capture_writer *w, const struct stats *st,
 		put(w, &ss, sizeof(ss));
 	}
 	memset(&end, 0, sizeof(end));
-	hdr(&end.hdr, AT_CAP_END, sizeof(end), 0, stop);
+	hdr(&end.hdr, AT_CAP_END, sizeof(end), 0, 0, stop);
 	strncpy(end.reason, reason ? reason : "", sizeof(end.reason) - 1);
 	put(w, &end, sizeof(end));
 }
@@ -456,8 +463,8 @@ struct capture_reader {
 	bool ended;
 	struct cap_process proc;
 	char error[192];
-	/* records at an odd offset are copied here, aligned */
-	uint64_t aligned[65536 / sizeof(uint64_t)];
+	/* records at an odd offset are copied here, aligned; older versions' widened */
+	uint64_t aligned[(65536 + CAPTURE_V2_GROWTH) / sizeof(uint64_t)];
 	/* an old version's record, as this version's */
 	uint64_t translated[CAPTURE_V1_MAX_TRANSLATED / sizeof(uint64_t)];
 };
@@ -545,7 +552,7 @@ static int next_chunk(struct capture_reader *r)
 	if (crc(&c, offsetof(struct cap_chunk, hdr_crc)) != c.hdr_crc)
 		return reader_error(r, "a damaged chunk header (it fails its checksum)");
 	if (!c.size || c.size > CAPTURE_CHUNK_MAX || !c.records ||
-	    c.records > c.size / sizeof(struct at_hdr))
+	    c.records > c.size / (r->version < 3 ? CAPTURE_V2_HDR_SIZE : sizeof(struct at_hdr)))
 		return reader_error(r, "a chunk header that cannot be right (%u bytes, %u records)",
 				    c.size, c.records);
 	if (c.size > left - sizeof(c))
@@ -567,8 +574,10 @@ static int next_chunk(struct capture_reader *r)
 int capture_reader__next(struct capture_reader *r, const struct at_hdr **rec, size_t *size)
 {
 	const uint8_t *p;
-	size_t left;
-	struct at_hdr h;
+	size_t left, hdr_size = r->version < 3 ? CAPTURE_V2_HDR_SIZE : sizeof(struct at_hdr);
+	struct {
+		uint16_t kind, size; /* where every version's header starts */
+	} h;
 	const char *why;
 	int err;
 
@@ -590,12 +599,12 @@ int capture_reader__next(struct capture_reader *r, const struct at_hdr **rec, si
 	}
 	p = r->data + r->off;
 	left = r->chunk_end - r->off;
-	if (left < sizeof(h))
+	if (left < hdr_size)
 		return reader_error(r, r->version == 1 ? "cut in the middle of a record header"
 						       : "a record header runs past the end of its "
 							 "chunk");
 	memcpy(&h, p, sizeof(h));
-	if (h.kind == 0 || h.size < sizeof(h))
+	if (h.kind == 0 || h.size < hdr_size)
 		return reader_error(r, "not a record (kind %u, size %u): the capture is damaged",
 				    h.kind, h.size);
 	if (h.size > left)
@@ -606,7 +615,14 @@ int capture_reader__next(struct capture_reader *r, const struct at_hdr **rec, si
 	if (r->version > 1 && !r->chunk_left)
 		return error_at(r, r->chunk_off, "a chunk that holds more records than its "
 				"header says");
-	if (((uintptr_t)p & 7) != 0) {
+	*size = h.size;
+	if (r->version < 3) {
+		*size = capture_v2__widen(p, h.size, r->proc.pid, r->aligned);
+		if (!*size)
+			return reader_error(r, "a %u-byte record, too long to be read as version "
+					    "%u's", h.size, CAPTURE_VERSION);
+		p = (const uint8_t *)r->aligned;
+	} else if (((uintptr_t)p & 7) != 0) {
 		memcpy(r->aligned, p, h.size);
 		p = (const uint8_t *)r->aligned;
 	}
@@ -617,7 +633,6 @@ int capture_reader__next(struct capture_reader *r, const struct at_hdr **rec, si
 		if (h.kind == AT_CAP_PROCESS && r->started)
 			return reader_error(r, "a second process record");
 	}
-	*size = h.size;
 	if (r->version == 1)
 		p = capture_v1__translate(p, size, r->translated);
 	r->off += h.size;

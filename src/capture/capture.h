@@ -27,7 +27,7 @@
 #include "stats.h"
 
 #define CAPTURE_MAGIC "\x89" "ATCAP\r\n"
-#define CAPTURE_VERSION 2	/* what this version writes */
+#define CAPTURE_VERSION 3	/* what this version writes */
 #define CAPTURE_VERSION_OLDEST 1 /* the oldest it reads */
 
 struct capture_file_header {
@@ -305,30 +305,30 @@ AT_PIN_OFF(struct cap_chunk, records, 4);
 AT_PIN_OFF(struct cap_chunk, crc, 8);
 AT_PIN_OFF(struct cap_chunk, hdr_crc, 12);
 
-AT_PIN_SIZE(struct cap_process, 104);
+AT_PIN_SIZE(struct cap_process, 112);
 AT_PIN_OFF(struct cap_process, hdr, 0);
-AT_PIN_OFF(struct cap_process, pid, 16);
-AT_PIN_OFF(struct cap_process, runtime, 20);
-AT_PIN_OFF(struct cap_process, realtime_offset, 24);
-AT_PIN_OFF(struct cap_process, maps_only, 32);
-AT_PIN_OFF(struct cap_process, pad, 33);
-AT_PIN_OFF(struct cap_process, comm, 40);
-AT_PIN_OFF(struct cap_process, long_poll_ns, 56);
-AT_PIN_OFF(struct cap_process, sched_delay_ns, 64);
-AT_PIN_OFF(struct cap_process, starve_ns, 72);
-AT_PIN_OFF(struct cap_process, lost_waker_ns, 80);
-AT_PIN_OFF(struct cap_process, episode_gap_ns, 88);
-AT_PIN_OFF(struct cap_process, starve_depth, 96);
-AT_PIN_OFF(struct cap_process, thrash_rate, 100);
+AT_PIN_OFF(struct cap_process, pid, 24);
+AT_PIN_OFF(struct cap_process, runtime, 28);
+AT_PIN_OFF(struct cap_process, realtime_offset, 32);
+AT_PIN_OFF(struct cap_process, maps_only, 40);
+AT_PIN_OFF(struct cap_process, pad, 41);
+AT_PIN_OFF(struct cap_process, comm, 48);
+AT_PIN_OFF(struct cap_process, long_poll_ns, 64);
+AT_PIN_OFF(struct cap_process, sched_delay_ns, 72);
+AT_PIN_OFF(struct cap_process, starve_ns, 80);
+AT_PIN_OFF(struct cap_process, lost_waker_ns, 88);
+AT_PIN_OFF(struct cap_process, episode_gap_ns, 96);
+AT_PIN_OFF(struct cap_process, starve_depth, 104);
+AT_PIN_OFF(struct cap_process, thrash_rate, 108);
 
-AT_PIN_SIZE(struct cap_name, 24);
+AT_PIN_SIZE(struct cap_name, 32);
 AT_PIN_OFF(struct cap_name, hdr, 0);
-AT_PIN_OFF(struct cap_name, addr, 16);
-AT_PIN_OFF(struct cap_name, name, 24);
+AT_PIN_OFF(struct cap_name, addr, 24);
+AT_PIN_OFF(struct cap_name, name, 32);
 
-AT_PIN_SIZE(struct cap_thread, 32);
+AT_PIN_SIZE(struct cap_thread, 40);
 AT_PIN_OFF(struct cap_thread, hdr, 0);
-AT_PIN_OFF(struct cap_thread, comm, 16);
+AT_PIN_OFF(struct cap_thread, comm, 24);
 
 AT_PIN_SIZE(struct cap_hist, 320);
 AT_PIN_OFF(struct cap_hist, slot, 0);
@@ -342,74 +342,74 @@ AT_PIN_OFF(struct cap_queue, ts, 8);
 AT_PIN_OFF(struct cap_queue, depth, 16);
 AT_PIN_OFF(struct cap_queue, peak, 20);
 
-AT_PIN_SIZE(struct cap_runtime_stats, 104);
+AT_PIN_SIZE(struct cap_runtime_stats, 112);
 AT_PIN_OFF(struct cap_runtime_stats, hdr, 0);
-AT_PIN_OFF(struct cap_runtime_stats, spawns, 16);
-AT_PIN_OFF(struct cap_runtime_stats, completed, 24);
-AT_PIN_OFF(struct cap_runtime_stats, wakes, 32);
-AT_PIN_OFF(struct cap_runtime_stats, self_wakes, 40);
-AT_PIN_OFF(struct cap_runtime_stats, outside_wakes, 48);
-AT_PIN_OFF(struct cap_runtime_stats, unknown_workers, 56);
-AT_PIN_OFF(struct cap_runtime_stats, inject, 64);
-AT_PIN_OFF(struct cap_runtime_stats, dropped, 88);
-AT_PIN_OFF(struct cap_runtime_stats, nr_counters, 96);
-AT_PIN_OFF(struct cap_runtime_stats, pad, 100);
-AT_PIN_OFF(struct cap_runtime_stats, counters, 104);
+AT_PIN_OFF(struct cap_runtime_stats, spawns, 24);
+AT_PIN_OFF(struct cap_runtime_stats, completed, 32);
+AT_PIN_OFF(struct cap_runtime_stats, wakes, 40);
+AT_PIN_OFF(struct cap_runtime_stats, self_wakes, 48);
+AT_PIN_OFF(struct cap_runtime_stats, outside_wakes, 56);
+AT_PIN_OFF(struct cap_runtime_stats, unknown_workers, 64);
+AT_PIN_OFF(struct cap_runtime_stats, inject, 72);
+AT_PIN_OFF(struct cap_runtime_stats, dropped, 96);
+AT_PIN_OFF(struct cap_runtime_stats, nr_counters, 104);
+AT_PIN_OFF(struct cap_runtime_stats, pad, 108);
+AT_PIN_OFF(struct cap_runtime_stats, counters, 112);
 
-AT_PIN_SIZE(struct cap_worker_stats, 1104);
+AT_PIN_SIZE(struct cap_worker_stats, 1112);
 AT_PIN_OFF(struct cap_worker_stats, hdr, 0);
-AT_PIN_OFF(struct cap_worker_stats, worker, 16);
-AT_PIN_OFF(struct cap_worker_stats, pad0, 20);
-AT_PIN_OFF(struct cap_worker_stats, polls, 24);
-AT_PIN_OFF(struct cap_worker_stats, busy_ns, 32);
-AT_PIN_OFF(struct cap_worker_stats, oncpu_ns, 40);
-AT_PIN_OFF(struct cap_worker_stats, max_poll_ns, 48);
-AT_PIN_OFF(struct cap_worker_stats, wakes, 56);
-AT_PIN_OFF(struct cap_worker_stats, self_wakes, 64);
-AT_PIN_OFF(struct cap_worker_stats, steals, 72);
-AT_PIN_OFF(struct cap_worker_stats, stolen, 80);
-AT_PIN_OFF(struct cap_worker_stats, parks, 88);
-AT_PIN_OFF(struct cap_worker_stats, park_ns, 96);
-AT_PIN_OFF(struct cap_worker_stats, park_since, 104);
-AT_PIN_OFF(struct cap_worker_stats, tid, 112);
-AT_PIN_OFF(struct cap_worker_stats, pad1, 116);
-AT_PIN_OFF(struct cap_worker_stats, queue, 120);
-AT_PIN_OFF(struct cap_worker_stats, poll, 144);
-AT_PIN_OFF(struct cap_worker_stats, oncpu, 464);
-AT_PIN_OFF(struct cap_worker_stats, delay, 784);
+AT_PIN_OFF(struct cap_worker_stats, worker, 24);
+AT_PIN_OFF(struct cap_worker_stats, pad0, 28);
+AT_PIN_OFF(struct cap_worker_stats, polls, 32);
+AT_PIN_OFF(struct cap_worker_stats, busy_ns, 40);
+AT_PIN_OFF(struct cap_worker_stats, oncpu_ns, 48);
+AT_PIN_OFF(struct cap_worker_stats, max_poll_ns, 56);
+AT_PIN_OFF(struct cap_worker_stats, wakes, 64);
+AT_PIN_OFF(struct cap_worker_stats, self_wakes, 72);
+AT_PIN_OFF(struct cap_worker_stats, steals, 80);
+AT_PIN_OFF(struct cap_worker_stats, stolen, 88);
+AT_PIN_OFF(struct cap_worker_stats, parks, 96);
+AT_PIN_OFF(struct cap_worker_stats, park_ns, 104);
+AT_PIN_OFF(struct cap_worker_stats, park_since, 112);
+AT_PIN_OFF(struct cap_worker_stats, tid, 120);
+AT_PIN_OFF(struct cap_worker_stats, pad1, 124);
+AT_PIN_OFF(struct cap_worker_stats, queue, 128);
+AT_PIN_OFF(struct cap_worker_stats, poll, 152);
+AT_PIN_OFF(struct cap_worker_stats, oncpu, 472);
+AT_PIN_OFF(struct cap_worker_stats, delay, 792);
 
-AT_PIN_SIZE(struct cap_task_stats, 576);
+AT_PIN_SIZE(struct cap_task_stats, 584);
 AT_PIN_OFF(struct cap_task_stats, hdr, 0);
-AT_PIN_OFF(struct cap_task_stats, task, 16);
-AT_PIN_OFF(struct cap_task_stats, polls, 24);
-AT_PIN_OFF(struct cap_task_stats, wakes, 32);
-AT_PIN_OFF(struct cap_task_stats, self_wakes, 40);
-AT_PIN_OFF(struct cap_task_stats, poll_ns, 48);
-AT_PIN_OFF(struct cap_task_stats, oncpu_ns, 56);
-AT_PIN_OFF(struct cap_task_stats, max_poll_ns, 64);
-AT_PIN_OFF(struct cap_task_stats, name_addr, 72);
-AT_PIN_OFF(struct cap_task_stats, first_ts, 80);
-AT_PIN_OFF(struct cap_task_stats, done, 88);
-AT_PIN_OFF(struct cap_task_stats, pad, 89);
-AT_PIN_OFF(struct cap_task_stats, poll, 96);
-AT_PIN_OFF(struct cap_task_stats, oncpu, 256);
-AT_PIN_OFF(struct cap_task_stats, delay, 416);
+AT_PIN_OFF(struct cap_task_stats, task, 24);
+AT_PIN_OFF(struct cap_task_stats, polls, 32);
+AT_PIN_OFF(struct cap_task_stats, wakes, 40);
+AT_PIN_OFF(struct cap_task_stats, self_wakes, 48);
+AT_PIN_OFF(struct cap_task_stats, poll_ns, 56);
+AT_PIN_OFF(struct cap_task_stats, oncpu_ns, 64);
+AT_PIN_OFF(struct cap_task_stats, max_poll_ns, 72);
+AT_PIN_OFF(struct cap_task_stats, name_addr, 80);
+AT_PIN_OFF(struct cap_task_stats, first_ts, 88);
+AT_PIN_OFF(struct cap_task_stats, done, 96);
+AT_PIN_OFF(struct cap_task_stats, pad, 97);
+AT_PIN_OFF(struct cap_task_stats, poll, 104);
+AT_PIN_OFF(struct cap_task_stats, oncpu, 264);
+AT_PIN_OFF(struct cap_task_stats, delay, 424);
 
-AT_PIN_SIZE(struct cap_idle_task, 40);
+AT_PIN_SIZE(struct cap_idle_task, 48);
 AT_PIN_OFF(struct cap_idle_task, hdr, 0);
-AT_PIN_OFF(struct cap_idle_task, task, 16);
-AT_PIN_OFF(struct cap_idle_task, idle_since, 24);
-AT_PIN_OFF(struct cap_idle_task, name_addr, 32);
+AT_PIN_OFF(struct cap_idle_task, task, 24);
+AT_PIN_OFF(struct cap_idle_task, idle_since, 32);
+AT_PIN_OFF(struct cap_idle_task, name_addr, 40);
 
-AT_PIN_SIZE(struct cap_steal_stats, 40);
+AT_PIN_SIZE(struct cap_steal_stats, 48);
 AT_PIN_OFF(struct cap_steal_stats, hdr, 0);
-AT_PIN_OFF(struct cap_steal_stats, thief, 16);
-AT_PIN_OFF(struct cap_steal_stats, victim, 20);
-AT_PIN_OFF(struct cap_steal_stats, ops, 24);
-AT_PIN_OFF(struct cap_steal_stats, tasks, 32);
+AT_PIN_OFF(struct cap_steal_stats, thief, 24);
+AT_PIN_OFF(struct cap_steal_stats, victim, 28);
+AT_PIN_OFF(struct cap_steal_stats, ops, 32);
+AT_PIN_OFF(struct cap_steal_stats, tasks, 40);
 
-AT_PIN_SIZE(struct cap_end, 48);
+AT_PIN_SIZE(struct cap_end, 56);
 AT_PIN_OFF(struct cap_end, hdr, 0);
-AT_PIN_OFF(struct cap_end, reason, 16);
+AT_PIN_OFF(struct cap_end, reason, 24);
 
 #endif

@@ -78,6 +78,7 @@ static void stats_record(struct replay *rp, const struct at_hdr *h)
 	struct stats *st = &rp->stats;
 
 	rp->have_stats = true;
+	st->pid = h->pid;
 	st->ts = h->ts;
 	switch (h->kind) {
 	case AT_CAP_RUNTIME_STATS: {

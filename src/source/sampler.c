@@ -26,6 +26,7 @@ void sampler__workers(struct sampler *s, const struct stats *st)
 		e.hdr.kind = AT_EV_WORKER_SAMPLE;
 		e.hdr.size = sizeof(e);
 		e.hdr.tid = w->tid;
+		e.hdr.pid = st->pid;
 		e.hdr.ts = st->ts;
 		e.worker = i;
 		e.depth = q->depth;
@@ -56,6 +57,7 @@ static void push_task(struct sampler *s, const struct stats *st, uint64_t id,
 	memset(&e, 0, sizeof(e));
 	e.hdr.kind = AT_EV_TASK_SAMPLE;
 	e.hdr.size = sizeof(e);
+	e.hdr.pid = st->pid;
 	e.hdr.ts = st->ts;
 	e.task = id;
 	if (ts) {

@@ -219,6 +219,7 @@ int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64
 
 	stats__free(s);
 	clock_gettime(CLOCK_MONOTONIC, &now);
+	s->pid = (uint32_t)t->pid;
 	s->ts = at ? at : (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
 	s->rt = t->skel->bss->runtime_stats;
 	sum_runtime_counts(t, &s->rt);

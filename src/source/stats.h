@@ -30,6 +30,7 @@ struct steal_entry {
 };
 
 struct stats {
+	uint32_t pid;		/* whose aggregates these are */
 	uint64_t ts;		/* when read, CLOCK_MONOTONIC ns */
 	struct at_runtime_stats rt;
 	struct at_worker_stats *workers;

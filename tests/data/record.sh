@@ -6,8 +6,8 @@
 # comes with the sample executor's own counts in a .counts file, which the
 # tests compare the conversions with. A capture that raises an alert its
 # scenario is not built for (a loaded machine delays polls) is recorded again.
-# tests/data/v1 holds a capture of format version 1, written by an older
-# asynctraced: the compatibility fixture, never re-recorded.
+# tests/data/v1 and tests/data/v2 hold captures of format versions 1 and 2,
+# written by older asynctraceds: the compatibility fixtures, never re-recorded.
 set -eu
 BUILD=${1:-build}
 DIR=$(dirname "$0")

@@ -20,7 +20,7 @@ from tests.integration import capfile  # noqa: E402
 
 CAP_BASE = 0x8000
 SNAPSHOT = range(0x8005, 0x800B)   # runtime .. end
-VERSION = 2
+VERSION = 3
 SEED_CHUNK = 4096
 
 

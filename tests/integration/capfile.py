@@ -4,9 +4,10 @@
 
     header(data)           -> (version, header_size)
     chunks(data)           -> [(offset, size, records, crc, hdr_crc)], version 2 on
-    records(data)          -> [(offset, kind, bytes)]: every record, chunked or not
+    records(data)          -> [(offset, kind, bytes)]: every record, chunked or not,
+                              as written (versions 1 and 2: 16-byte headers)
     build(version, recs)   -> a capture of those records (bytes each, header
-                              included): version 2 in chunks of at most
+                              included): version 2 on in chunks of at most
                               chunk_bytes, version 1 back to back
 
 Independent of the C reader on purpose: a test that damages or rebuilds a
@@ -17,7 +18,8 @@ import zlib
 
 MAGIC = b"\x89ATCAP\r\n"
 CHUNK = struct.Struct("<IIII")    # size, records, crc, hdr_crc
-HDR = struct.Struct("<HHIQ")      # kind, size, tid, ts
+HDR = struct.Struct("<HHIQII")    # kind, size, tid, ts, pid, pad (version 3 on)
+HDR_V2 = struct.Struct("<HHIQ")   # versions 1 and 2: no pid
 CHUNK_BYTES = 64 << 10
 
 
@@ -39,10 +41,10 @@ def chunks(data):
     return out
 
 
-def _records_in(data, off, end):
-    while off + HDR.size <= end:
+def _records_in(data, off, end, hdr):
+    while off + hdr.size <= end:
         kind, size = struct.unpack_from("<HH", data, off)
-        if size < HDR.size or off + size > end:
+        if size < hdr.size or off + size > end:
             break
         yield off, kind, data[off:off + size]
         off += size
@@ -50,12 +52,13 @@ def _records_in(data, off, end):
 
 def records(data):
     version, off = header(data)
+    hdr = HDR if version >= 3 else HDR_V2
     if version < 2:
-        return list(_records_in(data, off, len(data)))
+        return list(_records_in(data, off, len(data), hdr))
     out = []
     for coff, size, _, _, _ in chunks(data):
         start = coff + CHUNK.size
-        out += _records_in(data, start, min(start + size, len(data)))
+        out += _records_in(data, start, min(start + size, len(data)), hdr)
     return out
 
 

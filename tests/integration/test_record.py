@@ -86,9 +86,9 @@ def record_times(path):
     for _, kind, rec in capfile.records(data):
         ts = struct.unpack_from("<Q", rec, 8)[0]
         if kind == 2:    # at_poll: hdr, task, duration_ns
-            ts += struct.unpack_from("<Q", rec, 24)[0]
+            ts += struct.unpack_from("<Q", rec, capfile.HDR.size + 8)[0]
         elif kind == 5:  # at_park: hdr, duration_ns
-            ts += struct.unpack_from("<Q", rec, 16)[0]
+            ts += struct.unpack_from("<Q", rec, capfile.HDR.size)[0]
         if 1 <= kind <= 5:
             out.append(ts)
     return out
@@ -122,13 +122,23 @@ class Record(unittest.TestCase):
         # this version's format: whole chunks end to end, each under its checksum
         with open(cap, "rb") as f:
             data = f.read()
-        self.assertEqual(capfile.header(data), (2, 16))
+        self.assertEqual(capfile.header(data), (3, 16))
         chunks = capfile.chunks(data)
         self.assertGreater(len(chunks), 1)
         for off, size, _, crc, _ in chunks:
             self.assertLessEqual(size, capfile.CHUNK_BYTES)
             self.assertEqual(zlib.crc32(data[off + 16:off + 16 + size]), crc)
         self.assertEqual(chunks[-1][0] + 16 + chunks[-1][1], len(data))
+        # every record names its process (the BPF side's from the kernel);
+        # ticks and the end are the session's own
+        recs = capfile.records(data)
+        pid = struct.unpack_from("<I", recs[0][2], capfile.HDR.size)[0]
+        self.assertGreater(pid, 1)
+        for _, kind, rec in recs:
+            want = 0 if kind in (0x8004, 0x800a) else pid
+            self.assertEqual(capfile.HDR.unpack_from(rec)[4], want, hex(kind))
+            if kind == 2 and len(rec) >= 192:   # a poll with its self-wake appended
+                self.assertEqual(capfile.HDR.unpack_from(rec, 128)[4], pid)
         js, pf, report, log = self.convert_all(cap)
         got = report["counts"]
         self.assertEqual(got["tasks_spawned"], counts["tasks"])

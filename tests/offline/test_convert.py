@@ -33,10 +33,12 @@ EXPECTED_ALERTS = {
     "thrash-maps": {"waker-thrash"},
     "delay-maps": {"scheduling-delay"},
     "blocking-maps": {"long-poll"},
+    "v2/noisy": {"long-poll"},
 }
-FULL = ["noisy", "fanout", "lost"]  # recorded with every event (not --no-trace)
-CAPTURE_VERSION = 2  # what tests/data/record.sh records
+FULL = ["noisy", "fanout", "lost", "v2/noisy"]  # recorded with every event (not --no-trace)
+CAPTURE_VERSION = 3  # what tests/data/record.sh records
 V1 = "v1/blocking-maps"  # recorded by a version 1 asynctraced, kept as it was
+V2 = "v2/noisy"  # by a version 2 asynctraced (16-byte record headers), kept as it was
 COUNTS = re.compile(r"(\w+)=([\d.]+)")
 
 
@@ -62,7 +64,7 @@ class Converted(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="at-convert-")
         cls.out = {}
         for name in EXPECTED_ALERTS:
-            paths = {k: os.path.join(cls.tmp, name + ext)
+            paths = {k: os.path.join(cls.tmp, name.replace("/", "-") + ext)
                      for k, ext in (("json", ".json"), ("proto", ".pftrace"),
                                     ("alerts", ".alerts"))}
             runs = {}
@@ -112,13 +114,14 @@ class Converted(unittest.TestCase):
 
     def test_long_poll_causes(self):
         """The culprit named, and what its time went to, from maps-only captures too."""
-        for name, cause in (("noisy", "cpu-bound"), ("blocking-maps", "blocked")):
+        for name, cause in (("noisy", "cpu-bound"), ("blocking-maps", "blocked"),
+                            (V2, "cpu-bound")):
             with self.subTest(name):
                 paths, _ = self.run_of(name)
                 with open(paths["alerts"]) as f:
                     begin = [json.loads(line) for line in f][0]
                 self.assertEqual(begin["cause"], cause)
-                self.assertEqual(begin["task"]["name"], name.split("-")[0])
+                self.assertEqual(begin["task"]["name"], os.path.basename(name).split("-")[0])
 
     def test_json_trace_follows_importer_rules(self):
         for name in FULL:
@@ -284,13 +287,13 @@ class Damaged(unittest.TestCase):
     def test_other_version(self):
         """Versions this one cannot read are refused, naming theirs and what to do."""
         data = bytearray(self.good)
-        data[8] = 3
-        self.assertRefused(bytes(data), "capture version 3 is newer than this asynctraced, "
-                                        "which reads versions 1 to 2: convert it with a newer "
+        data[8] = 4
+        self.assertRefused(bytes(data), "capture version 4 is newer than this asynctraced, "
+                                        "which reads versions 1 to 3: convert it with a newer "
                                         "asynctraced")
         data[8] = 0
         self.assertRefused(bytes(data), "capture version 0 is not supported by this "
-                                        "asynctraced (reads versions 1 to 2); re-record it")
+                                        "asynctraced (reads versions 1 to 3); re-record it")
 
     def test_cut_short_keeps_what_came_before(self):
         for cut in (len(self.good) // 3, len(self.good) // 2 + 7, len(self.good) - 1):
@@ -413,14 +416,15 @@ class Damaged(unittest.TestCase):
 
 
 class Versions(unittest.TestCase):
-    """Captures committed here stay readable: this version's, and version 1's."""
+    """Captures committed here stay readable: this version's, and versions 1 and 2
+    (version 2's, converted with every other capture above, in every test)."""
 
     def test_committed_captures_are_this_version(self):
         for name in EXPECTED_ALERTS:
             with self.subTest(name):
                 with open(capture(name), "rb") as f:
                     data = f.read()
-                self.assertEqual(capfile.header(data), (CAPTURE_VERSION, 16))
+                self.assertEqual(capfile.header(data), (2 if name == V2 else CAPTURE_VERSION, 16))
                 chunks = capfile.chunks(data)
                 self.assertEqual(chunks[-1][0] + 16 + chunks[-1][1], len(data))
                 for off, size, _, crc, _ in chunks:

@@ -2,8 +2,9 @@
 /*
  * Captures: what the writer writes the reader gives back, record for record;
  * every kind of damage is refused with its own message and offset (a flipped
- * bit included: chunks carry a CRC-32); version 1 captures are still read,
- * their counters renumbered; other versions are refused, naming theirs.
+ * bit included: chunks carry a CRC-32); version 1 and 2 captures are still
+ * read, their records widened by the pid and version 1's counters
+ * renumbered; other versions are refused, naming theirs.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -68,7 +69,7 @@ static void write_capture(const char *path)
 {
 	struct cap_process proc = { .hdr.ts = 100, .pid = 4242, .runtime = CAPTURE_RUNTIME_USDT,
 				    .long_poll_ns = 15000000, .lost_waker_ns = 1000000000 };
-	struct at_poll poll = { .hdr = { AT_EV_POLL, sizeof(poll), 17, 200 }, .task = 5,
+	struct at_poll poll = { .hdr = { .kind = AT_EV_POLL, .size = sizeof(poll), .tid = 17, .ts = 200 }, .task = 5,
 				.duration_ns = 30, .name_addr = 0x40 };
 	struct stats st = one_of_each();
 	uint64_t counters[AT_STAT_NR] = { [AT_STAT_ORPHAN_POLL_END] = 3 };
@@ -371,41 +372,53 @@ static void other_versions(void **state)
 				 "asynctraced (reads versions 1 to %u); re-record it", v,
 				 CAPTURE_VERSION);
 		else
-			continue; /* version 1: read_v1 */
+			continue; /* versions 1 and 2: read_v1, read_v2 */
 		if (v != CAPTURE_VERSION)
 			assert_damage(f.data, f.size, msg);
 	}
 	free(f.data);
 }
 
+/*
+ * A record as versions 1 and 2 wrote it, at buf + off: a 16-byte header (no
+ * pid), then the body. Returns the offset after it.
+ */
+static size_t put_old(uint8_t *buf, size_t off, const void *rec, size_t size)
+{
+	uint16_t old = (uint16_t)(size - 8);
+
+	memcpy(buf + off, rec, 16);
+	memcpy(buf + off + 2, &old, sizeof(old));
+	memcpy(buf + off + 16, (const uint8_t *)rec + sizeof(struct at_hdr),
+	       size - sizeof(struct at_hdr));
+	return off + size - 8;
+}
+
 /* A version 1 capture, as version 1 wrote them: records back to back, no chunks. */
 static size_t write_v1(uint8_t *buf)
 {
 	struct capture_file_header fh = { .version = 1, .header_size = sizeof(fh) };
-	struct cap_process proc = { .hdr = { AT_CAP_PROCESS, sizeof(proc), 0, 100 }, .pid = 7 };
-	struct at_poll poll = { .hdr = { AT_EV_POLL, sizeof(poll), 17, 200 }, .task = 5,
+	struct cap_process proc = { .hdr = { .kind = AT_CAP_PROCESS, .size = sizeof(proc), .tid = 0, .ts = 100 }, .pid = 7 };
+	struct at_poll poll = { .hdr = { .kind = AT_EV_POLL, .size = sizeof(poll), .tid = 17, .ts = 200 }, .task = 5,
 				.duration_ns = 30 };
 	uint64_t rt[(sizeof(struct cap_runtime_stats) + 12 * 8) / 8] = { 0 };
 	struct cap_runtime_stats *rs = (struct cap_runtime_stats *)rt;
-	struct cap_worker_stats ws = { .hdr = { AT_CAP_WORKER_STATS, sizeof(ws), 0, 300 },
+	struct cap_worker_stats ws = { .hdr = { .kind = AT_CAP_WORKER_STATS, .size = sizeof(ws), .tid = 0, .ts = 300 },
 				       .worker = 0, .polls = 1, .tid = 17 };
-	struct cap_end end = { .hdr = { AT_CAP_END, sizeof(end), 0, 400 } };
+	struct cap_end end = { .hdr = { .kind = AT_CAP_END, .size = sizeof(end), .tid = 0, .ts = 400 } };
 	size_t off = 0;
 
 	memcpy(fh.magic, CAPTURE_MAGIC, sizeof(fh.magic));
-	rs->hdr = (struct at_hdr){ AT_CAP_RUNTIME_STATS, sizeof(rt), 0, 300 };
+	rs->hdr = (struct at_hdr){ .kind = AT_CAP_RUNTIME_STATS, .size = sizeof(rt), .tid = 0, .ts = 300 };
 	rs->spawns = 1;
 	rs->nr_counters = 12;	/* version 1's AT_STAT_NR */
 	rs->counters[3] = 5;	/* drops of wakes (kind 3) */
 	rs->counters[8] = 3;	/* polls that began before attach */
 	rs->counters[11] = 7;	/* missed switches in */
 	strcpy(end.reason, "target exited");
-#define PUT(x)                                                                                     \
-	do {                                                                                       \
-		memcpy(buf + off, &(x), sizeof(x));                                                \
-		off += sizeof(x);                                                                  \
-	} while (0)
-	PUT(fh);
+#define PUT(x) (off = put_old(buf, off, &(x), sizeof(x)))
+	memcpy(buf, &fh, sizeof(fh));
+	off = sizeof(fh);
 	PUT(proc);
 	PUT(poll);
 	PUT(rt);
@@ -455,14 +468,87 @@ static void read_v1(void **state)
 	assert_damage(buf, size - 48, "the capture stops without its end record");
 }
 
+/*
+ * A version 2 capture: chunks, and records with 16-byte headers, a poll with
+ * its self-wake appended among them. Every record comes back in this
+ * version's layout, every field where it belongs, with the process's pid.
+ */
+static void read_v2(void **state)
+{
+	static uint8_t buf[4096];
+	struct capture_file_header fh = { .version = 2, .header_size = sizeof(fh) };
+	struct cap_process proc = { .hdr = { .kind = AT_CAP_PROCESS, .size = sizeof(proc), .tid = 0, .ts = 100 }, .pid = 7,
+				    .comm = "old" };
+	struct at_poll_self_wake pw = {
+		.poll = { .hdr = { .kind = AT_EV_POLL, .size = sizeof(pw), .tid = 17, .ts = 200 }, .task = 5,
+			  .duration_ns = 30, .holder_begin = 99 },
+		.wake = { .hdr = { .kind = AT_EV_WAKE, .size = sizeof(pw.wake), .tid = 17, .ts = 210 }, .task = 5,
+			  .waker_task = 5, .depth = 3 },
+	};
+	struct at_hdr tick = { .kind = AT_CAP_TICK, .size = sizeof(tick), .tid = 0, .ts = 300 };
+	struct cap_end end = { .hdr = { .kind = AT_CAP_END, .size = sizeof(end), .tid = 0, .ts = 400 } };
+	struct cap_chunk c = { .records = 4 };
+	uint16_t old_size = sizeof(pw) - 16;
+	size_t off = sizeof(fh) + sizeof(c), poll_at, n;
+	struct capture_reader *r;
+	const struct at_hdr *h;
+	const struct at_poll_self_wake *got;
+	char err[256];
+
+	memcpy(fh.magic, CAPTURE_MAGIC, sizeof(fh.magic));
+	off = put_old(buf, off, &proc, sizeof(proc));
+	poll_at = off;
+	off = put_old(buf, off, &pw.poll, sizeof(pw.poll));
+	off = put_old(buf, off, &pw.wake, sizeof(pw.wake));
+	memcpy(buf + poll_at + 2, &old_size, sizeof(old_size));
+	off = put_old(buf, off, &tick, sizeof(tick));
+	off = put_old(buf, off, &end, sizeof(end));
+	c.size = (uint32_t)(off - sizeof(fh) - sizeof(c));
+	memcpy(buf, &fh, sizeof(fh));
+	memcpy(buf + sizeof(fh), &c, sizeof(c));
+	assert_int_equal(capture_seal(buf, off), 1);
+
+	assert_int_equal(capture_reader__open_mem(&r, buf, off, err, sizeof(err)), 0);
+	assert_int_equal(capture_reader__version(r), 2);
+	assert_int_equal(capture_reader__process(r)->pid, 7);
+	assert_string_equal(capture_reader__process(r)->comm, "old");
+	assert_int_equal(capture_reader__next(r, &h, &n), 1);
+	assert_int_equal(n, sizeof(pw));
+	got = (const void *)h;
+	assert_int_equal(got->poll.hdr.size, sizeof(pw));
+	assert_int_equal(got->poll.hdr.tid, 17);
+	assert_int_equal(got->poll.hdr.pid, 7);
+	assert_int_equal(got->poll.hdr.ts, 200);
+	assert_int_equal(got->poll.task, 5);
+	assert_int_equal(got->poll.duration_ns, 30);
+	assert_int_equal(got->poll.holder_begin, 99);
+	assert_int_equal(got->wake.hdr.kind, AT_EV_WAKE);
+	assert_int_equal(got->wake.hdr.size, sizeof(pw.wake));
+	assert_int_equal(got->wake.hdr.pid, 7);
+	assert_int_equal(got->wake.hdr.ts, 210);
+	assert_int_equal(got->wake.waker_task, 5);
+	assert_int_equal(got->wake.depth, 3);
+	/* the tick and the end are the session's */
+	assert_int_equal(capture_reader__next(r, &h, &n), 1);
+	assert_int_equal(h->kind, AT_CAP_TICK);
+	assert_int_equal(h->pid, 0);
+	assert_int_equal(h->ts, 300);
+	assert_int_equal(capture_reader__next(r, &h, &n), 1);
+	assert_int_equal(h->kind, AT_CAP_END);
+	assert_int_equal(n, sizeof(end));
+	assert_int_equal(capture_reader__next(r, &h, &n), 0);
+	assert_string_equal(capture_reader__error(r), "");
+	capture_reader__free(r);
+}
+
 /* Unknown kinds from a newer version: skipped by the replay, but counted and named. */
 static void unknown_kinds(void **state)
 {
 	char path[] = "/tmp/asynctraced-capture-XXXXXX";
 	int fd = mkstemp(path);
 	struct cap_process proc = { .hdr.ts = 100, .pid = 1 };
-	struct at_hdr newer_event = { 29, sizeof(newer_event), 0, 150 };
-	struct at_hdr newer_capture = { 0x80ff, sizeof(newer_capture), 0, 150 };
+	struct at_hdr newer_event = { .kind = 29, .size = sizeof(newer_event), .tid = 0, .ts = 150 };
+	struct at_hdr newer_capture = { .kind = 0x80ff, .size = sizeof(newer_capture), .tid = 0, .ts = 150 };
 	struct stats st = { .ts = 200 };
 	uint64_t counters[AT_STAT_NR] = { 0 };
 	struct detect_opts opts = { 0 };
@@ -503,20 +589,20 @@ static void counts_without_snapshot(void **state)
 	char path[] = "/tmp/asynctraced-capture-XXXXXX";
 	int fd = mkstemp(path);
 	struct cap_process proc = { .hdr.ts = 100, .pid = 1 };
-	struct at_spawn spawn = { .hdr = { AT_EV_SPAWN, sizeof(spawn), 11, 110 }, .task = 5 };
+	struct at_spawn spawn = { .hdr = { .kind = AT_EV_SPAWN, .size = sizeof(spawn), .tid = 11, .ts = 110 }, .task = 5 };
 	struct at_poll_self_wake pw = {
-		.poll = { .hdr = { AT_EV_POLL, sizeof(pw), 11, 200 }, .task = 5, .worker = 1,
+		.poll = { .hdr = { .kind = AT_EV_POLL, .size = sizeof(pw), .tid = 11, .ts = 200 }, .task = 5, .worker = 1,
 			  .duration_ns = 3000, .oncpu_ns = 1000, .wake_ts = 150, .depth = 4 },
-		.wake = { .hdr = { AT_EV_WAKE, sizeof(pw.wake), 11, 210 }, .task = 5,
+		.wake = { .hdr = { .kind = AT_EV_WAKE, .size = sizeof(pw.wake), .tid = 11, .ts = 210 }, .task = 5,
 			  .waker_task = 5, .waker_worker = 1, .wake_id = 9 },
 	};
-	struct at_poll poll = { .hdr = { AT_EV_POLL, sizeof(poll), 11, 300 }, .task = 5,
+	struct at_poll poll = { .hdr = { .kind = AT_EV_POLL, .size = sizeof(poll), .tid = 11, .ts = 300 }, .task = 5,
 				.worker = 1, .duration_ns = 70, .ready = 1 };
-	struct at_wake outside = { .hdr = { AT_EV_WAKE, sizeof(outside), 99, 250 }, .task = 5,
+	struct at_wake outside = { .hdr = { .kind = AT_EV_WAKE, .size = sizeof(outside), .tid = 99, .ts = 250 }, .task = 5,
 				   .waker_worker = -1 };
-	struct at_steal steal = { .hdr = { AT_EV_STEAL, sizeof(steal), 10, 260 }, .thief = 0,
+	struct at_steal steal = { .hdr = { .kind = AT_EV_STEAL, .size = sizeof(steal), .tid = 10, .ts = 260 }, .thief = 0,
 				  .victim = 1, .count = 2 };
-	struct at_park park = { .hdr = { AT_EV_PARK, sizeof(park), 10, 270 }, .worker = 0,
+	struct at_park park = { .hdr = { .kind = AT_EV_PARK, .size = sizeof(park), .tid = 10, .ts = 270 }, .worker = 0,
 				.duration_ns = 40 };
 	struct detect_opts opts = { 0 };
 	struct capture_writer *w;
@@ -579,6 +665,7 @@ int main(void)
 		cmocka_unit_test(damage),
 		cmocka_unit_test(other_versions),
 		cmocka_unit_test(read_v1),
+		cmocka_unit_test(read_v2),
 		cmocka_unit_test(unknown_kinds),
 		cmocka_unit_test(counts_without_snapshot),
 	};
