@@ -42,9 +42,12 @@ SEC("usdt")
 int usdt_task_spawn(struct pt_regs *ctx)
 {
 	USDT_PROBE(AT_USDT_TASK_SPAWN);
+	__u32 tid;
+	/* its worker's slot, kept there: the queue is its own, most often */
+	struct thread_state *t = thread_self(ctx, false, &tid);
 
 	/* task, parent, name, queue, depth */
-	on_spawn(ARG(0), ARG(1), (const char *)ARG(2), 0, (int)ARG(3), (__u32)ARG(4));
+	on_spawn(t, ARG(0), ARG(1), (const char *)ARG(2), 0, (int)ARG(3), (__u32)ARG(4));
 	return 0;
 }
 
@@ -92,12 +95,10 @@ int usdt_wake(struct pt_regs *ctx)
 {
 	USDT_PROBE(AT_USDT_WAKE);
 	__u64 task = ARG(0), waker_task = ARG(1);
-	struct thread_state *t = NULL;
-	__u32 tid = 0;
+	__u32 tid;
+	/* a self-wake is kept in its poll's thread state; the thread keeps its worker's slot */
+	struct thread_state *t = thread_self(ctx, false, &tid);
 
-	/* a self-wake is kept in its poll's thread state; other wakes just need who made them */
-	if (task == waker_task)
-		t = thread_self(ctx, false, &tid);
 	/* task, waker_task, waker_worker, queue, depth */
 	on_wake(t, task, waker_task, (int)ARG(2), (int)ARG(3), (__u32)ARG(4), 0);
 	return 0;
@@ -107,9 +108,11 @@ SEC("usdt")
 int usdt_steal(struct pt_regs *ctx)
 {
 	USDT_PROBE(AT_USDT_STEAL);
+	__u32 tid;
+	struct thread_state *t = thread_self(ctx, false, &tid);
 
 	/* thief, victim, count, thief_depth, victim_depth */
-	on_steal((__u32)ARG(0), (__u32)ARG(1), (__u32)ARG(2), (__u32)ARG(3), (__u32)ARG(4), 0);
+	on_steal(t, (__u32)ARG(0), (__u32)ARG(1), (__u32)ARG(2), (__u32)ARG(3), (__u32)ARG(4), 0);
 	return 0;
 }
 
@@ -117,8 +120,10 @@ SEC("usdt")
 int usdt_worker_park(struct pt_regs *ctx)
 {
 	USDT_PROBE(AT_USDT_WORKER_PARK);
+	__u32 tid;
+	struct thread_state *t = thread_self(ctx, false, &tid);
 
-	on_park((__u32)ARG(0));
+	on_park(t, (__u32)ARG(0));
 	return 0;
 }
 
@@ -126,8 +131,10 @@ SEC("usdt")
 int usdt_worker_unpark(struct pt_regs *ctx)
 {
 	USDT_PROBE(AT_USDT_WORKER_UNPARK);
+	__u32 tid;
+	struct thread_state *t = thread_self(ctx, false, &tid);
 
-	on_unpark((__u32)ARG(0));
+	on_unpark(t, (__u32)ARG(0));
 	return 0;
 }
 
@@ -154,14 +161,36 @@ __u32 tokio_hdr_cache_off CACHE_LINE = 0;
 /* Every TOKIO_HDR_CHECK-th answer of the cache is checked against the Header. */
 #define TOKIO_HDR_CHECK 16
 
-/* Worker ids, given in order of first poll. */
-__u32 tokio_next_worker CACHE_LINE = 0;
+/*
+ * Worker ids, given per process in order of first poll: tgid -> the next.
+ * Userspace drops a process's entry when it is gone.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AT_MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, __u32);
+} tokio_next_worker SEC(".maps");
+
+/* The next worker id of process tgid (a thread's first poll); 0 when the map is full. */
+static __always_inline __u32 tokio_new_worker(__u32 tgid)
+{
+	__u32 zero = 0, *next = bpf_map_lookup_elem(&tokio_next_worker, &tgid);
+
+	if (!next) {
+		bpf_map_update_elem(&tokio_next_worker, &tgid, &zero, BPF_NOEXIST);
+		next = bpf_map_lookup_elem(&tokio_next_worker, &tgid);
+	}
+	return next ? __sync_fetch_and_add(next, 1) : 0;
+}
+
 /*
  * tokio's queue lengths are not in any argument: count them. Each push we
  * see adds one to its queue, each poll of a task takes one from the queue it
- * was pushed on. Slot AT_MAX_WORKERS is the injection queue.
+ * was pushed on. Indexed by the queue's worker slot (the injection queue has
+ * its own).
  */
-__u32 tokio_depth[AT_MAX_WORKERS + 1][16] CACHE_LINE; /* [q][0]; a cache line per queue */
+__u32 tokio_depth[AT_MAX_WORKERS][16] CACHE_LINE; /* [slot][0]; a cache line per queue */
 
 struct tokio_task {
 	__u64 id;	/* tokio's task id; the Header address if unreadable */
@@ -366,29 +395,30 @@ static __always_inline void tokio_task(struct thread_state *t, __u64 hdr, struct
 	}
 }
 
-static __always_inline __u32 *tokio_depth_of(__s32 queue)
+/* A queue's depth, by its worker's slot (the thread t is of the queue's process). */
+static __always_inline __u32 *tokio_depth_of(const struct thread_state *t, __s32 queue)
 {
-	__u32 i;
+	__u32 worker, slot;
 
-	if (queue == AT_QUEUE_INJECT)
-		return &tokio_depth[AT_MAX_WORKERS][0];
-	if (queue < 0 || queue >= AT_MAX_WORKERS)
+	if (!queue_worker(queue, &worker))
 		return NULL;
-	i = (__u32)queue;
-	barrier_var(i);
-	return &tokio_depth[i & (AT_MAX_WORKERS - 1)][0];
+	slot = worker_slot(t, worker);
+	if (slot >= AT_MAX_WORKERS)
+		return NULL;
+	barrier_var(slot);
+	return &tokio_depth[slot & (AT_MAX_WORKERS - 1)][0];
 }
 
-static __always_inline __u32 tokio_push(__s32 queue)
+static __always_inline __u32 tokio_push(const struct thread_state *t, __s32 queue)
 {
-	__u32 *d = tokio_depth_of(queue);
+	__u32 *d = tokio_depth_of(t, queue);
 
 	return d ? __sync_add_and_fetch(d, 1) : 0;
 }
 
-static __always_inline void tokio_pop(__s32 queue)
+static __always_inline void tokio_pop(const struct thread_state *t, __s32 queue)
 {
-	__u32 *d = tokio_depth_of(queue);
+	__u32 *d = tokio_depth_of(t, queue);
 
 	/* Tasks queued before we attached were never counted in. */
 	if (d && *d)
@@ -428,7 +458,7 @@ int BPF_KPROBE(tokio_poll, __u64 hdr)
 	 * what runs. The inner takes over; the outer's end is then an orphan.
 	 */
 	if (!t->has_worker) {
-		t->own_worker = __sync_fetch_and_add(&tokio_next_worker, 1);
+		t->own_worker = tokio_new_worker(t->tgid);
 		t->has_worker = 1;
 	}
 	worker = t->own_worker;
@@ -440,10 +470,11 @@ int BPF_KPROBE(tokio_poll, __u64 hdr)
 		if (ts->hdr == TOKIO_HDR_BOUND && tt.id != hdr)
 			ts->hdr = hdr;
 	}
-	tokio_pop(from);
+	tokio_pop(t, from);
 	if (!tokio_steal_probed && from >= 0 && (__u32)from != worker)
-		on_steal(worker, (__u32)from, 1, 0, 0, AT_STEAL_INFERRED);
-	depth = tokio_depth_of((__s32)worker);
+		on_steal(t, worker, (__u32)from, 1, 0, 0, AT_STEAL_INFERRED);
+	thread_worker(t, worker);
+	depth = tokio_depth_of(t, (__s32)worker);
 	/* the cookie is this instance's address: the future type names the task */
 	on_poll_begin(t, tt.id, ts, slot, worker, depth ? *depth : 0, bpf_get_attach_cookie(ctx));
 	return 0;
@@ -474,7 +505,7 @@ int BPF_KRETPROBE(tokio_poll_ret)
 	ts = task_find(task, &slot);
 	if (!t->completed && ts && ts->wake_id && ts->queued_on == AT_QUEUE_NONE) {
 		queue = (__s32)t->worker;
-		depth = tokio_push(queue);
+		depth = tokio_push(t, queue);
 	}
 	on_poll_end(t, task, ts, slot, t->completed, queue, depth, tokio_remove_probed);
 	return 0;
@@ -517,7 +548,7 @@ int BPF_KPROBE(tokio_schedule, __u64 hdr)
 	__u32 tid;
 	struct thread_state *t = thread_self(ctx, false, &tid);
 	__s32 queue = tokio_target_queue(t);
-	__u32 depth = tokio_push(queue);
+	__u32 depth = tokio_push(t, queue);
 	struct at_task_state *ts = NULL;
 	struct at_task_slot *slot;
 	struct tokio_task tt;
@@ -535,7 +566,7 @@ int BPF_KPROBE(tokio_schedule, __u64 hdr)
 		now = bpf_ktime_get_ns();
 	}
 	task_queued(tt.id, ts, queue, depth);
-	queue_depth(queue, depth, now);
+	queue_depth(t, queue, depth, now);
 	return 0;
 }
 
@@ -551,7 +582,7 @@ static __always_inline void tokio_spawned(void *ctx, __u64 hdr)
 	if (!hdr)
 		return;
 	tokio_task(t, hdr, &tt);
-	on_spawn(tt.id, t ? t->task : 0, NULL, tt.poll_fn, queue, tokio_push(queue));
+	on_spawn(t, tt.id, t ? t->task : 0, NULL, tt.poll_fn, queue, tokio_push(t, queue));
 	/* bound: its first poll will say where it lives (tokio_task_known) */
 	ts = task_find(tt.id, &slot);
 	if (ts && tt.id != hdr && !ts->hdr)
@@ -615,7 +646,7 @@ int BPF_KRETPROBE(tokio_steal_ret)
 	ts = task_find(tt.id, &slot);
 	if (ts && ts->queued_on >= 0)
 		victim = (__u32)ts->queued_on;
-	on_steal(t->own_worker, victim, 1, 0, 0, 0);
+	on_steal(t, t->own_worker, victim, 1, 0, 0, 0);
 	return 0;
 }
 

@@ -52,6 +52,8 @@ struct thread_state {
 	__u64 name_addr;
 	__u64 holder_begin;
 	__u32 worker;		/* of the poll in progress */
+	__u32 wslot_of;		/* 1 + the worker whose slot wslot is (0: none cached) */
+	__u32 wslot;		/* that worker's slot (worker_slot()) */
 	__u32 depth;
 	__s32 queued_on;
 	__u32 queued_depth;
@@ -198,6 +200,19 @@ struct at_worker_stats worker_stats[AT_MAX_WORKERS] CACHE_LINE;
 struct at_runtime_stats runtime_stats CACHE_LINE;
 struct at_worker_idle worker_idle[AT_MAX_WORKERS] CACHE_LINE;
 
+/* (tgid, worker) -> its slot in worker_stats and worker_idle (asynctraced.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AT_MAX_WORKERS);
+	__type(key, struct at_worker_key);
+	__type(value, __u32);
+} worker_slots SEC(".maps");
+
+/* 1 + the highest slot ever claimed: spare_share() looks no further. */
+__u32 worker_slots_hi;
+
+#define WORKER_NO_SLOT AT_MAX_WORKERS
+
 /*
  * Counters every worker bumps, kept per CPU: one shared counter would bounce
  * its cache line between the workers at every wake. Userspace sums them
@@ -246,18 +261,97 @@ static __always_inline void stat_inc(__u32 idx)
 		*v += 1;
 }
 
-static __always_inline struct at_worker_stats *worker_get(__u32 worker)
+/*
+ * A worker met for the first time: the first free slot is its own. Paid
+ * once per worker (and per thread for the few left without a slot: the
+ * thread remembers). Slots of a process that is gone are freed by userspace.
+ */
+static __always_inline __u32 worker_slot_claim(const struct at_worker_key *k)
 {
-	if (worker >= AT_MAX_WORKERS) {
-		__sync_fetch_and_add(&runtime_stats.unknown_workers, 1);
-		return NULL;
+	__u64 owner = at_worker_owner(k->tgid, k->worker);
+	__u32 *found, hi;
+
+	for (__u32 i = 0; i < AT_MAX_WORKERS; i++) {
+		if (worker_idle[i].owner ||
+		    __sync_val_compare_and_swap(&worker_idle[i].owner, 0, owner))
+			continue;
+		if (bpf_map_update_elem(&worker_slots, k, &i, BPF_NOEXIST)) {
+			/* another CPU claimed one for this worker meanwhile: ours goes back */
+			worker_idle[i].owner = 0;
+			break;
+		}
+		for (int tries = 0; tries < 4; tries++) {
+			hi = worker_slots_hi;
+			if (hi > i || __sync_val_compare_and_swap(&worker_slots_hi, hi, i + 1) == hi)
+				break;
+		}
+		return i;
 	}
+	found = bpf_map_lookup_elem(&worker_slots, k);
+	if (found)
+		return *found;
+	__sync_fetch_and_add(&runtime_stats.unknown_workers, 1);
+	return WORKER_NO_SLOT;
+}
+
+/* The slot of a worker of process tgid; WORKER_NO_SLOT when none was left. */
+static __always_inline __u32 worker_slot_of(__u32 tgid, __u32 worker)
+{
+	struct at_worker_key k = { .tgid = tgid, .worker = worker };
+	__u32 *slot = bpf_map_lookup_elem(&worker_slots, &k);
+
+	return slot ? *slot : worker_slot_claim(&k);
+}
+
+/*
+ * A worker's slot, from a probe on a thread of its process, whose state is
+ * t (NULL: not looked up). A thread keeps the slot of the worker it polls
+ * for (thread_worker()): its own, nearly always.
+ */
+static __always_inline __u32 worker_slot(const struct thread_state *t, __u32 worker)
+{
+	if (t && t->wslot_of == worker + 1)
+		return t->wslot;
+	return worker_slot_of(t ? t->tgid : (__u32)(bpf_get_current_pid_tgid() >> 32), worker);
+}
+
+/* The worker this thread polls for is worker: its slot, kept in the thread. */
+static __always_inline void thread_worker(struct thread_state *t, __u32 worker)
+{
+	if (t->wslot_of != worker + 1) {
+		t->wslot = worker_slot_of(t->tgid, worker);
+		t->wslot_of = worker + 1;
+	}
+}
+
+static __always_inline struct at_worker_stats *worker_at(__u32 slot)
+{
+	if (slot >= AT_MAX_WORKERS)
+		return NULL;
 	/*
 	 * The verifier cannot follow clang's folded bounds check: hide the
 	 * value from the optimizer, then mask it (AT_MAX_WORKERS is 2^n).
 	 */
-	barrier_var(worker);
-	return &worker_stats[worker & (AT_MAX_WORKERS - 1)];
+	barrier_var(slot);
+	return &worker_stats[slot & (AT_MAX_WORKERS - 1)];
+}
+
+static __always_inline struct at_worker_stats *worker_get(const struct thread_state *t,
+							  __u32 worker)
+{
+	return worker_at(worker_slot(t, worker));
+}
+
+/* A queue named in a probe (a worker's, or AT_QUEUE_INJECT) as a worker id. */
+static __always_inline bool queue_worker(__s32 queue, __u32 *worker)
+{
+	if (queue == AT_QUEUE_INJECT)
+		*worker = AT_WORKER_INJECT;
+	else if (queue >= 0)
+		*worker = (__u32)queue;
+	else
+		return false;
+	return true;
 }
 
 /*
@@ -287,18 +381,18 @@ static __always_inline struct at_task_stats *task_stats_get(__u64 task, __u64 bo
 	return s;
 }
 
-/* Some queue now holds depth tasks: a worker's local queue or the injection queue. */
-static __always_inline void queue_depth(__s32 queue, __u32 depth, __u64 now)
+/*
+ * Some queue now holds depth tasks: a worker's local queue or the injection
+ * queue, of the process of the thread whose state is t (NULL: not looked up).
+ */
+static __always_inline void queue_depth(const struct thread_state *t, __s32 queue, __u32 depth,
+					__u64 now)
 {
 	struct at_worker_stats *w;
+	__u32 worker;
 
-	if (queue >= 0) {
-		w = worker_get((__u32)queue);
-		if (w)
-			queue_set(&w->queue, depth, now);
-	} else if (queue == AT_QUEUE_INJECT) {
-		queue_set(&runtime_stats.inject, depth, now);
-	}
+	if (queue_worker(queue, &worker) && (w = worker_get(t, worker)))
+		queue_set(&w->queue, depth, now);
 }
 
 /* t: the current thread's state, if the caller has it; NULL: ask the kernel */
@@ -658,19 +752,20 @@ static __always_inline void task_queued(__u64 task, struct at_task_state *ts, __
 /*
  * A task was created and queued. name: a string in the target (USDT), or
  * NULL with name_addr naming it (a runtime whose names come from symbols).
+ * t: the spawning thread's state (NULL: not looked up).
  */
-static __always_inline void on_spawn(__u64 task, __u64 parent, const char *name, __u64 name_addr,
-				     __s32 queue, __u32 depth)
+static __always_inline void on_spawn(const struct thread_state *t, __u64 task, __u64 parent,
+				     const char *name, __u64 name_addr, __s32 queue, __u32 depth)
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u64 wake_id = task_note_wake(task, now, queue, depth, name_addr, false, true);
 	struct at_spawn *e;
 
 	COUNT(spawns, 1);
-	queue_depth(queue, depth, now);
+	queue_depth(t, queue, depth, now);
 	if (!trace_events)
 		return;
-	e = event_reserve(AT_EV_SPAWN, sizeof(*e), NULL);
+	e = event_reserve(AT_EV_SPAWN, sizeof(*e), t);
 	if (!e)
 		return;
 	e->hdr.ts = now;
@@ -690,9 +785,9 @@ static __always_inline void on_spawn(__u64 task, __u64 parent, const char *name,
  * The task was taken from another worker's queue: if that worker is in a
  * poll, when did it begin? A long one there explains a long wait here.
  */
-static __always_inline __u64 holder_begin(__u32 worker)
+static __always_inline __u64 holder_begin(const struct thread_state *t, __u32 worker)
 {
-	struct at_worker_stats *w = worker_get(worker);
+	struct at_worker_stats *w = worker_get(t, worker);
 	struct thread_state *holder;
 	__u32 tid;
 
@@ -705,12 +800,13 @@ static __always_inline __u64 holder_begin(__u32 worker)
 
 static __always_inline struct at_worker_idle *worker_idle_of(const struct thread_state *t)
 {
-	__u32 worker = t->worker;
+	__u32 slot = t->wslot;
 
-	if (!t->begin || worker >= AT_MAX_WORKERS)
-		return NULL; /* it never polled: not a worker we know */
-	barrier_var(worker);
-	return &worker_idle[worker & (AT_MAX_WORKERS - 1)];
+	/* it never polled, or its worker has no slot: not a worker we know */
+	if (!t->begin || t->wslot_of != t->worker + 1 || slot >= AT_MAX_WORKERS)
+		return NULL;
+	barrier_var(slot);
+	return &worker_idle[slot & (AT_MAX_WORKERS - 1)];
 }
 
 /*
@@ -733,9 +829,6 @@ static __always_inline void awake(struct thread_state *t, __u64 woke)
 	t->asleep_since = 0;
 }
 
-/* workers_seen: 1 + the highest worker id a poll named (the workers spare_share() looks at) */
-__u32 workers_seen CACHE_LINE;
-
 /* How much of [from, to] a worker slept: now, or in its latest sleep. */
 static __always_inline __u64 slept_within(const struct at_worker_idle *w, __u64 from, __u64 to)
 {
@@ -753,16 +846,19 @@ static __always_inline __u64 slept_within(const struct at_worker_idle *w, __u64 
 }
 
 /*
- * A late poll: the largest share of its wait one worker spent asleep (it
- * could have run the task), as a percent with AT_SPARE_KNOWN (at_poll.spare).
- * Late polls are rare: the walk over the workers is paid only by them.
+ * A late poll in process tgid: the largest share of its wait one of the
+ * process's workers spent asleep (it could have run the task), as a percent
+ * with AT_SPARE_KNOWN (at_poll.spare). Late polls are rare: the walk over
+ * the workers is paid only by them.
  */
-static __always_inline __u8 spare_share(__u64 from, __u64 to)
+static __always_inline __u8 spare_share(__u32 tgid, __u64 from, __u64 to)
 {
-	__u32 n = workers_seen < AT_MAX_WORKERS ? workers_seen : AT_MAX_WORKERS;
+	__u32 n = worker_slots_hi < AT_MAX_WORKERS ? worker_slots_hi : AT_MAX_WORKERS;
 	__u64 best = 0, s;
 
 	for (__u32 i = 0; i < n && i < AT_MAX_WORKERS; i++) {
+		if (worker_idle[i].owner >> 32 != tgid)
+			continue;
 		s = slept_within(&worker_idle[i], from, to);
 		if (s > best)
 			best = s;
@@ -840,6 +936,7 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
 	if (t->sw_pending)
 		stat_inc(AT_STAT_DROP_BASE + AT_EV_WAKE);
 	t->sw_pending = 0;
+	thread_worker(t, worker);
 	t->worker = worker;
 	t->depth = depth;
 	t->name_addr = name_addr;
@@ -881,20 +978,18 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
 		ts->name_addr = name_addr;
 	}
 	t->holder_begin = t->queued_on >= 0 && (__u32)t->queued_on != worker
-				  ? holder_begin((__u32)t->queued_on)
+				  ? holder_begin(t, (__u32)t->queued_on)
 				  : 0;
-	w = worker_get(worker);
+	w = worker_get(t, worker);
 	if (w) {
 		w->tid = t->tid;
 		queue_set(&w->queue, depth, now);
 		if (t->wake_ts && t->wake_ts <= now)
 			hist_add(&w->delay, now - t->wake_ts);
-		if (worker >= workers_seen)
-			workers_seen = worker + 1;
 	}
 	t->spare = 0;
 	if (sched_delay_ns && t->wake_ts && now > t->wake_ts && now - t->wake_ts >= sched_delay_ns)
-		t->spare = spare_share(t->wake_ts, now);
+		t->spare = spare_share(t->tgid, t->wake_ts, now);
 	t->begin = now;
 	t->since = now;
 	barrier();
@@ -904,7 +999,7 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
 static __always_inline void account_poll(struct thread_state *t, __u64 task,
 					 struct at_task_slot *slot, __u64 dur)
 {
-	struct at_worker_stats *w = worker_get(t->worker);
+	struct at_worker_stats *w = worker_get(t, t->worker);
 	struct at_task_stats *s = slot ? &slot->s : task_stats_get(task, t->born, t->begin, dur);
 
 	if (w) {
@@ -1022,7 +1117,7 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 		if (known_end)
 			task_idle(ts, t->begin, now);
 	} else {
-		queue_depth(queue, depth, now);
+		queue_depth(t, queue, depth, now);
 		if (ts)
 			task_queued(task, ts, queue, depth);
 	}
@@ -1096,9 +1191,9 @@ static __always_inline __u64 on_wake(struct thread_state *t, __u64 task,
 	struct at_worker_stats *w;
 	struct at_wake *e;
 
-	queue_depth(queue, depth, now);
+	queue_depth(t, queue, depth, now);
 	/* A worker's wakes count on the worker; userspace adds the rest. */
-	if (waker_worker >= 0 && (w = worker_get((__u32)waker_worker))) {
+	if (waker_worker >= 0 && (w = worker_get(t, (__u32)waker_worker))) {
 		w->wakes++;
 		if (self)
 			w->self_wakes++;
@@ -1131,21 +1226,35 @@ static __always_inline __u64 on_wake(struct thread_state *t, __u64 task,
 	return now;
 }
 
-static __always_inline void on_steal(__u32 thief, __u32 victim, __u32 count, __u32 thief_depth,
-				     __u32 victim_depth, __u32 flags)
+/*
+ * Worker thief took count tasks from victim (AT_WORKER_UNKNOWN: not known),
+ * on the thread whose state is t (NULL: not looked up). The pair is counted
+ * by their slots: unique across processes.
+ */
+static __always_inline void on_steal(const struct thread_state *t, __u32 thief, __u32 victim,
+				     __u32 count, __u32 thief_depth, __u32 victim_depth,
+				     __u32 flags)
 {
-	struct at_steal_key key = { .thief = thief, .victim = victim };
+	struct at_steal_key key = { .thief = worker_slot(t, thief), .victim = AT_WORKER_UNKNOWN };
 	__u64 now = bpf_ktime_get_ns();
-	struct at_worker_stats *w = worker_get(thief);
+	struct at_worker_stats *w = worker_at(key.thief);
 	struct at_steal_stats *pair;
 	struct at_steal *e;
 
 	if (w) {
 		w->steals++;
 		w->stolen += count;
+		queue_set(&w->queue, thief_depth, now);
 	}
-	queue_depth((__s32)thief, thief_depth, now);
-	queue_depth((__s32)victim, victim_depth, now);
+	if (victim != AT_WORKER_UNKNOWN) {
+		key.victim = worker_slot(t, victim);
+		if ((w = worker_at(key.victim)))
+			queue_set(&w->queue, victim_depth, now);
+		else
+			key.victim = AT_WORKER_UNKNOWN;
+	}
+	if (key.thief >= AT_MAX_WORKERS)
+		return; /* counted as an unknown worker */
 	pair = bpf_map_lookup_elem(&steals, &key);
 	if (!pair) {
 		bpf_map_update_elem(&steals, &key, &zero_steal_stats, BPF_NOEXIST);
@@ -1158,7 +1267,7 @@ static __always_inline void on_steal(__u32 thief, __u32 victim, __u32 count, __u
 
 	if (!trace_events)
 		return;
-	e = event_reserve(AT_EV_STEAL, sizeof(*e), NULL);
+	e = event_reserve(AT_EV_STEAL, sizeof(*e), t);
 	if (!e)
 		return;
 	e->hdr.ts = now;
@@ -1171,9 +1280,10 @@ static __always_inline void on_steal(__u32 thief, __u32 victim, __u32 count, __u
 	event_submit(e);
 }
 
-static __always_inline void on_park(__u32 worker)
+/* t: the parking thread's state (NULL: not looked up) */
+static __always_inline void on_park(const struct thread_state *t, __u32 worker)
 {
-	struct at_worker_stats *w = worker_get(worker);
+	struct at_worker_stats *w = worker_get(t, worker);
 
 	if (w) {
 		w->parks++;
@@ -1182,9 +1292,9 @@ static __always_inline void on_park(__u32 worker)
 	}
 }
 
-static __always_inline void on_unpark(__u32 worker)
+static __always_inline void on_unpark(const struct thread_state *t, __u32 worker)
 {
-	struct at_worker_stats *w = worker_get(worker);
+	struct at_worker_stats *w = worker_get(t, worker);
 	__u64 now = bpf_ktime_get_ns(), since;
 	struct at_park *e;
 
@@ -1196,7 +1306,7 @@ static __always_inline void on_unpark(__u32 worker)
 
 	if (!trace_events)
 		return;
-	e = event_reserve(AT_EV_PARK, sizeof(*e), NULL);
+	e = event_reserve(AT_EV_PARK, sizeof(*e), t);
 	if (!e)
 		return;
 	e->hdr.ts = since;
@@ -1310,7 +1420,7 @@ static __always_inline bool idle_sleep(const struct thread_state *t)
 
 	if (!parks_probed)
 		return true;
-	w = worker_get(t->worker);
+	w = worker_at(t->wslot); /* between_polls() made sure it is the thread's worker's */
 	return w && w->park_since;
 }
 

@@ -24,7 +24,8 @@
 /* Process ids go up to PID_MAX_LIMIT (2^22 on 64-bit): a bit each for the traced ones. */
 #define AT_MAX_TGID (1u << 22)
 #define AT_TGID_WORDS (AT_MAX_TGID / 64)
-#define AT_MAX_WORKERS 256	/* workers with statistics (ids beyond: counted) */
+#define AT_MAX_WORKERS 256	/* workers with statistics, of every target (beyond: counted) */
+#define AT_MAX_TARGETS 1024	/* processes with per-process state in BPF */
 #define AT_MAX_TASK_STATS 16384	/* tasks with histograms (LRU) */
 #define AT_TASK_SLOTS 16384	/* live tasks kept in place (array; a power of 2) */
 #define AT_MAX_STEAL_PAIRS 4096	/* (thief, victim) pairs */
@@ -250,7 +251,27 @@ struct at_queue_stats {
 	__u32 peak;
 };
 
-/* "workers" array map, indexed by worker id. */
+/*
+ * The workers of every traced process share the .bss arrays worker_stats
+ * and worker_idle (and the tokio queue depths): a worker has a slot there,
+ * found by (tgid, its id in the runtime) in the "worker_slots" hash and
+ * claimed at its first event. worker_idle[slot].owner says whose slot it
+ * is (at_worker_owner(); 0: free). A process's injection queue has a slot
+ * of its own, as worker AT_WORKER_INJECT.
+ */
+struct at_worker_key {
+	__u32 tgid;
+	__u32 worker;
+};
+
+#define AT_WORKER_INJECT 0xfffffffeu /* not a runtime's worker id (AT_WORKER_UNKNOWN is 0xffffffff) */
+
+static inline __u64 at_worker_owner(__u32 tgid, __u32 worker)
+{
+	return (__u64)tgid << 32 | worker;
+}
+
+/* worker_stats[slot]: a worker's statistics. */
 struct at_worker_stats {
 	__u64 polls;
 	__u64 busy_ns;		/* sum of poll durations */
@@ -272,7 +293,7 @@ struct at_worker_stats {
 };
 
 /*
- * .bss "worker_idle", by worker id: where a worker's thread was between polls
+ * .bss "worker_idle", by worker slot: where a worker's thread was between polls
  * (inside one, the poll's own split says it). Idle is asleep (parked, waiting
  * for work), not merely out of a poll: a worker that runs the runtime's own
  * code, or waits for a CPU the host does not give it, has no room to spare.
@@ -284,7 +305,8 @@ struct at_worker_idle {
 	__u64 asleep_since;	/* asleep now, since then; 0: awake */
 	__u64 slept_from;	/* its latest sleep, over */
 	__u64 slept_until;
-	__u64 pad[3];
+	__u64 owner;		/* whose slot: at_worker_owner(tgid, worker); 0 free */
+	__u64 pad[2];
 };
 
 /*
@@ -313,7 +335,7 @@ struct at_runtime_stats {
 	__u64 wakes;
 	__u64 self_wakes;
 	__u64 outside_wakes;	/* not from a worker thread */
-	__u64 unknown_workers;	/* events naming a worker id >= AT_MAX_WORKERS */
+	__u64 unknown_workers;	/* events of a worker left without a slot (AT_MAX_WORKERS) */
 	struct at_queue_stats inject;
 };
 
@@ -413,7 +435,7 @@ static inline __u32 at_hash_bits(__u64 x, __u32 bits)
 	return bits ? (__u32)((x * AT_HASH_MULT) >> (64 - (bits & 31))) : 0;
 }
 
-/* "steals" hash map: (thief, victim) -> counts. */
+/* "steals" hash map: (thief, victim) -> counts; worker slots, victim AT_WORKER_UNKNOWN unknown. */
 struct at_steal_key {
 	__u32 thief;
 	__u32 victim;
@@ -689,6 +711,11 @@ AT_PIN_OFF(struct at_worker_idle, cpu_wait_ns, 8);
 AT_PIN_OFF(struct at_worker_idle, asleep_since, 16);
 AT_PIN_OFF(struct at_worker_idle, slept_from, 24);
 AT_PIN_OFF(struct at_worker_idle, slept_until, 32);
+AT_PIN_OFF(struct at_worker_idle, owner, 40);
+
+AT_PIN_SIZE(struct at_worker_key, 8);
+AT_PIN_OFF(struct at_worker_key, tgid, 0);
+AT_PIN_OFF(struct at_worker_key, worker, 4);
 
 AT_PIN_SIZE(struct at_steal_key, 8);
 AT_PIN_OFF(struct at_steal_key, thief, 0);

@@ -58,6 +58,23 @@ static int map_dump(struct dump *d, int fd, size_t ksz, size_t vsz, uint32_t max
 }
 
 /*
+ * The worker of this process whose slot in the arrays every target shares
+ * (asynctraced.h) is slot: false if the slot is another process's, or free.
+ */
+static bool slot_worker(const struct tracer *t, uint32_t slot, uint32_t *worker)
+{
+	uint64_t owner;
+
+	if (slot >= AT_MAX_WORKERS)
+		return false;
+	owner = __atomic_load_n(&t->skel->bss->worker_idle[slot].owner, __ATOMIC_ACQUIRE);
+	if (!owner || owner >> 32 != (uint64_t)t->pid)
+		return false;
+	*worker = (uint32_t)owner;
+	return true;
+}
+
+/*
  * One slot's task, copied while the BPF side may be writing it: the id read
  * before and after the copy must agree, or the slot changed hands meanwhile
  * (the task finished, another took the slot) and the copy is dropped.
@@ -181,11 +198,19 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 	if (err)
 		return err;
 	s->steals = calloc(n ? n : 1, sizeof(*s->steals));
-	for (size_t i = 0; s->steals && i < n; i++) {
-		s->steals[i].key = sk[i];
-		s->steals[i].s = ss[i];
+	if (!s->steals)
+		return -ENOMEM;
+	/* keyed by worker slots: this process's pairs, by its workers' ids */
+	for (size_t i = 0; i < n; i++) {
+		struct at_steal_key key = { .victim = AT_WORKER_UNKNOWN };
+
+		if (!slot_worker(t, sk[i].thief, &key.thief) ||
+		    (sk[i].victim != AT_WORKER_UNKNOWN && !slot_worker(t, sk[i].victim, &key.victim)))
+			continue;
+		s->steals[s->nr_steals].key = key;
+		s->steals[s->nr_steals].s = ss[i];
+		s->nr_steals++;
 	}
-	s->nr_steals = s->steals ? n : 0;
 	return 0;
 }
 
@@ -210,11 +235,15 @@ static void sum_runtime_counts(const struct tracer *t, struct at_runtime_stats *
 	free(c);
 }
 
+/* Worker ids a snapshot takes (as the model does): beyond, counted as unknown. */
+#define SNAPSHOT_MAX_WORKER_ID 4096
+
 int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64_t idle_min_ns,
 		     uint64_t at)
 {
 	const struct at_worker_stats *w = t->skel->bss->worker_stats;
-	uint32_t n = 0;
+	const struct at_worker_idle *idle = t->skel->bss->worker_idle;
+	uint32_t n = 0, worker, slots = t->skel->bss->worker_slots_hi;
 	struct timespec now;
 
 	stats__free(s);
@@ -223,16 +252,31 @@ int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64
 	s->ts = at ? at : (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
 	s->rt = t->skel->bss->runtime_stats;
 	sum_runtime_counts(t, &s->rt);
-	for (uint32_t i = 0; i < AT_MAX_WORKERS; i++)
-		if (w[i].tid || w[i].polls || w[i].parks || w[i].queue.ts)
-			n = i + 1;
+	if (slots > AT_MAX_WORKERS)
+		slots = AT_MAX_WORKERS;
+	for (uint32_t i = 0; i < slots; i++)
+		if (slot_worker(t, i, &worker) && worker < SNAPSHOT_MAX_WORKER_ID && worker >= n)
+			n = worker + 1;
 	s->workers = calloc(n ? n : 1, sizeof(*s->workers));
 	s->between = calloc(n ? n : 1, sizeof(*s->between));
 	if (!s->workers || !s->between)
 		return -ENOMEM;
-	/* Racing the BPF side: each number is whole, the set is nearly simultaneous. */
-	memcpy(s->workers, w, n * sizeof(*w));
-	memcpy(s->between, t->skel->bss->worker_idle, n * sizeof(*s->between));
+	/*
+	 * This process's workers from their slots. Racing the BPF side: each
+	 * number is whole, the set is nearly simultaneous.
+	 */
+	for (uint32_t i = 0; i < slots; i++) {
+		if (!slot_worker(t, i, &worker))
+			continue;
+		if (worker == AT_WORKER_INJECT) {
+			s->rt.inject = w[i].queue;
+		} else if (worker < n) {
+			s->workers[worker] = w[i];
+			s->between[worker] = idle[i];
+		} else {
+			s->rt.unknown_workers++;
+		}
+	}
 	s->nr_workers = n;
 	/* wakes made by workers count on them; runtime_counts has the rest */
 	for (uint32_t i = 0; i < n; i++) {

@@ -43,7 +43,7 @@ struct shim_map {
 static struct shim_map maps[32];
 static size_t nr_maps;
 static uint64_t clock_ns, use_clock;
-static __u32 cur_cpu, cur_tid;
+static __u32 cur_cpu, cur_tid, cur_tgid = TGID;
 static __u64 cookie;
 
 /* records submitted to the ring buffers, in order */
@@ -181,7 +181,7 @@ __u32 bpf_get_smp_processor_id(void)
 
 __u64 bpf_get_current_pid_tgid(void)
 {
-	return (__u64)TGID << 32 | cur_tid;
+	return (__u64)cur_tgid << 32 | cur_tid;
 }
 
 __u64 bpf_get_attach_cookie(void *ctx)
@@ -246,6 +246,7 @@ static void race(const char *where, void (*fn)(void))
 
 struct thread {
 	__u32 tid, cpu;
+	__u32 tgid;		/* 0: TGID's */
 	struct pt_regs regs;	/* a probe's context: its address is the thread's too */
 };
 
@@ -263,6 +264,7 @@ static struct pt_regs *on(struct thread *th, __u64 a0, __u64 a1, __u64 a2, __u64
 {
 	cur_tid = th->tid;
 	cur_cpu = th->cpu;
+	cur_tgid = th->tgid ? th->tgid : TGID;
 	th->regs.di = a0;
 	th->regs.si = a1;
 	th->regs.dx = a2;
@@ -354,6 +356,8 @@ static int setup(void **state)
 	MAP(tokio_vtables);
 	MAP(tokio_hdrs);
 	MAP(__bpf_usdt_specs);
+	MAP(worker_slots);
+	MAP(tokio_next_worker);
 	spec = bpf_map_lookup_elem(&__bpf_usdt_specs, &zero);
 	spec->arg_cnt = 6;
 	for (int i = 0; i < 6; i++) {
@@ -367,9 +371,8 @@ static int setup(void **state)
 	memset(&runtime_stats, 0, sizeof(runtime_stats));
 	memset(tokio_depth, 0, sizeof(tokio_depth));
 	memset(worker_idle, 0, sizeof(worker_idle));
-	workers_seen = 0;
+	worker_slots_hi = 0;
 	thread_self_off = 0;
-	tokio_next_worker = 0;
 	tokio_hdr_cache_off = 0;
 	clock_ns = 1000000;
 	race_fn = NULL;
@@ -603,6 +606,28 @@ static void set_config(const volatile void *var, const void *value, size_t size)
 
 /* ---- sched_switch ----------------------------------------------------------- */
 
+/* Where a worker of process tgid was between polls: its slot's. */
+static struct at_worker_idle *idle_of(__u32 tgid, __u32 worker)
+{
+	struct at_worker_key k = { .tgid = tgid, .worker = worker };
+	__u32 *slot = bpf_map_lookup_elem(&worker_slots, &k);
+
+	assert_non_null(slot);
+	assert_true(*slot < AT_MAX_WORKERS);
+	assert_int_equal(worker_idle[*slot].owner, at_worker_owner(tgid, worker));
+	return &worker_idle[*slot];
+}
+
+/* The statistics of a worker of process tgid. */
+static struct at_worker_stats *stats_of_worker(__u32 tgid, __u32 worker)
+{
+	struct at_worker_key k = { .tgid = tgid, .worker = worker };
+	__u32 *slot = bpf_map_lookup_elem(&worker_slots, &k);
+
+	assert_non_null(slot);
+	return &worker_stats[*slot];
+}
+
 static struct task_struct kthread_w0 = { .pid = 101, .tgid = TGID };
 static struct task_struct kthread_else = { .pid = 7, .tgid = 7 }; /* another process */
 
@@ -642,10 +667,10 @@ static void only_followed_processes_are_accounted(void **state)
 	/* a thread with the worker's tid (as another pid namespace would show it) */
 	sched_switch(false, &same_word, &kthread_else);
 	sched_switch(false, &same_bit, &kthread_else);
-	assert_int_equal(worker_idle[3].asleep_since, 0);
+	assert_int_equal(idle_of(TGID, 3)->asleep_since, 0);
 	kthread_w0.__state = 1;
 	sched_switch(false, &kthread_w0, &kthread_else);
-	assert_int_not_equal(worker_idle[3].asleep_since, 0);
+	assert_int_not_equal(idle_of(TGID, 3)->asleep_since, 0);
 	kthread_w0.__state = 0;
 }
 
@@ -658,24 +683,24 @@ static void worker_waits_for_a_cpu_between_polls(void **state)
 	poll_begin(&w0, 7, 3);
 	poll_end(&w0, 7, 3, 0, AT_QUEUE_NONE);
 	sched_switch(true, &kthread_w0, &kthread_else);	/* the first look: a baseline */
-	assert_int_equal(worker_idle[3].cpu_wait_ns, 0);
+	assert_int_equal(idle_of(TGID, 3)->cpu_wait_ns, 0);
 
 	/* preempted, back after 5 ms on the run queue: known when it leaves again */
 	kthread_w0.sched_info.run_delay += 5000000;
 	sched_switch(false, &kthread_else, &kthread_w0);
 	kthread_w0.__state = 1;
 	sched_switch(false, &kthread_w0, &kthread_else);	/* parks */
-	assert_int_equal(worker_idle[3].cpu_wait_ns, 5000000);
+	assert_int_equal(idle_of(TGID, 3)->cpu_wait_ns, 5000000);
 
 	/* asleep 10 ms, woken, 2 ms before it ran: idle, then waiting for a CPU */
 	clock_ns += 12000000;
 	kthread_w0.__state = 0;
 	kthread_w0.sched_info.run_delay += 2000000;
 	sched_switch(false, &kthread_else, &kthread_w0);
-	assert_in_range(worker_idle[3].asleep_ns, 12000000, 12001000);
+	assert_in_range(idle_of(TGID, 3)->asleep_ns, 12000000, 12001000);
 	poll_begin(&w0, 7, 3);
 	sched_switch(true, &kthread_w0, &kthread_else);
-	assert_int_equal(worker_idle[3].cpu_wait_ns, 7000000);
+	assert_int_equal(idle_of(TGID, 3)->cpu_wait_ns, 7000000);
 
 	/* preempted inside a poll: the poll's runnable time, not the worker's wait */
 	clock_ns += 3000000;
@@ -683,10 +708,10 @@ static void worker_waits_for_a_cpu_between_polls(void **state)
 	sched_switch(false, &kthread_else, &kthread_w0);
 	poll_end(&w0, 7, 3, 0, AT_QUEUE_NONE);
 	sched_switch(true, &kthread_w0, &kthread_else);
-	assert_int_equal(worker_idle[3].cpu_wait_ns, 7000000);
+	assert_int_equal(idle_of(TGID, 3)->cpu_wait_ns, 7000000);
 	assert_in_range(((struct at_poll *)records[nr_records - 1])->runnable_ns, 3000000,
 			3001000);
-	assert_in_range(worker_idle[3].asleep_ns, 12000000, 12001000);
+	assert_in_range(idle_of(TGID, 3)->asleep_ns, 12000000, 12001000);
 }
 
 /*
@@ -735,6 +760,81 @@ static void late_poll_says_if_a_worker_slept(void **state)
 }
 
 /*
+ * Two processes traced at once, each with its workers 0 and 1: each worker
+ * has its own statistics, steals and queues; a late poll is judged by its
+ * own process's workers (the other's sleeping worker could not have run
+ * it); every record names its process.
+ */
+static void processes_keep_their_workers_apart(void **state)
+{
+	const __u32 tgid_b = 5151;
+	struct thread b0 = { .tid = 201, .cpu = 2, .tgid = tgid_b };
+	struct thread b1 = { .tid = 202, .cpu = 3, .tgid = tgid_b };
+	struct task_struct kthread_b1 = { .pid = 202, .tgid = tgid_b };
+	struct at_steal_key pair;
+	__u64 delay = 20000000;
+	struct at_poll *p;
+
+	follow(TGID);
+	follow(tgid_b);
+	set_config(&sched_delay_ns, &delay, sizeof(delay));
+	for (int i = 0; i < 3; i++) {
+		poll_begin(&w0, 7, 0);
+		poll_end(&w0, 7, 0, 0, AT_QUEUE_NONE);
+	}
+	poll_begin(&w1, 9, 1);
+	poll_end(&w1, 9, 1, 0, AT_QUEUE_NONE);
+	poll_begin(&b0, 8, 0);
+	poll_end(&b0, 8, 0, 0, AT_QUEUE_NONE);
+	poll_begin(&b1, 10, 1);
+	poll_end(&b1, 10, 1, 0, AT_QUEUE_NONE);
+	assert_int_equal(stats_of_worker(TGID, 0)->polls, 3);
+	assert_int_equal(stats_of_worker(tgid_b, 0)->polls, 1);
+	assert_int_equal(stats_of_worker(TGID, 1)->polls, 1);
+	assert_ptr_not_equal(stats_of_worker(TGID, 0), stats_of_worker(tgid_b, 0));
+	assert_int_equal(((struct at_hdr *)records[nr_records - 1])->pid, tgid_b);
+	assert_int_equal(((struct at_hdr *)records[0])->pid, TGID);
+
+	/* B's worker 1 sleeps: a late poll in A had no worker of its own to spare */
+	kthread_b1.__state = 1;
+	sched_switch(false, &kthread_b1, &kthread_else);
+	assert_int_not_equal(idle_of(tgid_b, 1)->asleep_since, 0);
+	assert_int_equal(idle_of(TGID, 1)->asleep_since, 0);
+	spawn(&other, 11, AT_QUEUE_INJECT);
+	clock_ns += 30000000;
+	poll_begin(&w0, 11, 0);
+	poll_end(&w0, 11, 0, 0, AT_QUEUE_NONE);
+	p = records[nr_records - 1];
+	assert_int_equal(p->hdr.pid, TGID);
+	assert_int_equal(p->spare, AT_SPARE_KNOWN | 0);
+	/* ... and one in B had */
+	spawn(&b0, 12, 0);
+	clock_ns += 30000000;
+	poll_begin(&b0, 12, 0);
+	poll_end(&b0, 12, 0, 0, AT_QUEUE_NONE);
+	p = records[nr_records - 1];
+	assert_int_equal(p->hdr.pid, tgid_b);
+	assert_int_equal(p->spare, AT_SPARE_KNOWN | 100);
+
+	/* a steal in B counts on B's workers, by their slots */
+	usdt_steal(on(&b0, 0, 1, 2, 0, 0));
+	assert_int_equal(stats_of_worker(tgid_b, 0)->stolen, 2);
+	assert_int_equal(stats_of_worker(TGID, 0)->stolen, 0);
+	pair.thief = (__u32)(stats_of_worker(tgid_b, 0) - worker_stats);
+	pair.victim = (__u32)(stats_of_worker(tgid_b, 1) - worker_stats);
+	assert_non_null(bpf_map_lookup_elem(&steals, &pair));
+	/* each process has its injection queue */
+	spawn(&b0, 13, AT_QUEUE_INJECT);
+	assert_int_equal(((struct at_hdr *)records[nr_records - 1])->pid, tgid_b);
+	assert_ptr_not_equal(stats_of_worker(TGID, AT_WORKER_INJECT),
+			     stats_of_worker(tgid_b, AT_WORKER_INJECT));
+	assert_int_equal(stats_of_worker(tgid_b, AT_WORKER_INJECT)->queue.depth, 1);
+	assert_int_equal(stats_of_worker(tgid_b, AT_WORKER_INJECT)->queue.peak, 1);
+	delay = 0;
+	set_config(&sched_delay_ns, &delay, sizeof(delay));
+}
+
+/*
  * The kernel woke a parked worker soon after the task was queued, but the
  * host gave it no CPU for most of the wait: that is contention, not a worker
  * left asleep. The sleep ends at the wake (sched_info.last_queued, on the run
@@ -777,7 +877,7 @@ static void waiting_for_a_cpu_is_not_sleeping(void **state)
 	poll_end(&w1, 7, 1, 0, AT_QUEUE_NONE);
 	assert_in_range(((struct at_poll *)records[nr_records - 1])->spare,
 			AT_SPARE_KNOWN | 6, AT_SPARE_KNOWN | 7);
-	assert_in_range(worker_idle[1].slept_until - worker_idle[1].slept_from,
+	assert_in_range(idle_of(TGID, 1)->slept_until - idle_of(TGID, 1)->slept_from,
 			2000000, 2010000);
 	delay = 0;
 	set_config(&sched_delay_ns, &delay, sizeof(delay));
@@ -834,7 +934,7 @@ static void only_a_parked_worker_is_idle(void **state)
 	poll_end(&w1, 9, 1, 0, AT_QUEUE_NONE);
 	kthread_w1.__state = 1;
 	sched_switch(false, &kthread_w1, &kthread_else);	/* waits for a lock */
-	assert_int_equal(worker_idle[1].asleep_since, 0);
+	assert_int_equal(idle_of(TGID, 1)->asleep_since, 0);
 	spawn(&other, 7, AT_QUEUE_INJECT);
 	clock_ns += 30000000;
 	poll_begin(&w0, 7, 0);
@@ -847,7 +947,7 @@ static void only_a_parked_worker_is_idle(void **state)
 	usdt_worker_park(on(&w1, 1, 0, 0, 0, 0));
 	kthread_w1.__state = 1;
 	sched_switch(false, &kthread_w1, &kthread_else);
-	assert_int_not_equal(worker_idle[1].asleep_since, 0);
+	assert_int_not_equal(idle_of(TGID, 1)->asleep_since, 0);
 	wake(&other, 7, 0, -1, AT_QUEUE_INJECT);
 	clock_ns += 30000000;
 	poll_begin(&w0, 7, 0);
@@ -953,6 +1053,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(worker_waits_for_a_cpu_between_polls, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(late_poll_says_if_a_worker_slept, setup, teardown),
+		cmocka_unit_test_setup_teardown(processes_keep_their_workers_apart, setup, teardown),
 		cmocka_unit_test_setup_teardown(only_a_parked_worker_is_idle, setup, teardown),
 		cmocka_unit_test_setup_teardown(waiting_for_a_cpu_is_not_sleeping, setup, teardown),
 		cmocka_unit_test_setup_teardown(blocked_until_woken_then_runnable, setup, teardown),
