@@ -64,7 +64,7 @@ int usdt_poll_begin(struct pt_regs *ctx)
 	if (!t)
 		return 0;
 	/* task, worker, depth, name_addr */
-	ts = task_find(task, &slot);
+	ts = task_find(task_key(t->tgid, task), &slot);
 	on_poll_begin(t, task, ts, slot, (__u32)ARG(1), (__u32)ARG(2),
 		      ts && ts->name_addr ? ts->name_addr : ARG(3));
 	return 0;
@@ -84,7 +84,7 @@ int usdt_poll_end(struct pt_regs *ctx)
 		stat_inc(AT_STAT_ORPHAN_POLL_END);
 		return 0;
 	}
-	ts = task_find(task, &slot);
+	ts = task_find(task_key(t->tgid, task), &slot);
 	/* task, worker (known since poll_begin), ready, queue, depth */
 	on_poll_end(t, task, ts, slot, (int)ARG(2), (int)ARG(3), (__u32)ARG(4), true);
 	return 0;
@@ -207,12 +207,14 @@ struct tokio_vtable {
 	__u64 vtable;	/* 0: empty */
 	__u64 poll_fn;
 	__u64 id_off;
-	__u64 check;	/* of the three: a program preempted mid-write leaves a mix */
+	__u64 tgid;	/* the process: one address may be another binary's vtable there */
+	__u64 check;	/* of the four: a program preempted mid-write leaves a mix */
 };
 
-static __always_inline __u64 tokio_vtable_check(__u64 vtable, __u64 poll_fn, __u64 id_off)
+static __always_inline __u64 tokio_vtable_check(__u64 vtable, __u64 tgid, __u64 poll_fn,
+						__u64 id_off)
 {
-	return (vtable ^ poll_fn ^ (id_off << 32) ^ (id_off >> 32)) * AT_HASH_MULT;
+	return (vtable ^ poll_fn ^ (id_off << 32) ^ (id_off >> 32) ^ (tgid << 40)) * AT_HASH_MULT;
 }
 
 #define TOKIO_VTABLE_BITS 10
@@ -283,8 +285,8 @@ static __always_inline bool tokio_hdr_check(const struct tokio_hdr *h, __u64 id)
 	return true;
 }
 
-/* The task that surely lives at hdr, with no read; false if unsure. */
-static __always_inline bool tokio_task_known(__u64 hdr, struct tokio_task *tt)
+/* The task of process tgid that surely lives at hdr, with no read; false if unsure. */
+static __always_inline bool tokio_task_known(__u32 tgid, __u64 hdr, struct tokio_task *tt)
 {
 	struct tokio_hdr *h = tokio_hdr_slot(hdr);
 	struct at_task_slot *slot;
@@ -294,7 +296,7 @@ static __always_inline bool tokio_task_known(__u64 hdr, struct tokio_task *tt)
 	if (!tokio_hdr_cache || tokio_hdr_cache_off || !h || h->hdr != hdr)
 		return false;
 	id = h->id;
-	ts = task_find(id, &slot);
+	ts = task_find(task_key(tgid, id), &slot);
 	if (!ts || ts->hdr != hdr)
 		return false;
 	if (tokio_hdr_check(h, id))
@@ -328,13 +330,16 @@ static __always_inline void tokio_task(struct thread_state *t, __u64 hdr, struct
 {
 	__u64 buf[TOKIO_HDR_READ / 8] = {}, id = 0, vtable;
 	struct tokio_vtable *vt, fresh = {};
-	__u32 slot;
+	__u32 slot, tgid;
 
 	tt->id = hdr;
 	tt->poll_fn = 0;
 	if (t)
 		t->woken_hdr = 0;
-	if (!hdr || tokio_task_known(hdr, tt))
+	if (!hdr)
+		return;
+	tgid = tgid_of(t);
+	if (tokio_task_known(tgid, hdr, tt))
 		return;
 	if (t && t->hdr == hdr && t->hdr_id &&
 	    !bpf_probe_read_user(&id, sizeof(id), (void *)(hdr + t->hdr_id_off)) &&
@@ -349,16 +354,16 @@ static __always_inline void tokio_task(struct thread_state *t, __u64 hdr, struct
 	vtable = buf[(tokio_vtable_off / 8) & (TOKIO_HDR_READ / 8 - 1)];
 	if (!vtable)
 		return;
-	slot = at_hash_bits(vtable, TOKIO_VTABLE_BITS);
+	slot = at_hash_bits(vtable ^ (__u64)tgid << 32, TOKIO_VTABLE_BITS);
 	vt = bpf_map_lookup_elem(&tokio_vtables, &slot);
-	if (vt && vt->vtable == vtable &&
-	    vt->check == tokio_vtable_check(vtable, vt->poll_fn, vt->id_off)) {
+	if (vt && vt->vtable == vtable && vt->tgid == tgid &&
+	    vt->check == tokio_vtable_check(vtable, tgid, vt->poll_fn, vt->id_off)) {
 		fresh.poll_fn = vt->poll_fn;
 		fresh.id_off = vt->id_off;
 		barrier();
 		/* unchanged: no program that preempted us on this CPU rewrote it */
 		if (vt->vtable != vtable ||
-		    vt->check != tokio_vtable_check(vtable, fresh.poll_fn, fresh.id_off))
+		    vt->check != tokio_vtable_check(vtable, tgid, fresh.poll_fn, fresh.id_off))
 			return;
 	} else {
 		if (bpf_probe_read_user(&fresh.poll_fn, sizeof(fresh.poll_fn), (void *)vtable) ||
@@ -370,7 +375,8 @@ static __always_inline void tokio_task(struct thread_state *t, __u64 hdr, struct
 			barrier();
 			vt->poll_fn = fresh.poll_fn;
 			vt->id_off = fresh.id_off;
-			vt->check = tokio_vtable_check(vtable, fresh.poll_fn, fresh.id_off);
+			vt->tgid = tgid;
+			vt->check = tokio_vtable_check(vtable, tgid, fresh.poll_fn, fresh.id_off);
 			barrier();
 			vt->vtable = vtable;
 		}
@@ -463,7 +469,7 @@ int BPF_KPROBE(tokio_poll, __u64 hdr)
 	}
 	worker = t->own_worker;
 	tokio_task(t, hdr, &tt);
-	ts = task_find(tt.id, &slot);
+	ts = task_find(task_key(t->tgid, tt.id), &slot);
 	if (ts) {
 		from = ts->queued_on;
 		/* bound and running: it lives here until its remove */
@@ -502,7 +508,7 @@ int BPF_KRETPROBE(tokio_poll_ret)
 	 * Woken while it ran: tokio yields it back onto this worker's queue,
 	 * unless the wake came after it went idle and already scheduled it.
 	 */
-	ts = task_find(task, &slot);
+	ts = task_find(task_key(t->tgid, task), &slot);
 	if (!t->completed && ts && ts->wake_id && ts->queued_on == AT_QUEUE_NONE) {
 		queue = (__s32)t->worker;
 		depth = tokio_push(t, queue);
@@ -555,7 +561,7 @@ int BPF_KPROBE(tokio_schedule, __u64 hdr)
 	__u64 now;
 
 	if (t && t->woken_hdr == hdr && tokio_hdr_cache && !tokio_hdr_cache_off &&
-	    (ts = task_find(t->woken_id, &slot)) && ts->hdr == hdr) {
+	    (ts = task_find(task_key(t->tgid, t->woken_id), &slot)) && ts->hdr == hdr) {
 		/* and it happened at the wake, as far as queue depth over time can tell */
 		t->woken_hdr = 0;
 		tt.id = t->woken_id;
@@ -565,7 +571,7 @@ int BPF_KPROBE(tokio_schedule, __u64 hdr)
 		tokio_task(t, hdr, &tt);
 		now = bpf_ktime_get_ns();
 	}
-	task_queued(tt.id, ts, queue, depth);
+	task_queued(task_key(tgid_of(t), tt.id), ts, queue, depth);
 	queue_depth(t, queue, depth, now);
 	return 0;
 }
@@ -584,7 +590,7 @@ static __always_inline void tokio_spawned(void *ctx, __u64 hdr)
 	tokio_task(t, hdr, &tt);
 	on_spawn(t, tt.id, t ? t->task : 0, NULL, tt.poll_fn, queue, tokio_push(t, queue));
 	/* bound: its first poll will say where it lives (tokio_task_known) */
-	ts = task_find(tt.id, &slot);
+	ts = task_find(task_key(tgid_of(t), tt.id), &slot);
 	if (ts && tt.id != hdr && !ts->hdr)
 		ts->hdr = TOKIO_HDR_BOUND;
 }
@@ -620,7 +626,7 @@ int BPF_KPROBE(tokio_remove, void *self, __u64 *task)
 		return 0;
 	tokio_task(t, hdr, &tt);
 	/* tokio may free the Header from here on: it no longer names this task */
-	ts = task_find(tt.id, &slot);
+	ts = task_find(task_key(tgid_of(t), tt.id), &slot);
 	if (ts)
 		ts->hdr = 0;
 	if (t && t->task && tt.id == t->task)
@@ -643,7 +649,7 @@ int BPF_KRETPROBE(tokio_steal_ret)
 	if (!hdr || !t || !t->has_worker)
 		return 0;
 	tokio_task(t, hdr, &tt);
-	ts = task_find(tt.id, &slot);
+	ts = task_find(task_key(t->tgid, tt.id), &slot);
 	if (ts && ts->queued_on >= 0)
 		victim = (__u32)ts->queued_on;
 	on_steal(t, t->own_worker, victim, 1, 0, 0, 0);

@@ -149,14 +149,14 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, AT_MAX_TASKS);
-	__type(key, __u64);
+	__type(key, struct at_task_key);
 	__type(value, struct at_task_state);
 } tasks SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, AT_MAX_TASK_STATS);
-	__type(key, __u64);
+	__type(key, struct at_task_key);
 	__type(value, struct at_task_stats);
 } task_stats SEC(".maps");
 
@@ -366,15 +366,15 @@ static __always_inline bool queue_worker(__s32 queue, __u32 *worker)
 #define TASK_STATS_AGE_NS (10 * 1000 * 1000ull)
 #define TASK_STATS_POLL_NS (1000 * 1000ull)
 
-static __always_inline struct at_task_stats *task_stats_get(__u64 task, __u64 born, __u64 now,
-							    __u64 dur)
+static __always_inline struct at_task_stats *task_stats_get(struct at_task_key k, __u64 born,
+							    __u64 now, __u64 dur)
 {
-	struct at_task_stats *s = bpf_map_lookup_elem(&task_stats, &task);
+	struct at_task_stats *s = bpf_map_lookup_elem(&task_stats, &k);
 
 	if (s || (now - born < TASK_STATS_AGE_NS && dur < TASK_STATS_POLL_NS))
 		return s;
-	bpf_map_update_elem(&task_stats, &task, &zero_task_stats, BPF_NOEXIST);
-	s = bpf_map_lookup_elem(&task_stats, &task);
+	bpf_map_update_elem(&task_stats, &k, &zero_task_stats, BPF_NOEXIST);
+	s = bpf_map_lookup_elem(&task_stats, &k);
 	/* its counters count from here */
 	if (s && !s->first_ts)
 		s->first_ts = now;
@@ -565,9 +565,39 @@ static __always_inline void thread_release(__u32 tid)
 	}
 }
 
-static __always_inline struct at_task_slot *task_slot(__u64 task)
+/* The process of the thread whose state is t (NULL: ask the kernel). */
+static __always_inline __u32 tgid_of(const struct thread_state *t)
 {
-	__u32 i = at_hash_bits(task, task_slot_bits);
+	return t ? t->tgid : (__u32)(bpf_get_current_pid_tgid() >> 32);
+}
+
+/* Task id of the runtime in process tgid: how the maps know a task. */
+static __always_inline struct at_task_key task_key(__u32 tgid, __u64 id)
+{
+	struct at_task_key k = { .id = id, .tgid = tgid };
+
+	return k;
+}
+
+/*
+ * Whether slot s holds the task k. The tgid is written just after the slot
+ * is claimed (its id swapped in): a slot whose tgid is still 0 is being
+ * claimed, and is taken as the task's (two processes claiming one slot for
+ * the same id in that instant would have to).
+ */
+static __always_inline bool slot_holds(const struct at_task_slot *s, struct at_task_key k)
+{
+	__u32 tgid;
+
+	if (!k.id || s->task != k.id)
+		return false;
+	tgid = s->tgid;
+	return tgid == k.tgid || !tgid;
+}
+
+static __always_inline struct at_task_slot *task_slot(struct at_task_key k)
+{
+	__u32 i = at_hash_bits(k.id ^ (__u64)k.tgid << 32, task_slot_bits);
 
 	return bpf_map_lookup_elem(&task_slots, &i);
 }
@@ -576,16 +606,27 @@ static __always_inline struct at_task_slot *task_slot(__u64 task)
  * A live task's state, or NULL if we never met it. *slot: its slot, where its
  * statistics are too; NULL if it lives in the hashes.
  */
-static __always_inline struct at_task_state *task_find(__u64 task, struct at_task_slot **slot)
+static __always_inline struct at_task_state *task_find(struct at_task_key k,
+							struct at_task_slot **slot)
 {
-	struct at_task_slot *s = task_slot(task);
+	struct at_task_slot *s = task_slot(k);
 
 	*slot = NULL;
-	if (s && task && s->task == task) {
+	if (s && slot_holds(s, k)) {
 		*slot = s;
 		return &s->st;
 	}
-	return bpf_map_lookup_elem(&tasks, &task);
+	return bpf_map_lookup_elem(&tasks, &k);
+}
+
+/* A free slot claimed for task k: false if another took it first (*held: its id). */
+static __always_inline bool slot_claim(struct at_task_slot *s, struct at_task_key k, __u64 *held)
+{
+	*held = __sync_val_compare_and_swap(&s->task, 0, k.id);
+	if (*held)
+		return false;
+	s->tgid = k.tgid;
+	return true;
 }
 
 /*
@@ -594,24 +635,23 @@ static __always_inline struct at_task_state *task_find(__u64 task, struct at_tas
  * spawn, its poll, a wake that queued it) claims a slot: slots are never
  * evicted, and a wake may come after its task finished.
  */
-static __always_inline void task_insert(__u64 task, const struct at_task_state *fresh,
+static __always_inline void task_insert(struct at_task_key k, const struct at_task_state *fresh,
 					bool claim)
 {
-	struct at_task_slot *s = task_slot(task);
+	struct at_task_slot *s = task_slot(k);
 	__u64 held;
 
-	if (claim && s && task && !s->task) {
-		held = __sync_val_compare_and_swap(&s->task, 0, task);
-		if (!held) {
+	if (claim && s && k.id && !s->task) {
+		if (slot_claim(s, k, &held)) {
 			/* A free slot is all zeroes: a reader meanwhile sees a task with no news. */
 			s->st = *fresh;
 			s->s.first_ts = fresh->first_ts;
 			return;
 		}
-		if (held == task)
+		if (held == k.id && slot_holds(s, k))
 			return; /* another CPU met it at the same moment: one copy */
 	}
-	bpf_map_update_elem(&tasks, &task, fresh, BPF_NOEXIST);
+	bpf_map_update_elem(&tasks, &k, fresh, BPF_NOEXIST);
 }
 
 /*
@@ -619,16 +659,18 @@ static __always_inline void task_insert(__u64 task, const struct at_task_state *
  * lived long enough or had a long poll to be worth the insert); its slot is
  * cleared and freed for the next task, and remembers who it was.
  */
-static __always_inline void task_done(__u64 task, struct at_task_slot *slot, __u64 now)
+static __always_inline void task_done(struct at_task_key k, struct at_task_slot *slot, __u64 now)
 {
-	struct at_task_slot *home = slot ? slot : task_slot(task);
+	struct at_task_slot *home = slot ? slot : task_slot(k);
 	struct at_task_stats *s;
 
-	if (home)
-		home->last_task = task;
+	if (home) {
+		home->last_task = k.id;
+		home->last_tgid = k.tgid;
+	}
 	if (!slot) {
-		bpf_map_delete_elem(&tasks, &task);
-		s = bpf_map_lookup_elem(&task_stats, &task);
+		bpf_map_delete_elem(&tasks, &k);
+		s = bpf_map_lookup_elem(&task_stats, &k);
 		if (s)
 			s->done = 1;
 		return;
@@ -636,25 +678,26 @@ static __always_inline void task_done(__u64 task, struct at_task_slot *slot, __u
 	if (now - slot->st.first_ts >= TASK_STATS_AGE_NS ||
 	    slot->s.max_poll_ns >= TASK_STATS_POLL_NS) {
 		slot->s.done = 1;
-		bpf_map_update_elem(&task_stats, &task, &slot->s, BPF_ANY);
+		bpf_map_update_elem(&task_stats, &k, &slot->s, BPF_ANY);
 	}
 	__builtin_memset(&slot->st, 0, sizeof(slot->st));
 	__builtin_memset(&slot->s, 0, sizeof(slot->s));
+	slot->tgid = 0;
 	barrier();
 	slot->task = 0;
 }
 
 /*
- * Whether ts (from task_find(), slot as it said) is still task's: between a
- * lookup and a write, on another CPU the task may finish and another take
+ * Whether ts (from task_find(), slot as it said) is still task k's: between
+ * a lookup and a write, on another CPU the task may finish and another take
  * its place (a slot reclaimed, a hash element reused at once).
  */
-static __always_inline bool task_still(__u64 task, const struct at_task_state *ts,
+static __always_inline bool task_still(struct at_task_key k, const struct at_task_state *ts,
 				       const struct at_task_slot *slot)
 {
 	if (slot)
-		return slot->task == task;
-	return bpf_map_lookup_elem(&tasks, &task) == ts;
+		return slot_holds(slot, k);
+	return bpf_map_lookup_elem(&tasks, &k) == ts;
 }
 
 /*
@@ -663,18 +706,18 @@ static __always_inline bool task_still(__u64 task, const struct at_task_state *t
  * Returns the new flow id, or 0 if coalesced (or the task finished: a late
  * wake). spawn: the task is new (a runtime may reuse a finished task's id).
  */
-static __always_inline __u64 task_note_wake(__u64 task, __u64 now, __s32 queue, __u32 depth,
-					    __u64 name_addr, bool self, bool spawn)
+static __always_inline __u64 task_note_wake(struct at_task_key k, __u64 now, __s32 queue,
+					    __u32 depth, __u64 name_addr, bool self, bool spawn)
 {
 	struct at_task_slot *slot, *home;
-	struct at_task_state *ts = task_find(task, &slot);
+	struct at_task_state *ts = task_find(k, &slot);
 	struct at_task_state fresh = {};
 	__u64 wake_id;
 
 	AT_RACE_POINT("wake:found");
 	if (!ts) {
-		home = task_slot(task);
-		if (!spawn && home && home->last_task == task)
+		home = task_slot(k);
+		if (!spawn && home && home->last_task == k.id && home->last_tgid == k.tgid)
 			return 0; /* a waker kept past its task's end */
 		fresh.first_ts = now;
 		fresh.name_addr = name_addr;
@@ -684,7 +727,7 @@ static __always_inline __u64 task_note_wake(__u64 task, __u64 now, __s32 queue, 
 		fresh.wake_id = next_wake_id();
 		fresh.queued_on = queue;
 		fresh.queued_depth = depth;
-		task_insert(task, &fresh, spawn || queue != AT_QUEUE_NONE);
+		task_insert(k, &fresh, spawn || queue != AT_QUEUE_NONE);
 		return fresh.wake_id;
 	}
 	/*
@@ -719,7 +762,7 @@ static __always_inline __u64 task_note_wake(__u64 task, __u64 now, __s32 queue, 
 	if (__sync_val_compare_and_swap(&ts->wake_id, 0, wake_id))
 		return 0;
 	/* the compare-and-swap ordered this after our wake_id: a new owner shows now */
-	if (!task_still(task, ts, slot)) {
+	if (!task_still(k, ts, slot)) {
 		__sync_val_compare_and_swap(&ts->wake_id, wake_id, 0);
 		return wake_id;
 	}
@@ -734,13 +777,13 @@ static __always_inline __u64 task_note_wake(__u64 task, __u64 now, __s32 queue, 
 }
 
 /* The task was put on a queue after its wake was noted: remember where. */
-static __always_inline void task_queued(__u64 task, struct at_task_state *ts, __s32 queue,
-					__u32 depth)
+static __always_inline void task_queued(struct at_task_key k, struct at_task_state *ts,
+					__s32 queue, __u32 depth)
 {
 	struct at_task_slot *slot;
 
 	if (!ts)
-		ts = task_find(task, &slot);
+		ts = task_find(k, &slot);
 	if (ts) {
 		ts->queued_on = queue;
 		ts->queued_depth = depth;
@@ -758,7 +801,8 @@ static __always_inline void on_spawn(const struct thread_state *t, __u64 task, _
 				     const char *name, __u64 name_addr, __s32 queue, __u32 depth)
 {
 	__u64 now = bpf_ktime_get_ns();
-	__u64 wake_id = task_note_wake(task, now, queue, depth, name_addr, false, true);
+	__u64 wake_id = task_note_wake(task_key(tgid_of(t), task), now, queue, depth, name_addr,
+				       false, true);
 	struct at_spawn *e;
 
 	COUNT(spawns, 1);
@@ -873,13 +917,15 @@ static __always_inline __u8 spare_share(__u32 tgid, __u64 from, __u64 to)
  * that is free now, with its statistics. Returns its state; *slot: as
  * task_find() says.
  */
-static __always_inline struct at_task_state *task_settle(__u64 task, struct at_task_state *ts,
+static __always_inline struct at_task_state *task_settle(struct at_task_key k,
+							 struct at_task_state *ts,
 							 struct at_task_slot **slot,
 							 __u64 name_addr, __u64 now)
 {
 	struct at_task_state fresh = {};
 	struct at_task_stats *kept;
 	struct at_task_slot *s;
+	__u64 held;
 
 	if (*slot)
 		return ts;
@@ -887,21 +933,21 @@ static __always_inline struct at_task_state *task_settle(__u64 task, struct at_t
 		fresh.first_ts = now;
 		fresh.name_addr = name_addr;
 		fresh.queued_on = AT_QUEUE_NONE;
-		task_insert(task, &fresh, true);
-		return task_find(task, slot);
+		task_insert(k, &fresh, true);
+		return task_find(k, slot);
 	}
-	s = task_slot(task);
-	if (!s || !task || s->task || __sync_val_compare_and_swap(&s->task, 0, task))
+	s = task_slot(k);
+	if (!s || !k.id || s->task || !slot_claim(s, k, &held))
 		return ts;
 	s->st = *ts;
-	kept = bpf_map_lookup_elem(&task_stats, &task);
+	kept = bpf_map_lookup_elem(&task_stats, &k);
 	if (kept) {
 		s->s = *kept;
-		bpf_map_delete_elem(&task_stats, &task);
+		bpf_map_delete_elem(&task_stats, &k);
 	} else {
 		s->s.first_ts = ts->first_ts;
 	}
-	bpf_map_delete_elem(&tasks, &task);
+	bpf_map_delete_elem(&tasks, &k);
 	*slot = s;
 	return &s->st;
 }
@@ -947,7 +993,7 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
 	t->wakes = 0;
 	t->self_wakes = 0;
 	t->born = now;
-	ts = task_settle(task, ts, &slot, name_addr, now);
+	ts = task_settle(task_key(t->tgid, task), ts, &slot, name_addr, now);
 	if (ts) {
 		/* its latest poll from now: an older poll's late end no longer leaves it idle */
 		ts->polled = now;
@@ -1000,7 +1046,8 @@ static __always_inline void account_poll(struct thread_state *t, __u64 task,
 					 struct at_task_slot *slot, __u64 dur)
 {
 	struct at_worker_stats *w = worker_get(t, t->worker);
-	struct at_task_stats *s = slot ? &slot->s : task_stats_get(task, t->born, t->begin, dur);
+	struct at_task_stats *s = slot ? &slot->s
+				       : task_stats_get(task_key(t->tgid, task), t->born, t->begin, dur);
 
 	if (w) {
 		w->polls++;
@@ -1112,14 +1159,14 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 	account_poll(t, task, slot, dur);
 	if (ready) {
 		COUNT(completed, 1);
-		task_done(task, slot, now);
+		task_done(task_key(t->tgid, task), slot, now);
 	} else if (queue == AT_QUEUE_NONE) {
 		if (known_end)
 			task_idle(ts, t->begin, now);
 	} else {
 		queue_depth(t, queue, depth, now);
 		if (ts)
-			task_queued(task, ts, queue, depth);
+			task_queued(task_key(t->tgid, task), ts, queue, depth);
 	}
 
 	if (!poll_wanted(t, dur))
@@ -1187,7 +1234,8 @@ static __always_inline __u64 on_wake(struct thread_state *t, __u64 task,
 {
 	__u64 now = bpf_ktime_get_ns();
 	bool self = waker_task == task;
-	__u64 wake_id = task_note_wake(task, now, queue, depth, name_addr, self, false);
+	__u64 wake_id = task_note_wake(task_key(tgid_of(t), task), now, queue, depth, name_addr,
+				       self, false);
 	struct at_worker_stats *w;
 	struct at_wake *e;
 

@@ -369,6 +369,17 @@ struct at_task_state {
 };
 
 /*
+ * A task as the maps know it (the "tasks" and "task_stats" hashes): its id
+ * in the runtime and its process. Task ids are a runtime's own: two
+ * processes may well use the same.
+ */
+struct at_task_key {
+	__u64 id;
+	__u32 tgid;
+	__u32 pad;
+};
+
+/*
  * When the task returned Pending and nothing has woken it since, or 0: the
  * poll that left it idle is still its latest one (a late poll_end of an
  * older poll counts for nothing), and no wake is pending.
@@ -383,7 +394,7 @@ static inline __u64 at_task_idle_since(const struct at_task_state *st)
 /*
  * A task's statistics: in its slot while it lives there, else (and once it
  * finished, if it lived 10 ms or polled 1 ms at once) in the "task_stats"
- * LRU hash map, by task id.
+ * LRU hash map, by struct at_task_key.
  */
 struct at_task_stats {
 	__u64 polls;
@@ -404,19 +415,21 @@ struct at_task_stats {
 
 /*
  * "task_slots" array, mmapped by userspace: a live task's state and its
- * statistics in the slot its id hashes to (the top bits of the id times the
+ * statistics in the slot its id and process hash to (the top bits of the id, its tgid above, times the
  * golden ratio; 2^bits slots, --task-slots), found with no helper call. A task whose
  * slot another holds lives in the "tasks" and "task_stats" hashes instead.
  * task 0: the slot is free.
  */
 struct at_task_slot {
-	__u64 task;
+	__u64 task;		/* its id in the runtime; 0: free */
 	/*
 	 * The last task that finished here, or whose id hashes here and
 	 * finished in the hashes: a wake of it that comes late (a waker kept
 	 * past its task's end) is not a new task to keep.
 	 */
 	__u64 last_task;
+	__u32 tgid;		/* task's process; 0 while the slot is being claimed */
+	__u32 last_tgid;	/* last_task's */
 	struct at_task_state st;
 	struct at_task_stats s;
 } __attribute__((aligned(64))); /* no cache line shared by two tasks' slots */
@@ -702,8 +715,15 @@ AT_PIN_OFF(struct at_task_stats, delay, 392);
 AT_PIN_SIZE(struct at_task_slot, 704);
 AT_PIN_OFF(struct at_task_slot, task, 0);
 AT_PIN_OFF(struct at_task_slot, last_task, 8);
-AT_PIN_OFF(struct at_task_slot, st, 16);
-AT_PIN_OFF(struct at_task_slot, s, 104);
+AT_PIN_OFF(struct at_task_slot, tgid, 16);
+AT_PIN_OFF(struct at_task_slot, last_tgid, 20);
+AT_PIN_OFF(struct at_task_slot, st, 24);
+AT_PIN_OFF(struct at_task_slot, s, 112);
+
+AT_PIN_SIZE(struct at_task_key, 16);
+AT_PIN_OFF(struct at_task_key, id, 0);
+AT_PIN_OFF(struct at_task_key, tgid, 8);
+AT_PIN_OFF(struct at_task_key, pad, 12);
 
 AT_PIN_SIZE(struct at_worker_idle, 64);
 AT_PIN_OFF(struct at_worker_idle, asleep_ns, 0);

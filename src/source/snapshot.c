@@ -105,8 +105,9 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 	struct at_steal_stats *ss;
 	struct at_steal_key *sk;
 	struct at_task_slot slot;
+	struct at_task_key *keys;
 	struct u64map seen;
-	__u64 *ids, idle;
+	__u64 idle;
 	int err;
 
 	u64map__init(&seen);
@@ -116,7 +117,8 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 	for (__u32 i = 0; !err && i < t->nr_slots; i++) {
 		__u64 id = slot_copy(&t->slots[i], &slot);
 
-		if (!id)
+		/* every traced process's tasks share the slots: this one's */
+		if (!id || slot.tgid != (uint32_t)t->pid)
 			continue;
 		if (nr_live == cap) {
 			struct task_entry *te = realloc(s->tasks, 2 * cap * sizeof(*te));
@@ -154,7 +156,7 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 
 	if (!err)
 		err = map_dump(&t->dumps[DUMP_TASK_STATS], bpf_map__fd(skel->maps.task_stats),
-			       sizeof(__u64), sizeof(*ts), AT_MAX_TASK_STATS, (void **)&ids,
+			       sizeof(*keys), sizeof(*ts), AT_MAX_TASK_STATS, (void **)&keys,
 			       (void **)&ts, &n);
 	if (!err) {
 		struct task_entry *te = realloc(s->tasks, (s->nr_tasks + n + 1) * sizeof(*te));
@@ -162,17 +164,17 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 		if (te)
 			s->tasks = te;
 		for (size_t i = 0; te && i < n; i++) {
-			if (u64map__get(&seen, ids[i]))
+			if (keys[i].tgid != (uint32_t)t->pid || u64map__get(&seen, keys[i].id))
 				continue;
-			s->tasks[s->nr_tasks].id = ids[i];
+			s->tasks[s->nr_tasks].id = keys[i].id;
 			s->tasks[s->nr_tasks].s = ts[i];
 			s->nr_tasks++;
 		}
 		err = te ? 0 : -ENOMEM;
 	}
 	if (!err)
-		err = map_dump(&t->dumps[DUMP_TASKS], bpf_map__fd(skel->maps.tasks), sizeof(__u64),
-			       sizeof(*live), AT_MAX_TASKS, (void **)&ids, (void **)&live, &n);
+		err = map_dump(&t->dumps[DUMP_TASKS], bpf_map__fd(skel->maps.tasks), sizeof(*keys),
+			       sizeof(*live), AT_MAX_TASKS, (void **)&keys, (void **)&live, &n);
 	if (!err) {
 		struct idle_entry *ie = realloc(s->idle, (s->nr_idle + n + 1) * sizeof(*ie));
 
@@ -180,9 +182,10 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 			s->idle = ie;
 		for (size_t i = 0; ie && i < n; i++) {
 			idle = at_task_idle_since(&live[i]);
-			if (!idle || s->ts < idle + idle_min_ns || u64map__get(&seen, ids[i]))
+			if (keys[i].tgid != (uint32_t)t->pid || !idle || s->ts < idle + idle_min_ns ||
+			    u64map__get(&seen, keys[i].id))
 				continue;
-			s->idle[s->nr_idle].id = ids[i];
+			s->idle[s->nr_idle].id = keys[i].id;
 			s->idle[s->nr_idle].idle_since = idle;
 			s->idle[s->nr_idle].name_addr = live[i].name_addr;
 			s->nr_idle++;

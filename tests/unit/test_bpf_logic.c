@@ -296,20 +296,24 @@ static void wake(struct thread *th, __u64 task, __u64 waker, int waker_worker, i
 
 /* ---- what the programs left behind ---------------------------------------- */
 
+/* A task of the process TGID, as the maps know it. */
+#define K(id) task_key(TGID, id)
+
 /* The task's state wherever it lives (NULL: none), as a reader finds it. */
 static struct at_task_state *state_of(__u64 task)
 {
 	struct at_task_slot *slot;
 
-	return task_find(task, &slot);
+	return task_find(K(task), &slot);
 }
 
 /* Whether the task holds a slot, or an entry of the tasks hash. */
 static bool holds_anything(__u64 task)
 {
-	struct at_task_slot *slot = task_slot(task);
+	struct at_task_key k = K(task);
+	struct at_task_slot *slot = task_slot(k);
 
-	return (slot && slot->task == task) || bpf_map_lookup_elem(&tasks, &task);
+	return (slot && slot_holds(slot, k)) || bpf_map_lookup_elem(&tasks, &k);
 }
 
 /* What the sampler would report: returned Pending and not woken since. */
@@ -323,18 +327,19 @@ static __u64 idle_since(__u64 task)
 /* The statistics of a task in its slot (the tests' tasks live in slots). */
 static struct at_task_stats *stats_of(__u64 task)
 {
-	struct at_task_slot *slot = task_slot(task);
+	struct at_task_key k = K(task);
+	struct at_task_slot *slot = task_slot(k);
 
-	return slot && slot->task == task ? &slot->s : bpf_map_lookup_elem(&task_stats, &task);
+	return slot && slot_holds(slot, k) ? &slot->s : bpf_map_lookup_elem(&task_stats, &k);
 }
 
-/* A task id whose slot is the same as task's, and not task. */
+/* A task id of TGID whose slot is the same as task's, and not task. */
 static __u64 same_slot_as(__u64 task)
 {
-	__u32 want = at_hash_bits(task, task_slot_bits);
+	struct at_task_slot *want = task_slot(K(task));
 
 	for (__u64 id = task + 1;; id++)
-		if (at_hash_bits(id, task_slot_bits) == want)
+		if (task_slot(K(id)) == want)
 			return id;
 }
 
@@ -505,7 +510,7 @@ static void late_wake_of_a_finished_task(void **state)
 static void late_wake_never_takes_a_slot(void **state)
 {
 	__u64 b = same_slot_as(7);
-	struct at_task_slot *slot = task_slot(7);
+	struct at_task_slot *slot = task_slot(K(7));
 
 	spawn(&w0, 7, 0);
 	poll_begin(&w0, 7, 0);
@@ -522,7 +527,7 @@ static void late_wake_never_takes_a_slot(void **state)
 static void woken_old_task_gets_its_slot(void **state)
 {
 	wake(&other, 9, 0, -1, AT_QUEUE_INJECT);
-	assert_int_equal(task_slot(9)->task, 9);
+	assert_int_equal(task_slot(K(9))->task, 9);
 	poll_begin(&w0, 9, 0);
 	assert_int_not_equal(records[0] ? ((struct at_wake *)records[0])->wake_id : 0, 0);
 }
@@ -537,14 +542,14 @@ static void hashed_task_moves_to_its_slot_when_polled(void **state)
 	__u64 wake_id;
 
 	wake(&other, 9, 0, -1, AT_QUEUE_NONE);
-	assert_int_equal(task_slot(9)->task, 0);
-	assert_non_null(bpf_map_lookup_elem(&tasks, &(__u64){ 9 }));
+	assert_int_equal(task_slot(K(9))->task, 0);
+	assert_non_null(bpf_map_lookup_elem(&tasks, &(struct at_task_key){ .id = 9, .tgid = TGID }));
 	wake_id = ((struct at_wake *)records[nr_records - 1])->wake_id;
 	assert_int_not_equal(wake_id, 0);
 
 	poll_begin(&w0, 9, 0);
-	assert_int_equal(task_slot(9)->task, 9);
-	assert_null(bpf_map_lookup_elem(&tasks, &(__u64){ 9 }));
+	assert_int_equal(task_slot(K(9))->task, 9);
+	assert_null(bpf_map_lookup_elem(&tasks, &(struct at_task_key){ .id = 9, .tgid = TGID }));
 	poll_end(&w0, 9, 0, 0, AT_QUEUE_NONE);
 	/* the poll answered the wake, and counted it */
 	assert_int_equal(((struct at_poll *)records[nr_records - 1])->wake_id, wake_id);
@@ -580,7 +585,7 @@ static void stale_slot_after_the_wake_found_it(void **state)
 	wake(&other, 7, 0, -1, AT_QUEUE_INJECT);
 	assert_null(race_fn);
 
-	assert_int_equal(task_slot(7)->task, newcomer);
+	assert_int_equal(task_slot(K(7))->task, newcomer);
 	assert_int_equal(state_of(newcomer)->wake_id, 0);
 	assert_int_not_equal(idle_since(newcomer), 0);
 	/* nor the old wake's time: its next poll (a runtime's requeue, say) answers no wake */
@@ -835,6 +840,38 @@ static void processes_keep_their_workers_apart(void **state)
 }
 
 /*
+ * Task ids are each runtime's own: two processes may use the same. One's
+ * task 7 waits for a wake while the other's task 7 finishes; a late wake of
+ * the finished one is not news about the waiting one, and the waiting one's
+ * wake is its own.
+ */
+static void processes_keep_their_tasks_apart(void **state)
+{
+	const __u32 tgid_b = 5151;
+	struct thread b0 = { .tid = 201, .cpu = 2, .tgid = tgid_b };
+	struct thread b_other = { .tid = 203, .cpu = 3, .tgid = tgid_b };
+	struct at_task_slot *slot;
+
+	spawn(&w0, 7, 0);
+	poll_begin(&w0, 7, 0);
+	poll_end(&w0, 7, 0, 0, AT_QUEUE_NONE);
+	spawn(&b0, 7, 0);
+	poll_begin(&b0, 7, 0);
+	poll_end(&b0, 7, 0, 1, AT_QUEUE_NONE);
+
+	assert_null(task_find(task_key(tgid_b, 7), &slot));
+	assert_int_not_equal(idle_since(7), 0);
+	assert_int_equal(stats_of(7)->polls, 1);
+	wake(&b_other, 7, 0, -1, AT_QUEUE_NONE);	/* B's waker, kept past its task's end */
+	assert_null(task_find(task_key(tgid_b, 7), &slot));
+	assert_int_not_equal(idle_since(7), 0);
+	wake(&other, 7, 0, -1, AT_QUEUE_INJECT);
+	assert_int_equal(idle_since(7), 0);
+	assert_int_not_equal(state_of(7)->wake_id, 0);
+	assert_int_equal(((struct at_hdr *)records[nr_records - 1])->pid, TGID);
+}
+
+/*
  * The kernel woke a parked worker soon after the task was queued, but the
  * host gave it no CPU for most of the wait: that is contention, not a worker
  * left asleep. The sleep ends at the wake (sched_info.last_queued, on the run
@@ -1054,6 +1091,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(late_poll_says_if_a_worker_slept, setup, teardown),
 		cmocka_unit_test_setup_teardown(processes_keep_their_workers_apart, setup, teardown),
+		cmocka_unit_test_setup_teardown(processes_keep_their_tasks_apart, setup, teardown),
 		cmocka_unit_test_setup_teardown(only_a_parked_worker_is_idle, setup, teardown),
 		cmocka_unit_test_setup_teardown(waiting_for_a_cpu_is_not_sleeping, setup, teardown),
 		cmocka_unit_test_setup_teardown(blocked_until_woken_then_runnable, setup, teardown),
