@@ -274,7 +274,7 @@ static __always_inline struct tokio_hdr *tokio_hdr_slot(__u64 hdr)
  */
 static __always_inline bool tokio_hdr_check(const struct tokio_hdr *h, __u64 id)
 {
-	struct at_runtime_counts *c = counts();
+	struct at_runtime_counts *c = session_counts();
 	__u64 seen = 0, off = h->id_off;
 
 	if (!c || (++c->hdr_checks % TOKIO_HDR_CHECK) || !off || off > (1 << 20))

@@ -54,6 +54,7 @@ struct thread_state {
 	__u32 worker;		/* of the poll in progress */
 	__u32 wslot_of;		/* 1 + the worker whose slot wslot is (0: none cached) */
 	__u32 wslot;		/* that worker's slot (worker_slot()) */
+	__u32 pslot;		/* its process's own slot (process_slot()) */
 	__u32 depth;
 	__s32 queued_on;
 	__u32 queued_depth;
@@ -215,30 +216,40 @@ __u32 worker_slots_hi;
 
 /*
  * Counters every worker bumps, kept per CPU: one shared counter would bounce
- * its cache line between the workers at every wake. Userspace sums them
- * into struct at_runtime_stats.
+ * its cache line between the workers at every wake. An entry per process,
+ * by its own slot; entry AT_MAX_WORKERS is the session's (asynctraced.h).
+ * Userspace sums them into struct at_runtime_stats.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, AT_MAX_WORKERS + 1);
 	__type(key, __u32);
 	__type(value, struct at_runtime_counts);
 } runtime_counts SEC(".maps");
 
-static __always_inline struct at_runtime_counts *counts(void)
+static __always_inline struct at_runtime_counts *counts_at(__u32 i)
 {
-	__u32 zero = 0;
+	return bpf_map_lookup_elem(&runtime_counts, &i);
+}
 
-	return bpf_map_lookup_elem(&runtime_counts, &zero);
+/* The session's counters: flow ids, ring wake-ups, cache checks. */
+static __always_inline struct at_runtime_counts *session_counts(void)
+{
+	return counts_at(AT_MAX_WORKERS);
 }
 
 /* Atomic even per CPU: a preempted program may share its CPU with another. */
-#define COUNT(field, n)                                                                            	do {                                                                                       		struct at_runtime_counts *c_ = counts();                                           		if (c_)                                                                            			__sync_fetch_and_add(&c_->field, n);                                       	} while (0)
+#define COUNT_AT(slot, field, n)                                                                   \
+	do {                                                                                       \
+		struct at_runtime_counts *c_ = counts_at(slot);                                    \
+		if (c_)                                                                            \
+			__sync_fetch_and_add(&c_->field, n);                                       \
+	} while (0)
 
 /* A fresh wake flow id (at_wake_flow_id() in asynctraced.h: the layout). */
 static __always_inline __u64 next_wake_id(void)
 {
-	struct at_runtime_counts *c = counts();
+	struct at_runtime_counts *c = session_counts();
 	__u64 n = c ? __sync_fetch_and_add(&c->wake_seq, 1) + 1 : 0;
 
 	return at_wake_flow_id(bpf_get_smp_processor_id(), n);
@@ -265,10 +276,13 @@ static __always_inline void stat_inc(__u32 idx)
  * A worker met for the first time: the first free slot is its own. Paid
  * once per worker (and per thread for the few left without a slot: the
  * thread remembers). Slots of a process that is gone are freed by userspace.
+ * A function of its own (a global one: the verifier checks its loop once,
+ * not at every place that may claim a slot).
  */
-static __always_inline __u32 worker_slot_claim(const struct at_worker_key *k)
+__noinline __u32 worker_slot_claim(__u32 tgid, __u32 worker)
 {
-	__u64 owner = at_worker_owner(k->tgid, k->worker);
+	struct at_worker_key key = { .tgid = tgid, .worker = worker }, *k = &key;
+	__u64 owner = at_worker_owner(tgid, worker);
 	__u32 *found, hi;
 
 	for (__u32 i = 0; i < AT_MAX_WORKERS; i++) {
@@ -300,7 +314,7 @@ static __always_inline __u32 worker_slot_of(__u32 tgid, __u32 worker)
 	struct at_worker_key k = { .tgid = tgid, .worker = worker };
 	__u32 *slot = bpf_map_lookup_elem(&worker_slots, &k);
 
-	return slot ? *slot : worker_slot_claim(&k);
+	return slot ? *slot : worker_slot_claim(tgid, worker);
 }
 
 /*
@@ -346,7 +360,7 @@ static __always_inline struct at_worker_stats *worker_get(const struct thread_st
 static __always_inline bool queue_worker(__s32 queue, __u32 *worker)
 {
 	if (queue == AT_QUEUE_INJECT)
-		*worker = AT_WORKER_INJECT;
+		*worker = AT_WORKER_PROCESS;
 	else if (queue >= 0)
 		*worker = (__u32)queue;
 	else
@@ -428,7 +442,7 @@ static __always_inline void *event_reserve(__u32 kind, __u32 size, const struct 
  */
 static __always_inline void event_submit(void *e)
 {
-	struct at_runtime_counts *c = counts();
+	struct at_runtime_counts *c = session_counts();
 	__u64 flags = BPF_RB_NO_WAKEUP;
 
 	if (c) {
@@ -473,6 +487,7 @@ static __always_inline struct thread_state *thread_get(__u32 tid, __u32 tgid)
 		/* a slot an exited thread gave back: state this thread had in the hash goes */
 		bpf_map_delete_elem(&threads, &tid);
 		t->tgid = tgid;
+		t->pslot = worker_slot_of(tgid, AT_WORKER_PROCESS);
 		return t;
 	}
 	t = bpf_map_lookup_elem(&threads, &tid);
@@ -480,6 +495,7 @@ static __always_inline struct thread_state *thread_get(__u32 tid, __u32 tgid)
 		return t;
 	zero.tid = tid;
 	zero.tgid = tgid;
+	zero.pslot = worker_slot_of(tgid, AT_WORKER_PROCESS);
 	bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST);
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t)
@@ -563,6 +579,18 @@ static __always_inline void thread_release(__u32 tid)
 	} else {
 		bpf_map_delete_elem(&threads, &tid);
 	}
+}
+
+/*
+ * The own slot of the process of the thread whose state is t (NULL: ask
+ * the kernel): its counters' index; WORKER_NO_SLOT (the session's entry)
+ * when none was left.
+ */
+static __always_inline __u32 process_slot(const struct thread_state *t)
+{
+	if (t)
+		return t->pslot;
+	return worker_slot_of((__u32)(bpf_get_current_pid_tgid() >> 32), AT_WORKER_PROCESS);
 }
 
 /* The process of the thread whose state is t (NULL: ask the kernel). */
@@ -805,7 +833,7 @@ static __always_inline void on_spawn(const struct thread_state *t, __u64 task, _
 				       false, true);
 	struct at_spawn *e;
 
-	COUNT(spawns, 1);
+	COUNT_AT(process_slot(t), spawns, 1);
 	queue_depth(t, queue, depth, now);
 	if (!trace_events)
 		return;
@@ -1158,7 +1186,7 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 	dur = now - t->begin;
 	account_poll(t, task, slot, dur);
 	if (ready) {
-		COUNT(completed, 1);
+		COUNT_AT(t->pslot, completed, 1);
 		task_done(task_key(t->tgid, task), slot, now);
 	} else if (queue == AT_QUEUE_NONE) {
 		if (known_end)
@@ -1246,11 +1274,13 @@ static __always_inline __u64 on_wake(struct thread_state *t, __u64 task,
 		if (self)
 			w->self_wakes++;
 	} else {
-		COUNT(wakes, 1);
+		__u32 p = process_slot(t);
+
+		COUNT_AT(p, wakes, 1);
 		if (self)
-			COUNT(self_wakes, 1);
+			COUNT_AT(p, self_wakes, 1);
 		if (waker_worker < 0)
-			COUNT(outside_wakes, 1);
+			COUNT_AT(p, outside_wakes, 1);
 	}
 
 	if (!trace_events)

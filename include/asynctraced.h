@@ -256,15 +256,16 @@ struct at_queue_stats {
  * and worker_idle (and the tokio queue depths): a worker has a slot there,
  * found by (tgid, its id in the runtime) in the "worker_slots" hash and
  * claimed at its first event. worker_idle[slot].owner says whose slot it
- * is (at_worker_owner(); 0: free). A process's injection queue has a slot
- * of its own, as worker AT_WORKER_INJECT.
+ * is (at_worker_owner(); 0: free). A process has a slot of its own, as
+ * worker AT_WORKER_PROCESS: its injection queue's statistics, and its
+ * counters' index in "runtime_counts".
  */
 struct at_worker_key {
 	__u32 tgid;
 	__u32 worker;
 };
 
-#define AT_WORKER_INJECT 0xfffffffeu /* not a runtime's worker id (AT_WORKER_UNKNOWN is 0xffffffff) */
+#define AT_WORKER_PROCESS 0xfffffffeu /* not a runtime's worker id (AT_WORKER_UNKNOWN is 0xffffffff) */
 
 static inline __u64 at_worker_owner(__u32 tgid, __u32 worker)
 {
@@ -310,9 +311,12 @@ struct at_worker_idle {
 };
 
 /*
- * "runtime_counts" per-CPU array, one entry: counters every worker bumps.
- * Wakes made by a worker count on the worker (at_worker_stats); these count
- * the others (outside any worker, or from workers beyond AT_MAX_WORKERS).
+ * "runtime_counts" per-CPU array: counters every worker bumps, an entry per
+ * process by its own worker slot (AT_WORKER_PROCESS). Wakes made by a
+ * worker count on the worker (at_worker_stats); these count the others
+ * (outside any worker, or from workers without a slot). Entry
+ * AT_MAX_WORKERS is the session's: wake_seq, ring_bytes and hdr_checks, and the counts
+ * of processes left without a slot.
  */
 struct at_runtime_counts {
 	__u64 spawns;

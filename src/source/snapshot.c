@@ -217,16 +217,15 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 	return 0;
 }
 
-/* The per-CPU counters into the runtime's totals: one syscall. */
-static void sum_runtime_counts(const struct tracer *t, struct at_runtime_stats *rt)
+/* The process's per-CPU counters (at its own slot) into its totals: one syscall. */
+static void sum_runtime_counts(const struct tracer *t, uint32_t slot, struct at_runtime_stats *rt)
 {
 	int ncpu = libbpf_num_possible_cpus();
 	struct at_runtime_counts *c;
-	__u32 zero = 0;
 
 	if (ncpu <= 0 || !(c = calloc((size_t)ncpu, sizeof(*c))))
 		return;
-	if (!bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.runtime_counts), &zero, c)) {
+	if (!bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.runtime_counts), &slot, c)) {
 		for (int i = 0; i < ncpu; i++) {
 			rt->spawns += c[i].spawns;
 			rt->completed += c[i].completed;
@@ -254,12 +253,16 @@ int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64
 	s->pid = (uint32_t)t->pid;
 	s->ts = at ? at : (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
 	s->rt = t->skel->bss->runtime_stats;
-	sum_runtime_counts(t, &s->rt);
 	if (slots > AT_MAX_WORKERS)
 		slots = AT_MAX_WORKERS;
-	for (uint32_t i = 0; i < slots; i++)
-		if (slot_worker(t, i, &worker) && worker < SNAPSHOT_MAX_WORKER_ID && worker >= n)
+	for (uint32_t i = 0; i < slots; i++) {
+		if (!slot_worker(t, i, &worker))
+			continue;
+		if (worker == AT_WORKER_PROCESS)
+			sum_runtime_counts(t, i, &s->rt);
+		else if (worker < SNAPSHOT_MAX_WORKER_ID && worker >= n)
 			n = worker + 1;
+	}
 	s->workers = calloc(n ? n : 1, sizeof(*s->workers));
 	s->between = calloc(n ? n : 1, sizeof(*s->between));
 	if (!s->workers || !s->between)
@@ -271,7 +274,7 @@ int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64
 	for (uint32_t i = 0; i < slots; i++) {
 		if (!slot_worker(t, i, &worker))
 			continue;
-		if (worker == AT_WORKER_INJECT) {
+		if (worker == AT_WORKER_PROCESS) {
 			s->rt.inject = w[i].queue;
 		} else if (worker < n) {
 			s->workers[worker] = w[i];

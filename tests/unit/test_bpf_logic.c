@@ -831,12 +831,31 @@ static void processes_keep_their_workers_apart(void **state)
 	/* each process has its injection queue */
 	spawn(&b0, 13, AT_QUEUE_INJECT);
 	assert_int_equal(((struct at_hdr *)records[nr_records - 1])->pid, tgid_b);
-	assert_ptr_not_equal(stats_of_worker(TGID, AT_WORKER_INJECT),
-			     stats_of_worker(tgid_b, AT_WORKER_INJECT));
-	assert_int_equal(stats_of_worker(tgid_b, AT_WORKER_INJECT)->queue.depth, 1);
-	assert_int_equal(stats_of_worker(tgid_b, AT_WORKER_INJECT)->queue.peak, 1);
+	assert_ptr_not_equal(stats_of_worker(TGID, AT_WORKER_PROCESS),
+			     stats_of_worker(tgid_b, AT_WORKER_PROCESS));
+	assert_int_equal(stats_of_worker(tgid_b, AT_WORKER_PROCESS)->queue.depth, 1);
+	assert_int_equal(stats_of_worker(tgid_b, AT_WORKER_PROCESS)->queue.peak, 1);
 	delay = 0;
 	set_config(&sched_delay_ns, &delay, sizeof(delay));
+}
+
+/* A process's counters, summed over the CPUs, as userspace reads them. */
+static struct at_runtime_counts counts_of(__u32 tgid)
+{
+	struct at_worker_key k = { .tgid = tgid, .worker = AT_WORKER_PROCESS };
+	__u32 *slot = bpf_map_lookup_elem(&worker_slots, &k), cpu = cur_cpu;
+	struct at_runtime_counts sum = { 0 }, *c;
+
+	assert_non_null(slot);
+	for (cur_cpu = 0; cur_cpu < NR_CPUS; cur_cpu++) {
+		c = counts_at(*slot);
+		sum.spawns += c->spawns;
+		sum.completed += c->completed;
+		sum.wakes += c->wakes;
+		sum.outside_wakes += c->outside_wakes;
+	}
+	cur_cpu = cpu;
+	return sum;
 }
 
 /*
@@ -869,6 +888,13 @@ static void processes_keep_their_tasks_apart(void **state)
 	assert_int_equal(idle_since(7), 0);
 	assert_int_not_equal(state_of(7)->wake_id, 0);
 	assert_int_equal(((struct at_hdr *)records[nr_records - 1])->pid, TGID);
+	/* and each process counts its own */
+	assert_int_equal(counts_of(TGID).spawns, 1);
+	assert_int_equal(counts_of(TGID).completed, 0);
+	assert_int_equal(counts_of(TGID).outside_wakes, 1);
+	assert_int_equal(counts_of(tgid_b).spawns, 1);
+	assert_int_equal(counts_of(tgid_b).completed, 1);
+	assert_int_equal(counts_of(tgid_b).outside_wakes, 1);
 }
 
 /*

@@ -18,6 +18,7 @@
 #define __always_inline inline __attribute__((always_inline))
 #endif
 #define barrier() __asm__ __volatile__("" ::: "memory")
+#define __noinline __attribute__((noinline))
 #define barrier_var(var) __asm__ __volatile__("" : "+r"(var))
 
 void *bpf_map_lookup_elem(void *map, const void *key);
