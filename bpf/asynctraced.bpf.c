@@ -146,12 +146,12 @@ int usdt_worker_unpark(struct pt_regs *ctx)
 /* Where a task's vtable and id live, from its Header (tokio >= 1.23). */
 const volatile __u64 tokio_vtable_off = 0x10;
 const volatile __u64 tokio_id_slot = 0x48;
-/* steal_into is probed: steals come from it, not from migrations. */
-const volatile bool tokio_steal_probed = false;
-/* OwnedTasks::remove is probed: we know when a task completes. */
-const volatile bool tokio_remove_probed = false;
-/* ... so the Header cache can be trusted (tokio_task_known) */
-const volatile bool tokio_hdr_cache = false;
+/*
+ * Which of its functions a tokio build kept is the process's (at_target_flag):
+ * steal_into probed, steals come from it, not from migrations; remove
+ * probed, we know when a task completes, and the Header cache can be
+ * trusted (tokio_task_known).
+ */
 /*
  * Set when a sampled check found another task at a cached Header: a remove
  * we do not see (inlined for one scheduler type, folded away) let a Header
@@ -285,15 +285,19 @@ static __always_inline bool tokio_hdr_check(const struct tokio_hdr *h, __u64 id)
 	return true;
 }
 
-/* The task of process tgid that surely lives at hdr, with no read; false if unsure. */
-static __always_inline bool tokio_task_known(__u32 tgid, __u64 hdr, struct tokio_task *tt)
+/*
+ * The task of process tgid (whose enum at_target_flag are flags) that surely
+ * lives at hdr, with no read; false if unsure.
+ */
+static __always_inline bool tokio_task_known(__u32 tgid, __u32 flags, __u64 hdr,
+					     struct tokio_task *tt)
 {
 	struct tokio_hdr *h = tokio_hdr_slot(hdr);
 	struct at_task_slot *slot;
 	struct at_task_state *ts;
 	__u64 id;
 
-	if (!tokio_hdr_cache || tokio_hdr_cache_off || !h || h->hdr != hdr)
+	if (!(flags & AT_TARGET_TOKIO_HDR_CACHE) || tokio_hdr_cache_off || !h || h->hdr != hdr)
 		return false;
 	id = h->id;
 	ts = task_find(task_key(tgid, id), &slot);
@@ -307,11 +311,11 @@ static __always_inline bool tokio_task_known(__u32 tgid, __u64 hdr, struct tokio
 }
 
 /* A read found task id at hdr + id_off. */
-static __always_inline void tokio_hdr_remember(__u64 hdr, __u64 id, __u64 id_off)
+static __always_inline void tokio_hdr_remember(__u32 flags, __u64 hdr, __u64 id, __u64 id_off)
 {
 	struct tokio_hdr *h = tokio_hdr_slot(hdr);
 
-	if (tokio_hdr_cache && h) {
+	if ((flags & AT_TARGET_TOKIO_HDR_CACHE) && h) {
 		h->id = id;
 		h->id_off = id_off;
 		h->hdr = hdr;
@@ -330,7 +334,7 @@ static __always_inline void tokio_task(struct thread_state *t, __u64 hdr, struct
 {
 	__u64 buf[TOKIO_HDR_READ / 8] = {}, id = 0, vtable;
 	struct tokio_vtable *vt, fresh = {};
-	__u32 slot, tgid;
+	__u32 slot, tgid, flags;
 
 	tt->id = hdr;
 	tt->poll_fn = 0;
@@ -339,14 +343,15 @@ static __always_inline void tokio_task(struct thread_state *t, __u64 hdr, struct
 	if (!hdr)
 		return;
 	tgid = tgid_of(t);
-	if (tokio_task_known(tgid, hdr, tt))
+	flags = flags_of(t, tgid);
+	if (tokio_task_known(tgid, flags, hdr, tt))
 		return;
 	if (t && t->hdr == hdr && t->hdr_id &&
 	    !bpf_probe_read_user(&id, sizeof(id), (void *)(hdr + t->hdr_id_off)) &&
 	    id == t->hdr_id) {
 		tt->id = id;
 		tt->poll_fn = t->hdr_poll_fn;
-		tokio_hdr_remember(hdr, id, t->hdr_id_off);
+		tokio_hdr_remember(flags, hdr, id, t->hdr_id_off);
 		return;
 	}
 	if (bpf_probe_read_user(buf, sizeof(buf), (void *)hdr))
@@ -392,7 +397,7 @@ static __always_inline void tokio_task(struct thread_state *t, __u64 hdr, struct
 	if (!id)
 		return;
 	tt->id = id;
-	tokio_hdr_remember(hdr, id, fresh.id_off);
+	tokio_hdr_remember(flags, hdr, id, fresh.id_off);
 	if (t) {
 		t->hdr = hdr;
 		t->hdr_id = id;
@@ -477,7 +482,7 @@ int BPF_KPROBE(tokio_poll, __u64 hdr)
 			ts->hdr = hdr;
 	}
 	tokio_pop(t, from);
-	if (!tokio_steal_probed && from >= 0 && (__u32)from != worker)
+	if (!(t->flags & AT_TARGET_TOKIO_STEAL) && from >= 0 && (__u32)from != worker)
 		on_steal(t, worker, (__u32)from, 1, 0, 0, AT_STEAL_INFERRED);
 	thread_worker(t, worker);
 	depth = tokio_depth_of(t, (__s32)worker);
@@ -513,7 +518,8 @@ int BPF_KRETPROBE(tokio_poll_ret)
 		queue = (__s32)t->worker;
 		depth = tokio_push(t, queue);
 	}
-	on_poll_end(t, task, ts, slot, t->completed, queue, depth, tokio_remove_probed);
+	on_poll_end(t, task, ts, slot, t->completed, queue, depth,
+		    t->flags & AT_TARGET_TOKIO_REMOVE);
 	return 0;
 }
 
@@ -560,7 +566,8 @@ int BPF_KPROBE(tokio_schedule, __u64 hdr)
 	struct tokio_task tt;
 	__u64 now;
 
-	if (t && t->woken_hdr == hdr && tokio_hdr_cache && !tokio_hdr_cache_off &&
+	if (t && t->woken_hdr == hdr && (t->flags & AT_TARGET_TOKIO_HDR_CACHE) &&
+	    !tokio_hdr_cache_off &&
 	    (ts = task_find(task_key(t->tgid, t->woken_id), &slot)) && ts->hdr == hdr) {
 		/* and it happened at the wake, as far as queue depth over time can tell */
 		t->woken_hdr = 0;

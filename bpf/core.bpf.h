@@ -23,8 +23,6 @@
 
 /* Wake the consumer once a CPU has written this much: batches epoll wake-ups. */
 const volatile __u64 wakeup_bytes = 256 * 1024;
-/* The runtime's workers say when they park and unpark (USDT worker_park). */
-const volatile bool parks_probed = false;
 /*
  * Full trace: every record. Otherwise only the polls the detectors need: at
  * least long_poll_ns long, or late by sched_delay_ns with fewer than
@@ -55,6 +53,7 @@ struct thread_state {
 	__u32 wslot_of;		/* 1 + the worker whose slot wslot is (0: none cached) */
 	__u32 wslot;		/* that worker's slot (worker_slot()) */
 	__u32 pslot;		/* its process's own slot (process_slot()) */
+	__u32 flags;		/* its process's enum at_target_flag */
 	__u32 depth;
 	__s32 queued_on;
 	__u32 queued_depth;
@@ -200,6 +199,21 @@ static __always_inline bool tgid_traced(__u32 tgid)
 struct at_worker_stats worker_stats[AT_MAX_WORKERS] CACHE_LINE;
 struct at_runtime_stats runtime_stats CACHE_LINE;
 struct at_worker_idle worker_idle[AT_MAX_WORKERS] CACHE_LINE;
+
+/* tgid -> enum at_target_flag (asynctraced.h) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AT_MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, __u32);
+} target_flags SEC(".maps");
+
+static __always_inline __u32 flags_of_tgid(__u32 tgid)
+{
+	__u32 *f = bpf_map_lookup_elem(&target_flags, &tgid);
+
+	return f ? *f : 0;
+}
 
 /* (tgid, worker) -> its slot in worker_stats and worker_idle (asynctraced.h). */
 struct {
@@ -488,6 +502,7 @@ static __always_inline struct thread_state *thread_get(__u32 tid, __u32 tgid)
 		bpf_map_delete_elem(&threads, &tid);
 		t->tgid = tgid;
 		t->pslot = worker_slot_of(tgid, AT_WORKER_PROCESS);
+		t->flags = flags_of_tgid(tgid);
 		return t;
 	}
 	t = bpf_map_lookup_elem(&threads, &tid);
@@ -496,6 +511,7 @@ static __always_inline struct thread_state *thread_get(__u32 tid, __u32 tgid)
 	zero.tid = tid;
 	zero.tgid = tgid;
 	zero.pslot = worker_slot_of(tgid, AT_WORKER_PROCESS);
+	zero.flags = flags_of_tgid(tgid);
 	bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST);
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t)
@@ -597,6 +613,12 @@ static __always_inline __u32 process_slot(const struct thread_state *t)
 static __always_inline __u32 tgid_of(const struct thread_state *t)
 {
 	return t ? t->tgid : (__u32)(bpf_get_current_pid_tgid() >> 32);
+}
+
+/* Its process's enum at_target_flag, for the thread whose state is t (NULL: looked up). */
+static __always_inline __u32 flags_of(const struct thread_state *t, __u32 tgid)
+{
+	return t ? t->flags : flags_of_tgid(tgid);
 }
 
 /* Task id of the runtime in process tgid: how the maps know a task. */
@@ -1496,7 +1518,7 @@ static __always_inline bool idle_sleep(const struct thread_state *t)
 {
 	const struct at_worker_stats *w;
 
-	if (!parks_probed)
+	if (!(t->flags & AT_TARGET_PARKS_PROBED))
 		return true;
 	w = worker_at(t->wslot); /* between_polls() made sure it is the thread's worker's */
 	return w && w->park_since;

@@ -72,6 +72,19 @@ struct at_usdt_spec {
 	struct at_usdt_arg args[AT_USDT_MAX_ARGS];
 };
 
+/*
+ * What a traced process's runtime tells the programs: the "target_flags"
+ * hash, tgid -> flags, set by userspace when it follows the process (each
+ * image has its own: which functions a tokio build kept, whether a USDT
+ * runtime says when its workers park), kept in each thread's state.
+ */
+enum at_target_flag {
+	AT_TARGET_PARKS_PROBED = 1,	/* worker_park and worker_unpark: idle means parked */
+	AT_TARGET_TOKIO_STEAL = 2,	/* steal_into is probed: steals are not inferred */
+	AT_TARGET_TOKIO_REMOVE = 4,	/* OwnedTasks::remove is probed: completions are known */
+	AT_TARGET_TOKIO_HDR_CACHE = 8,	/* the Header cache can be trusted (docs/tokio.md) */
+};
+
 /* Queue values in probe arguments (docs/usdt-abi.md). */
 #define AT_QUEUE_INJECT (-1)
 #define AT_QUEUE_NONE (-2)

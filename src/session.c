@@ -444,14 +444,15 @@ static int start(struct session *s)
 	signal(SIGPIPE, SIG_IGN);
 
 	topts.uprobes = s->disc.kind == RUNTIME_TOKIO;
-	topts.tokio_steal_probed = s->disc.tokio.rt.count[TOKIO_STEAL] > 0;
-	topts.tokio_remove_probed = s->disc.tokio.rt.count[TOKIO_REMOVE] > 0;
+	if (s->disc.tokio.rt.count[TOKIO_STEAL])
+		topts.target_flags |= AT_TARGET_TOKIO_STEAL;
 	/* the Header cache needs remove to say when a Header is let go (docs/tokio.md) */
-	topts.tokio_hdr_cache = topts.tokio_remove_probed;
+	if (s->disc.tokio.rt.count[TOKIO_REMOVE])
+		topts.target_flags |= AT_TARGET_TOKIO_REMOVE | AT_TARGET_TOKIO_HDR_CACHE;
 	if (s->disc.kind == RUNTIME_USDT) {
 		topts.usdt_specs = s->disc.specs;
-		topts.parks_probed = discovered(&s->disc, "worker_park") &&
-				     discovered(&s->disc, "worker_unpark");
+		if (discovered(&s->disc, "worker_park") && discovered(&s->disc, "worker_unpark"))
+			topts.target_flags |= AT_TARGET_PARKS_PROBED;
 	}
 	err = tracer__new(&s->tracer, &topts, on_record, s);
 	if (err) {

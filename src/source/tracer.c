@@ -187,10 +187,6 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	skel->rodata->long_poll_ns = o->long_poll_ns;
 	skel->rodata->sched_delay_ns = o->sched_delay_ns;
 	skel->rodata->starve_depth = o->starve_depth;
-	skel->rodata->tokio_steal_probed = o->tokio_steal_probed;
-	skel->rodata->parks_probed = o->parks_probed;
-	skel->rodata->tokio_remove_probed = o->tokio_remove_probed;
-	skel->rodata->tokio_hdr_cache = o->tokio_hdr_cache;
 	skel->rodata->task_slot_bits = (__u32)__builtin_ctz(o->task_slots);
 	if (o->usdt_specs)
 		memcpy((void *)skel->rodata->usdt_fixed, o->usdt_specs,
@@ -253,8 +249,9 @@ int tracer__new(struct tracer **tp, const struct tracer_opts *o, tracer_record_f
 	if (err)
 		goto fail;
 	t->pid = o->pid;
-	tracer__follow(t, o->pid, true);
-	err = plug_rings(t);
+	err = tracer__follow(t, o->pid, o->target_flags);
+	if (!err)
+		err = plug_rings(t);
 	if (err)
 		goto fail;
 	t->nr_slots = o->task_slots;
@@ -273,18 +270,38 @@ fail:
 	return err;
 }
 
-void tracer__follow(struct tracer *t, pid_t pid, bool on)
+/* Sets or clears pid's bit in the traced_tgids bitmap. */
+static void follow_bit(struct tracer *t, pid_t pid, bool on)
 {
-	__u64 *word, bit;
+	__u64 *word = &t->skel->bss->traced_tgids[pid / 64], bit = 1ull << (pid % 64);
 
-	if (pid <= 0 || (__u32)pid >= AT_MAX_TGID)
-		return;
-	word = &t->skel->bss->traced_tgids[pid / 64];
-	bit = 1ull << (pid % 64);
 	if (on)
 		__atomic_fetch_or(word, bit, __ATOMIC_RELAXED);
 	else
 		__atomic_fetch_and(word, ~bit, __ATOMIC_RELAXED);
+}
+
+int tracer__follow(struct tracer *t, pid_t pid, uint32_t flags)
+{
+	__u32 tgid = (__u32)pid;
+
+	if (pid <= 0 || tgid >= AT_MAX_TGID)
+		return -EINVAL;
+	/* before any of its threads is met: each keeps the flags it was met with */
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.target_flags), &tgid, &flags, BPF_ANY))
+		return -errno;
+	follow_bit(t, pid, true);
+	return 0;
+}
+
+void tracer__unfollow(struct tracer *t, pid_t pid)
+{
+	__u32 tgid = (__u32)pid;
+
+	if (pid <= 0 || tgid >= AT_MAX_TGID)
+		return;
+	follow_bit(t, pid, false);
+	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.target_flags), &tgid);
 }
 
 static int add_link(struct tracer *t, struct bpf_link *link)

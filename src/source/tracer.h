@@ -40,12 +40,8 @@ struct tracer_opts {
 	uint32_t starve_depth;
 	/* uprobes will be attached (a runtime probed at its own functions) */
 	bool uprobes;
-	/* tokio: steal_into is probed, so steals need not be inferred */
-	bool tokio_steal_probed;
-	bool parks_probed;	/* worker_park and worker_unpark probes attached */
-	/* tokio: OwnedTasks::remove is probed, so completions are known */
-	bool tokio_remove_probed;
-	bool tokio_hdr_cache;	/* trust tokio's Header cache (docs/tokio.md) */
+	/* what pid's runtime offers the programs: enum at_target_flag */
+	uint32_t target_flags;
 	/* USDT: each probe's arguments where all its sites agree (NULL: none) */
 	const struct at_usdt_spec *usdt_specs;	/* [AT_USDT_NR_PROBES] */
 	/* the floor: empty programs at the same attach points, nothing recorded */
@@ -73,10 +69,14 @@ int tracer__new(struct tracer **t, const struct tracer_opts *opts, tracer_record
 		void *ctx);
 int tracer__attach_sched(struct tracer *t);
 /*
- * Whether sched_switch accounts the threads of process pid (tracer__new
- * sets the one it is given); probes are attached for a process separately.
+ * Follows process pid: sched_switch accounts its threads, and its probes
+ * know what its runtime offers (flags: enum at_target_flag). tracer__new
+ * follows the one it is given; probes are attached for a process
+ * separately. 0, or -errno (no room for another process).
  */
-void tracer__follow(struct tracer *t, pid_t pid, bool on);
+int tracer__follow(struct tracer *t, pid_t pid, uint32_t flags);
+/* No longer follows process pid. */
+void tracer__unfollow(struct tracer *t, pid_t pid);
 /*
  * Attaches the program for one asynctrace probe (enum at_usdt_probe, named
  * probe in the notes); -ENOENT if we have none.

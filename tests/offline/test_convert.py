@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import subprocess
-import struct
 import tempfile
 import unittest
 import zlib
@@ -399,8 +398,8 @@ class Damaged(unittest.TestCase):
         """Records of kinds a newer version writes: skipped, but counted, named in the
         report and on stderr; everything else converts as before."""
         recs = [r for _, _, r in capfile.records(self.good)]
-        newer_event = struct.pack("<HHIQ", 29, 24, 0, 0) + bytes(8)
-        newer_capture = struct.pack("<HHIQ", 0x80ff, 16, 0, 0)
+        newer_event = capfile.HDR.pack(29, capfile.HDR.size + 8, 0, 0, 0, 0) + bytes(8)
+        newer_capture = capfile.HDR.pack(0x80ff, capfile.HDR.size, 0, 0, 0, 0)
         recs[100:100] = [newer_event, newer_capture, newer_event]
         r = convert(self.write(capfile.build(CAPTURE_VERSION, recs)), "-q", "--summary", "json")
         self.assertEqual(r.returncode, 0, r.stderr)

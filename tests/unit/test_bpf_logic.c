@@ -362,6 +362,7 @@ static int setup(void **state)
 	MAP(tokio_hdrs);
 	MAP(__bpf_usdt_specs);
 	MAP(worker_slots);
+	MAP(target_flags);
 	MAP(tokio_next_worker);
 	spec = bpf_map_lookup_elem(&__bpf_usdt_specs, &zero);
 	spec->arg_cnt = 6;
@@ -640,6 +641,12 @@ static struct task_struct kthread_else = { .pid = 7, .tgid = 7 }; /* another pro
 static void follow(__u32 tgid)
 {
 	traced_tgids[tgid / 64] |= 1ull << (tgid % 64);
+}
+
+/* ... and what its runtime offers (enum at_target_flag), before its threads are met. */
+static void offers(__u32 tgid, __u32 flags)
+{
+	assert_int_equal(bpf_map_update_elem(&target_flags, &tgid, &flags, BPF_ANY), 0);
 }
 
 static void sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next)
@@ -987,12 +994,11 @@ static void blocked_until_woken_then_runnable(void **state)
 static void only_a_parked_worker_is_idle(void **state)
 {
 	__u64 delay = 20000000;
-	bool yes = true;
 	struct task_struct kthread_w1 = { .pid = 102, .tgid = TGID };
 
 	follow(TGID);
+	offers(TGID, AT_TARGET_PARKS_PROBED);
 	set_config(&sched_delay_ns, &delay, sizeof(delay));
-	set_config(&parks_probed, &yes, sizeof(yes));
 	poll_begin(&w1, 9, 1);
 	poll_end(&w1, 9, 1, 0, AT_QUEUE_NONE);
 	kthread_w1.__state = 1;
@@ -1016,10 +1022,33 @@ static void only_a_parked_worker_is_idle(void **state)
 	poll_begin(&w0, 7, 0);
 	poll_end(&w0, 7, 0, 0, AT_QUEUE_NONE);
 	assert_int_equal(((struct at_poll *)records[nr_records - 1])->spare, AT_SPARE_KNOWN | 100);
-	yes = false;
-	set_config(&parks_probed, &yes, sizeof(yes));
 	delay = 0;
 	set_config(&sched_delay_ns, &delay, sizeof(delay));
+}
+
+/*
+ * What a runtime offers is its process's: a sleep outside a park is no idle
+ * time in a process whose runtime says when it parks, and is in one whose
+ * runtime does not.
+ */
+static void each_process_offers_its_own(void **state)
+{
+	const __u32 tgid_b = 5151;
+	struct thread b1 = { .tid = 202, .cpu = 3, .tgid = tgid_b };
+	struct task_struct kthread_w1 = { .pid = 102, .tgid = TGID, .__state = 1 };
+	struct task_struct kthread_b1 = { .pid = 202, .tgid = tgid_b, .__state = 1 };
+
+	follow(TGID);
+	follow(tgid_b);
+	offers(TGID, AT_TARGET_PARKS_PROBED);
+	poll_begin(&w1, 9, 1);
+	poll_end(&w1, 9, 1, 0, AT_QUEUE_NONE);
+	poll_begin(&b1, 9, 1);
+	poll_end(&b1, 9, 1, 0, AT_QUEUE_NONE);
+	sched_switch(false, &kthread_w1, &kthread_else);	/* both sleep, neither parked */
+	sched_switch(false, &kthread_b1, &kthread_else);
+	assert_int_equal(idle_of(TGID, 1)->asleep_since, 0);
+	assert_int_not_equal(idle_of(tgid_b, 1)->asleep_since, 0);
 }
 
 /* ---- tokio ------------------------------------------------------------------ */
@@ -1056,8 +1085,7 @@ static void wake_then_abort_at_a_reused_header(bool cache)
 	__u64 task_ptr = x;
 	struct at_task_state *y;
 
-	set_config(&tokio_remove_probed, &(bool){ true }, sizeof(bool));
-	set_config(&tokio_hdr_cache, &cache, sizeof(bool));
+	offers(TGID, AT_TARGET_TOKIO_REMOVE | (cache ? AT_TARGET_TOKIO_HDR_CACHE : 0));
 	tokio_bind_inner(tokio_on(&w0, 0, x));
 	tokio_bind_inner(tokio_on(&w0, 0, z));
 	tokio_poll(tokio_on(&w0, x, 0));
@@ -1119,6 +1147,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(processes_keep_their_workers_apart, setup, teardown),
 		cmocka_unit_test_setup_teardown(processes_keep_their_tasks_apart, setup, teardown),
 		cmocka_unit_test_setup_teardown(only_a_parked_worker_is_idle, setup, teardown),
+		cmocka_unit_test_setup_teardown(each_process_offers_its_own, setup, teardown),
 		cmocka_unit_test_setup_teardown(waiting_for_a_cpu_is_not_sleeping, setup, teardown),
 		cmocka_unit_test_setup_teardown(blocked_until_woken_then_runnable, setup, teardown),
 		cmocka_unit_test_setup_teardown(abort_at_a_reused_header, setup, teardown),
