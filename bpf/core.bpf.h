@@ -286,36 +286,59 @@ static __always_inline void stat_inc(__u32 idx)
 		*v += 1;
 }
 
+struct slot_claim {
+	struct at_worker_key key;
+	__u64 owner;
+	__u32 slot;	/* WORKER_NO_SLOT until one is ours */
+	__u32 raced;	/* another CPU claimed one for this worker meanwhile */
+};
+
+/* bpf_loop's step: slot i, if free, for c->key; 1 stops the walk. */
+static long slot_claim_step(__u32 i, struct slot_claim *c)
+{
+	__u64 *owner;
+	__u32 hi;
+
+	if (i >= AT_MAX_WORKERS)
+		return 1;
+	barrier_var(i);
+	owner = &worker_idle[i & (AT_MAX_WORKERS - 1)].owner;
+	if (*owner || __sync_val_compare_and_swap(owner, 0, c->owner))
+		return 0;
+	if (bpf_map_update_elem(&worker_slots, &c->key, &i, BPF_NOEXIST)) {
+		*owner = 0; /* ours goes back */
+		c->raced = 1;
+		return 1;
+	}
+	for (int tries = 0; tries < 4; tries++) {
+		hi = worker_slots_hi;
+		if (hi > i || __sync_val_compare_and_swap(&worker_slots_hi, hi, i + 1) == hi)
+			break;
+	}
+	c->slot = i;
+	return 1;
+}
+
 /*
  * A worker met for the first time: the first free slot is its own. Paid
  * once per worker (and per thread for the few left without a slot: the
  * thread remembers). Slots of a process that is gone are freed by userspace.
- * A function of its own (a global one: the verifier checks its loop once,
- * not at every place that may claim a slot).
+ * A function of its own (a global one: the verifier checks it once, not at
+ * every place that may claim a slot).
  */
 __noinline __u32 worker_slot_claim(__u32 tgid, __u32 worker)
 {
-	struct at_worker_key key = { .tgid = tgid, .worker = worker }, *k = &key;
-	__u64 owner = at_worker_owner(tgid, worker);
-	__u32 *found, hi;
+	struct slot_claim c = {
+		.key = { .tgid = tgid, .worker = worker },
+		.owner = at_worker_owner(tgid, worker),
+		.slot = WORKER_NO_SLOT,
+	};
+	__u32 *found;
 
-	for (__u32 i = 0; i < AT_MAX_WORKERS; i++) {
-		if (worker_idle[i].owner ||
-		    __sync_val_compare_and_swap(&worker_idle[i].owner, 0, owner))
-			continue;
-		if (bpf_map_update_elem(&worker_slots, k, &i, BPF_NOEXIST)) {
-			/* another CPU claimed one for this worker meanwhile: ours goes back */
-			worker_idle[i].owner = 0;
-			break;
-		}
-		for (int tries = 0; tries < 4; tries++) {
-			hi = worker_slots_hi;
-			if (hi > i || __sync_val_compare_and_swap(&worker_slots_hi, hi, i + 1) == hi)
-				break;
-		}
-		return i;
-	}
-	found = bpf_map_lookup_elem(&worker_slots, k);
+	bpf_loop(AT_MAX_WORKERS, slot_claim_step, &c, 0);
+	if (c.slot < AT_MAX_WORKERS)
+		return c.slot;
+	found = bpf_map_lookup_elem(&worker_slots, &c.key);
 	if (found)
 		return *found;
 	__sync_fetch_and_add(&runtime_stats.unknown_workers, 1);
@@ -490,10 +513,12 @@ static __always_inline struct thread_state *thread_find(__u32 tid)
 	return bpf_map_lookup_elem(&threads, &tid);
 }
 
+/* A thread state to insert from: too large for the BPF stack. */
+static const struct thread_state zero_thread_state;
+
 static __always_inline struct thread_state *thread_get(__u32 tid, __u32 tgid)
 {
 	struct thread_state *t = thread_slot(tid);
-	struct thread_state zero = {};
 
 	if (t && t->tid == tid)
 		return t;
@@ -508,14 +533,17 @@ static __always_inline struct thread_state *thread_get(__u32 tid, __u32 tgid)
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (t)
 		return t;
-	zero.tid = tid;
-	zero.tgid = tgid;
-	zero.pslot = worker_slot_of(tgid, AT_WORKER_PROCESS);
-	zero.flags = flags_of_tgid(tgid);
-	bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST);
+	/* only this thread makes its own state: filled in place, with no task in it yet */
+	bpf_map_update_elem(&threads, &tid, &zero_thread_state, BPF_NOEXIST);
 	t = bpf_map_lookup_elem(&threads, &tid);
-	if (!t)
+	if (!t) {
 		stat_inc(AT_STAT_THREADS_FULL);
+		return NULL;
+	}
+	t->tid = tid;
+	t->tgid = tgid;
+	t->pslot = worker_slot_of(tgid, AT_WORKER_PROCESS);
+	t->flags = flags_of_tgid(tgid);
 	return t;
 }
 

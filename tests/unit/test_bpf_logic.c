@@ -222,6 +222,17 @@ long bpf_probe_read_user_str(void *dst, __u32 size, const void *src)
 	return (long)strnlen(dst, size - 1) + 1;
 }
 
+long bpf_loop(__u32 nr_loops, void *callback_fn, void *callback_ctx, __u64 flags)
+{
+	long (*step)(__u32, void *) = (long (*)(__u32, void *))callback_fn;
+	__u32 i;
+
+	for (i = 0; i < nr_loops; i++)
+		if (step(i, callback_ctx))
+			return i + 1;
+	return i;
+}
+
 /* What runs when a program reaches a race point: once, then forgotten. */
 static const char *race_at;
 static void (*race_fn)(void);

@@ -33,6 +33,8 @@ void bpf_ringbuf_submit(void *data, __u64 flags);
 long bpf_probe_read_user(void *dst, __u32 size, const void *src);
 long bpf_probe_read_user_str(void *dst, __u32 size, const void *src);
 long bpf_probe_read_kernel(void *dst, __u32 size, const void *src);
+/* callback_fn: long (*)(__u32 index, void *ctx), as the programs pass it */
+long bpf_loop(__u32 nr_loops, void *callback_fn, void *callback_ctx, __u64 flags);
 
 /*
  * A place inside a program where the test may run other programs, as if
