@@ -46,6 +46,8 @@ int usdt_task_spawn(struct pt_regs *ctx)
 	/* its worker's slot, kept there: the queue is its own, most often */
 	struct thread_state *t = thread_self(ctx, false, &tid);
 
+	if (!self_traced(t))
+		return 0;
 	/* task, parent, name, queue, depth */
 	on_spawn(t, ARG(0), ARG(1), (const char *)ARG(2), 0, (int)ARG(3), (__u32)ARG(4));
 	return 0;
@@ -81,7 +83,8 @@ int usdt_poll_end(struct pt_regs *ctx)
 	struct at_task_slot *slot;
 
 	if (!t || t->task != task) {
-		stat_inc(AT_STAT_ORPHAN_POLL_END);
+		if (self_traced(t))
+			stat_inc(AT_STAT_ORPHAN_POLL_END);
 		return 0;
 	}
 	ts = task_find(task_key(t->tgid, task), &slot);
@@ -99,6 +102,8 @@ int usdt_wake(struct pt_regs *ctx)
 	/* a self-wake is kept in its poll's thread state; the thread keeps its worker's slot */
 	struct thread_state *t = thread_self(ctx, false, &tid);
 
+	if (!self_traced(t))
+		return 0;
 	/* task, waker_task, waker_worker, queue, depth */
 	on_wake(t, task, waker_task, (int)ARG(2), (int)ARG(3), (__u32)ARG(4), 0);
 	return 0;
@@ -111,6 +116,8 @@ int usdt_steal(struct pt_regs *ctx)
 	__u32 tid;
 	struct thread_state *t = thread_self(ctx, false, &tid);
 
+	if (!self_traced(t))
+		return 0;
 	/* thief, victim, count, thief_depth, victim_depth */
 	on_steal(t, (__u32)ARG(0), (__u32)ARG(1), (__u32)ARG(2), (__u32)ARG(3), (__u32)ARG(4), 0);
 	return 0;
@@ -123,6 +130,8 @@ int usdt_worker_park(struct pt_regs *ctx)
 	__u32 tid;
 	struct thread_state *t = thread_self(ctx, false, &tid);
 
+	if (!self_traced(t))
+		return 0;
 	on_park(t, (__u32)ARG(0));
 	return 0;
 }
@@ -134,6 +143,8 @@ int usdt_worker_unpark(struct pt_regs *ctx)
 	__u32 tid;
 	struct thread_state *t = thread_self(ctx, false, &tid);
 
+	if (!self_traced(t))
+		return 0;
 	on_unpark(t, (__u32)ARG(0));
 	return 0;
 }
@@ -505,7 +516,8 @@ int BPF_KRETPROBE(tokio_poll_ret)
 	if (t)
 		t->woken_hdr = 0;
 	if (!t || !t->task) {
-		stat_inc(AT_STAT_ORPHAN_POLL_END);
+		if (self_traced(t))
+			stat_inc(AT_STAT_ORPHAN_POLL_END);
 		return 0;
 	}
 	task = t->task;
@@ -532,6 +544,8 @@ int BPF_KPROBE(tokio_wake, __u64 hdr)
 	struct tokio_task tt;
 	__u64 now;
 
+	if (!self_traced(t))
+		return 0;
 	tokio_task(t, hdr, &tt);
 	now = on_wake(t, tt.id, t ? t->task : 0, tokio_worker_of(t), AT_QUEUE_NONE, 0,
 		      tt.poll_fn);
@@ -560,12 +574,15 @@ int BPF_KPROBE(tokio_schedule, __u64 hdr)
 	__u32 tid;
 	struct thread_state *t = thread_self(ctx, false, &tid);
 	__s32 queue = tokio_target_queue(t);
-	__u32 depth = tokio_push(t, queue);
 	struct at_task_state *ts = NULL;
 	struct at_task_slot *slot;
 	struct tokio_task tt;
+	__u32 depth;
 	__u64 now;
 
+	if (!self_traced(t))
+		return 0;
+	depth = tokio_push(t, queue);
 	if (t && t->woken_hdr == hdr && (t->flags & AT_TARGET_TOKIO_HDR_CACHE) &&
 	    !tokio_hdr_cache_off &&
 	    (ts = task_find(task_key(t->tgid, t->woken_id), &slot)) && ts->hdr == hdr) {
@@ -592,7 +609,7 @@ static __always_inline void tokio_spawned(void *ctx, __u64 hdr)
 	struct at_task_state *ts;
 	struct tokio_task tt;
 
-	if (!hdr)
+	if (!hdr || !self_traced(t))
 		return;
 	tokio_task(t, hdr, &tt);
 	on_spawn(t, tt.id, t ? t->task : 0, NULL, tt.poll_fn, queue, tokio_push(t, queue));
@@ -629,7 +646,7 @@ int BPF_KPROBE(tokio_remove, void *self, __u64 *task)
 	struct tokio_task tt;
 	__u64 hdr = 0;
 
-	if (bpf_probe_read_user(&hdr, sizeof(hdr), task))
+	if (!self_traced(t) || bpf_probe_read_user(&hdr, sizeof(hdr), task))
 		return 0;
 	tokio_task(t, hdr, &tt);
 	/* tokio may free the Header from here on: it no longer names this task */

@@ -193,7 +193,11 @@ static __always_inline bool tgid_traced(__u32 tgid)
 {
 	__u32 word = tgid / 64;
 
-	return word < AT_TGID_WORDS && (traced_tgids[word] >> (tgid % 64)) & 1;
+	if (word >= AT_TGID_WORDS)
+		return false;
+	/* as in worker_at(): a bound the verifier sees (AT_TGID_WORDS is 2^n) */
+	barrier_var(word);
+	return (traced_tgids[word & (AT_TGID_WORDS - 1)] >> (tgid % 64)) & 1;
 }
 
 struct at_worker_stats worker_stats[AT_MAX_WORKERS] CACHE_LINE;
@@ -516,12 +520,15 @@ static __always_inline struct thread_state *thread_find(__u32 tid)
 /* A thread state to insert from: too large for the BPF stack. */
 static const struct thread_state zero_thread_state;
 
+/* A thread's state, made the first time (for a followed process only). */
 static __always_inline struct thread_state *thread_get(__u32 tid, __u32 tgid)
 {
 	struct thread_state *t = thread_slot(tid);
 
 	if (t && t->tid == tid)
 		return t;
+	if (!tgid_traced(tgid))
+		return NULL;
 	if (t && !t->tid && __sync_val_compare_and_swap(&t->tid, 0, tid) == 0) {
 		/* a slot an exited thread gave back: state this thread had in the hash goes */
 		bpf_map_delete_elem(&threads, &tid);
@@ -635,6 +642,16 @@ static __always_inline __u32 process_slot(const struct thread_state *t)
 	if (t)
 		return t->pslot;
 	return worker_slot_of((__u32)(bpf_get_current_pid_tgid() >> 32), AT_WORKER_PROCESS);
+}
+
+/*
+ * Whether the thread a probe fired on, whose state is t (NULL: none), is of
+ * a followed process: a probe on an image fires for every process that maps
+ * it. A thread state is only ever made for a followed process.
+ */
+static __always_inline bool self_traced(const struct thread_state *t)
+{
+	return t || tgid_traced((__u32)(bpf_get_current_pid_tgid() >> 32));
 }
 
 /* The process of the thread whose state is t (NULL: ask the kernel). */

@@ -384,6 +384,8 @@ static int setup(void **state)
 	memset(worker_stats, 0, sizeof(worker_stats));
 	rq_clock_known = false;
 	memset(traced_tgids, 0, sizeof(traced_tgids));
+	/* the process under test is followed (follow()); others are not, unless a test says */
+	traced_tgids[TGID / 64] |= 1ull << (TGID % 64);
 	rq_clock_offset = 0;
 	memset(&runtime_stats, 0, sizeof(runtime_stats));
 	memset(tokio_depth, 0, sizeof(tokio_depth));
@@ -889,6 +891,7 @@ static void processes_keep_their_tasks_apart(void **state)
 	struct thread b_other = { .tid = 203, .cpu = 3, .tgid = tgid_b };
 	struct at_task_slot *slot;
 
+	follow(tgid_b);
 	spawn(&w0, 7, 0);
 	poll_begin(&w0, 7, 0);
 	poll_end(&w0, 7, 0, 0, AT_QUEUE_NONE);
@@ -1038,6 +1041,29 @@ static void only_a_parked_worker_is_idle(void **state)
 }
 
 /*
+ * Probes on an image fire in every process that maps it: those of a process
+ * not followed leave nothing behind, and make no records.
+ */
+static void processes_not_followed_leave_nothing(void **state)
+{
+	struct thread stranger = { .tid = 301, .cpu = 1, .tgid = 6161 };
+	struct at_worker_key k = { .tgid = 6161, .worker = 0 };
+
+	spawn(&stranger, 7, 0);
+	poll_begin(&stranger, 7, 0);
+	wake(&stranger, 7, 7, 0, 0);
+	poll_end(&stranger, 7, 0, 1, AT_QUEUE_NONE);
+	usdt_steal(on(&stranger, 0, 1, 2, 0, 0));
+	usdt_worker_park(on(&stranger, 0, 0, 0, 0, 0));
+	assert_int_equal(nr_records, 0);
+	assert_null(thread_find(stranger.tid));
+	assert_null(bpf_map_lookup_elem(&worker_slots, &k));
+	assert_null(task_find(task_key(6161, 7), &(struct at_task_slot *){ NULL }));
+	for (__u32 i = 0; i < AT_STAT_NR; i++)
+		assert_int_equal(*(__u64 *)bpf_map_lookup_elem(&stats, &i), 0);
+}
+
+/*
  * What a runtime offers is its process's: a sleep outside a park is no idle
  * time in a process whose runtime says when it parks, and is in one whose
  * runtime does not.
@@ -1159,6 +1185,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(processes_keep_their_tasks_apart, setup, teardown),
 		cmocka_unit_test_setup_teardown(only_a_parked_worker_is_idle, setup, teardown),
 		cmocka_unit_test_setup_teardown(each_process_offers_its_own, setup, teardown),
+		cmocka_unit_test_setup_teardown(processes_not_followed_leave_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(waiting_for_a_cpu_is_not_sleeping, setup, teardown),
 		cmocka_unit_test_setup_teardown(blocked_until_woken_then_runnable, setup, teardown),
 		cmocka_unit_test_setup_teardown(abort_at_a_reused_header, setup, teardown),
