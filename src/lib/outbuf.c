@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -74,6 +76,29 @@ static int open_output(const char *path)
 		return err;
 	}
 	return fd;
+}
+
+int outbuf__check(const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash;
+	struct stat st;
+
+	if (strcmp(path, "-") == 0)
+		return 0;
+	if (lstat(path, &st) == 0)
+		return S_ISLNK(st.st_mode) ? -ELOOP : regular(&st);
+	if (errno != ENOENT)
+		return -errno;
+	/* a new file: its directory must take one */
+	slash = strrchr(path, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	return access(dir, W_OK | X_OK) ? -errno : 0;
 }
 
 const char *outbuf__strerror(int err)

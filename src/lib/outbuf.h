@@ -19,6 +19,13 @@ struct outbuf;
  * directory), before it is truncated. A new file gets mode 0644 less the umask.
  */
 int outbuf__open(struct outbuf **ob, const char *path);
+/*
+ * Whether outbuf__open would take path, asked before anything is created or
+ * truncated (so that one refused output of several leaves the others as
+ * they were): 0, or the error it would give. A file that appears or changes
+ * meanwhile is still judged by outbuf__open.
+ */
+int outbuf__check(const char *path);
 /* What an error of outbuf__open means, for a message. */
 const char *outbuf__strerror(int err);
 void outbuf__free(struct outbuf *ob);

@@ -26,6 +26,15 @@ int outputs__open(struct pipeline *p, const struct options *o, bool live)
 	struct sink *sink;
 	int err;
 
+	/* every output judged before any is created: a refused one leaves the rest untouched */
+	if (o->alerts && (err = outbuf__check(o->alerts))) {
+		err_msg("cannot write alerts to '%s': %s\n", o->alerts, outbuf__strerror(err));
+		return err;
+	}
+	if (o->output && (err = outbuf__check(o->output))) {
+		err_msg("cannot write trace to '%s': %s\n", o->output, outbuf__strerror(err));
+		return err;
+	}
 	err = console__new(&sink, &co);
 	if (!err)
 		err = pipeline__add_sink(p, sink);

@@ -144,6 +144,33 @@ class Errors(unittest.TestCase):
                     self.assertFalse(os.path.exists(os.path.join(d, "created")))
         self.assertIsNone(ex.poll())
 
+    def test_a_refused_output_leaves_the_other_alone(self):
+        """Every output is judged before any is created: a refused trace leaves the alert
+        log as it was (not created, not truncated), and the other way round."""
+        ex = self.executor()
+        d = self.scratch()
+        link = os.path.join(d, "planted")
+        os.symlink(self.victim(d), link)
+        for live in (True, False):
+            for refused, other in (("trace", "alerts"), ("alerts", "trace")):
+                for existing in (False, True):
+                    fresh = os.path.join(d, f"other-{live}-{refused}-{existing}")
+                    if existing:
+                        with open(fresh, "w") as f:
+                            f.write("before\n")
+                    paths = {refused: link, other: fresh}
+                    args = (["-p", ex.pid, "-d", "1"] if live else ["convert", CAPTURE, "-q"])
+                    args += ["-o", paths["trace"], "--format", "json", "--alerts", paths["alerts"]]
+                    with self.subTest(live=live, refused=refused, existing=existing):
+                        r = harness.run_tracer(*args)
+                        self.assertFails(r, 1, f"cannot write {refused} to '{link}': it is a "
+                                               "symbolic link")
+                        if existing:
+                            self.assertEqual(harness.read(fresh), "before\n")
+                        else:
+                            self.assertFalse(os.path.exists(fresh))
+        self.assertIsNone(ex.poll())
+
     def test_output_must_be_a_regular_file(self):
         ex = self.executor()
         d = self.scratch()
