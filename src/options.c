@@ -169,9 +169,10 @@ static const struct opt_def {
 	{ OPT_PROBE_AT, "probe-at", "WHERE", T | R,
 	  "function probes (tokio) at the cheapest equivalent\n"
 	  "instruction (cheapest, default) or at the entry\n" },
-	{ OPT_NO_SANDBOX, "no-sandbox", NULL, T | R,
-	  "once attached, no seccomp filter (capabilities are\n"
-	  "dropped all the same; docs/security.md)\n" },
+	{ OPT_NO_SANDBOX, "no-sandbox", NULL, T | R | C,
+	  "no seccomp filter once attached (convert: once its\n"
+	  "files are open); capabilities are dropped all the\n"
+	  "same (docs/security.md)\n" },
 	{ OPT_EMPTY_PROGRAMS, "empty-programs", NULL, T,
 	  "benchmarks: attach empty BPF programs to the same\n"
 	  "probes and record nothing (the cost floor)\n" },

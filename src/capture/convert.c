@@ -10,6 +10,7 @@
 #include "pipeline.h"
 #include "util.h"
 #include "replay.h"
+#include "sandbox.h"
 
 
 int convert__run(const struct options *o)
@@ -19,7 +20,8 @@ int convert__run(const struct options *o)
 	struct pipeline pipe;
 	struct replay rp;
 	struct run_info info;
-	char why[256];
+	char why[256], calls[512];
+	unsigned long refused;
 	int err, ret;
 
 	err = capture_reader__open(&r, o->capture, why, sizeof(why));
@@ -34,6 +36,23 @@ int convert__run(const struct options *o)
 	err = replay__init(&rp, r, &pipe, &opts.detect, o->detect_given);
 	if (!err)
 		err = outputs__open(&pipe, &opts, false);
+	/*
+	 * The capture is any file the user was handed: everything after this
+	 * line parses it, with the capture and the outputs open and nothing
+	 * more to open, so the sandbox of tracing applies (sandbox.h).
+	 */
+	if (!err) {
+		err = sandbox__drop_privileges(0);
+		if (err)
+			err_msg("failed to drop privileges: %s\n", strerror(-err));
+	}
+	if (!err && !o->no_sandbox) {
+		err = sandbox__filter();
+		if (err)
+			err_msg("failed to install the seccomp filter: %s (--no-sandbox runs "
+				"without it)\n",
+				strerror(-err));
+	}
 	if (err) {
 		pipeline__free(&pipe);
 		replay__free(&rp);
@@ -62,6 +81,13 @@ int convert__run(const struct options *o)
 		err_msg("capture '%s' holds %llu records of kinds this asynctraced does not know "
 			"(%s): skipped; a newer asynctraced converts them\n",
 			o->capture, (unsigned long long)pipe.model.n.unknown, kinds);
+	}
+	refused = sandbox__refused(calls, sizeof(calls));
+	if (refused) {
+		err_msg("the sandbox refused %lu system calls (%s): some of the output may be "
+			"missing; --no-sandbox turns the sandbox off\n",
+			refused, calls);
+		ret = EXIT_FAIL;
 	}
 	pipeline__free(&pipe);
 	replay__free(&rp);

@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import unittest
 import zlib
 
@@ -206,6 +207,34 @@ class Converted(unittest.TestCase):
                 _, rj = self.run_of(name)
                 _, rp = self.run_of(name, "proto")
                 self.assertEqual(json.loads(rj.stdout), json.loads(rp.stdout))
+
+
+class Sandboxed(unittest.TestCase):
+    def test_convert_runs_sandboxed(self):
+        """Parsing a capture it was handed, convert holds no capability and runs under
+        tracing's seccomp filter (docs/security.md); --no-sandbox lifts the filter only."""
+        for extra, seccomp in (([], "2"), (["--no-sandbox"], "0")):
+            with self.subTest(extra=extra):
+                # the trace fills the pipe: convert waits in write(), sandboxed by then
+                p = subprocess.Popen([TRACER, "convert", capture("noisy"), "-q", "-o", "-",
+                                      "--format", "json", *extra],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                status = {}
+                try:
+                    for _ in range(200):
+                        with open("/proc/%d/status" % p.pid) as f:
+                            status = dict(line.split(":", 1) for line in f if ":" in line)
+                        if status.get("NoNewPrivs", "").strip() == "1" and \
+                                status.get("Seccomp", "").strip() in (seccomp, "2"):
+                            break
+                        time.sleep(0.05)
+                finally:
+                    out, err = p.communicate(timeout=60)
+                self.assertEqual(p.returncode, 0, err)
+                self.assertGreater(len(out), 1 << 16)
+                self.assertEqual(status["NoNewPrivs"].strip(), "1")
+                self.assertEqual(status["Seccomp"].strip(), seccomp)
+                self.assertEqual(int(status["CapEff"], 16), 0)
 
 
 class Options(unittest.TestCase):
