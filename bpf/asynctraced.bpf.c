@@ -158,12 +158,6 @@ int usdt_worker_unpark(struct pt_regs *ctx)
 const volatile __u64 tokio_vtable_off = 0x10;
 const volatile __u64 tokio_id_slot = 0x48;
 /*
- * Which of its functions a tokio build kept is the process's (at_target_flag):
- * steal_into probed, steals come from it, not from migrations; remove
- * probed, we know when a task completes, and the Header cache can be
- * trusted (tokio_task_known).
- */
-/*
  * Set when a sampled check found another task at a cached Header: a remove
  * we do not see (inlined for one scheduler type, folded away) let a Header
  * go. The cache is off from then on.
