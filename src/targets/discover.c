@@ -85,13 +85,19 @@ static int scan_usdt(void *ctx, const char *path, const char *target_path,
 	int err;
 
 	(void)map;
+	if (d->images && image_cache__lacks(d->images, path, IMAGE_NO_USDT))
+		return 0;
 	d->scanned++;
 	err = usdt__list(path, AT_USDT_PROVIDER, &probes, &nr);
 	if (err) {
 		if (d->verbose)
 			err_msg("skipping %s: %s\n", target_path, strerror(-err));
+		if (err == -ENOEXEC && d->images)
+			image_cache__note(d->images, path, IMAGE_NO_USDT | IMAGE_NO_TOKIO);
 		return 0;
 	}
+	if (!nr && d->images)
+		image_cache__note(d->images, path, IMAGE_NO_USDT);
 	for (size_t i = 0; i < nr && !err; i++) {
 		merge_spec(d, &probes[i]);
 		err = add_site(d, path, target_path, probes[i].name);
@@ -105,10 +111,18 @@ static int scan_tokio(void *ctx, const char *path, const char *target_path,
 {
 	struct discovery *d = ctx;
 	struct tokio_binary *tb = &d->tokio;
-	int err = tokio__detect(path, &tb->rt);
+	int err;
 
+	if (d->images && image_cache__lacks(d->images, path, IMAGE_NO_TOKIO))
+		return 0;
+	err = tokio__detect(path, &tb->rt);
+	if (err == -ENOENT || err == -ENOEXEC) {
+		if (d->images)
+			image_cache__note(d->images, path, IMAGE_NO_TOKIO);
+		return 0;
+	}
 	if (err)
-		return err == -ENOENT || err == -ENOEXEC ? 0 : err;
+		return err;
 	tb->path = strdup(path);
 	tb->target_path = strdup(target_path);
 	tb->map = *map;

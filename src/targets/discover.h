@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "images.h"
 #include "target.h"
 #include "tokio.h"
 #include "usdt_notes.h"
@@ -43,6 +44,7 @@ struct discovery {
 	unsigned int specs_seen;	/* bits by probe */
 	struct tokio_binary tokio;	/* TOKIO */
 	size_t scanned;			/* ELF files looked at */
+	struct image_cache *images;	/* files known to hold nothing (NULL: none) */
 	/* no runtime found, and the executable is stripped Rust: tokio may be
 	 * in it, but only symbols would show it (src/targets/elf_image.h) */
 	bool stripped;

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <elf.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <setjmp.h>
 #include <cmocka.h>
@@ -349,6 +351,56 @@ static void no_runtime_in_a_c_program(void **state)
 	target__close(&t);
 }
 
+/*
+ * Files found to hold no runtime are remembered by what they are: a second
+ * look at the same process reads none of them (system-wide, every process
+ * maps libc), and a file changed since is read again.
+ */
+static void images_without_a_runtime_are_remembered(void **state)
+{
+	struct image_cache images;
+	struct discovery d = { 0 };
+	char path[] = "/tmp/at-image-XXXXXX";
+	struct timespec later[2] = { { 0, UTIME_OMIT }, { 12345, 0 } };
+	struct target t;
+	size_t first;
+	int fd;
+
+	image_cache__init(&images);
+	assert_int_equal(target__open(&t, getpid()), 0);
+	d.images = &images;
+	assert_int_equal(discover(&d, &t), 0);
+	assert_int_equal(d.kind, RUNTIME_NONE);
+	first = d.scanned;
+	assert_true(first >= 2);
+	discovery__free(&d);
+	d.images = &images;
+	assert_int_equal(discover(&d, &t), 0);
+	assert_int_equal(d.kind, RUNTIME_NONE);
+	assert_int_equal(d.scanned, 0);
+	/* each file skipped twice: no probes, no tokio */
+	assert_int_equal(images.hits, 2 * first);
+	discovery__free(&d);
+	target__close(&t);
+
+	/* a file rebuilt in place (another mtime, size) is looked at again */
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "x", 1), 1);
+	image_cache__note(&images, path, IMAGE_NO_USDT);
+	assert_true(image_cache__lacks(&images, path, IMAGE_NO_USDT));
+	assert_false(image_cache__lacks(&images, path, IMAGE_NO_TOKIO));
+	assert_int_equal(futimens(fd, later), 0);
+	assert_false(image_cache__lacks(&images, path, IMAGE_NO_USDT));
+	image_cache__note(&images, path, IMAGE_NO_TOKIO);
+	assert_int_equal(write(fd, "y", 1), 1);
+	assert_false(image_cache__lacks(&images, path, IMAGE_NO_TOKIO));
+	close(fd);
+	unlink(path);
+	assert_false(image_cache__lacks(&images, path, IMAGE_NO_TOKIO));
+	image_cache__free(&images);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -358,6 +410,7 @@ int main(void)
 		cmocka_unit_test(ourselves_as_a_target),
 		cmocka_unit_test(rust_without_symbols),
 		cmocka_unit_test(no_runtime_in_a_c_program),
+		cmocka_unit_test(images_without_a_runtime_are_remembered),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
