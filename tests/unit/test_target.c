@@ -9,12 +9,16 @@
 #include <string.h>
 #include <elf.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
 #include "discover.h"
+#include "scan.h"
 #include "elf_image.h"
 #include "target.h"
 #include "usdt_notes.h"
@@ -401,6 +405,131 @@ static void images_without_a_runtime_are_remembered(void **state)
 	image_cache__free(&images);
 }
 
+/* A child running argv, once its exec is done (its comm is then want). */
+static pid_t run_child(char *const argv[], const char *want)
+{
+	char path[64], comm[32] = "";
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+	for (int i = 0; i < 200 && strcmp(comm, want); i++) {
+		FILE *f = fopen(path, "r");
+
+		if (f) {
+			if (!fgets(comm, sizeof(comm), f))
+				comm[0] = '\0';
+			comm[strcspn(comm, "\n")] = '\0';
+			fclose(f);
+		}
+		usleep(10000);
+	}
+	assert_string_equal(comm, want);
+	return pid;
+}
+
+static void stop_child(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+/* The pid's hit in a scan, or NULL. */
+static const struct scan_hit *hit_of(const struct scan_result *r, pid_t pid)
+{
+	for (size_t i = 0; i < r->nr; i++)
+		if (r->hits[i].pid == pid)
+			return &r->hits[i];
+	return NULL;
+}
+
+/*
+ * The host's processes with a known runtime, narrowed by name and cgroup:
+ * the sample executor is found, a sleep is not, and an image cache makes
+ * the second look cheaper.
+ */
+static void scan_finds_executors(void **state)
+{
+	char exe[PATH_MAX], cgroup[4096] = "", err[256];
+	char *executor[] = { exe, "--scenario", "healthy", "--rate", "10", "--duration", "20",
+			     "--workers", "2", NULL };
+	char *sleeper[] = { "/bin/sleep", "20", NULL };
+	struct scan_filter f;
+	struct scan_result r;
+	struct image_cache images;
+	pid_t ex, sl;
+	FILE *cg;
+
+	snprintf(exe, sizeof(exe), "%s/sample-executor", build());
+	ex = run_child(executor, "sample-executor");
+	sl = run_child(sleeper, "sleep");
+	image_cache__init(&images);
+
+	/* by name */
+	assert_int_equal(scan_filter__init(&f, "^(sample-exec|sleep)", NULL, NULL, err, sizeof(err)), 0);
+	assert_int_equal(scan__processes(&f, &images, &r), 0);
+	assert_non_null(hit_of(&r, ex));
+	assert_int_equal(hit_of(&r, ex)->kind, RUNTIME_USDT);
+	assert_string_equal(hit_of(&r, ex)->comm, "sample-executor");
+	assert_null(hit_of(&r, sl));
+	assert_true(r.matched >= 2);
+	scan_result__free(&r);
+	/* the second look skips the files the first found empty (the sleep's, libc's) */
+	assert_int_equal(scan__processes(&f, &images, &r), 0);
+	assert_non_null(hit_of(&r, ex));
+	assert_true(images.hits > 0);
+	scan_result__free(&r);
+	scan_filter__free(&f);
+
+	/* excluded by name */
+	assert_int_equal(scan_filter__init(&f, NULL, "^sample", NULL, err, sizeof(err)), 0);
+	assert_int_equal(scan__processes(&f, &images, &r), 0);
+	assert_null(hit_of(&r, ex));
+	scan_result__free(&r);
+	scan_filter__free(&f);
+
+	/* by cgroup: ours (the child's too), given either way; or one that holds nothing */
+	cg = fopen("/proc/self/cgroup", "r");
+	assert_non_null(cg);
+	while (fgets(cgroup, sizeof(cgroup), cg) && strncmp(cgroup, "0::", 3))
+		;
+	fclose(cg);
+	cgroup[strcspn(cgroup, "\n")] = '\0';
+	if (!strncmp(cgroup, "0::", 3)) {
+		char mounted[4200];
+
+		snprintf(mounted, sizeof(mounted), "/sys/fs/cgroup%s", cgroup + 3);
+		for (int i = 0; i < 2; i++) {
+			assert_int_equal(scan_filter__init(&f, "^sample", NULL, i ? mounted : cgroup + 3,
+							   err, sizeof(err)), 0);
+			assert_int_equal(scan__processes(&f, &images, &r), 0);
+			assert_non_null(hit_of(&r, ex));
+			scan_result__free(&r);
+			scan_filter__free(&f);
+		}
+	}
+	assert_int_equal(scan_filter__init(&f, NULL, NULL, "/no/such.slice", err, sizeof(err)), 0);
+	assert_int_equal(scan__processes(&f, &images, &r), 0);
+	assert_int_equal(r.nr, 0);
+	assert_int_equal(r.matched, 0);
+	scan_result__free(&r);
+	scan_filter__free(&f);
+
+	/* a pattern that is none */
+	assert_int_equal(scan_filter__init(&f, "(", NULL, NULL, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "--comm '(' is not a regular expression"));
+	assert_int_equal(scan_filter__init(&f, NULL, "[", NULL, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "--exclude-comm '[' is not a regular expression"));
+
+	image_cache__free(&images);
+	stop_child(ex);
+	stop_child(sl);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -411,6 +540,7 @@ int main(void)
 		cmocka_unit_test(rust_without_symbols),
 		cmocka_unit_test(no_runtime_in_a_c_program),
 		cmocka_unit_test(images_without_a_runtime_are_remembered),
+		cmocka_unit_test(scan_finds_executors),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: MIT
+#include "scan.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CGROUP2_MOUNT "/sys/fs/cgroup"
+
+static int compile(regex_t *re, const char *what, const char *pattern, char *err,
+		   size_t err_len)
+{
+	char why[128];
+	int ret = regcomp(re, pattern, REG_EXTENDED | REG_NOSUB);
+
+	if (!ret)
+		return 0;
+	regerror(ret, re, why, sizeof(why));
+	snprintf(err, err_len, "%s '%s' is not a regular expression: %s", what, pattern, why);
+	return -EINVAL;
+}
+
+int scan_filter__init(struct scan_filter *f, const char *comm, const char *exclude,
+		      const char *cgroup, char *err, size_t err_len)
+{
+	size_t len;
+
+	memset(f, 0, sizeof(*f));
+	if (comm) {
+		if (compile(&f->comm, "--comm", comm, err, err_len))
+			return -EINVAL;
+		f->comm_set = true;
+	}
+	if (exclude) {
+		if (compile(&f->exclude, "--exclude-comm", exclude, err, err_len)) {
+			scan_filter__free(f);
+			return -EINVAL;
+		}
+		f->exclude_set = true;
+	}
+	if (cgroup) {
+		if (!strncmp(cgroup, CGROUP2_MOUNT "/", sizeof(CGROUP2_MOUNT)))
+			cgroup += sizeof(CGROUP2_MOUNT) - 1;
+		else if (!strcmp(cgroup, CGROUP2_MOUNT))
+			cgroup = "/";
+		/* "/a/b", whatever the slashes given */
+		if (asprintf(&f->cgroup, "%s%s", cgroup[0] == '/' ? "" : "/", cgroup) < 0) {
+			f->cgroup = NULL;
+			scan_filter__free(f);
+			return -ENOMEM;
+		}
+		len = strlen(f->cgroup);
+		while (len > 1 && f->cgroup[len - 1] == '/')
+			f->cgroup[--len] = '\0';
+	}
+	return 0;
+}
+
+void scan_filter__free(struct scan_filter *f)
+{
+	if (f->comm_set)
+		regfree(&f->comm);
+	if (f->exclude_set)
+		regfree(&f->exclude);
+	free(f->cgroup);
+	memset(f, 0, sizeof(*f));
+}
+
+/* Whether the process's cgroup v2 path ("0::/a/b") lies in the subtree at want. */
+static bool in_cgroup(pid_t pid, const char *want)
+{
+	char path[64], line[4096];
+	size_t n = strlen(want);
+	bool in = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!in && fgets(line, sizeof(line), f)) {
+		const char *cg;
+
+		line[strcspn(line, "\n")] = '\0';
+		if (strncmp(line, "0::", 3))
+			continue; /* a cgroup v1 hierarchy */
+		cg = line + 3;
+		in = !strcmp(want, "/") ||
+		     (!strncmp(cg, want, n) && (cg[n] == '\0' || cg[n] == '/'));
+	}
+	fclose(f);
+	return in;
+}
+
+bool scan_filter__match(const struct scan_filter *f, pid_t pid, const char *comm)
+{
+	if (f->comm_set && regexec(&f->comm, comm, 0, NULL, 0))
+		return false;
+	if (f->exclude_set && !regexec(&f->exclude, comm, 0, NULL, 0))
+		return false;
+	return !f->cgroup || in_cgroup(pid, f->cgroup);
+}
+
+static int cmp_hit(const void *a, const void *b)
+{
+	const struct scan_hit *x = a, *y = b;
+
+	return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+/* A process's name, from /proc: false if it is gone. */
+static bool comm_of(pid_t pid, char *comm, size_t len)
+{
+	char path[64];
+	FILE *f;
+	bool ok;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	ok = fgets(comm, (int)len, f) != NULL;
+	fclose(f);
+	comm[strcspn(comm, "\n")] = '\0';
+	return ok;
+}
+
+/* One process: its name and cgroup against the filter, then what it runs. 0 or -ENOMEM. */
+static int examine(const struct scan_filter *f, struct image_cache *images, pid_t pid,
+		   struct scan_result *r)
+{
+	struct discovery d = { .images = images };
+	char comm[TARGET_COMM_LEN];
+	struct scan_hit *hits;
+	struct target t;
+	int err;
+
+	if (!comm_of(pid, comm, sizeof(comm)) || !scan_filter__match(f, pid, comm))
+		return 0;
+	r->matched++;
+	err = target__open(&t, pid);
+	if (err) {
+		target__close(&t);
+		r->unreadable++; /* gone meanwhile, or not ours to read */
+		return 0;
+	}
+	err = discover(&d, &t);
+	if (err) {
+		r->unreadable++;
+	} else if (d.kind != RUNTIME_NONE) {
+		hits = realloc(r->hits, (r->nr + 1) * sizeof(*hits));
+		if (!hits) {
+			err = -ENOMEM;
+		} else {
+			r->hits = hits;
+			hits[r->nr].pid = pid;
+			hits[r->nr].kind = d.kind;
+			snprintf(hits[r->nr].comm, sizeof(hits[r->nr].comm), "%s", t.comm);
+			r->nr++;
+		}
+	}
+	discovery__free(&d);
+	target__close(&t);
+	return err == -ENOMEM ? err : 0;
+}
+
+int scan__processes(const struct scan_filter *f, struct image_cache *images,
+		    struct scan_result *r)
+{
+	DIR *dir = opendir("/proc");
+	struct dirent *de;
+	pid_t self = getpid();
+	int err = 0;
+
+	memset(r, 0, sizeof(*r));
+	if (!dir)
+		return -errno;
+	while (!err && (de = readdir(dir))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+
+		if (*end || pid <= 0 || pid == self)
+			continue;
+		err = examine(f, images, (pid_t)pid, r);
+	}
+	closedir(dir);
+	if (r->nr)
+		qsort(r->hits, r->nr, sizeof(*r->hits), cmp_hit);
+	return err;
+}
+
+void scan_result__free(struct scan_result *r)
+{
+	free(r->hits);
+	memset(r, 0, sizeof(*r));
+}

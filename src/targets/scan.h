@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The processes of the host that run a known runtime, as system-wide
+ * tracing starts from: every process under /proc, narrowed by its name
+ * (--comm, --exclude-comm) and its cgroup (--cgroup: a systemd unit or a
+ * container), each examined by discover() with an image cache, so that
+ * files already found empty cost a stat.
+ */
+#ifndef SCAN_H
+#define SCAN_H
+
+#include <regex.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "discover.h"
+#include "images.h"
+#include "target.h"
+
+struct scan_filter {
+	bool comm_set, exclude_set;
+	regex_t comm;		/* the name must match (extended regex) */
+	regex_t exclude;	/* ... and must not match */
+	char *cgroup;		/* a cgroup v2 path: that subtree only; NULL: any */
+};
+
+/*
+ * Compiles the filter; NULL for what is not given. cgroup: as
+ * /proc/PID/cgroup says it ("/system.slice/x.service"), or under the
+ * cgroup2 mount ("/sys/fs/cgroup/system.slice/x.service"). 0, or -EINVAL
+ * with what is wrong in err.
+ */
+int scan_filter__init(struct scan_filter *f, const char *comm, const char *exclude,
+		      const char *cgroup, char *err, size_t err_len);
+void scan_filter__free(struct scan_filter *f);
+/* Whether process pid, named comm, passes the filter. */
+bool scan_filter__match(const struct scan_filter *f, pid_t pid, const char *comm);
+
+struct scan_hit {
+	pid_t pid;
+	char comm[TARGET_COMM_LEN];
+	enum runtime_kind kind;
+};
+
+struct scan_result {
+	struct scan_hit *hits;	/* processes with a known runtime, by pid */
+	size_t nr;
+	size_t matched;		/* processes that passed the filter */
+	size_t unreadable;	/* of those, not examined (gone, or not ours to read) */
+};
+
+/* Every process that passes f and runs a known runtime. 0, or -errno. */
+int scan__processes(const struct scan_filter *f, struct image_cache *images,
+		    struct scan_result *r);
+void scan_result__free(struct scan_result *r);
+
+#endif
