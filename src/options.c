@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "scan.h"
 #include "util.h"
 
 #define VERSION "0.3.0"
@@ -30,22 +31,23 @@ static const struct {
 } commands[] = {
 	[CMD_TRACE] = {
 		"trace",
-		"asynctraced [trace] -p PID [options]\n"
-		"       asynctraced record -p PID -o CAPTURE [options]\n"
+		"asynctraced [trace] [-p PID] [options]\n"
+		"       asynctraced record [-p PID] -o CAPTURE [options]\n"
 		"       asynctraced convert CAPTURE [-o TRACE] [options]\n"
 		"       asynctraced help [COMMAND]\n",
-		"Trace the async executor running as PID: every poll, wake, spawn, steal\n"
-		"and park, aggregated in BPF maps, with live alerts and a report, and with\n"
-		"-o a trace for Perfetto; until Ctrl-C, -d or the target's exit. `record`\n"
-		"writes the raw events to a capture as cheaply as possible; `convert`\n"
-		"turns a capture into a trace, alerts and the report, exactly as tracing\n"
-		"live would have. Each has its own options: asynctraced help COMMAND.\n",
+		"Trace the async executor running as PID (without -p: the one the host\n"
+		"runs): every poll, wake, spawn, steal and park, aggregated in BPF maps,\n"
+		"with live alerts and a report, and with -o a trace for Perfetto; until\n"
+		"Ctrl-C, -d or the target's exit. `record` writes the raw events to a\n"
+		"capture as cheaply as possible; `convert` turns a capture into a trace,\n"
+		"alerts and the report, exactly as tracing live would have. Each has its\n"
+		"own options: asynctraced help COMMAND.\n",
 		"SIGUSR1 prints the report so far. Exit status: 0 success, 1 failure,\n"
 		"2 usage error.\n",
 	},
 	[CMD_RECORD] = {
 		"record",
-		"asynctraced record -p PID -o CAPTURE [options]\n",
+		"asynctraced record [-p PID] -o CAPTURE [options]\n",
 		"Record the async executor running as PID into a capture, as cheaply as\n"
 		"possible: every record of the ring buffer, every sample of the maps, and\n"
 		"the names only the live target can give. Nothing is modelled or detected\n"
@@ -85,6 +87,9 @@ enum {
 	OPT_EMPTY_PROGRAMS,
 	OPT_PROBE_AT,
 	OPT_NO_SANDBOX,
+	OPT_COMM,
+	OPT_EXCLUDE_COMM,
+	OPT_CGROUP,
 };
 
 /*
@@ -100,7 +105,19 @@ static const struct opt_def {
 	unsigned cmds;	  /* T, R, C: the commands that take it */
 	const char *help; /* lines, each ending in \n */
 } opt_defs[] = {
-	{ 'p', "pid", "PID", T | R, "process to trace (required)\n" },
+	{ 'p', "pid", "PID", T | R,
+	  "process to trace (default: the host's process that\n"
+	  "runs a known runtime, as the options below narrow\n"
+	  "them)\n" },
+	{ OPT_COMM, "comm", "REGEX", T | R,
+	  "without -p: only processes whose name (comm)\n"
+	  "matches this extended regular expression\n" },
+	{ OPT_EXCLUDE_COMM, "exclude-comm", "REGEX", T | R,
+	  "without -p: not processes whose name matches\n" },
+	{ OPT_CGROUP, "cgroup", "PATH", T | R,
+	  "without -p: only processes in this cgroup v2\n"
+	  "subtree (a systemd unit, a container), as\n"
+	  "/proc/PID/cgroup names it or under /sys/fs/cgroup\n" },
 	{ 'd', "duration", "SECONDS", T | R,
 	  "stop after this long (default: until Ctrl-C or the\n"
 	  "target exits)\n" },
@@ -565,9 +582,19 @@ static int check(struct options *o)
 			err_msg("convert needs a capture: asynctraced convert FILE [-o TRACE]\n");
 			return try_help(o->command);
 		}
-	} else if (!o->pid) {
-		err_msg("no target: give -p PID\n");
+	} else if (o->pid && (o->comm || o->exclude_comm || o->cgroup)) {
+		err_msg("--comm, --exclude-comm and --cgroup choose the target without -p: give "
+			"-p or those\n");
 		return try_help(o->command);
+	} else if (!o->pid) {
+		struct scan_filter f;
+		char why[256];
+
+		if (scan_filter__init(&f, o->comm, o->exclude_comm, o->cgroup, why, sizeof(why))) {
+			err_msg("%s\n", why);
+			return try_help(o->command);
+		}
+		scan_filter__free(&f);
 	}
 	if (o->command == CMD_RECORD && !o->output) {
 		err_msg("record needs a file to write: -o FILE\n");
@@ -662,6 +689,15 @@ static int take_option(struct options *o, int c, const char *arg)
 			return EXIT_USAGE;
 		}
 		o->pid = n;
+		return 0;
+	case OPT_COMM:
+		o->comm = arg;
+		return 0;
+	case OPT_EXCLUDE_COMM:
+		o->exclude_comm = arg;
+		return 0;
+	case OPT_CGROUP:
+		o->cgroup = arg;
 		return 0;
 	case 'd':
 		if (parse_duration(arg, 1000000000ull, &o->duration_ns) || !o->duration_ns)

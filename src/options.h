@@ -43,7 +43,10 @@ enum {
 struct options {
 	enum command command;
 	const char *capture;	/* convert: the capture to read */
-	pid_t pid;
+	pid_t pid;		/* 0: the host's process with a known runtime (scan.h) */
+	const char *comm;	/* without -p: only processes whose name matches */
+	const char *exclude_comm; /* ... and does not */
+	const char *cgroup;	/* ... in this cgroup v2 subtree */
 	uint64_t duration_ns;	/* 0: until stopped */
 	const char *output;	/* trace file (record: the capture), or NULL */
 	enum trace_format format;

@@ -29,6 +29,7 @@
 #include "report.h"
 #include "sampler.h"
 #include "sandbox.h"
+#include "scan.h"
 #include "session.h"
 #include "target.h"
 #include "tracer.h"
@@ -551,14 +552,78 @@ static int finish(struct session *s, const char *why)
 	return ret;
 }
 
+/*
+ * No -p: the host's process that runs a known runtime, as --comm,
+ * --exclude-comm and --cgroup narrow them. Tracing several at once is not
+ * built yet: when several do, they are named and -p is asked for.
+ */
+static int pick_target(const struct options *o, pid_t *pid)
+{
+	bool narrowed = o->comm || o->exclude_comm || o->cgroup;
+	struct image_cache images;
+	struct scan_filter f;
+	struct scan_result r;
+	char why[256], list[512] = "";
+	size_t len = 0, i;
+	int err;
+
+	err = scan_filter__init(&f, o->comm, o->exclude_comm, o->cgroup, why, sizeof(why));
+	if (err) {
+		err_msg("%s\n", why);
+		return err;
+	}
+	image_cache__init(&images);
+	err = scan__processes(&f, &images, &r);
+	image_cache__free(&images);
+	scan_filter__free(&f);
+	if (err) {
+		err_msg("cannot look through the host's processes: %s\n", strerror(-err));
+		return err;
+	}
+	if (r.nr == 1) {
+		*pid = r.hits[0].pid;
+		scan_result__free(&r);
+		return 0;
+	}
+	for (i = 0; i < r.nr && len + 40 < sizeof(list); i++)
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d (%s)", i ? ", " : "",
+					r.hits[i].pid, r.hits[i].comm);
+	if (!r.nr)
+		err_msg("no process %s runs a known runtime (%s USDT probes, or tokio): %zu "
+			"looked at%s; give -p PID to name one\n",
+			narrowed ? "that --comm, --exclude-comm and --cgroup let through"
+				 : "on this host",
+			AT_USDT_PROVIDER, r.matched, r.unreadable ? ", some could not be read" : "");
+	else
+		err_msg("%zu processes run a known runtime: %s%s; asynctraced traces one at a time "
+			"for now: give -p PID, or narrow them with --comm, --exclude-comm or "
+			"--cgroup\n",
+			r.nr, list, i < r.nr ? ", ..." : "");
+	scan_result__free(&r);
+	return -ENOENT;
+}
+
 int session__run(const struct options *o)
 {
 	struct session s = { .o = o, .sfd = -1 };
+	struct options picked;
 	sigset_t sigs;
 	const char *why;
 	int err, ret = EXIT_FAIL;
 
+	if (!o->pid) {
+		if (!sandbox__privileged()) {
+			err_msg("must run as root, or with the capabilities %s (docs/security.md)\n",
+				SANDBOX_CAPS_NEEDED);
+			return EXIT_FAIL;
+		}
+		picked = *o;
+		if (pick_target(o, &picked.pid))
+			return EXIT_FAIL;
+		s.o = o = &picked;
+	}
 	err = target__open(&s.target, o->pid);
+
 	if (err) {
 		if (err == -ESRCH)
 			err_msg("no process with pid %d\n", o->pid);

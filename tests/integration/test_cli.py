@@ -84,10 +84,18 @@ class Typos(unittest.TestCase):
         self.assertUsage(["help", "recrod"], "unknown command 'recrod': the commands are "
                                              "trace, record, convert and help")
 
-    def test_missing_target(self):
-        self.assertUsage([], "no target: give -p PID")
-        self.assertUsage(["record", "-o", "x.atcap"], "no target: give -p PID",
-                         "asynctraced record")
+    def test_target_choice(self):
+        self.assertUsage(["-p", "1", "--comm", "x"], "--comm, --exclude-comm and --cgroup "
+                         "choose the target without -p: give -p or those")
+        self.assertUsage(["record", "-o", "x.atcap", "-p", "1", "--cgroup", "/x"],
+                         "--comm, --exclude-comm and --cgroup choose the target without -p: "
+                         "give -p or those", "asynctraced record")
+        for opt, bad in (("--comm", "("), ("--exclude-comm", "[a")):
+            r = harness.run_tracer(opt, bad)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertTrue(r.stderr.startswith(f"asynctraced: {opt} '{bad}' is not a regular "
+                                                "expression: "), r.stderr)
+            self.assertTrue(r.stderr.endswith("try 'asynctraced --help'\n"), r.stderr)
         self.assertUsage(["convert"], "convert needs a capture: asynctraced convert FILE "
                                       "[-o TRACE]", "asynctraced convert")
 

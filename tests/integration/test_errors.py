@@ -282,8 +282,28 @@ class Errors(unittest.TestCase):
         self.assertFails(harness.run_tracer("-p", ex.pid, "--btf", "/nonexistent/vmlinux"), 1,
                          "cannot read BTF file '/nonexistent/vmlinux'")
 
+    def test_target_found_without_pid(self):
+        """No -p: the host's one process that runs a known runtime is traced; several are
+        named, and -p asked for; none that the filters let through is said so."""
+        ex = self.executor()
+        r = harness.run_tracer("-d", "1", "-q", "--comm", "^sample-exec")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"tracing pid {ex.pid} (sample-executor)", r.stderr)
+        r = harness.run_tracer("-d", "1", "-q", "--cgroup", "/no/such.slice")
+        self.assertFails(r, 1, "no process that --comm, --exclude-comm and --cgroup let "
+                               "through runs a known runtime")
+        r = harness.run_tracer("-d", "1", "-q", "--exclude-comm", "^sample-exec")
+        self.assertFails(r, 1, "runs a known runtime")
+        self.assertNotIn("Ctrl-C to stop", r.stderr)
+        other = self.executor()
+        r = harness.run_tracer("-d", "1", "-q", "--comm", "^sample-exec")
+        first, second = sorted((ex.pid, other.pid))
+        self.assertFails(r, 1, f"2 processes run a known runtime: {first} (sample-executor), "
+                               f"{second} (sample-executor); asynctraced traces one at a time "
+                               "for now: give -p PID")
+        self.assertIsNone(ex.poll())
+
     def test_usage(self):
-        self.assertFails(harness.run_tracer(), 2, "no target: give -p PID")
         self.assertFails(harness.run_tracer("-p", "abc"), 2, "invalid pid 'abc'")
         self.assertFails(harness.run_tracer("-p", "1", "-d", "soon"), 2, "invalid duration")
         self.assertFails(harness.run_tracer("-p", "1", "--long-poll", "fast"), 2,
@@ -293,7 +313,7 @@ class Errors(unittest.TestCase):
         self.assertFails(harness.run_tracer("-p", "1", "extra"), 2, "unexpected argument")
         r = harness.run_tracer("--help")
         self.assertEqual(r.returncode, 0)
-        self.assertIn("usage: asynctraced [trace] -p PID", r.stdout)
+        self.assertIn("usage: asynctraced [trace] [-p PID]", r.stdout)
         # typos and each command's help: test_cli.py
 
     def test_executor_waits_for_a_tracer_and_gives_up(self):
