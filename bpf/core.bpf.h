@@ -70,6 +70,7 @@ struct thread_state {
 	__u32 wakes;		/* by others */
 	__u32 self_wakes;
 	__u64 born;		/* the task was first seen */
+	__u64 charged;		/* the thread's CPU time as the kernel charged it, at poll begin */
 	/* tokio: the last task Header this thread resolved (see tokio_task()) */
 	__u64 hdr;
 	__u64 hdr_id;
@@ -271,6 +272,20 @@ static __always_inline __u64 next_wake_id(void)
 	__u64 n = c ? __sync_fetch_and_add(&c->wake_seq, 1) + 1 : 0;
 
 	return at_wake_flow_id(bpf_get_smp_processor_id(), n);
+}
+
+/*
+ * The kernel charges CPU time to threads a tick at a time (CONFIG_HZ; 0
+ * when its configuration cannot be read: then nothing is said of it).
+ */
+extern unsigned int CONFIG_HZ __kconfig __weak;
+
+/* The CPU time the kernel has charged the current thread so far (utime + stime). */
+static __always_inline __u64 charged_cpu(void)
+{
+	struct task_struct *p = bpf_get_current_task_btf();
+
+	return p->utime + p->stime;
 }
 
 /* Zeroed values to insert from: too large for the BPF stack. */
@@ -1088,6 +1103,8 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
 	t->wakes = 0;
 	t->self_wakes = 0;
 	t->born = now;
+	if (long_poll_ns && CONFIG_HZ)
+		t->charged = charged_cpu();
 	ts = task_settle(task_key(t->tgid, task), ts, &slot, name_addr, now);
 	if (ts) {
 		/* its latest poll from now: an older poll's late end no longer leaves it idle */
@@ -1244,13 +1261,25 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 {
 	__u64 now = bpf_ktime_get_ns(), dur;
 	struct at_poll_self_wake *pw;
+	__u64 cpu = 0, charged;
 	struct at_poll *e;
+	__u8 flags = 0;
 
 	t->task = 0;
 	if (t->off_cpu)
 		back_on_cpu(t, now, true);
 	t->oncpu += now - t->since;
 	dur = now - t->begin;
+	/*
+	 * On the CPU long enough to be a long poll: how much of it the kernel
+	 * charged the thread for, a tick's worth allowed (the detector judges
+	 * by that: at_poll.cpu_ns).
+	 */
+	if (long_poll_ns && CONFIG_HZ && t->oncpu >= long_poll_ns) {
+		charged = charged_cpu() - t->charged + 1000000000ull / CONFIG_HZ;
+		cpu = charged < t->oncpu ? charged : t->oncpu;
+		flags = AT_POLL_CPU_CHARGED;
+	}
 	account_poll(t, task, slot, dur);
 	if (ready) {
 		COUNT_AT(t->pslot, completed, 1);
@@ -1298,10 +1327,12 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 	e->nr_preempted = t->nr_preempted;
 	e->ready = ready != 0;
 	e->spare = t->spare;
-	e->pad[0] = e->pad[1] = 0;
+	e->flags = flags;
+	e->pad = 0;
 	e->queued_on = t->queued_on;
 	e->queued_depth = t->queued_depth;
 	e->holder_begin = t->holder_begin;
+	e->cpu_ns = cpu;
 	event_submit(e);
 }
 

@@ -157,7 +157,8 @@ struct at_poll {
 	 * before this was measured).
 	 */
 	__u8 spare;
-	__u8 pad[2];
+	__u8 flags;		/* AT_POLL_* */
+	__u8 pad;
 	__s32 queued_on;	/* the queue it waited in; AT_QUEUE_NONE unknown */
 	__u32 queued_depth;	/* that queue's depth right after its push */
 	/*
@@ -165,7 +166,22 @@ struct at_poll {
 	 * when that poll began (what held the task up); 0 otherwise.
 	 */
 	__u64 holder_begin;
+	/*
+	 * Appended (a reader takes a poll that ends before it), known with
+	 * AT_POLL_CPU_CHARGED: the part of oncpu_ns the kernel charged the
+	 * thread for (its utime + stime over the poll, which the kernel counts
+	 * a tick at a time: one tick more is allowed). The rest of oncpu_ns the
+	 * CPU spent elsewhere while the thread was nominally running: a host
+	 * that paused the virtual CPU (on a guest that reports no steal time),
+	 * or interrupt work.
+	 */
+	__u64 cpu_ns;
 };
+
+/* at_poll.flags */
+#define AT_POLL_CPU_CHARGED 1	/* cpu_ns is known */
+/* The shortest at_poll a reader takes: before cpu_ns was appended. */
+#define AT_POLL_MIN_SIZE 128
 
 /*
  * Flow ids: the arrows of a trace, from a wake (or spawn) to the poll it
@@ -597,7 +613,7 @@ AT_PIN_OFF(struct at_spawn, depth, 52);
 AT_PIN_OFF(struct at_spawn, name, 56);
 AT_PIN_OFF(struct at_spawn, name_addr, 184);
 
-AT_PIN_SIZE(struct at_poll, 128);
+AT_PIN_SIZE(struct at_poll, 136);
 AT_PIN_OFF(struct at_poll, hdr, 0);
 AT_PIN_OFF(struct at_poll, task, 24);
 AT_PIN_OFF(struct at_poll, duration_ns, 32);
@@ -615,10 +631,13 @@ AT_PIN_OFF(struct at_poll, nr_blocked, 104);
 AT_PIN_OFF(struct at_poll, nr_preempted, 106);
 AT_PIN_OFF(struct at_poll, ready, 108);
 AT_PIN_OFF(struct at_poll, spare, 109);
-AT_PIN_OFF(struct at_poll, pad, 110);
+AT_PIN_OFF(struct at_poll, flags, 110);
+AT_PIN_OFF(struct at_poll, pad, 111);
 AT_PIN_OFF(struct at_poll, queued_on, 112);
 AT_PIN_OFF(struct at_poll, queued_depth, 116);
 AT_PIN_OFF(struct at_poll, holder_begin, 120);
+/* appended: a record of the first version ends here (AT_POLL_MIN_SIZE) */
+AT_PIN_OFF(struct at_poll, cpu_ns, AT_POLL_MIN_SIZE);
 
 AT_PIN_SIZE(struct at_wake, 64);
 AT_PIN_OFF(struct at_wake, hdr, 0);
@@ -630,9 +649,9 @@ AT_PIN_OFF(struct at_wake, queue, 52);
 AT_PIN_OFF(struct at_wake, depth, 56);
 AT_PIN_OFF(struct at_wake, pad, 60);
 
-AT_PIN_SIZE(struct at_poll_self_wake, 192);
+AT_PIN_SIZE(struct at_poll_self_wake, 200);
 AT_PIN_OFF(struct at_poll_self_wake, poll, 0);
-AT_PIN_OFF(struct at_poll_self_wake, wake, 128);
+AT_PIN_OFF(struct at_poll_self_wake, wake, 136);
 
 AT_PIN_SIZE(struct at_steal, 48);
 AT_PIN_OFF(struct at_steal, hdr, 0);

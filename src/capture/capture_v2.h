@@ -4,8 +4,8 @@
  * (capture.c). Their record header was 16 bytes: kind, size, tid, ts, with
  * no pid, since a capture held one process. Version 3's header adds the pid
  * (struct at_hdr); every other field of every record is where it was,
- * 8 bytes further on. Here an old record is widened to the new layout,
- * with the pid of the capture's process.
+ * 8 bytes further on, and a poll ends with cpu_ns. Here an old record is
+ * widened to the new layout, with the pid of the capture's process.
  */
 #ifndef CAPTURE_V2_H
 #define CAPTURE_V2_H
@@ -23,10 +23,10 @@
  * written in out (at least size + CAPTURE_V2_GROWTH bytes) as version 3's:
  * its header, and that of a wake riding in a poll record, take the pid
  * (the process record's own pid for itself; 0 for ticks and the end, which
- * are about the session). Returns the new size, or 0 when it would not fit
- * a record's 16-bit size.
+ * are about the session), and a poll takes at_poll.cpu_ns, not known.
+ * Returns the new size, or 0 when it would not fit a record's 16-bit size.
  */
-#define CAPTURE_V2_GROWTH 16
+#define CAPTURE_V2_GROWTH 24
 size_t capture_v2__widen(const void *rec, size_t size, uint32_t pid, void *out);
 
 #endif

@@ -88,16 +88,26 @@ void detector__free(struct detector *d)
 	memset(d, 0, sizeof(*d));
 }
 
+uint64_t poll_cpu_ns(const struct at_poll *p)
+{
+	if (p->hdr.size >= offsetof(struct at_poll, cpu_ns) + sizeof(p->cpu_ns) &&
+	    (p->flags & AT_POLL_CPU_CHARGED))
+		return p->cpu_ns;
+	return p->oncpu_ns;
+}
+
 enum poll_cause poll_cause(const struct at_poll *p, uint64_t long_ns)
 {
+	uint64_t cpu = poll_cpu_ns(p);
+
 	/*
 	 * What the task did comes first: a poll that computed (or slept) for
 	 * long_ns on its own was long by its own doing, however much it was
 	 * also preempted on a busy machine.
 	 */
-	if (long_ns && (p->oncpu_ns >= long_ns || p->blocked_ns >= long_ns))
-		return p->oncpu_ns >= p->blocked_ns ? CAUSE_CPU : CAUSE_BLOCKED;
-	if (p->oncpu_ns >= p->blocked_ns && p->oncpu_ns >= p->runnable_ns)
+	if (long_ns && (cpu >= long_ns || p->blocked_ns >= long_ns))
+		return cpu >= p->blocked_ns ? CAUSE_CPU : CAUSE_BLOCKED;
+	if (cpu >= p->blocked_ns && cpu >= p->runnable_ns)
 		return CAUSE_CPU;
 	return p->blocked_ns >= p->runnable_ns ? CAUSE_BLOCKED : CAUSE_PREEMPTED;
 }
@@ -224,11 +234,12 @@ static struct worker_watch *watch_worker(struct detector *d, uint32_t worker)
  * What the task itself spent of a poll: computing, or asleep in a call it
  * made. Time runnable without a CPU is the host's doing (other processes,
  * a CPU quota), not the task's: it makes no long poll of an innocent task,
- * however long it held the worker.
+ * however long it held the worker; nor does time on the CPU that the
+ * kernel did not charge the thread for (poll_cpu_ns()).
  */
 static uint64_t poll_own_ns(const struct at_poll *p)
 {
-	return p->oncpu_ns + p->blocked_ns;
+	return poll_cpu_ns(p) + p->blocked_ns;
 }
 
 /* The worker was held that long, whatever the cause: it explains a wait in its queue. */

@@ -136,6 +136,13 @@ void detector__finish(struct detector *d, struct model *m, uint64_t now);
  * Where a poll's time went. With long_ns, a poll that spent that long on the
  * CPU (or asleep) is cpu-bound (blocked) even if it was preempted longer.
  */
+/*
+ * A poll's time on the CPU that was its own: what the kernel charged its
+ * thread for (at_poll.cpu_ns), where known; else all its time on the CPU.
+ * Not a host's pause of the virtual CPU, nor interrupt work, while the
+ * thread was nominally running.
+ */
+uint64_t poll_cpu_ns(const struct at_poll *p);
 enum poll_cause poll_cause(const struct at_poll *p, uint64_t long_ns);
 const char *poll_cause_str(enum poll_cause c);
 const char *alert_kind_str(enum alert_kind k);

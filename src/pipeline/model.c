@@ -13,7 +13,7 @@
 
 static const uint16_t record_size[AT_EV_KIND_MAX] = {
 	[AT_EV_SPAWN] = sizeof(struct at_spawn),
-	[AT_EV_POLL] = sizeof(struct at_poll),
+	[AT_EV_POLL] = AT_POLL_MIN_SIZE,
 	[AT_EV_WAKE] = sizeof(struct at_wake),
 	[AT_EV_STEAL] = sizeof(struct at_steal),
 	[AT_EV_PARK] = sizeof(struct at_park),

@@ -137,8 +137,8 @@ class Record(unittest.TestCase):
         for _, kind, rec in recs:
             want = 0 if kind in (0x8004, 0x800a) else pid
             self.assertEqual(capfile.HDR.unpack_from(rec)[4], want, hex(kind))
-            if kind == 2 and len(rec) >= 192:   # a poll with its self-wake appended
-                self.assertEqual(capfile.HDR.unpack_from(rec, 128)[4], pid)
+            if kind == 2 and len(rec) >= 200:   # a poll with its self-wake appended
+                self.assertEqual(capfile.HDR.unpack_from(rec, 136)[4], pid)
         js, pf, report, log = self.convert_all(cap)
         got = report["counts"]
         self.assertEqual(got["tasks_spawned"], counts["tasks"])

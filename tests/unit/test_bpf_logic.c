@@ -184,6 +184,15 @@ __u64 bpf_get_current_pid_tgid(void)
 	return (__u64)cur_tgid << 32 | cur_tid;
 }
 
+/* The kernel's tick (CONFIG_HZ), and the thread the probes fire on, as the kernel charges it. */
+unsigned int CONFIG_HZ = 250;
+static struct task_struct current_task;
+
+struct task_struct *bpf_get_current_task_btf(void)
+{
+	return &current_task;
+}
+
 __u64 bpf_get_attach_cookie(void *ctx)
 {
 	return cookie;
@@ -388,6 +397,7 @@ static int setup(void **state)
 	traced_tgids[TGID / 64] |= 1ull << (TGID % 64);
 	rq_clock_offset = 0;
 	memset(&runtime_stats, 0, sizeof(runtime_stats));
+	memset(&current_task, 0, sizeof(current_task));
 	memset(tokio_depth, 0, sizeof(tokio_depth));
 	memset(worker_idle, 0, sizeof(worker_idle));
 	worker_slots_hi = 0;
@@ -1041,6 +1051,47 @@ static void only_a_parked_worker_is_idle(void **state)
 }
 
 /*
+ * A poll long on the CPU says how much of that time the kernel charged its
+ * thread for (a tick's worth allowed): a host that paused the virtual CPU
+ * while the thread ran (a guest that reports no steal time) is not the
+ * task computing.
+ */
+static void long_poll_says_what_the_kernel_charged(void **state)
+{
+	const __u64 ms = 1000000, tick = 4 * ms;
+	__u64 long_poll = 10 * ms;
+	struct at_poll *p;
+
+	set_config(&long_poll_ns, &long_poll, sizeof(long_poll));
+	/* 15 ms on the CPU, of which one tick was charged: the rest was the host's */
+	current_task.utime = 100 * ms;
+	poll_begin(&w0, 7, 0);
+	clock_ns += 15 * ms;
+	current_task.utime += tick;
+	poll_end(&w0, 7, 0, 0, 0);
+	p = records[nr_records - 1];
+	assert_in_range(p->oncpu_ns, 15 * ms, 15 * ms + 10000);
+	assert_int_equal(p->flags, AT_POLL_CPU_CHARGED);
+	assert_int_equal(p->cpu_ns, 2 * tick);
+	/* 15 ms computed and charged: all of it (never more than on the CPU) */
+	poll_begin(&w0, 7, 0);
+	clock_ns += 15 * ms;
+	current_task.stime += 12 * ms;
+	current_task.utime += 4 * ms;
+	poll_end(&w0, 7, 0, 0, 0);
+	p = records[nr_records - 1];
+	assert_int_equal(p->cpu_ns, p->oncpu_ns);
+	/* a short poll: nothing to judge */
+	poll_begin(&w0, 7, 0);
+	poll_end(&w0, 7, 0, 0, 0);
+	p = records[nr_records - 1];
+	assert_int_equal(p->flags, 0);
+	assert_int_equal(p->cpu_ns, 0);
+	long_poll = 0;
+	set_config(&long_poll_ns, &long_poll, sizeof(long_poll));
+}
+
+/*
  * Probes on an image fire in every process that maps it: those of a process
  * not followed leave nothing behind, and make no records.
  */
@@ -1186,6 +1237,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(only_a_parked_worker_is_idle, setup, teardown),
 		cmocka_unit_test_setup_teardown(each_process_offers_its_own, setup, teardown),
 		cmocka_unit_test_setup_teardown(processes_not_followed_leave_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(long_poll_says_what_the_kernel_charged, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(waiting_for_a_cpu_is_not_sleeping, setup, teardown),
 		cmocka_unit_test_setup_teardown(blocked_until_woken_then_runnable, setup, teardown),
 		cmocka_unit_test_setup_teardown(abort_at_a_reused_header, setup, teardown),

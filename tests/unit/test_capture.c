@@ -420,7 +420,7 @@ static size_t write_v1(uint8_t *buf)
 	memcpy(buf, &fh, sizeof(fh));
 	off = sizeof(fh);
 	PUT(proc);
-	PUT(poll);
+	off = put_old(buf, off, &poll, AT_POLL_MIN_SIZE); /* before cpu_ns was appended */
 	PUT(rt);
 	PUT(ws);
 	PUT(end);
@@ -488,7 +488,7 @@ static void read_v2(void **state)
 	struct at_hdr tick = { .kind = AT_CAP_TICK, .size = sizeof(tick), .tid = 0, .ts = 300 };
 	struct cap_end end = { .hdr = { .kind = AT_CAP_END, .size = sizeof(end), .tid = 0, .ts = 400 } };
 	struct cap_chunk c = { .records = 4 };
-	uint16_t old_size = sizeof(pw) - 16;
+	uint16_t old_size = sizeof(pw) - 24;	/* two headers 8 bytes shorter, no cpu_ns */
 	size_t off = sizeof(fh) + sizeof(c), poll_at, n;
 	struct capture_reader *r;
 	const struct at_hdr *h;
@@ -498,7 +498,7 @@ static void read_v2(void **state)
 	memcpy(fh.magic, CAPTURE_MAGIC, sizeof(fh.magic));
 	off = put_old(buf, off, &proc, sizeof(proc));
 	poll_at = off;
-	off = put_old(buf, off, &pw.poll, sizeof(pw.poll));
+	off = put_old(buf, off, &pw.poll, AT_POLL_MIN_SIZE);
 	off = put_old(buf, off, &pw.wake, sizeof(pw.wake));
 	memcpy(buf + poll_at + 2, &old_size, sizeof(old_size));
 	off = put_old(buf, off, &tick, sizeof(tick));
@@ -522,6 +522,8 @@ static void read_v2(void **state)
 	assert_int_equal(got->poll.task, 5);
 	assert_int_equal(got->poll.duration_ns, 30);
 	assert_int_equal(got->poll.holder_begin, 99);
+	assert_int_equal(got->poll.flags, 0);	/* cpu_ns: not known */
+	assert_int_equal(got->poll.cpu_ns, 0);
 	assert_int_equal(got->wake.hdr.kind, AT_EV_WAKE);
 	assert_int_equal(got->wake.hdr.size, sizeof(pw.wake));
 	assert_int_equal(got->wake.hdr.pid, 7);

@@ -318,6 +318,42 @@ static void preemption_alone_makes_no_long_poll(void **state)
 }
 
 /*
+ * Time on the CPU that the kernel did not charge the thread for (a host that
+ * paused the virtual CPU while the thread ran, on a guest that reports no
+ * steal time) is not the task computing: 15 ms nominally on the CPU, of
+ * which 8 ms charged, is no long poll; 15 ms charged is. A record from
+ * before cpu_ns (a version 2 capture) is judged by its time on the CPU.
+ */
+static void uncharged_cpu_time_is_no_long_poll(void **state)
+{
+	struct fixture *f = *state;
+	struct at_poll p = {
+		.hdr = { .kind = AT_EV_POLL, .size = sizeof(p), .tid = 100, .ts = T0 + 100 * MS },
+		.task = 7,
+		.duration_ns = 15 * MS,
+		.oncpu_ns = 15 * MS,
+		.requeue = AT_QUEUE_NONE,
+		.queued_on = AT_QUEUE_NONE,
+		.flags = AT_POLL_CPU_CHARGED,
+		.cpu_ns = 8 * MS,
+	};
+
+	assert_int_equal(poll_cpu_ns(&p), 8 * MS);
+	detector__event(&f->d, &f->m, &p.hdr);
+	assert_int_equal(f->nr, 0);
+	p.hdr.ts = T0 + 200 * MS;
+	p.cpu_ns = 15 * MS;
+	detector__event(&f->d, &f->m, &p.hdr);
+	assert_int_equal(f->nr, 1);
+	assert_int_equal(f->got[0].kind, ALERT_LONG_POLL);
+	assert_int_equal(f->got[0].cause, CAUSE_CPU);
+	/* the first version of the record: all its time on the CPU counts */
+	p.hdr.size = AT_POLL_MIN_SIZE;
+	p.cpu_ns = 8 * MS;
+	assert_int_equal(poll_cpu_ns(&p), 15 * MS);
+}
+
+/*
  * A task that waits while every worker is busy polling others waits for
  * lack of workers, not for a scheduling fault: only a wait while some
  * worker had room to spare is a scheduling delay. Which the samples that
@@ -447,6 +483,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(preemption_alone_makes_no_long_poll, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(sched_delay_needs_a_spare_worker, setup, teardown),
+		cmocka_unit_test_setup_teardown(uncharged_cpu_time_is_no_long_poll, setup, teardown),
 		cmocka_unit_test_setup_teardown(host_contention_is_no_spare_worker, setup, teardown),
 		cmocka_unit_test_setup_teardown(spare_measured_by_the_poll, setup, teardown),
 		cmocka_unit_test(causes),

@@ -32,6 +32,7 @@ struct task_struct {
 	unsigned int flags;
 	unsigned int __state;
 	struct sched_info sched_info;
+	unsigned long long utime, stime;	/* CPU time charged, a tick at a time */
 };
 
 #endif

@@ -19,6 +19,8 @@
 #endif
 #define barrier() __asm__ __volatile__("" ::: "memory")
 #define __noinline __attribute__((noinline))
+#define __weak __attribute__((weak))
+#define __kconfig
 #define barrier_var(var) __asm__ __volatile__("" : "+r"(var))
 
 void *bpf_map_lookup_elem(void *map, const void *key);
@@ -33,6 +35,7 @@ void bpf_ringbuf_submit(void *data, __u64 flags);
 long bpf_probe_read_user(void *dst, __u32 size, const void *src);
 long bpf_probe_read_user_str(void *dst, __u32 size, const void *src);
 long bpf_probe_read_kernel(void *dst, __u32 size, const void *src);
+struct task_struct *bpf_get_current_task_btf(void);
 /* callback_fn: long (*)(__u32 index, void *ctx), as the programs pass it */
 long bpf_loop(__u32 nr_loops, void *callback_fn, void *callback_ctx, __u64 flags);
 
