@@ -999,25 +999,44 @@ static __always_inline __u64 slept_within(const struct at_worker_idle *w, __u64 
 	return best;
 }
 
+struct spare_walk {
+	__u64 from, to;
+	__u64 best;	/* the longest sleep within [from, to] so far */
+	__u32 tgid;
+};
+
+/* bpf_loop's step: worker slot i, if it is one of the process's. */
+static long spare_step(__u32 i, struct spare_walk *w)
+{
+	const struct at_worker_idle *idle;
+	__u64 s;
+
+	if (i >= AT_MAX_WORKERS)
+		return 1;
+	barrier_var(i);
+	idle = &worker_idle[i & (AT_MAX_WORKERS - 1)];
+	if (idle->owner >> 32 != w->tgid)
+		return 0;
+	s = slept_within(idle, w->from, w->to);
+	if (s > w->best)
+		w->best = s;
+	return 0;
+}
+
 /*
  * A late poll in process tgid: the largest share of its wait one of the
  * process's workers spent asleep (it could have run the task), as a percent
  * with AT_SPARE_KNOWN (at_poll.spare). Late polls are rare: the walk over
- * the workers is paid only by them.
+ * the workers (with bpf_loop: the verifier need not follow each step) is
+ * paid only by them.
  */
 static __always_inline __u8 spare_share(__u32 tgid, __u64 from, __u64 to)
 {
+	struct spare_walk w = { .from = from, .to = to, .tgid = tgid };
 	__u32 n = worker_slots_hi < AT_MAX_WORKERS ? worker_slots_hi : AT_MAX_WORKERS;
-	__u64 best = 0, s;
 
-	for (__u32 i = 0; i < n && i < AT_MAX_WORKERS; i++) {
-		if (worker_idle[i].owner >> 32 != tgid)
-			continue;
-		s = slept_within(&worker_idle[i], from, to);
-		if (s > best)
-			best = s;
-	}
-	return AT_SPARE_KNOWN | (__u8)(best >= to - from ? 100 : best * 100 / (to - from));
+	bpf_loop(n, spare_step, &w, 0);
+	return AT_SPARE_KNOWN | (__u8)(w.best >= to - from ? 100 : w.best * 100 / (to - from));
 }
 
 /*

@@ -300,7 +300,7 @@ static void damage(void **state)
 	capture_seal(bad, f.size);
 	assert_damage(bad, f.size, "not a record");
 	memcpy(bad, f.data, f.size);
-	bad[first + 2] = 17; /* the name record, cut to 17 bytes */
+	bad[first + 2] = 25; /* the name record, cut to 25 bytes: a header and one byte */
 	capture_seal(bad, f.size);
 	assert_damage(bad, f.size, "a record shorter than its kind");
 	memcpy(bad, f.data, f.size);
