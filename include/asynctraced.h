@@ -183,6 +183,13 @@ struct at_poll {
 /* The shortest at_poll a reader takes: before cpu_ns was appended. */
 #define AT_POLL_MIN_SIZE 128
 
+/* Whether poll record p (hdr.size bytes of it) says how much CPU was charged (cpu_ns). */
+static inline int at_poll_cpu_known(const struct at_poll *p)
+{
+	return p->hdr.size >= AT_POLL_MIN_SIZE + sizeof(p->cpu_ns) &&
+	       (p->flags & AT_POLL_CPU_CHARGED);
+}
+
 /*
  * Flow ids: the arrows of a trace, from a wake (or spawn) to the poll it
  * caused, and from a steal's victim to its thief. Unique for the whole

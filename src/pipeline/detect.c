@@ -90,10 +90,7 @@ void detector__free(struct detector *d)
 
 uint64_t poll_cpu_ns(const struct at_poll *p)
 {
-	if (p->hdr.size >= offsetof(struct at_poll, cpu_ns) + sizeof(p->cpu_ns) &&
-	    (p->flags & AT_POLL_CPU_CHARGED))
-		return p->cpu_ns;
-	return p->oncpu_ns;
+	return at_poll_cpu_known(p) ? p->cpu_ns : p->oncpu_ns;
 }
 
 enum poll_cause poll_cause(const struct at_poll *p, uint64_t long_ns)

@@ -255,6 +255,8 @@ static void on_poll(struct trace_json *tj, struct model *m, const struct at_poll
 	ob_key_u64(ob, "\"task\":", p->task);
 	ob_key_u64(ob, ",\"worker\":", p->worker);
 	put_arg_us(ob, ",\"on_cpu_us\":", p->oncpu_ns);
+	if (at_poll_cpu_known(p))
+		put_arg_us(ob, ",\"cpu_charged_us\":", p->cpu_ns);
 	put_arg_us(ob, ",\"blocked_us\":", p->blocked_ns);
 	put_arg_us(ob, ",\"runnable_us\":", p->runnable_ns);
 	if (p->wake_ts && p->wake_ts <= p->hdr.ts)

@@ -75,6 +75,7 @@ enum { ORDER_EXPLICIT = 3, MERGE_NEVER = 2, UNIT_COUNT = 2 };
 	X(TASK, "task")                                                                            \
 	X(WORKER, "worker")                                                                        \
 	X(ON_CPU, "on_cpu_ns")                                                                     \
+	X(CPU_CHARGED, "cpu_charged_ns")                                                           \
 	X(BLOCKED, "blocked_ns")                                                                   \
 	X(RUNNABLE, "runnable_ns")                                                                 \
 	X(WAKE_DELAY, "wake_delay_ns")                                                             \
@@ -597,6 +598,8 @@ static void on_poll(struct trace_proto *tp, struct model *m, const struct at_pol
 	ann_u64(tp, ANN_TASK, p->task);
 	ann_u64(tp, ANN_WORKER, p->worker);
 	ann_u64(tp, ANN_ON_CPU, p->oncpu_ns);
+	if (at_poll_cpu_known(p))
+		ann_u64(tp, ANN_CPU_CHARGED, p->cpu_ns);
 	ann_u64(tp, ANN_BLOCKED, p->blocked_ns);
 	ann_u64(tp, ANN_RUNNABLE, p->runnable_ns);
 	if (p->wake_ts && p->wake_ts <= p->hdr.ts)
