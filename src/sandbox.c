@@ -20,6 +20,8 @@
 #include <seccomp.h>
 #include <sys/capability.h>
 
+#include "util.h"
+
 bool sandbox__has_cap(int cap)
 {
 	cap_flag_value_t v = CAP_CLEAR;
@@ -166,6 +168,18 @@ unsigned long sandbox__refused(char *buf, size_t len)
 		used += (size_t)n;
 	}
 	return refused_total;
+}
+
+bool sandbox__say_refused(void)
+{
+	char calls[512];
+	unsigned long n = sandbox__refused(calls, sizeof(calls));
+
+	if (n)
+		err_msg("the sandbox refused %lu system calls (%s): some of the output may be "
+			"missing; --no-sandbox turns the sandbox off\n",
+			n, calls);
+	return n != 0;
 }
 
 /*

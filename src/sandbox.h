@@ -47,5 +47,10 @@ int sandbox__filter(void);
 
 /* How many calls the filter refused; their names into buf, "openat x2, ...". */
 unsigned long sandbox__refused(char *buf, size_t len);
+/*
+ * At the end: one line that sums up the calls the filter refused (each was
+ * said when refused), if any. Whether there were any: the exit status is 1.
+ */
+bool sandbox__say_refused(void);
 
 #endif

@@ -525,9 +525,6 @@ static int finish_capture(struct session *s, const struct run_info *info)
 static int finish(struct session *s, const char *why)
 {
 	struct run_info info;
-
-	char calls[512];
-	unsigned long refused;
 	int ret;
 
 	s->stop = now_ns();
@@ -541,14 +538,8 @@ static int finish(struct session *s, const char *why)
 		ret = finish_capture(s, &info);
 	else
 		ret = outputs__finish(&s->pipe, s->o, now_ns(), &s->snap, &info);
-	/* each was said when refused; the sum, and the exit status, say it again */
-	refused = sandbox__refused(calls, sizeof(calls));
-	if (refused) {
-		err_msg("the sandbox refused %lu system calls (%s): some of the output may be "
-			"missing; --no-sandbox turns the sandbox off\n",
-			refused, calls);
+	if (sandbox__say_refused())
 		ret = EXIT_FAIL;
-	}
 	return ret;
 }
 

@@ -20,8 +20,7 @@ int convert__run(const struct options *o)
 	struct pipeline pipe;
 	struct replay rp;
 	struct run_info info;
-	char why[256], calls[512];
-	unsigned long refused;
+	char why[256];
 	int err, ret;
 
 	err = capture_reader__open(&r, o->capture, why, sizeof(why));
@@ -82,13 +81,8 @@ int convert__run(const struct options *o)
 			"(%s): skipped; a newer asynctraced converts them\n",
 			o->capture, (unsigned long long)pipe.model.n.unknown, kinds);
 	}
-	refused = sandbox__refused(calls, sizeof(calls));
-	if (refused) {
-		err_msg("the sandbox refused %lu system calls (%s): some of the output may be "
-			"missing; --no-sandbox turns the sandbox off\n",
-			refused, calls);
+	if (sandbox__say_refused())
 		ret = EXIT_FAIL;
-	}
 	pipeline__free(&pipe);
 	replay__free(&rp);
 	capture_reader__free(r);
