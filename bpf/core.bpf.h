@@ -297,6 +297,12 @@ static __always_inline __u32 current_tid(void)
 	return (__u32)bpf_get_current_pid_tgid();
 }
 
+/* The process of the thread whose state is t (NULL: ask the kernel). */
+static __always_inline __u32 tgid_of(const struct thread_state *t)
+{
+	return t ? t->tgid : (__u32)(bpf_get_current_pid_tgid() >> 32);
+}
+
 static __always_inline void stat_inc(__u32 idx)
 {
 	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
@@ -382,7 +388,7 @@ static __always_inline __u32 worker_slot(const struct thread_state *t, __u32 wor
 {
 	if (t && t->wslot_of == worker + 1)
 		return t->wslot;
-	return worker_slot_of(t ? t->tgid : (__u32)(bpf_get_current_pid_tgid() >> 32), worker);
+	return worker_slot_of(tgid_of(t), worker);
 }
 
 /* The worker this thread polls for is worker: its slot, kept in the thread. */
@@ -656,7 +662,7 @@ static __always_inline __u32 process_slot(const struct thread_state *t)
 {
 	if (t)
 		return t->pslot;
-	return worker_slot_of((__u32)(bpf_get_current_pid_tgid() >> 32), AT_WORKER_PROCESS);
+	return worker_slot_of(tgid_of(NULL), AT_WORKER_PROCESS);
 }
 
 /*
@@ -666,13 +672,7 @@ static __always_inline __u32 process_slot(const struct thread_state *t)
  */
 static __always_inline bool self_traced(const struct thread_state *t)
 {
-	return t || tgid_traced((__u32)(bpf_get_current_pid_tgid() >> 32));
-}
-
-/* The process of the thread whose state is t (NULL: ask the kernel). */
-static __always_inline __u32 tgid_of(const struct thread_state *t)
-{
-	return t ? t->tgid : (__u32)(bpf_get_current_pid_tgid() >> 32);
+	return t || tgid_traced(tgid_of(NULL));
 }
 
 /* Its process's enum at_target_flag, for the thread whose state is t (NULL: looked up). */

@@ -351,6 +351,16 @@ static void begin_capture(struct session *s)
 	capture_writer__flush(s->cap);
 }
 
+/* Whether we may trace; says what is missing when not. */
+static bool privileged(void)
+{
+	if (sandbox__privileged())
+		return true;
+	err_msg("must run as root, or with the capabilities %s (docs/security.md)\n",
+		SANDBOX_CAPS_NEEDED);
+	return false;
+}
+
 /* Everything up to attached: each failure says what and exits 1. */
 static int start(struct session *s)
 {
@@ -371,11 +381,8 @@ static int start(struct session *s)
 	sigset_t sigs;
 	int err;
 
-	if (!sandbox__privileged()) {
-		err_msg("must run as root, or with the capabilities %s (docs/security.md)\n",
-			SANDBOX_CAPS_NEEDED);
+	if (!privileged())
 		return -EPERM;
-	}
 	err = tracer__check_btf(o->btf_path);
 	if (err) {
 		if (o->btf_path)
@@ -603,11 +610,8 @@ int session__run(const struct options *o)
 	int err, ret = EXIT_FAIL;
 
 	if (!o->pid) {
-		if (!sandbox__privileged()) {
-			err_msg("must run as root, or with the capabilities %s (docs/security.md)\n",
-				SANDBOX_CAPS_NEEDED);
+		if (!privileged())
 			return EXIT_FAIL;
-		}
 		picked = *o;
 		if (pick_target(o, &picked.pid))
 			return EXIT_FAIL;
