@@ -111,23 +111,6 @@ static int cmp_hit(const void *a, const void *b)
 	return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-/* A process's name, from /proc: false if it is gone. */
-static bool comm_of(pid_t pid, char *comm, size_t len)
-{
-	char path[64];
-	FILE *f;
-	bool ok;
-
-	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	ok = fgets(comm, (int)len, f) != NULL;
-	fclose(f);
-	comm[strcspn(comm, "\n")] = '\0';
-	return ok;
-}
-
 /* One process: its name and cgroup against the filter, then what it runs. 0 or -ENOMEM. */
 static int examine(const struct scan_filter *f, struct image_cache *images, pid_t pid,
 		   struct scan_result *r)
@@ -138,7 +121,7 @@ static int examine(const struct scan_filter *f, struct image_cache *images, pid_
 	struct target t;
 	int err;
 
-	if (!comm_of(pid, comm, sizeof(comm)) || !scan_filter__match(f, pid, comm))
+	if (target__comm(pid, comm, sizeof(comm)) || !scan_filter__match(f, pid, comm))
 		return 0;
 	r->matched++;
 	err = target__open(&t, pid);

@@ -28,6 +28,14 @@ static int read_line(const char *path, char *buf, size_t len)
 	return err;
 }
 
+int target__comm(pid_t pid, char *comm, size_t len)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+	return read_line(path, comm, len);
+}
+
 int target__open(struct target *t, pid_t pid)
 {
 	char path[64];
@@ -41,8 +49,7 @@ int target__open(struct target *t, pid_t pid)
 		return -ESRCH;
 	if (kill(pid, 0) && errno == ESRCH)
 		return -ESRCH;
-	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
-	err = read_line(path, t->comm, sizeof(t->comm));
+	err = target__comm(pid, t->comm, sizeof(t->comm));
 	if (err)
 		return err == -ENOENT ? -ESRCH : err;
 	snprintf(t->exe, sizeof(t->exe), "/proc/%d/exe", pid);

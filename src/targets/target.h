@@ -30,6 +30,8 @@ struct target {
 
 /* -ESRCH: no such process; -EPERM: not ours to look at. */
 int target__open(struct target *t, pid_t pid);
+/* Process pid's name (/proc/PID/comm) into comm: 0, or -errno (-ENOENT: gone). */
+int target__comm(pid_t pid, char *comm, size_t len);
 void target__close(struct target *t);
 int target__alive(const struct target *t);
 
