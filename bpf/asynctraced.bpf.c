@@ -692,6 +692,43 @@ int BPF_PROG(handle_sched_switch_raw, bool preempt, struct task_struct *prev,
 	return 0;
 }
 
+/* ---- processes that start (following the host) -------------------------- */
+
+/*
+ * The tgids of processes that exec'd, and of processes a traced one forked:
+ * userspace looks at each (a new image may run a known runtime; a fork runs
+ * its parent's). Loaded only when following the host; rare events, each
+ * woken up for.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} births SEC(".maps");
+
+static __always_inline void born(__u32 tgid)
+{
+	if (bpf_ringbuf_output(&births, &tgid, sizeof(tgid), 0))
+		stat_inc(AT_STAT_BIRTHS_LOST);
+}
+
+SEC("?raw_tp/sched_process_exec")
+int BPF_PROG(on_exec)
+{
+	born(bpf_get_current_pid_tgid() >> 32);
+	return 0;
+}
+
+SEC("?raw_tp/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 tgid = BPF_CORE_READ(child, tgid);
+
+	/* a new process (not a thread) of a traced one */
+	if (tgid == (__u32)BPF_CORE_READ(child, pid) && tgid_traced(BPF_CORE_READ(parent, tgid)))
+		born(tgid);
+	return 0;
+}
+
 /* ---- the floor --------------------------------------------------------- */
 
 /*

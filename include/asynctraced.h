@@ -199,12 +199,21 @@ static inline int at_poll_cpu_known(const struct at_poll *p)
  * (cpu + 1) << AT_FLOW_CPU_SHIFT | n, below 2^52 with up to AT_FLOW_MAX_CPUS
  * CPUs (larger CPU numbers wrap: ids stay unique while n does). Steal flows
  * are made by the trace writers, from AT_STEAL_FLOW_BASE up: above every
- * wake flow.
+ * wake flow, and apart for each process (its pid, below 2^22 on Linux,
+ * above the count of its steals) when several share one trace.
  */
 #define AT_FLOW_CPU_SHIFT 40
 #define AT_FLOW_SEQ_MASK ((1ull << AT_FLOW_CPU_SHIFT) - 1)
 #define AT_FLOW_MAX_CPUS 2048	/* a power of 2 */
 #define AT_STEAL_FLOW_BASE (1ull << 52)
+#define AT_STEAL_FLOW_PID_SHIFT 30
+
+/* The n-th steal flow of process pid's trace writer. */
+static inline __u64 at_steal_flow(__u32 pid, __u64 n)
+{
+	return AT_STEAL_FLOW_BASE + (((__u64)pid & ((1u << 22) - 1)) << AT_STEAL_FLOW_PID_SHIFT) +
+	       (n & ((1ull << AT_STEAL_FLOW_PID_SHIFT) - 1));
+}
 
 static inline __u64 at_wake_flow_id(__u32 cpu, __u64 n)
 {
@@ -562,7 +571,8 @@ enum at_stat {
 	AT_STAT_THREADS_FULL = 33,	/* thread map full: a poll went untracked */
 	AT_STAT_THREAD_SELF_WRONG = 34,	/* a thread known by its registers was another: off */
 	AT_STAT_MISSED_SWITCH_IN = 35,	/* a thread in a poll ran again without a traced switch in */
-	AT_STAT_NR = 36,		/* one past the highest number given */
+	AT_STAT_BIRTHS_LOST = 36,	/* following the host: an exec or fork not told (ring full) */
+	AT_STAT_NR = 37,		/* one past the highest number given */
 };
 
 #define AT_STAT_DROP_KINDS 32	/* the drops block: AT_STAT_DROP_BASE + 0 .. + 31 */

@@ -90,6 +90,7 @@ enum {
 	OPT_COMM,
 	OPT_EXCLUDE_COMM,
 	OPT_CGROUP,
+	OPT_MAX_TARGETS,
 };
 
 /*
@@ -105,8 +106,13 @@ static const struct opt_def {
 	unsigned cmds;	  /* T, R, C: the commands that take it */
 	const char *help; /* lines, each ending in \n */
 } opt_defs[] = {
-	{ 'p', "pid", "PID", T | R,
-	  "process to trace (default: the host's process that\n"
+	{ 'p', "pid", "PID[,PID...]", T,
+	  "processes to trace, repeatable (default: every\n"
+	  "process of the host that runs a known runtime, those\n"
+	  "that start later too, as the options below narrow\n"
+	  "them)\n" },
+	{ 'p', "pid", "PID", R,
+	  "process to record (default: the host's process that\n"
 	  "runs a known runtime, as the options below narrow\n"
 	  "them)\n" },
 	{ OPT_COMM, "comm", "REGEX", T | R,
@@ -118,6 +124,9 @@ static const struct opt_def {
 	  "without -p: only processes in this cgroup v2\n"
 	  "subtree (a systemd unit, a container), as\n"
 	  "/proc/PID/cgroup names it or under /sys/fs/cgroup\n" },
+	{ OPT_MAX_TARGETS, "max-targets", "N", T,
+	  "without -p: trace at most N processes at once (default\n"
+	  "64); the others are counted and named in the log\n" },
 	{ 'd', "duration", "SECONDS", T | R,
 	  "stop after this long (default: until Ctrl-C or the\n"
 	  "target exits)\n" },
@@ -596,6 +605,14 @@ static int check(struct options *o)
 		}
 		scan_filter__free(&f);
 	}
+	if (o->command == CMD_RECORD && o->nr_pids > 1) {
+		err_msg("record captures one process: give one -p\n");
+		return try_help(o->command);
+	}
+	if (o->nr_pids && o->max_targets) {
+		err_msg("--max-targets is for tracing without -p: -p names every process\n");
+		return try_help(o->command);
+	}
 	if (o->command == CMD_RECORD && !o->output) {
 		err_msg("record needs a file to write: -o FILE\n");
 		return try_help(o->command);
@@ -676,6 +693,38 @@ static void defaults(struct options *o, enum command cmd)
 	d->episode_gap_ns = DEFAULT_EPISODE_GAP_NS;
 }
 
+/* -p PID[,PID...]: each pid once, in the order given. */
+static int take_pids(struct options *o, const char *arg)
+{
+	char buf[256], *save = NULL, *tok;
+	int n;
+
+	if (strlen(arg) >= sizeof(buf) || !arg[0]) {
+		err_msg("invalid pid '%s'\n", arg);
+		return EXIT_USAGE;
+	}
+	strcpy(buf, arg);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		size_t i;
+
+		if (parse_int(tok, 1, INT32_MAX, &n)) {
+			err_msg("invalid pid '%s'\n", tok);
+			return EXIT_USAGE;
+		}
+		for (i = 0; i < o->nr_pids && o->pids[i] != n; i++)
+			;
+		if (i < o->nr_pids)
+			continue;
+		if (o->nr_pids == OPTIONS_MAX_PIDS) {
+			err_msg("too many pids: at most %d\n", OPTIONS_MAX_PIDS);
+			return EXIT_USAGE;
+		}
+		o->pids[o->nr_pids++] = n;
+	}
+	o->pid = o->pids[0];
+	return 0;
+}
+
 /* One option and its argument into o: 0, EXIT_USAGE after a message, or -1 when done. */
 static int take_option(struct options *o, int c, const char *arg)
 {
@@ -684,11 +733,11 @@ static int take_option(struct options *o, int c, const char *arg)
 
 	switch (c) {
 	case 'p':
-		if (parse_int(arg, 1, INT32_MAX, &n)) {
-			err_msg("invalid pid '%s'\n", arg);
-			return EXIT_USAGE;
-		}
-		o->pid = n;
+		return take_pids(o, arg);
+	case OPT_MAX_TARGETS:
+		if (parse_int(arg, 1, 1 << 20, &n))
+			return bad("--max-targets", arg, "a whole number from 1");
+		o->max_targets = (uint32_t)n;
 		return 0;
 	case OPT_COMM:
 		o->comm = arg;

@@ -40,10 +40,18 @@ enum {
 	GIVEN_EPISODE_GAP = 1 << 6,
 };
 
+#define OPTIONS_MAX_PIDS 1024
+#define DEFAULT_MAX_TARGETS 64
+
 struct options {
 	enum command command;
 	const char *capture;	/* convert: the capture to read */
-	pid_t pid;		/* 0: the host's process with a known runtime (scan.h) */
+	/* -p: the processes to trace; none: every process of the host with a
+	 * known runtime, those that start later too (scan.h) */
+	pid_t pids[OPTIONS_MAX_PIDS];
+	size_t nr_pids;
+	pid_t pid;		/* the first of pids (record: the one), or 0 */
+	uint32_t max_targets;	/* processes traced at once, at most */
 	const char *comm;	/* without -p: only processes whose name matches */
 	const char *exclude_comm; /* ... and does not */
 	const char *cgroup;	/* ... in this cgroup v2 subtree */

@@ -212,7 +212,9 @@ static const int allowed[] = {
 };
 
 /* bpf(2) commands on maps we hold; nothing that loads, creates or attaches. */
-static const int bpf_cmds[] = { BPF_MAP_LOOKUP_ELEM, BPF_MAP_LOOKUP_BATCH };
+/* reading the maps; freeing the state of a process gone (tracer__forget) */
+static const int bpf_cmds[] = { BPF_MAP_LOOKUP_ELEM, BPF_MAP_LOOKUP_BATCH, BPF_MAP_GET_NEXT_KEY,
+				BPF_MAP_UPDATE_ELEM, BPF_MAP_DELETE_ELEM };
 
 /* Calls allowed only with some arguments: each rule's comment says which. */
 static int build_filter(scmp_filter_ctx ctx)

@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
- * A tracing session (trace and record): find the target's runtime, load and
- * attach the BPF programs, run the pipeline (ring buffer and map samples ->
- * model -> detectors -> sinks) until interrupted, the duration elapses, or
- * the target exits; then report. `record` sends the same records to a
- * capture instead of the pipeline.
+ * A tracing session (trace and record): one loaded BPF object serves every
+ * process traced. Each process (struct traced) has its runtime found, its
+ * probes attached, and its own pipeline (model -> detectors -> sinks) fed
+ * the ring buffer's records by their pid and samples of its maps; its sinks
+ * write into the session's shared outputs. Without -p the session follows
+ * the host: processes that start later are looked at once a second, and
+ * traced if they run a known runtime. A process that exits gets its report
+ * and is let go; the session runs until interrupted, the duration elapses,
+ * or (with -p) every target has exited. `record` sends the records of its
+ * one process to a capture instead of a pipeline.
  */
 #include <errno.h>
 #include <limits.h>
@@ -33,38 +38,87 @@
 #include "session.h"
 #include "target.h"
 #include "tracer.h"
+#include "u64map.h"
 #include "util.h"
 
 #define TICK_NS (100 * 1000 * 1000ull)
 /* Ticks between two snapshots of the per-task maps (the live view's pace). */
 #define TASK_SAMPLE_TICKS 10
+/*
+ * Following the host: a process that exec'd (or that a traced one forked) is
+ * looked at this long after, once its dynamic loader has mapped its
+ * libraries; and every SCAN_TICKS the whole host is looked through again,
+ * for what those hooks could not tell (a full ring, a library mapped late).
+ */
+#define BIRTH_SETTLE_NS (100 * 1000 * 1000ull)
+#define SCAN_TICKS 50
 /* Records handled between two looks at signals and the clock. */
 #define CONSUME_BATCH 65536
+/* A process that exited is ended this long after: its last records reach us first. */
+#define EXIT_GRACE_NS (50 * 1000 * 1000ull)
 
-/* Everything one tracing session holds. */
-struct session {
-	const struct options *o;
+/* What an epoll event is about, when not a process (struct traced *). */
+enum { EV_RINGS = 1, EV_SIGNALS, EV_STDOUT, EV_BIRTHS };
+
+struct session;
+
+/* One process the session traces. */
+struct traced {
+	struct session *s;
 	struct target target;
 	struct discovery disc;
 	struct pipeline pipe;
 	struct sampler sampler;
-	struct tracer *tracer;
-	struct capture_writer *cap;	/* record: where records go instead */
-	size_t probes_moved;		/* tokio entry probes placed past their entry */
 	struct stats snap;
-	uint64_t start;
-	uint64_t stop;		/* 0 while tracing */
-	int sfd;
+	size_t probes_moved;	/* tokio entry probes placed past their entry */
+	uint64_t start;		/* its time zero: just before its probes were attached */
+	uint64_t exited;	/* when it was seen to exit; 0 while it runs */
+	bool piped;		/* its pipeline is set up */
 };
 
+/* Everything one tracing session holds. */
+struct session {
+	const struct options *o;
+	struct tracer *tracer;
+	struct outputs out;
+	struct capture_writer *cap;	/* record: where its one process's records go */
+	struct traced **targets;
+	size_t nr;
+	struct u64map by_pid;		/* pid -> struct traced * */
+	struct traced *last;		/* the latest record's */
+	bool follow;			/* no -p: processes that start later are traced too */
+	bool live_view;			/* one process, on a terminal: its live view */
+	struct scan_filter filter;	/* follow: --comm, --exclude-comm, --cgroup */
+	bool filter_set;
+	struct u64map seen;		/* follow: the processes looked at (scan.h) */
+	struct image_cache images;	/* follow: files known to hold no runtime */
+	struct birth {
+		pid_t pid;
+		uint64_t due;
+	} *births;			/* follow: processes to look at, once due */
+	size_t nr_births, cap_births;
+	uint32_t max_targets;
+	size_t ever;			/* processes traced in this session */
+	size_t over_max;		/* processes --max-targets left out */
+	uint64_t stray;			/* records of processes already let go */
+	uint64_t malformed;		/* records too short to say whose they are */
+	uint64_t start;
+	uint64_t stop;			/* 0 while tracing */
+	int sfd, ep;
+	int ret;			/* EXIT_FAIL once a write failed */
+};
+
+static void on_sample(void *ctx, const void *rec, size_t size);
+
 /* record: a record and, the first time they show up, its thread's and task's names. */
-static void capture_record(struct session *s, const struct at_hdr *h, size_t size)
+static void capture_record(struct session *s, struct traced *tr, const struct at_hdr *h,
+			   size_t size)
 {
 	uint64_t addr = 0;
 	char buf[AT_TASK_NAME_LEN];
 
 	if (!capture__has_thread(s->cap, h->tid)) {
-		if (target__thread_comm(&s->target, h->tid, buf, CAP_COMM_LEN))
+		if (target__thread_comm(&tr->target, h->tid, buf, CAP_COMM_LEN))
 			snprintf(buf, CAP_COMM_LEN, "tid %u", h->tid);
 		capture__thread(s->cap, h->tid, buf);
 	}
@@ -76,8 +130,8 @@ static void capture_record(struct session *s, const struct at_hdr *h, size_t siz
 	else if (h->kind == AT_EV_TASK_SAMPLE && size >= sizeof(struct at_task_sample))
 		addr = ((const struct at_task_sample *)h)->name_addr;
 	if (!capture__has_name(s->cap, addr)) {
-		if (s->disc.kind == RUNTIME_USDT &&
-		    target__read_str(&s->target, addr, buf, sizeof(buf)) == 0 && buf[0])
+		if (tr->disc.kind == RUNTIME_USDT &&
+		    target__read_str(&tr->target, addr, buf, sizeof(buf)) == 0 && buf[0])
 			capture__name(s->cap, addr, buf);
 		else
 			capture__no_name(s->cap, addr);
@@ -85,52 +139,82 @@ static void capture_record(struct session *s, const struct at_hdr *h, size_t siz
 	capture__event(s->cap, h, size);
 }
 
+/* A record for process tr: its pipeline, or the capture. */
+static void traced_record(struct traced *tr, const void *data, size_t size)
+{
+	struct session *s = tr->s;
+
+	if (!s->cap) {
+		pipeline__push(&tr->pipe, data, size);
+	} else if (model__validate(data, size) < 0) {
+		/* a record whose size lies would throw every later one out of step */
+		tr->pipe.model.n.malformed++;
+	} else {
+		capture_record(s, tr, data, size);
+	}
+}
+
+static struct traced *traced_of(struct session *s, uint32_t pid)
+{
+	if (!s->last || (uint32_t)s->last->target.pid != pid)
+		s->last = u64map__get(&s->by_pid, pid);
+	return s->last;
+}
+
+/* A ring buffer record: to the process it names. */
 static int on_record(void *ctx, const void *data, size_t size)
 {
 	struct session *s = ctx;
+	struct at_hdr h;
+	struct traced *tr;
 
-	if (!s->cap) {
-		pipeline__push(&s->pipe, data, size);
-	} else if (model__validate(data, size) < 0) {
-		/* a record whose size lies would throw every later one out of step */
-		s->pipe.model.n.malformed++;
-	} else {
-		capture_record(s, data, size);
+	if (size < sizeof(h)) {
+		s->malformed++;
+		return 0;
 	}
+	memcpy(&h, data, sizeof(h));
+	tr = traced_of(s, h.pid);
+	if (tr)
+		traced_record(tr, data, size);
+	else
+		s->stray++; /* its process was let go while the record waited in a ring */
 	return 0;
 }
 
 static void on_sample(void *ctx, const void *rec, size_t size)
 {
-	on_record(ctx, rec, size);
+	traced_record(ctx, rec, size);
 }
 
-static int attach_all(struct session *s)
+/* What process tr's runtime offers the programs: enum at_target_flag. */
+static uint32_t target_flags(const struct discovery *d)
 {
-	struct attach_opts ao = { .probe_at_entry = s->o->probe_at_entry, .verbose = s->o->verbose };
-	int err = tracer__attach_sched(s->tracer);
+	uint32_t flags = 0;
 
-	if (err) {
-		err_msg("failed to attach %s sched_switch: %s\n", tracer__sched_hook(s->tracer),
-			strerror(-err));
-		return err;
-	}
-	return attach__probes(s->tracer, &s->disc, &ao, &s->probes_moved);
+	if (d->tokio.rt.count[TOKIO_STEAL])
+		flags |= AT_TARGET_TOKIO_STEAL;
+	/* the Header cache needs remove to say when a Header is let go (docs/tokio.md) */
+	if (d->tokio.rt.count[TOKIO_REMOVE])
+		flags |= AT_TARGET_TOKIO_REMOVE | AT_TARGET_TOKIO_HDR_CACHE;
+	if (d->kind == RUNTIME_USDT && discovered(d, "worker_park") &&
+	    discovered(d, "worker_unpark"))
+		flags |= AT_TARGET_PARKS_PROBED;
+	return flags;
 }
 
 /* tokio names its tasks by the future type of the raw::poll they go through. */
-static void name_tokio_tasks(struct session *s)
+static void name_tokio_tasks(struct session *s, struct traced *tr)
 {
-	const struct tokio_binary *tb = &s->disc.tokio;
+	const struct tokio_binary *tb = &tr->disc.tokio;
 
 	for (size_t i = 0; i < tb->rt.nr; i++)
 		if (tb->rt.sites[i].kind == TOKIO_POLL && tb->rt.sites[i].future) {
-			uint64_t addr = discovery__tokio_addr(&s->disc, tb->rt.sites[i].offset);
+			uint64_t addr = discovery__tokio_addr(&tr->disc, tb->rt.sites[i].offset);
 
 			if (s->cap)
 				capture__name(s->cap, addr, tb->rt.sites[i].future);
 			else
-				model__name(&s->pipe.model, addr, tb->rt.sites[i].future);
+				model__name(&tr->pipe.model, addr, tb->rt.sites[i].future);
 		}
 }
 
@@ -144,37 +228,37 @@ static const char *mode_str(const struct options *o)
 }
 
 /* "tracing pid 42 (server)", or where record puts what it records */
-static void say_what(const struct session *s, char *buf, size_t len)
+static void say_what(const struct session *s, const struct traced *tr, char *buf, size_t len)
 {
 	if (s->cap)
-		snprintf(buf, len, "recording pid %d (%s) to %s", s->o->pid, s->target.comm,
+		snprintf(buf, len, "recording pid %d (%s) to %s", tr->target.pid, tr->target.comm,
 			 s->o->output);
 	else
-		snprintf(buf, len, "tracing pid %d (%s)", s->o->pid, s->target.comm);
+		snprintf(buf, len, "tracing pid %d (%s)", tr->target.pid, tr->target.comm);
 }
 
-/* One line: what was found, and what will be attached. */
-static void say_found(const struct session *s)
+/* One line: what was found, and what was attached. */
+static void say_found(const struct session *s, const struct traced *tr)
 {
-	const struct tokio_runtime *rt = &s->disc.tokio.rt;
+	const struct tokio_runtime *rt = &tr->disc.tokio.rt;
+	const char *ctrl_c = s->ever > 1 ? "" : "; Ctrl-C to stop";
 	char moved[96] = "", what[PATH_MAX + 64];
 
-	say_what(s, what, sizeof(what));
-	if (s->disc.kind == RUNTIME_USDT) {
-		err_msg("%s: %zu asynctrace probes in %s, sched_switch via %s, %s; Ctrl-C to "
-			"stop\n",
-			what, s->disc.nr, s->disc.sites[0].target_path,
-			tracer__sched_hook(s->tracer), mode_str(s->o));
+	say_what(s, tr, what, sizeof(what));
+	if (tr->disc.kind == RUNTIME_USDT) {
+		err_msg("%s: %zu asynctrace probes in %s, sched_switch via %s, %s%s\n", what,
+			tr->disc.nr, tr->disc.sites[0].target_path, tracer__sched_hook(s->tracer),
+			mode_str(s->o), ctrl_c);
 		return;
 	}
-	if (s->probes_moved)
+	if (tr->probes_moved)
 		snprintf(moved, sizeof(moved),
 			 "; %zu probes placed past a single-stepped entry (--probe-at)",
-			 s->probes_moved);
+			 tr->probes_moved);
 	err_msg("%s: tokio in %s (%s mangling): %zu raw::poll instances "
 		"(%zu named by future type%s%s), %zu wake, %zu schedule, %zu spawn, %zu remove, "
-		"%s%s%s; sched_switch via %s, %s; Ctrl-C to stop\n",
-		what, s->disc.tokio.target_path, rt->v0 ? "v0" : "legacy",
+		"%s%s%s; sched_switch via %s, %s%s\n",
+		what, tr->disc.tokio.target_path, rt->v0 ? "v0" : "legacy",
 		rt->count[TOKIO_POLL], rt->named,
 		rt->ambiguous ? ", some share their code with other futures: v0 mangling names "
 				"them"
@@ -185,56 +269,67 @@ static void say_found(const struct session *s)
 		rt->count[TOKIO_STEAL] ? "steal_into probed"
 				       : "steal_into inlined: steals inferred from migrations",
 		rt->count[TOKIO_REMOVE] ? "" : ", remove inlined: completions and lost wakers not seen",
-		moved, tracer__sched_hook(s->tracer), mode_str(s->o));
+		moved, tracer__sched_hook(s->tracer), mode_str(s->o), ctrl_c);
 }
 
 /*
- * Samples the maps into the pipeline: the workers every tick, the tasks (and
- * a snapshot for the live view) every TASK_SAMPLE_TICKS.
+ * Samples process tr's maps into its pipeline: the workers every tick, the
+ * tasks (and a snapshot for the live view) every TASK_SAMPLE_TICKS. at: the
+ * time the sample stands for (0: now).
  */
-static void sample(struct session *s, bool tasks, bool show)
+static void sample(struct session *s, struct traced *tr, bool tasks, bool show, uint64_t at)
 {
-	if (tracer__snapshot(s->tracer, &s->snap, tasks, s->o->detect.lost_waker_ns, s->stop))
+	if (tracer__snapshot(s->tracer, tr->target.pid, &tr->snap, tasks,
+			     s->o->detect.lost_waker_ns, at))
 		return;
-	sampler__workers(&s->sampler, &s->snap);
+	sampler__workers(&tr->sampler, &tr->snap);
 	if (!tasks)
 		return;
-	sampler__tasks(&s->sampler, &s->snap);
+	sampler__tasks(&tr->sampler, &tr->snap);
 	if (show && !s->cap)
-		pipeline__stats(&s->pipe, &s->snap);
+		pipeline__stats(&tr->pipe, &tr->snap);
 }
 
-static void fill_run_info(struct session *s, struct run_info *info, const char *why)
+static void fill_run_info(struct session *s, struct traced *tr, struct run_info *info,
+			  const char *why, uint64_t end)
 {
-	memset(info, 0, sizeof(*info));
-	info->seconds = (double)((s->stop ? s->stop : now_ns()) - s->start) / 1e9;
+	memset(info, 0, sizeof(info[0]));
+	info->seconds = (double)((end ? end : now_ns()) - tr->start) / 1e9;
 	info->end_reason = why;
 	info->maps_only = s->o->no_trace;
 	tracer__stats(s->tracer, info->stats);
 }
 
-/* On SIGUSR1: the report so far, on stderr, whatever --summary says. */
+/* On SIGUSR1: the report so far of every process, on stderr, whatever --summary says. */
 static void report_now(struct session *s)
 {
 	struct run_info info;
 
-	if (s->cap) {
-		fill_run_info(s, &info, "still recording");
-		err_msg("recording: %.1f s, %llu records, %.1f MB, %llu dropped\n", info.seconds,
-			(unsigned long long)capture_writer__records(s->cap),
-			(double)capture_writer__bytes(s->cap) / 1e6,
-			(unsigned long long)report__dropped(&info));
-		return;
+	for (size_t i = 0; i < s->nr; i++) {
+		struct traced *tr = s->targets[i];
+
+		if (s->cap) {
+			fill_run_info(s, tr, &info, "still recording", 0);
+			err_msg("recording: %.1f s, %llu records, %.1f MB, %llu dropped\n",
+				info.seconds, (unsigned long long)capture_writer__records(s->cap),
+				(double)capture_writer__bytes(s->cap) / 1e6,
+				(unsigned long long)report__dropped(&info));
+			continue;
+		}
+		tracer__snapshot(s->tracer, tr->target.pid, &tr->snap, true,
+				 s->o->detect.lost_waker_ns, 0);
+		fill_run_info(s, tr, &info, "still tracing", 0);
+		report__text(stderr, &tr->pipe.model, &tr->pipe.detector, &tr->snap, &info, true);
 	}
-	tracer__snapshot(s->tracer, &s->snap, true, s->o->detect.lost_waker_ns, 0);
-	fill_run_info(s, &info, "still tracing");
-	report__text(stderr, &s->pipe.model, &s->pipe.detector, &s->snap, &info, true);
+	if (!s->nr)
+		err_msg("no process traced yet: %zu looked at so far\n", s->seen.len);
 }
 
 /*
  * The signals that stop tracing cleanly. SIGHUP is an ssh session or a
  * terminal going away: the trace and report still get written, rather than
- * the default death that leaves a trace cut short.
+ * the default death that leaves a trace cut short. (Following the host with
+ * --alerts, SIGHUP asks instead for the alert log to be opened again.)
  */
 static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP };
 
@@ -252,105 +347,6 @@ static void stop_signal_set(sigset_t *sigs)
 		sigaddset(sigs, stop_signals[i]);
 }
 
-/* Runs until a signal, the deadline, or the target's exit; says which. */
-static const char *trace_loop(struct session *s, uint64_t deadline)
-{
-	struct epoll_event ev[4];
-	uint64_t next_tick = now_ns() + TICK_NS;
-	int ep = epoll_create1(EPOLL_CLOEXEC), fds[3], ticks = 0;
-	const char *why = NULL;
-
-	if (ep < 0)
-		return "epoll failed";
-	/* A first look at the maps: the baseline that rates are measured from. */
-	sample(s, true, true);
-	fds[0] = tracer__fd(s->tracer);
-	fds[1] = s->sfd;
-	fds[2] = s->target.pidfd;
-	for (int i = 0; i < 3; i++) {
-		ev[0] = (struct epoll_event){ .events = EPOLLIN, .data.fd = fds[i] };
-		epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &ev[0]);
-	}
-	/*
-	 * A trace on standard output: a pipe whose reader went away (| head)
-	 * reports an error at once, and tracing on would write to nobody, with
-	 * SIGPIPE ignored, until stopped by hand. Not a pipe (a file): no event.
-	 */
-	if (s->o->output && !strcmp(s->o->output, "-")) {
-		ev[0] = (struct epoll_event){ .events = 0, .data.fd = STDOUT_FILENO };
-		epoll_ctl(ep, EPOLL_CTL_ADD, STDOUT_FILENO, &ev[0]);
-	}
-	while (!why) {
-		uint64_t now = now_ns();
-		uint64_t until = deadline && deadline < next_tick ? deadline : next_tick;
-		int timeout = until > now ? (int)((until - now) / 1000000) + 1 : 0;
-		int n = epoll_wait(ep, ev, 4, timeout);
-
-		for (int i = 0; i < n; i++) {
-			if (ev[i].data.fd == s->sfd) {
-				struct signalfd_siginfo si;
-
-				if (read(s->sfd, &si, sizeof(si)) != sizeof(si))
-					continue;
-				if (si.ssi_signo == SIGUSR1)
-					report_now(s);
-				else
-					why = stop_reason(si.ssi_signo);
-			} else if (ev[i].data.fd == s->target.pidfd) {
-				why = "target exited";
-			} else if (ev[i].data.fd == STDOUT_FILENO) {
-				/* the write that fails at the end says so, once */
-				why = "standard output closed";
-			}
-		}
-		/* Records are batched without wake-ups: drain on every turn. */
-		if (tracer__consume(s->tracer, CONSUME_BATCH, false) < 0 && !why)
-			why = "ring buffer read failed";
-		now = now_ns();
-		if (now >= next_tick) {
-			sample(s, ++ticks % TASK_SAMPLE_TICKS == 0, true);
-			if (s->cap) {
-				capture__tick(s->cap, now);
-				/* what is recorded survives asynctraced being killed */
-				capture_writer__flush(s->cap);
-			} else {
-				pipeline__tick(&s->pipe, now);
-			}
-			next_tick = now + TICK_NS;
-		}
-		if (deadline && now >= deadline && !why)
-			why = "duration elapsed";
-	}
-	close(ep);
-	return why;
-}
-
-/* The capture's first records: the process, its thresholds, tokio's task names. */
-static void begin_capture(struct session *s)
-{
-	const struct detect_opts *d = &s->o->detect;
-	struct cap_process proc = {
-		.hdr.ts = s->start,
-		.pid = (uint32_t)s->o->pid,
-		.runtime = s->disc.kind == RUNTIME_TOKIO ? CAPTURE_RUNTIME_TOKIO : CAPTURE_RUNTIME_USDT,
-		.realtime_offset = s->pipe.model.realtime_offset,
-		.maps_only = s->o->no_trace,
-		.long_poll_ns = d->long_poll_ns,
-		.sched_delay_ns = d->sched_delay_ns,
-		.starve_ns = d->starve_ns,
-		.lost_waker_ns = d->lost_waker_ns,
-		.episode_gap_ns = d->episode_gap_ns,
-		.starve_depth = d->starve_depth,
-		.thrash_rate = d->thrash_rate,
-	};
-
-	snprintf(proc.comm, sizeof(proc.comm), "%s", s->target.comm);
-	capture__begin(s->cap, &proc);
-	if (s->disc.kind == RUNTIME_TOKIO)
-		name_tokio_tasks(s);
-	capture_writer__flush(s->cap);
-}
-
 /* Whether we may trace; says what is missing when not. */
 static bool privileged(void)
 {
@@ -361,159 +357,456 @@ static bool privileged(void)
 	return false;
 }
 
-/* Everything up to attached: each failure says what and exits 1. */
-static int start(struct session *s)
+/* A new process traced: its own state, not yet attached. */
+static struct traced *traced_new(struct session *s)
 {
-	const struct options *o = s->o;
-	struct tracer_opts topts = {
-		.pid = o->pid,
-		.btf_path = o->btf_path,
-		.ringbuf_bytes = o->ringbuf_bytes,
-		.task_slots = o->task_slots,
-		.sched_hook = o->sched_hook,
-		.trace_events = !o->no_trace,
-		.long_poll_ns = o->detect.long_poll_ns,
-		.sched_delay_ns = o->detect.sched_delay_ns,
-		.starve_depth = o->detect.starve_depth,
-		.empty_programs = o->empty_programs,
-	};
-	struct timespec rt;
-	sigset_t sigs;
+	struct traced *tr = calloc(1, sizeof(*tr));
+
+	if (tr) {
+		tr->s = s;
+		tr->target.pidfd = -1;
+		tr->target.memfd = -1;
+		tr->disc.verbose = s->o->verbose;
+		tr->disc.images = s->follow ? &s->images : NULL;
+	}
+	return tr;
+}
+
+static void traced_free(struct traced *tr)
+{
+	if (!tr)
+		return;
+	if (tr->piped) {
+		pipeline__free(&tr->pipe);
+		sampler__free(&tr->sampler);
+	}
+	stats__free(&tr->snap);
+	discovery__free(&tr->disc);
+	target__close(&tr->target);
+	free(tr);
+}
+
+/*
+ * Opens process pid and finds its runtime. 0, or -errno after a message;
+ * quiet: none for a process gone or without a known runtime (following the
+ * host, most processes are that).
+ */
+static int examine(struct session *s, pid_t pid, bool quiet, struct traced **out)
+{
+	struct traced *tr = traced_new(s);
 	int err;
 
-	if (!privileged())
-		return -EPERM;
-	err = tracer__check_btf(o->btf_path);
+	*out = NULL;
+	if (!tr)
+		return -ENOMEM;
+	err = target__open(&tr->target, pid);
 	if (err) {
-		if (o->btf_path)
-			err_msg("cannot read BTF file '%s': %s\n", o->btf_path, strerror(-err));
+		if (quiet && err == -ESRCH)
+			;
+		else if (err == -ESRCH)
+			err_msg("no process with pid %d\n", pid);
 		else
-			err_msg("kernel BTF not found at /sys/kernel/btf/vmlinux: the kernel needs "
-				"CONFIG_DEBUG_INFO_BTF=y, or give --btf FILE\n");
-		return err;
+			err_msg("cannot inspect pid %d: %s\n", pid, strerror(-err));
+		goto fail;
 	}
-	s->disc.verbose = o->verbose;
-	err = discover(&s->disc, &s->target);
+	err = discover(&tr->disc, &tr->target);
 	if (err) {
-		err_msg("cannot read the mappings of pid %d: %s%s\n", o->pid, strerror(-err),
-			(err == -EACCES || err == -EPERM) && !sandbox__has_cap(CAP_SYS_PTRACE)
-				? ": a process of another user needs CAP_SYS_PTRACE"
-				: "");
-		return err;
+		if (!quiet || target__alive(&tr->target))
+			err_msg("cannot read the mappings of pid %d: %s%s\n", pid, strerror(-err),
+				(err == -EACCES || err == -EPERM) &&
+						!sandbox__has_cap(CAP_SYS_PTRACE)
+					? ": a process of another user needs CAP_SYS_PTRACE"
+					: "");
+		goto fail;
 	}
-	if (s->disc.kind == RUNTIME_NONE && s->disc.stripped) {
+	err = -ENOENT;
+	if (tr->disc.kind == RUNTIME_NONE && quiet)
+		goto fail;
+	if (tr->disc.kind == RUNTIME_NONE && tr->disc.stripped) {
 		err_msg("no known runtime in pid %d (%s): no %s USDT probes, and its binary is "
 			"stripped (no symbol table), so tokio cannot be looked for: asynctraced "
 			"finds tokio by its function symbols; rebuild without `strip = true` "
 			"(strip = \"debuginfo\" keeps them)\n",
-			o->pid, s->target.comm, AT_USDT_PROVIDER);
-		return -ENOENT;
+			pid, tr->target.comm, AT_USDT_PROVIDER);
+		goto fail;
 	}
-	if (s->disc.kind == RUNTIME_NONE) {
+	if (tr->disc.kind == RUNTIME_NONE) {
 		err_msg("no known runtime in pid %d (%s): no %s USDT probes (see "
 			"docs/usdt-abi.md) and no tokio symbols in its %zu mapped ELF files\n",
-			o->pid, s->target.comm, AT_USDT_PROVIDER, s->disc.scanned);
-		return -ENOENT;
+			pid, tr->target.comm, AT_USDT_PROVIDER, tr->disc.scanned);
+		goto fail;
 	}
-	if (s->disc.kind == RUNTIME_USDT &&
-	    (!discovered(&s->disc, "poll_begin") || !discovered(&s->disc, "poll_end"))) {
+	if (tr->disc.kind == RUNTIME_USDT &&
+	    (!discovered(&tr->disc, "poll_begin") || !discovered(&tr->disc, "poll_end"))) {
 		err_msg("pid %d (%s) has %s probes but not poll_begin and poll_end: nothing to "
 			"trace\n",
-			o->pid, s->target.comm, AT_USDT_PROVIDER);
-		return -ENOENT;
+			pid, tr->target.comm, AT_USDT_PROVIDER);
+		goto fail;
 	}
+	*out = tr;
+	return 0;
+fail:
+	traced_free(tr);
+	return err;
+}
 
-	pipeline__init(&s->pipe, (uint32_t)o->pid, s->target.comm, now_ns(), &o->detect);
+/* The capture's first records: the process, its thresholds, tokio's task names. */
+static void begin_capture(struct session *s, struct traced *tr)
+{
+	const struct detect_opts *d = &s->o->detect;
+	struct cap_process proc = {
+		.hdr.ts = tr->start,
+		.pid = (uint32_t)tr->target.pid,
+		.runtime = tr->disc.kind == RUNTIME_TOKIO ? CAPTURE_RUNTIME_TOKIO
+							  : CAPTURE_RUNTIME_USDT,
+		.realtime_offset = tr->pipe.model.realtime_offset,
+		.maps_only = s->o->no_trace,
+		.long_poll_ns = d->long_poll_ns,
+		.sched_delay_ns = d->sched_delay_ns,
+		.starve_ns = d->starve_ns,
+		.lost_waker_ns = d->lost_waker_ns,
+		.episode_gap_ns = d->episode_gap_ns,
+		.starve_depth = d->starve_depth,
+		.thrash_rate = d->thrash_rate,
+	};
+
+	snprintf(proc.comm, sizeof(proc.comm), "%s", tr->target.comm);
+	capture__begin(s->cap, &proc);
+	if (tr->disc.kind == RUNTIME_TOKIO)
+		name_tokio_tasks(s, tr);
+	capture_writer__flush(s->cap);
+}
+
+/* Lets process tr go: its probes, its state in the maps, its place in the session. */
+static void traced_drop(struct session *s, struct traced *tr)
+{
+	size_t i;
+
+	if (tr->target.pidfd >= 0)
+		epoll_ctl(s->ep, EPOLL_CTL_DEL, tr->target.pidfd, NULL);
+	tracer__detach_pid(s->tracer, tr->target.pid);
+	tracer__unfollow(s->tracer, tr->target.pid);
+	tracer__forget(s->tracer, tr->target.pid);
+	u64map__del(&s->by_pid, (uint64_t)tr->target.pid);
+	if (s->last == tr)
+		s->last = NULL;
+	for (i = 0; i < s->nr && s->targets[i] != tr; i++)
+		;
+	if (i < s->nr)
+		memmove(&s->targets[i], &s->targets[i + 1], (s->nr - i - 1) * sizeof(*s->targets));
+	s->nr -= i < s->nr;
+	traced_free(tr);
+}
+
+/*
+ * Process tr, examined, is traced from now: its pipeline and sinks (or the
+ * capture), then its probes. 0, or -errno after a message (tr is then freed).
+ */
+static int traced_start(struct session *s, struct traced *tr)
+{
+	const struct options *o = s->o;
+	struct attach_opts ao = {
+		.pid = tr->target.pid,
+		.probe_at_entry = o->probe_at_entry,
+		.verbose = o->verbose,
+	};
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = tr };
+	struct traced **targets;
+	struct timespec rt;
+	int err;
+
+	targets = realloc(s->targets, (s->nr + 1) * sizeof(*targets));
+	if (!targets || u64map__set(&s->by_pid, (uint64_t)tr->target.pid, tr)) {
+		s->targets = targets ? targets : s->targets;
+		traced_free(tr);
+		return -ENOMEM;
+	}
+	s->targets = targets;
+	s->targets[s->nr++] = tr;
+	err = pipeline__init(&tr->pipe, (uint32_t)tr->target.pid, tr->target.comm, now_ns(),
+			     &o->detect);
+	tr->piped = true;
+	sampler__init(&tr->sampler, on_sample, tr);
 	/* USDT runtimes pass name strings; tokio's name_addr is code, named from symbols. */
-	if (s->disc.kind == RUNTIME_USDT)
-		s->pipe.model.read_str = target__read_str;
-	s->pipe.model.thread_comm = target__thread_comm;
-	s->pipe.model.target_ctx = &s->target;
-	if (o->command == CMD_RECORD) {
-		err = capture_writer__open(&s->cap, o->output);
-		if (err) {
-			err_msg("cannot write capture to '%s': %s\n", o->output,
-				outbuf__strerror(err));
-			return err;
-		}
-	} else {
-		if (s->disc.kind == RUNTIME_TOKIO)
-			name_tokio_tasks(s);
-		err = outputs__open(&s->pipe, o, true);
-		if (err)
-			return err;
+	if (tr->disc.kind == RUNTIME_USDT)
+		tr->pipe.model.read_str = target__read_str;
+	tr->pipe.model.thread_comm = target__thread_comm;
+	tr->pipe.model.target_ctx = &tr->target;
+	if (!err && !s->cap) {
+		if (tr->disc.kind == RUNTIME_TOKIO)
+			name_tokio_tasks(s, tr);
+		err = outputs__add_sinks(&s->out, &tr->pipe, s->live_view);
 	}
-
-	/* Signals arrive through the loop's epoll; a second one kills (see run). */
-	stop_signal_set(&sigs);
-	sigaddset(&sigs, SIGUSR1);
-	sigprocmask(SIG_BLOCK, &sigs, NULL);
-	s->sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
-	signal(SIGPIPE, SIG_IGN);
-
-	topts.uprobes = s->disc.kind == RUNTIME_TOKIO;
-	if (s->disc.tokio.rt.count[TOKIO_STEAL])
-		topts.target_flags |= AT_TARGET_TOKIO_STEAL;
-	/* the Header cache needs remove to say when a Header is let go (docs/tokio.md) */
-	if (s->disc.tokio.rt.count[TOKIO_REMOVE])
-		topts.target_flags |= AT_TARGET_TOKIO_REMOVE | AT_TARGET_TOKIO_HDR_CACHE;
-	if (s->disc.kind == RUNTIME_USDT) {
-		topts.usdt_specs = s->disc.specs;
-		if (discovered(&s->disc, "worker_park") && discovered(&s->disc, "worker_unpark"))
-			topts.target_flags |= AT_TARGET_PARKS_PROBED;
-	}
-	err = tracer__new(&s->tracer, &topts, on_record, s);
+	if (!err)
+		err = tracer__follow(s->tracer, tr->target.pid, target_flags(&tr->disc));
 	if (err) {
-		err_msg("failed to load BPF programs: %s%s\n", strerror(-err),
-			o->verbose ? "" : " (-v shows libbpf's log)");
+		if (err == -E2BIG || err == -ENOSPC)
+			err_msg("cannot follow pid %d: the BPF maps hold no more processes\n",
+				tr->target.pid);
+		traced_drop(s, tr);
 		return err;
 	}
-	/* Time zero: nothing can happen before the first probe is attached. */
-	s->start = now_ns();
+	/* Its time zero: nothing can happen before its first probe is attached. */
+	tr->start = now_ns();
 	clock_gettime(CLOCK_REALTIME, &rt);
-	s->pipe.model.t0 = s->start;
-	s->pipe.model.last_ts = s->start;
-	s->pipe.model.realtime_offset =
-		(uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec - s->start;
+	tr->pipe.model.t0 = tr->start;
+	tr->pipe.model.last_ts = tr->start;
+	tr->pipe.model.realtime_offset =
+		(uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec - tr->start;
 	if (s->cap)
-		begin_capture(s);
-	err = attach_all(s);
+		begin_capture(s, tr);
+	err = attach__probes(s->tracer, &tr->disc, &ao, &tr->probes_moved);
+	if (!err && epoll_ctl(s->ep, EPOLL_CTL_ADD, tr->target.pidfd, &ev))
+		err = -errno;
 	if (err) {
-		if (!target__alive(&s->target))
-			err_msg("pid %d exited while attaching\n", o->pid);
+		if (!target__alive(&tr->target))
+			err_msg("pid %d exited while attaching\n", tr->target.pid);
+		traced_drop(s, tr);
 		return err;
 	}
-	/*
-	 * Nothing from here on needs a privilege (sandbox.h), but reading a USDT
-	 * target's strings when its mem file could not be opened (target.h).
-	 */
-	err = sandbox__drop_privileges(s->disc.kind == RUNTIME_USDT && s->target.memfd < 0
-					       ? 1ull << CAP_SYS_PTRACE
-					       : 0);
-	if (err) {
-		err_msg("failed to drop privileges after attaching: %s\n", strerror(-err));
-		return err;
-	}
-	if (!o->no_sandbox) {
-		err = sandbox__filter();
-		if (err) {
-			err_msg("failed to install the seccomp filter: %s (--no-sandbox runs "
-				"without it)\n",
-				strerror(-err));
-			return err;
-		}
-	}
-	say_found(s);
+	s->ever++;
+	say_found(s, tr);
 	return 0;
 }
 
-/* record: the last snapshot and the end record; one line to say what was written. */
-static int finish_capture(struct session *s, const struct run_info *info)
+/*
+ * Process tr's tracing ends (it exited at `at`, or the session stops): a
+ * last sample, its pipeline finished, its report.
+ */
+static void traced_end(struct session *s, struct traced *tr, const char *why, uint64_t at)
 {
-	const struct options *o = s->o;
+	struct run_info info;
+
+	sample(s, tr, true, false, at);
+	fill_run_info(s, tr, &info, why, at);
+	if (outputs__end(&s->out, &tr->pipe, at, &tr->snap, &info) != EXIT_OK)
+		s->ret = EXIT_FAIL;
+}
+
+/* Processes tr that exited a while ago: ended and let go (the session goes on). */
+static void end_exited(struct session *s, uint64_t now)
+{
+	for (size_t i = s->nr; i-- > 0;) {
+		struct traced *tr = s->targets[i];
+
+		if (!tr->exited || now < tr->exited + EXIT_GRACE_NS)
+			continue;
+		traced_end(s, tr, "target exited", tr->exited);
+		traced_drop(s, tr);
+	}
+}
+
+static size_t running(const struct session *s)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < s->nr; i++)
+		n += !s->targets[i]->exited;
+	return n;
+}
+
+/* Following the host: a process found that may run a known runtime. */
+static int on_new_process(void *ctx, pid_t pid, const char *comm)
+{
+	struct session *s = ctx;
+	struct traced *tr;
 	int err;
 
-	capture__finish(s->cap, &s->snap, info->stats, AT_STAT_NR, s->stop, info->end_reason);
+	tr = u64map__get(&s->by_pid, (uint64_t)pid);
+	if (tr) {
+		/* it exec'd: what it ran is gone, what it runs now is looked at anew */
+		traced_end(s, tr, "target exec'd", now_ns());
+		traced_drop(s, tr);
+	}
+	err = examine(s, pid, true, &tr);
+	if (err)
+		return err == -ENOMEM ? err : 0;
+	if (s->nr >= s->max_targets) {
+		s->over_max++;
+		err_msg("pid %d (%s) runs %s, not traced: --max-targets %u processes are traced "
+			"already\n",
+			pid, comm, tr->disc.kind == RUNTIME_TOKIO ? "tokio" : "asynctrace probes",
+			s->max_targets);
+		traced_free(tr);
+		return 0;
+	}
+	err = traced_start(s, tr);
+	return err == -ENOMEM ? err : 0;
+}
+
+/* Following the host: the processes that started (or exec'd) since the last look. */
+static void scan_new(struct session *s)
+{
+	int err = scan__new_processes(&s->filter, &s->seen, on_new_process, s);
+
+	if (err)
+		err_msg("cannot look through the host's processes: %s\n", strerror(-err));
+}
+
+/* The BPF side saw process pid exec, or a traced process fork it: to look at soon. */
+static void on_birth(void *ctx, pid_t pid)
+{
+	struct session *s = ctx;
+
+	if (s->nr_births == s->cap_births) {
+		size_t cap = s->cap_births ? s->cap_births * 2 : 64;
+		struct birth *b = realloc(s->births, cap * sizeof(*b));
+
+		if (!b)
+			return; /* the next full scan finds it */
+		s->births = b;
+		s->cap_births = cap;
+	}
+	s->births[s->nr_births++] = (struct birth){ .pid = pid, .due = now_ns() + BIRTH_SETTLE_NS };
+}
+
+/* The processes born a while ago, looked at. */
+static void look_at_births(struct session *s, uint64_t now)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < s->nr_births; i++) {
+		if (s->births[i].due > now) {
+			s->births[n++] = s->births[i];
+			continue;
+		}
+		if (scan__process(&s->filter, &s->seen, s->births[i].pid, on_new_process, s) ==
+		    -ENOMEM)
+			err_msg("out of memory looking at pid %d\n", s->births[i].pid);
+	}
+	s->nr_births = n;
+}
+
+/* A signal: SIGUSR1 reports, SIGHUP following the host reopens --alerts; the others stop. */
+static const char *on_signal(struct session *s)
+{
+	struct signalfd_siginfo si;
+	int err;
+
+	if (read(s->sfd, &si, sizeof(si)) != sizeof(si))
+		return NULL;
+	if (si.ssi_signo == SIGUSR1) {
+		report_now(s);
+		return NULL;
+	}
+	if (si.ssi_signo == SIGHUP && s->follow && s->o->alerts) {
+		err = outputs__reopen_alerts(&s->out);
+		if (err)
+			err_msg("cannot open '%s' again: %s; alerts still go where they went\n",
+				s->o->alerts, strerror(-err));
+		return NULL;
+	}
+	return stop_reason(si.ssi_signo);
+}
+
+/* One tick: samples, time passing for the pipelines, processes come and gone. */
+static const char *tick(struct session *s, uint64_t now, int ticks)
+{
+	for (size_t i = 0; i < s->nr; i++) {
+		struct traced *tr = s->targets[i];
+
+		sample(s, tr, ticks % TASK_SAMPLE_TICKS == 0, true, 0);
+		if (!s->cap)
+			pipeline__tick(&tr->pipe, now);
+	}
+	if (s->cap) {
+		capture__tick(s->cap, now);
+		/* what is recorded survives asynctraced being killed */
+		capture_writer__flush(s->cap);
+	}
+	end_exited(s, now);
+	if (s->follow)
+		look_at_births(s, now);
+	if (s->follow && ticks % SCAN_TICKS == 0)
+		scan_new(s);
+	if (!s->follow && !s->nr)
+		return "every target exited";
+	return NULL;
+}
+
+static int epoll_add(int ep, int fd, uint32_t events, uint64_t tag)
+{
+	struct epoll_event ev = { .events = events, .data.u64 = tag };
+
+	return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+}
+
+/* Runs until a signal, the deadline, or (with -p) the targets' exit; says which. */
+static const char *trace_loop(struct session *s, uint64_t deadline)
+{
+	struct epoll_event ev[16];
+	uint64_t next_tick = now_ns() + TICK_NS;
+	const char *why = NULL;
+	int ticks = 0;
+
+	/* A first look at the maps: the baseline that rates are measured from. */
+	for (size_t i = 0; i < s->nr; i++)
+		sample(s, s->targets[i], true, true, 0);
+	epoll_add(s->ep, tracer__fd(s->tracer), EPOLLIN, EV_RINGS);
+	epoll_add(s->ep, s->sfd, EPOLLIN, EV_SIGNALS);
+	if (tracer__births_fd(s->tracer) >= 0)
+		epoll_add(s->ep, tracer__births_fd(s->tracer), EPOLLIN, EV_BIRTHS);
+	/*
+	 * A trace on standard output: a pipe whose reader went away (| head)
+	 * reports an error at once, and tracing on would write to nobody, with
+	 * SIGPIPE ignored, until stopped by hand. Not a pipe (a file): no event.
+	 */
+	if (s->o->output && !strcmp(s->o->output, "-"))
+		epoll_add(s->ep, STDOUT_FILENO, 0, EV_STDOUT);
+	while (!why) {
+		uint64_t now = now_ns();
+		uint64_t until = deadline && deadline < next_tick ? deadline : next_tick;
+		int timeout = until > now ? (int)((until - now) / 1000000) + 1 : 0;
+		int n = epoll_wait(s->ep, ev, 16, timeout);
+
+		for (int i = 0; i < n && !why; i++) {
+			uint64_t tag = ev[i].data.u64;
+
+			if (tag == EV_SIGNALS) {
+				why = on_signal(s);
+			} else if (tag == EV_BIRTHS) {
+				tracer__births_consume(s->tracer);
+			} else if (tag == EV_STDOUT) {
+				/* the write that fails at the end says so, once */
+				why = "standard output closed";
+			} else if (tag != EV_RINGS) {
+				struct traced *tr = ev[i].data.ptr;
+
+				epoll_ctl(s->ep, EPOLL_CTL_DEL, tr->target.pidfd, NULL);
+				/* the last one with -p ends the session: finish() ends it */
+				if (!s->follow && running(s) == 1)
+					why = "target exited";
+				else
+					tr->exited = now_ns();
+			}
+		}
+		/* Records are batched without wake-ups: drain on every turn. */
+		if (tracer__consume(s->tracer, CONSUME_BATCH, false) < 0 && !why)
+			why = "ring buffer read failed";
+		now = now_ns();
+		if (now >= next_tick) {
+			const char *done = tick(s, now, ++ticks);
+
+			if (!why)
+				why = done;
+			next_tick = now + TICK_NS;
+		}
+		if (deadline && now >= deadline && !why)
+			why = "duration elapsed";
+	}
+	return why;
+}
+
+/* record: the last snapshot and the end record; one line to say what was written. */
+static int finish_capture(struct session *s, struct traced *tr, const char *why)
+{
+	const struct options *o = s->o;
+	struct run_info info;
+	int err;
+
+	sample(s, tr, true, false, s->stop);
+	fill_run_info(s, tr, &info, why, s->stop);
+	capture__finish(s->cap, &tr->snap, info.stats, AT_STAT_NR, s->stop, info.end_reason);
 	err = capture_writer__flush(s->cap);
 	if (err) {
 		err_msg("failed to write '%s': %s\n", o->output, strerror(-err));
@@ -521,39 +814,60 @@ static int finish_capture(struct session *s, const struct run_info *info)
 	}
 	err_msg("recorded pid %d (%s) for %.2f s, %s: %llu records, %.1f MB in %s; "
 		"%llu dropped\n",
-		o->pid, s->target.comm, info->seconds, info->end_reason,
+		tr->target.pid, tr->target.comm, info.seconds, info.end_reason,
 		(unsigned long long)capture_writer__records(s->cap),
 		(double)capture_writer__bytes(s->cap) / 1e6, o->output,
-		(unsigned long long)report__dropped(info));
+		(unsigned long long)report__dropped(&info));
 	return EXIT_OK;
 }
 
-/* stop -> detach -> drain -> sample -> close episodes -> flush -> report */
+/* Several processes traced: one line for the whole session. */
+static void say_totals(const struct session *s, const char *why)
+{
+	char extra[160] = "";
+	size_t len = 0;
+
+	if (s->over_max)
+		len += (size_t)snprintf(extra + len, sizeof(extra) - len,
+					"; %zu left out by --max-targets", s->over_max);
+	if (s->stray && len < sizeof(extra))
+		len += (size_t)snprintf(extra + len, sizeof(extra) - len,
+					"; %llu records came after their process was let go",
+					(unsigned long long)s->stray);
+	if (s->malformed && len < sizeof(extra))
+		snprintf(extra + len, sizeof(extra) - len, "; %llu malformed records",
+			 (unsigned long long)s->malformed);
+	err_msg("%zu processes traced in %.2f s, %s%s\n", s->ever,
+		(double)(s->stop - s->start) / 1e9, why, extra);
+}
+
+/* stop -> detach -> drain -> sample -> close episodes -> flush -> reports */
 static int finish(struct session *s, const char *why)
 {
-	struct run_info info;
 	int ret;
 
 	s->stop = now_ns();
 	tracer__detach(s->tracer);
 	while (tracer__consume(s->tracer, CONSUME_BATCH, true) > 0)
 		;
-	/* The last state, for the detectors and the report; no live view. */
-	sample(s, true, false);
-	fill_run_info(s, &info, why);
 	if (s->cap)
-		ret = finish_capture(s, &info);
-	else
-		ret = outputs__finish(&s->pipe, s->o, now_ns(), &s->snap, &info);
-	if (sandbox__say_refused())
-		ret = EXIT_FAIL;
-	return ret;
+		return finish_capture(s, s->targets[0], why);
+	for (size_t i = 0; i < s->nr; i++) {
+		struct traced *tr = s->targets[i];
+
+		traced_end(s, tr, tr->exited ? "target exited" : why,
+			   tr->exited ? tr->exited : s->stop);
+	}
+	ret = outputs__close(&s->out);
+	if (s->follow || s->ever > 1 || s->stray || s->malformed)
+		say_totals(s, why);
+	return ret == EXIT_OK ? s->ret : ret;
 }
 
 /*
- * No -p: the host's process that runs a known runtime, as --comm,
- * --exclude-comm and --cgroup narrow them. Tracing several at once is not
- * built yet: when several do, they are named and -p is asked for.
+ * record without -p: the host's process that runs a known runtime, as
+ * --comm, --exclude-comm and --cgroup narrow them; several are named, and
+ * -p asked for (a capture holds one process).
  */
 static int pick_target(const struct options *o, pid_t *pid)
 {
@@ -593,55 +907,250 @@ static int pick_target(const struct options *o, pid_t *pid)
 				 : "on this host",
 			AT_USDT_PROVIDER, r.matched, r.unreadable ? ", some could not be read" : "");
 	else
-		err_msg("%zu processes run a known runtime: %s%s; asynctraced traces one at a time "
-			"for now: give -p PID, or narrow them with --comm, --exclude-comm or "
-			"--cgroup\n",
+		err_msg("%zu processes run a known runtime: %s%s; record captures one: give -p "
+			"PID, or narrow them with --comm, --exclude-comm or --cgroup\n",
 			r.nr, list, i < r.nr ? ", ..." : "");
 	scan_result__free(&r);
 	return -ENOENT;
 }
 
+/*
+ * USDT probes' arguments fixed at load (the cheapest reads, usdt_args.bpf.h)
+ * when every process to trace agrees on them; NULL otherwise (and following
+ * the host, where processes yet unseen may not): each hit finds its site's.
+ */
+static const struct at_usdt_spec *common_usdt_specs(struct traced **tr, size_t nr)
+{
+	const struct at_usdt_spec *specs = NULL;
+
+	for (size_t i = 0; i < nr; i++) {
+		if (tr[i]->disc.kind != RUNTIME_USDT)
+			continue;
+		if (!specs)
+			specs = tr[i]->disc.specs;
+		else if (memcmp(specs, tr[i]->disc.specs, sizeof(tr[i]->disc.specs)))
+			return NULL;
+	}
+	return specs;
+}
+
+/* The processes -p names, examined: those that can be traced. 0, or -errno. */
+static int examine_pids(struct session *s, struct traced ***out, size_t *nr)
+{
+	const struct options *o = s->o;
+	struct traced **tr = calloc(o->nr_pids, sizeof(*tr));
+	size_t n = 0;
+
+	if (!tr)
+		return -ENOMEM;
+	for (size_t i = 0; i < o->nr_pids; i++)
+		if (examine(s, o->pids[i], false, &tr[n]) == 0)
+			n++;
+	*out = tr;
+	*nr = n;
+	/* one process named: it is the session; several: each that can be is traced */
+	return n ? 0 : -ENOENT;
+}
+
+/*
+ * After attaching: privileges dropped and the seccomp filter installed
+ * (sandbox.h). Following the host, what attaching needs is kept, for the
+ * processes that start later, and no filter is installed (docs/security.md).
+ */
+static int confine(struct session *s)
+{
+	const uint64_t attach_caps = 1ull << CAP_SYS_ADMIN | 1ull << CAP_BPF |
+				     1ull << CAP_PERFMON | 1ull << CAP_SYS_PTRACE |
+				     1ull << CAP_DAC_READ_SEARCH | 1ull << CAP_DAC_OVERRIDE;
+	uint64_t keep = 0;
+	int err;
+
+	/* reading a USDT target's strings when its mem file could not be opened (target.h) */
+	for (size_t i = 0; i < s->nr; i++)
+		if (s->targets[i]->disc.kind == RUNTIME_USDT && s->targets[i]->target.memfd < 0)
+			keep |= 1ull << CAP_SYS_PTRACE;
+	err = sandbox__drop_privileges(s->follow ? attach_caps : keep);
+	if (err) {
+		err_msg("failed to drop privileges after attaching: %s\n", strerror(-err));
+		return err;
+	}
+	if (!s->o->no_sandbox && !s->follow) {
+		err = sandbox__filter();
+		if (err) {
+			err_msg("failed to install the seccomp filter: %s (--no-sandbox runs "
+				"without it)\n",
+				strerror(-err));
+			return err;
+		}
+	}
+	return 0;
+}
+
+/* Everything up to attached: each failure says what. 0, or -errno. */
+static int start(struct session *s)
+{
+	const struct options *o = s->o;
+	struct tracer_opts topts = {
+		.btf_path = o->btf_path,
+		.ringbuf_bytes = o->ringbuf_bytes,
+		.task_slots = o->task_slots,
+		.sched_hook = o->sched_hook,
+		.trace_events = !o->no_trace,
+		.long_poll_ns = o->detect.long_poll_ns,
+		.sched_delay_ns = o->detect.sched_delay_ns,
+		.starve_depth = o->detect.starve_depth,
+		.empty_programs = o->empty_programs,
+		.uprobes = s->follow,
+		.births = s->follow ? on_birth : NULL,
+		.births_ctx = s,
+	};
+	struct traced **first = NULL;
+	size_t nr_first = 0;
+	char why[256];
+	sigset_t sigs;
+	int err;
+
+	if (!privileged())
+		return -EPERM;
+	err = tracer__check_btf(o->btf_path);
+	if (err) {
+		if (o->btf_path)
+			err_msg("cannot read BTF file '%s': %s\n", o->btf_path, strerror(-err));
+		else
+			err_msg("kernel BTF not found at /sys/kernel/btf/vmlinux: the kernel needs "
+				"CONFIG_DEBUG_INFO_BTF=y, or give --btf FILE\n");
+		return err;
+	}
+	if (s->follow) {
+		err = scan_filter__init(&s->filter, o->comm, o->exclude_comm, o->cgroup, why,
+					sizeof(why));
+		if (err) {
+			err_msg("%s\n", why);
+			return err;
+		}
+		s->filter_set = true;
+	} else {
+		err = examine_pids(s, &first, &nr_first);
+		if (err)
+			goto out;
+		for (size_t i = 0; i < nr_first; i++)
+			topts.uprobes |= first[i]->disc.kind == RUNTIME_TOKIO;
+		topts.usdt_specs = common_usdt_specs(first, nr_first);
+	}
+	if (o->command == CMD_RECORD) {
+		err = capture_writer__open(&s->cap, o->output);
+		if (err) {
+			err_msg("cannot write capture to '%s': %s\n", o->output,
+				outbuf__strerror(err));
+			goto out;
+		}
+	} else {
+		err = outputs__open(&s->out, o);
+		if (err)
+			goto out;
+		s->out.several = s->follow || o->nr_pids > 1;
+	}
+
+	/* Signals arrive through the loop's epoll; a second one kills (see run). */
+	stop_signal_set(&sigs);
+	sigaddset(&sigs, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	s->sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+	signal(SIGPIPE, SIG_IGN);
+
+	err = tracer__new(&s->tracer, &topts, on_record, s);
+	if (err) {
+		err_msg("failed to load BPF programs: %s%s\n", strerror(-err),
+			o->verbose ? "" : " (-v shows libbpf's log)");
+		goto out;
+	}
+	s->start = now_ns();
+	err = tracer__attach_sched(s->tracer);
+	if (err) {
+		err_msg("failed to attach %s sched_switch: %s\n", tracer__sched_hook(s->tracer),
+			strerror(-err));
+		goto out;
+	}
+	if (s->follow) {
+		scan_new(s);
+		if (!s->nr)
+			err_msg("no process %s runs a known runtime (%s USDT probes, or tokio) yet: "
+				"%zu looked at; watching for one, Ctrl-C to stop\n",
+				o->comm || o->exclude_comm || o->cgroup
+					? "that --comm, --exclude-comm and --cgroup let through"
+					: "on this host",
+				AT_USDT_PROVIDER, s->seen.len);
+	} else {
+		for (size_t i = 0; i < nr_first; i++) {
+			struct traced *tr = first[i];
+
+			first[i] = NULL;
+			traced_start(s, tr); /* a failure is said, and tr let go */
+		}
+		if (!s->nr) {
+			err = -ENOENT;
+			goto out;
+		}
+	}
+	err = confine(s);
+out:
+	for (size_t i = 0; i < nr_first; i++)
+		traced_free(first[i]);
+	free(first);
+	return err;
+}
+
 int session__run(const struct options *o)
 {
-	struct session s = { .o = o, .sfd = -1 };
+	struct session s = { .o = o, .sfd = -1, .ret = EXIT_OK };
 	struct options picked;
 	sigset_t sigs;
 	const char *why;
-	int err, ret = EXIT_FAIL;
+	int ret = EXIT_FAIL;
 
-	if (!o->pid) {
+	if (o->command == CMD_RECORD && !o->pid) {
 		if (!privileged())
 			return EXIT_FAIL;
 		picked = *o;
 		if (pick_target(o, &picked.pid))
 			return EXIT_FAIL;
+		picked.pids[0] = picked.pid;
+		picked.nr_pids = 1;
 		s.o = o = &picked;
 	}
-	err = target__open(&s.target, o->pid);
-
-	if (err) {
-		if (err == -ESRCH)
-			err_msg("no process with pid %d\n", o->pid);
-		else
-			err_msg("cannot inspect pid %d: %s\n", o->pid, strerror(-err));
-		return EXIT_FAIL;
-	}
-	sampler__init(&s.sampler, on_sample, &s);
-	if (start(&s) == 0) {
+	s.follow = !o->nr_pids;
+	s.live_view = !s.follow && o->nr_pids == 1;
+	s.max_targets = o->max_targets ? o->max_targets : DEFAULT_MAX_TARGETS;
+	u64map__init(&s.by_pid);
+	u64map__init(&s.seen);
+	image_cache__init(&s.images);
+	s.ep = epoll_create1(EPOLL_CLOEXEC);
+	if (s.ep >= 0 && start(&s) == 0) {
 		why = trace_loop(&s, o->duration_ns ? s.start + o->duration_ns : 0);
 		/* From here a second Ctrl-C kills us the default way. */
 		stop_signal_set(&sigs);
 		sigprocmask(SIG_UNBLOCK, &sigs, NULL);
 		ret = finish(&s, why);
+		if (sandbox__say_refused())
+			ret = EXIT_FAIL;
+	} else if (s.ep < 0) {
+		err_msg("epoll failed: %s\n", strerror(errno));
 	}
 	tracer__free(s.tracer);
-	pipeline__free(&s.pipe);
-	sampler__free(&s.sampler);
+	for (size_t i = 0; i < s.nr; i++)
+		traced_free(s.targets[i]);
+	free(s.targets);
+	outputs__free(&s.out);
 	capture_writer__free(s.cap);
-	stats__free(&s.snap);
+	u64map__clear(&s.by_pid);
+	u64map__clear(&s.seen);
+	image_cache__free(&s.images);
+	free(s.births);
+	if (s.filter_set)
+		scan_filter__free(&s.filter);
 	if (s.sfd >= 0)
 		close(s.sfd);
-	discovery__free(&s.disc);
-	target__close(&s.target);
+	if (s.ep >= 0)
+		close(s.ep);
 	return ret;
 }

@@ -18,6 +18,7 @@ int convert__run(const struct options *o)
 	struct options opts = *o;
 	struct capture_reader *r;
 	struct pipeline pipe;
+	struct outputs out = { 0 };
 	struct replay rp;
 	struct run_info info;
 	char why[256];
@@ -34,7 +35,9 @@ int convert__run(const struct options *o)
 			o->capture, capture_reader__version(r));
 	err = replay__init(&rp, r, &pipe, &opts.detect, o->detect_given);
 	if (!err)
-		err = outputs__open(&pipe, &opts, false);
+		err = outputs__open(&out, &opts);
+	if (!err)
+		err = outputs__add_sinks(&out, &pipe, false);
 	/*
 	 * The capture is any file the user was handed: everything after this
 	 * line parses it, with the capture and the outputs open and nothing
@@ -54,6 +57,7 @@ int convert__run(const struct options *o)
 	}
 	if (err) {
 		pipeline__free(&pipe);
+		outputs__close(&out);
 		replay__free(&rp);
 		capture_reader__free(r);
 		return EXIT_FAIL;
@@ -67,7 +71,9 @@ int convert__run(const struct options *o)
 	info.no_snapshot = !replay__has_snapshot(&rp);
 	memcpy(info.stats, rp.counters, sizeof(info.stats));
 	/* What came before any damage is written out all the same. */
-	ret = outputs__finish(&pipe, &opts, rp.stop, replay__stats(&rp), &info);
+	ret = outputs__end(&out, &pipe, rp.stop, replay__stats(&rp), &info);
+	if (outputs__close(&out) != EXIT_OK)
+		ret = EXIT_FAIL;
 	if (err) {
 		err_msg("capture '%s' is damaged %s; converted the %llu records before it\n",
 			o->capture, capture_reader__error(r), (unsigned long long)rp.records);

@@ -17,6 +17,7 @@
 struct outbuf {
 	int fd;
 	int err;
+	int refs;	/* holders: outbuf__get, each let go by outbuf__free */
 	size_t len;
 	uint64_t bytes;
 	char buf[OUTBUF_SIZE];
@@ -138,6 +139,7 @@ int outbuf__open(struct outbuf **obp, const char *path)
 	ob->err = 0;
 	ob->len = 0;
 	ob->bytes = 0;
+	ob->refs = 1;
 	*obp = ob;
 	return 0;
 }
@@ -161,9 +163,35 @@ int outbuf__flush(struct outbuf *ob)
 	return ob->err;
 }
 
+int outbuf__reopen(struct outbuf *ob, const char *path)
+{
+	struct stat st;
+	int fd, err;
+
+	outbuf__flush(ob);
+	fd = open(path, OUTBUF_REOPEN_FLAGS, 0644);
+	if (fd < 0)
+		return -errno;
+	err = fstat(fd, &st) ? -errno : regular(&st);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	close(ob->fd);
+	ob->fd = fd;
+	ob->err = 0;
+	return 0;
+}
+
+struct outbuf *outbuf__get(struct outbuf *ob)
+{
+	ob->refs++;
+	return ob;
+}
+
 void outbuf__free(struct outbuf *ob)
 {
-	if (!ob)
+	if (!ob || --ob->refs > 0)
 		return;
 	close(ob->fd);
 	free(ob);

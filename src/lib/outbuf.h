@@ -7,6 +7,7 @@
 #ifndef OUTBUF_H
 #define OUTBUF_H
 
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,10 +29,25 @@ int outbuf__open(struct outbuf **ob, const char *path);
 int outbuf__check(const char *path);
 /* What an error of outbuf__open means, for a message. */
 const char *outbuf__strerror(int err);
+/*
+ * Another holder of ob (several writers sharing one file, each writing whole
+ * records between flushes); each holder lets go with outbuf__free, and the
+ * last one closes the file.
+ */
+struct outbuf *outbuf__get(struct outbuf *ob);
+/*
+ * Goes on writing to path, opened anew (a log that logrotate moved away),
+ * appending and without following a symlink; what was buffered goes to the
+ * old file first. 0, or -errno (ob then writes where it did).
+ */
+int outbuf__reopen(struct outbuf *ob, const char *path);
+/* The open flags of outbuf__reopen. */
+#define OUTBUF_REOPEN_FLAGS (O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC)
 void outbuf__free(struct outbuf *ob);
 
 /* 0, or the -errno of the first failed write. */
 int outbuf__flush(struct outbuf *ob);
+/* Bytes written so far, buffered ones included. */
 uint64_t outbuf__bytes(const struct outbuf *ob);
 
 void ob_write(struct outbuf *ob, const void *data, size_t len);

@@ -172,7 +172,7 @@ static void wall_time(char *buf, size_t size, const struct model *m, uint64_t ts
 		 (unsigned long long)(wall % 1000000000ull / 1000));
 }
 
-void alert__json(struct outbuf *ob, const struct model *m, const struct alert *a)
+void alert__json_object(struct outbuf *ob, const struct model *m, const struct alert *a)
 {
 	char buf[512];
 
@@ -229,7 +229,13 @@ void alert__json(struct outbuf *ob, const struct model *m, const struct alert *a
 	}
 	alert__format(buf, sizeof(buf), m, a);
 	ob_key_str(ob, ",\"message\":", buf);
-	ob_puts(ob, "}\n");
+	ob_putc(ob, '}');
+}
+
+void alert__json(struct outbuf *ob, const struct model *m, const struct alert *a)
+{
+	alert__json_object(ob, m, a);
+	ob_putc(ob, '\n');
 }
 
 struct alert_log {
@@ -264,18 +270,13 @@ static const struct sink_ops alert_log_ops = {
 	.free = log_free,
 };
 
-int alert_log__new(struct sink **s, const char *path)
+int alert_log__new(struct sink **s, struct outbuf *ob)
 {
 	struct alert_log *al = calloc(1, sizeof(*al));
-	int err;
 
 	if (!al)
 		return -ENOMEM;
-	err = outbuf__open(&al->ob, path);
-	if (err) {
-		free(al);
-		return err;
-	}
+	al->ob = outbuf__get(ob);
 	al->sink.ops = &alert_log_ops;
 	*s = &al->sink;
 	return 0;

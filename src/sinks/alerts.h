@@ -19,10 +19,11 @@ void alert__format(char *buf, size_t size, const struct model *m, const struct a
  * "long-poll still going: noisy #5" (tracing stopped first).
  */
 void alert__title(char *buf, size_t size, const struct alert *a);
-/* One alert as a JSON object and a newline. */
+/* One alert as a JSON object, on one line; alert__json adds a newline. */
+void alert__json_object(struct outbuf *ob, const struct model *m, const struct alert *a);
 void alert__json(struct outbuf *ob, const struct model *m, const struct alert *a);
 
-/* A sink writing every alert, BEGIN and END, as JSON lines to path. */
-int alert_log__new(struct sink **s, const char *path);
+/* A sink writing every alert, BEGIN and END, as JSON lines to ob (shared: outbuf__get). */
+int alert_log__new(struct sink **s, struct outbuf *ob);
 
 #endif

@@ -71,8 +71,12 @@ static void con_alert(struct sink *s, struct model *m, const struct alert *a)
 		return;
 	erase(c);
 	alert__format(msg, sizeof(msg), m, a);
-	snprintf(line, sizeof(line), "asynctraced: %s: %s",
-		 a->state == ALERT_END ? "alert end" : "alert", msg);
+	if (c->o.name_process)
+		snprintf(line, sizeof(line), "asynctraced: %s: pid %u (%s): %s",
+			 a->state == ALERT_END ? "alert end" : "alert", m->pid, m->comm, msg);
+	else
+		snprintf(line, sizeof(line), "asynctraced: %s: %s",
+			 a->state == ALERT_END ? "alert end" : "alert", msg);
 	/* a task's name comes from the target: no escape sequence of its own
 	 * reaches root's terminal, or a log that is read on one */
 	layout__fit(shown, sizeof(shown), line, (int)sizeof(shown));

@@ -17,6 +17,7 @@ struct console_opts {
 	FILE *out;
 	bool live;		/* redraw the view every second */
 	bool print_alerts;	/* one line per alert */
+	bool name_process;	/* ... naming its process (several are traced) */
 };
 
 int console__new(struct sink **s, const struct console_opts *o);

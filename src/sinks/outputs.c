@@ -14,19 +14,13 @@
 #include "trace_proto.h"
 #include "util.h"
 
-
-int outputs__open(struct pipeline *p, const struct options *o, bool live)
+int outputs__open(struct outputs *out, const struct options *o)
 {
-	struct console_opts co = {
-		.out = stderr,
-		.live = live && !o->quiet &&
-			(o->live == 1 || (o->live < 0 && isatty(STDERR_FILENO))),
-		.print_alerts = !o->quiet,
-	};
-	struct sink *sink;
 	int err;
 
-	/* every output judged before any is created: a refused one leaves the rest untouched */
+	memset(out, 0, sizeof(*out));
+	out->o = o;
+	out->next_seq = 1;
 	if (o->alerts && (err = outbuf__check(o->alerts))) {
 		err_msg("cannot write alerts to '%s': %s\n", o->alerts, outbuf__strerror(err));
 		return err;
@@ -35,61 +29,79 @@ int outputs__open(struct pipeline *p, const struct options *o, bool live)
 		err_msg("cannot write trace to '%s': %s\n", o->output, outbuf__strerror(err));
 		return err;
 	}
-	err = console__new(&sink, &co);
-	if (!err)
-		err = pipeline__add_sink(p, sink);
-	if (!err && o->alerts) {
-		err = alert_log__new(&sink, o->alerts);
-		if (err) {
-			err_msg("cannot write alerts to '%s': %s\n", o->alerts,
-				outbuf__strerror(err));
-			return err;
-		}
-		err = pipeline__add_sink(p, sink);
+	if (o->alerts && (err = outbuf__open(&out->alerts, o->alerts))) {
+		err_msg("cannot write alerts to '%s': %s\n", o->alerts, outbuf__strerror(err));
+		return err;
 	}
-	if (!err && o->output) {
-		/* options__parse took the format from the name when --format did not say */
-		err = o->format == FORMAT_PERFETTO ? trace_proto__new(&sink, o->output)
-						   : trace_json__new(&sink, o->output);
+	if (o->output) {
+		err = outbuf__open(&out->trace, o->output);
+		/* created at once, an empty trace a loadable file: a bad path fails now */
+		if (!err)
+			err = o->format == FORMAT_PERFETTO ? outbuf__flush(out->trace)
+							   : trace_json__begin(out->trace);
 		if (err) {
 			err_msg("cannot write trace to '%s': %s\n", o->output,
 				outbuf__strerror(err));
 			return err;
 		}
-		err = pipeline__add_sink(p, sink);
 	}
+	return 0;
+}
+
+int outputs__add_sinks(struct outputs *out, struct pipeline *p, bool live_view)
+{
+	const struct options *o = out->o;
+	struct console_opts co = {
+		.out = stderr,
+		.live = live_view && !o->quiet &&
+			(o->live == 1 || (o->live < 0 && isatty(STDERR_FILENO))),
+		.print_alerts = !o->quiet,
+		.name_process = out->several,
+	};
+	struct sink *sink;
+	int err = console__new(&sink, &co);
+
+	if (!err)
+		err = pipeline__add_sink(p, sink);
+	if (!err && out->alerts) {
+		err = alert_log__new(&sink, out->alerts);
+		if (!err)
+			err = pipeline__add_sink(p, sink);
+	}
+	if (!err && out->trace) {
+		/* options__parse took the format from the name when --format did not say */
+		err = o->format == FORMAT_PERFETTO ? trace_proto__new(&sink, out->trace,
+								      out->next_seq++)
+						   : trace_json__new(&sink, out->trace);
+		if (!err)
+			err = pipeline__add_sink(p, sink);
+	}
+	if (err)
+		err_msg("cannot set up the outputs: %s\n", strerror(-err));
 	return err;
 }
 
-/* "wrote t.pftrace: 4.8 MB, 97 bytes per event" */
-static void say_written(const char *path, const struct model *m)
+int outputs__end(struct outputs *out, struct pipeline *p, uint64_t now, const struct stats *st,
+		 const struct run_info *info)
 {
-	struct stat st;
-	uint64_t events = m->n.events;
-
-	if (!strcmp(path, "-") || stat(path, &st) || !S_ISREG(st.st_mode)) {
-		err_msg("wrote %s\n", path);
-		return;
-	}
-	err_msg("wrote %s: %.1f MB, %.0f bytes per event\n", path, (double)st.st_size / 1e6,
-		events ? (double)st.st_size / (double)events : 0.0);
-}
-
-int outputs__finish(struct pipeline *p, const struct options *o, uint64_t now,
-		    const struct stats *st, const struct run_info *info)
-{
+	const struct options *o = out->o;
 	int err, ret = EXIT_OK;
 
 	err = pipeline__finish(p, now);
-	if (err) {
+	if (err && !out->failed) {
 		err_msg("failed to write '%s': %s\n", o->output ? o->output : o->alerts,
 			strerror(-err));
-		ret = EXIT_FAIL;
+		out->failed = true;	/* said once */
 	}
+	if (err)
+		ret = EXIT_FAIL;
+	out->events += p->model.n.events;
+	out->reports++;
 	if (o->summary == SUMMARY_JSON) {
 		struct outbuf *ob;
 
 		report__text(stderr, &p->model, &p->detector, st, info, false);
+		/* one object per process, each on its own line */
 		err = outbuf__open(&ob, "-");
 		if (!err) {
 			report__json(ob, &p->model, &p->detector, st, info);
@@ -103,7 +115,57 @@ int outputs__finish(struct pipeline *p, const struct options *o, uint64_t now,
 	} else {
 		report__text(stderr, &p->model, &p->detector, st, info, true);
 	}
-	if (o->output && ret == EXIT_OK)
-		say_written(o->output, &p->model);
 	return ret;
+}
+
+/* "wrote t.pftrace: 4.8 MB, 97 bytes per event" */
+static void say_written(const char *path, uint64_t events)
+{
+	struct stat st;
+
+	if (!strcmp(path, "-") || stat(path, &st) || !S_ISREG(st.st_mode)) {
+		err_msg("wrote %s\n", path);
+		return;
+	}
+	err_msg("wrote %s: %.1f MB, %.0f bytes per event\n", path, (double)st.st_size / 1e6,
+		events ? (double)st.st_size / (double)events : 0.0);
+}
+
+int outputs__close(struct outputs *out)
+{
+	const struct options *o = out->o;
+	int ret = EXIT_OK, err;
+
+	if (out->alerts && (err = outbuf__flush(out->alerts))) {
+		if (!out->failed)
+			err_msg("failed to write '%s': %s\n", o->alerts, strerror(-err));
+		ret = EXIT_FAIL;
+	}
+	if (out->trace) {
+		err = o->format == FORMAT_PERFETTO ? outbuf__flush(out->trace)
+						   : trace_json__end(out->trace);
+		if (err) {
+			if (!out->failed)
+				err_msg("failed to write '%s': %s\n", o->output, strerror(-err));
+			ret = EXIT_FAIL;
+		} else {
+			say_written(o->output, out->events);
+		}
+	}
+	outputs__free(out);
+	return ret;
+}
+
+int outputs__reopen_alerts(struct outputs *out)
+{
+	if (!out->alerts)
+		return 0;
+	return outbuf__reopen(out->alerts, out->o->alerts);
+}
+
+void outputs__free(struct outputs *out)
+{
+	outbuf__free(out->alerts);
+	outbuf__free(out->trace);
+	out->alerts = out->trace = NULL;
 }

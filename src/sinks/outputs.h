@@ -1,25 +1,63 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the command line asks to be written, for tracing live and converting a
- * capture alike: the sinks (console, alert log, trace) and the final report.
+ * capture alike: the sinks (console, alert log, trace) and the reports.
+ *
+ * The files are the session's: one alert log and one trace, opened once.
+ * Each process traced has its own pipeline, and its own sinks writing into
+ * those shared files (whole records each: alert lines, JSON events, protobuf
+ * packets of its own sequence), so a trace holds every process as its own
+ * Perfetto process.
  */
 #ifndef OUTPUTS_H
 #define OUTPUTS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "options.h"
 #include "pipeline.h"
 #include "report.h"
 #include "stats.h"
 
-/* Adds the sinks o asks for; live: a live view is possible. 0, or -errno after a message. */
-int outputs__open(struct pipeline *p, const struct options *o, bool live);
+struct outbuf;
+
+struct outputs {
+	const struct options *o;
+	struct outbuf *alerts;	/* --alerts, or NULL */
+	struct outbuf *trace;	/* -o, or NULL */
+	uint32_t next_seq;	/* the next protobuf writer's packet sequence */
+	uint64_t events;	/* events of every process ended so far */
+	unsigned int reports;	/* report sections written */
+	bool several;		/* several processes may be traced: alerts name theirs */
+	bool failed;		/* a write failed, and was said */
+};
+
 /*
- * Ends the pipeline (closing open episodes at now) and prints the report as
- * o->summary says; EXIT_OK, or EXIT_FAIL after a message when a write failed.
+ * Opens the files o asks for, every one judged before any is created (a
+ * refused one leaves the rest untouched). 0, or -errno after a message.
  */
-int outputs__finish(struct pipeline *p, const struct options *o, uint64_t now,
-		    const struct stats *st, const struct run_info *info);
+int outputs__open(struct outputs *out, const struct options *o);
+/*
+ * Adds one process's sinks to its pipeline; live_view: a live view of it on a
+ * terminal, as o says (else its alerts only). 0, or -errno after a message.
+ */
+int outputs__add_sinks(struct outputs *out, struct pipeline *p, bool live_view);
+/*
+ * One process ends: its pipeline finishes (open episodes closed at now) and
+ * its report is written as o->summary says. EXIT_OK, or EXIT_FAIL after a
+ * message when a write failed.
+ */
+int outputs__end(struct outputs *out, struct pipeline *p, uint64_t now, const struct stats *st,
+		 const struct run_info *info);
+/* Ends the files (a JSON trace's closing) and says what was written; EXIT_OK or EXIT_FAIL. */
+int outputs__close(struct outputs *out);
+/* Lets the files go as they are (tracing never started). */
+void outputs__free(struct outputs *out);
+/*
+ * Opens --alerts again (logrotate moved it away): alerts already written
+ * stay in the old file, later ones go to the new. 0, or -errno.
+ */
+int outputs__reopen_alerts(struct outputs *out);
 
 #endif

@@ -603,11 +603,11 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 		ob_puts(ob, alert_kind_str(k));
 		ob_key_u64(ob, "\":", d->begun[k]);
 	}
-	ob_puts(ob, "},\"log\":[\n");
+	ob_puts(ob, "},\"log\":[");
 	for (size_t i = 0; i < d->nr_log; i++) {
 		if (i)
 			ob_puts(ob, ",");
-		alert__json(ob, m, &d->log[i]);
+		alert__json_object(ob, m, &d->log[i]);
 	}
 	ob_puts(ob, "]}}\n");
 }

@@ -31,15 +31,28 @@ static inline struct trace_json *tj_of(struct sink *s)
 	return (struct trace_json *)s;
 }
 
+/*
+ * Events are separated by a comma written before each but the file's first:
+ * several writers (one per process traced) share one array, and the file
+ * stays strict JSON whichever of them writes last.
+ */
+static void start_event(struct outbuf *ob)
+{
+	if (outbuf__bytes(ob) > sizeof(TRACE_JSON_HEAD) - 1)
+		ob_puts(ob, ",\n");
+	ob_putc(ob, '{');
+}
+
 static void end_event(struct outbuf *ob)
 {
-	ob_puts(ob, "},\n");
+	ob_putc(ob, '}');
 }
 
 static void begin_event(struct outbuf *ob, const struct model *m, char ph, const char *cat,
 			uint64_t ts)
 {
-	ob_puts(ob, "{\"ph\":\"");
+	start_event(ob);
+	ob_puts(ob, "\"ph\":\"");
 	ob_putc(ob, ph);
 	ob_puts(ob, "\",\"cat\":\"");
 	ob_puts(ob, cat);
@@ -102,7 +115,8 @@ static void put_flow(struct outbuf *ob, uint64_t id, bool out)
 static void metadata(struct outbuf *ob, const struct model *m, uint32_t tid, const char *what,
 		     const char *name)
 {
-	ob_puts(ob, "{\"ph\":\"M\",\"pid\":");
+	start_event(ob);
+	ob_puts(ob, "\"ph\":\"M\",\"pid\":");
 	ob_u64(ob, m->pid);
 	put_tid(ob, tid);
 	ob_puts(ob, ",\"name\":\"");
@@ -115,7 +129,8 @@ static void metadata(struct outbuf *ob, const struct model *m, uint32_t tid, con
 static void sort_index(struct outbuf *ob, const struct model *m, uint32_t tid, const char *what,
 		       uint64_t index)
 {
-	ob_puts(ob, "{\"ph\":\"M\",\"pid\":");
+	start_event(ob);
+	ob_puts(ob, "\"ph\":\"M\",\"pid\":");
 	ob_u64(ob, m->pid);
 	put_tid(ob, tid);
 	ob_puts(ob, ",\"name\":\"");
@@ -329,7 +344,7 @@ static void on_steal(struct trace_json *tj, struct model *m, const struct at_ste
 	bool inferred = s->flags & AT_STEAL_INFERRED;
 	bool known = s->victim != AT_WORKER_UNKNOWN;
 	const struct worker *victim = known ? model__worker(m, s->victim) : NULL;
-	uint64_t flow = AT_STEAL_FLOW_BASE + ++tj->steal_seq;
+	uint64_t flow = at_steal_flow(m->pid, ++tj->steal_seq);
 	bool linked = victim && victim->tid;
 
 	announce(tj, m, s->hdr.tid);
@@ -469,9 +484,9 @@ static int tj_finish(struct sink *s, struct model *m)
 		if (t->pending.wake_id)
 			write_wake(tj, m, &t->pending, false);
 	}
-	/* A last event without a comma makes the file strict JSON as well. */
+	/* the name again: a process first seen unnamed has one after all */
 	metadata(tj->ob, m, m->pid, "process_name", m->comm[0] ? m->comm : "target");
-	ob_puts(tj->ob, "}\n]\n");
+	end_event(tj->ob);
 	return outbuf__flush(tj->ob);
 }
 
@@ -494,28 +509,28 @@ static const struct sink_ops trace_json_ops = {
 	.free = tj_free,
 };
 
-int trace_json__new(struct sink **s, const char *path)
+int trace_json__begin(struct outbuf *ob)
+{
+	ob_puts(ob, TRACE_JSON_HEAD);
+	return outbuf__flush(ob);
+}
+
+int trace_json__end(struct outbuf *ob)
+{
+	ob_puts(ob, "\n]\n");
+	return outbuf__flush(ob);
+}
+
+int trace_json__new(struct sink **s, struct outbuf *ob)
 {
 	struct trace_json *tj = calloc(1, sizeof(*tj));
-	int err;
 
 	if (!tj)
 		return -ENOMEM;
-	err = outbuf__open(&tj->ob, path);
-	if (err) {
-		free(tj);
-		return err;
-	}
+	tj->ob = outbuf__get(ob);
 	tj->sink.ops = &trace_json_ops;
 	tj->inject_depth = -1;
 	u64map__init(&tj->announced);
-	ob_puts(tj->ob, "[\n");
-	/* Written at once: an empty trace is still a loadable file. */
-	err = outbuf__flush(tj->ob);
-	if (err) {
-		tj_free(&tj->sink);
-		return err;
-	}
 	*s = &tj->sink;
 	return 0;
 }

@@ -9,7 +9,17 @@
 
 #include "sink.h"
 
-/* Opens path now, so an unwritable output fails before tracing starts. */
-int trace_json__new(struct sink **s, const char *path);
+struct outbuf;
+
+#define TRACE_JSON_HEAD "[\n"
+
+/*
+ * One JSON array holds the events of every process traced: begin writes
+ * its opening (flushed: an empty trace is still a file), end its closing.
+ */
+int trace_json__begin(struct outbuf *ob);
+int trace_json__end(struct outbuf *ob);
+/* A writer of one process's events into the array in ob (shared: outbuf__get). */
+int trace_json__new(struct sink **s, struct outbuf *ob);
 
 #endif

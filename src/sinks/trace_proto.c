@@ -63,7 +63,6 @@ enum { SLICE_BEGIN = 1, SLICE_END = 2, INSTANT = 3, COUNTER = 4 };
 enum { SEQ_CLEARED = 1, SEQ_NEEDS_STATE = 2 };
 enum { ORDER_EXPLICIT = 3, MERGE_NEVER = 2, UNIT_COUNT = 2 };
 
-#define SEQUENCE_ID 1
 /* Finished tasks whose tracks new children may still nest under. */
 #define DONE_TASKS 4096
 /* Distinct event names interned; any beyond are written in full. */
@@ -115,6 +114,7 @@ struct interned {
 struct trace_proto {
 	struct sink sink;
 	struct outbuf *ob;
+	uint32_t seq_id;	/* its packets' trusted_packet_sequence_id */
 	uint64_t next_uuid;
 	uint64_t process_uuid, runtime_uuid, alerts_uuid, runnable_uuid, inject_uuid;
 	uint64_t task_rank;	/* spawn order of task tracks */
@@ -149,7 +149,7 @@ static void packet_begin(struct trace_proto *tp, uint32_t flags)
 {
 	pb_reset(&tp->pb);
 	pb_begin(&tp->pb, TRACE_PACKET);
-	pb_varint(&tp->pb, PACKET_SEQUENCE_ID, SEQUENCE_ID);
+	pb_varint(&tp->pb, PACKET_SEQUENCE_ID, tp->seq_id);
 	if (flags)
 		pb_varint(&tp->pb, PACKET_SEQUENCE_FLAGS, flags);
 	tp->nr_fresh = 0;
@@ -657,7 +657,7 @@ static void on_steal(struct trace_proto *tp, struct model *m, const struct at_st
 	bool inferred = s->flags & AT_STEAL_INFERRED;
 	bool known = s->victim != AT_WORKER_UNKNOWN;
 	const struct worker *victim = known ? model__worker(m, s->victim) : NULL;
-	uint64_t flow = AT_STEAL_FLOW_BASE + ++tp->steal_seq;
+	uint64_t flow = at_steal_flow(m->pid, ++tp->steal_seq);
 	uint64_t from = victim && victim->tid ? thread_track(tp, m, victim->tid) : 0;
 	uint64_t to = thread_track(tp, m, s->hdr.tid);
 	char name[64];
@@ -818,31 +818,22 @@ static const struct sink_ops trace_proto_ops = {
 	.free = tp_free,
 };
 
-int trace_proto__new(struct sink **s, const char *path)
+int trace_proto__new(struct sink **s, struct outbuf *ob, uint32_t seq)
 {
 	struct trace_proto *tp = calloc(1, sizeof(*tp));
-	int err;
 
 	if (!tp)
 		return -ENOMEM;
-	err = outbuf__open(&tp->ob, path);
-	if (err) {
-		free(tp);
-		return err;
-	}
+	tp->ob = outbuf__get(ob);
 	tp->sink.ops = &trace_proto_ops;
-	tp->next_uuid = 1;
+	tp->seq_id = seq;
+	/* track uuids are the trace's: each writer counts in its own range */
+	tp->next_uuid = ((uint64_t)seq << TRACE_PROTO_UUID_SHIFT) + 1;
 	tp->inject_depth = -1;
 	u64map__init(&tp->threads);
 	u64map__init(&tp->tasks);
 	u64map__init(&tp->done);
 	u64map__init(&tp->names);
-	/* Created at once: an unwritable path fails before tracing starts. */
-	err = outbuf__flush(tp->ob);
-	if (err) {
-		tp_free(&tp->sink);
-		return err;
-	}
 	*s = &tp->sink;
 	return 0;
 }

@@ -11,7 +11,16 @@
 
 #include "sink.h"
 
-/* Opens path now, so an unwritable output fails before tracing starts. */
-int trace_proto__new(struct sink **s, const char *path);
+struct outbuf;
+
+/* Bits of a track uuid that count inside one writer's range. */
+#define TRACE_PROTO_UUID_SHIFT 40
+
+/*
+ * A writer of one process's packets into ob (shared: outbuf__get), as
+ * packet sequence seq (1 and up, one per writer of the file): each process
+ * of a trace is its own sequence, with its own interned names and uuids.
+ */
+int trace_proto__new(struct sink **s, struct outbuf *ob, uint32_t seq);
 
 #endif

@@ -61,14 +61,14 @@ static int map_dump(struct dump *d, int fd, size_t ksz, size_t vsz, uint32_t max
  * The worker of this process whose slot in the arrays every target shares
  * (asynctraced.h) is slot: false if the slot is another process's, or free.
  */
-static bool slot_worker(const struct tracer *t, uint32_t slot, uint32_t *worker)
+static bool slot_worker(const struct tracer *t, pid_t pid, uint32_t slot, uint32_t *worker)
 {
 	uint64_t owner;
 
 	if (slot >= AT_MAX_WORKERS)
 		return false;
 	owner = __atomic_load_n(&t->skel->bss->worker_idle[slot].owner, __ATOMIC_ACQUIRE);
-	if (!owner || owner >> 32 != (uint64_t)t->pid)
+	if (!owner || owner >> 32 != (uint64_t)pid)
 		return false;
 	*worker = (uint32_t)owner;
 	return true;
@@ -96,7 +96,8 @@ static __u64 slot_copy(const struct at_task_slot *slot, struct at_task_slot *out
  * a slot and in a hash (evicted from the hash, back in a slot) is taken once,
  * from its slot.
  */
-static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle_min_ns)
+static int snapshot_tasks(const struct tracer *t, pid_t pid, struct stats *s,
+			  uint64_t idle_min_ns)
 {
 	struct asynctraced_bpf *skel = t->skel;
 	size_t nr_live = 0, cap = 64, n;
@@ -118,7 +119,7 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 		__u64 id = slot_copy(&t->slots[i], &slot);
 
 		/* every traced process's tasks share the slots: this one's */
-		if (!id || slot.tgid != (uint32_t)t->pid)
+		if (!id || slot.tgid != (uint32_t)pid)
 			continue;
 		if (nr_live == cap) {
 			struct task_entry *te = realloc(s->tasks, 2 * cap * sizeof(*te));
@@ -164,7 +165,7 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 		if (te)
 			s->tasks = te;
 		for (size_t i = 0; te && i < n; i++) {
-			if (keys[i].tgid != (uint32_t)t->pid || u64map__get(&seen, keys[i].id))
+			if (keys[i].tgid != (uint32_t)pid || u64map__get(&seen, keys[i].id))
 				continue;
 			s->tasks[s->nr_tasks].id = keys[i].id;
 			s->tasks[s->nr_tasks].s = ts[i];
@@ -182,7 +183,7 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 			s->idle = ie;
 		for (size_t i = 0; ie && i < n; i++) {
 			idle = at_task_idle_since(&live[i]);
-			if (keys[i].tgid != (uint32_t)t->pid || !idle || s->ts < idle + idle_min_ns ||
+			if (keys[i].tgid != (uint32_t)pid || !idle || s->ts < idle + idle_min_ns ||
 			    u64map__get(&seen, keys[i].id))
 				continue;
 			s->idle[s->nr_idle].id = keys[i].id;
@@ -207,8 +208,8 @@ static int snapshot_tasks(const struct tracer *t, struct stats *s, uint64_t idle
 	for (size_t i = 0; i < n; i++) {
 		struct at_steal_key key = { .victim = AT_WORKER_UNKNOWN };
 
-		if (!slot_worker(t, sk[i].thief, &key.thief) ||
-		    (sk[i].victim != AT_WORKER_UNKNOWN && !slot_worker(t, sk[i].victim, &key.victim)))
+		if (!slot_worker(t, pid, sk[i].thief, &key.thief) ||
+		    (sk[i].victim != AT_WORKER_UNKNOWN && !slot_worker(t, pid, sk[i].victim, &key.victim)))
 			continue;
 		s->steals[s->nr_steals].key = key;
 		s->steals[s->nr_steals].s = ss[i];
@@ -240,8 +241,8 @@ static void sum_runtime_counts(const struct tracer *t, uint32_t slot, struct at_
 /* Worker ids a snapshot takes (as the model does): beyond, counted as unknown. */
 #define SNAPSHOT_MAX_WORKER_ID 4096
 
-int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64_t idle_min_ns,
-		     uint64_t at)
+int tracer__snapshot(const struct tracer *t, pid_t pid, struct stats *s, bool tasks,
+		     uint64_t idle_min_ns, uint64_t at)
 {
 	const struct at_worker_stats *w = t->skel->bss->worker_stats;
 	const struct at_worker_idle *idle = t->skel->bss->worker_idle;
@@ -250,13 +251,13 @@ int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64
 
 	stats__free(s);
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	s->pid = (uint32_t)t->pid;
+	s->pid = (uint32_t)pid;
 	s->ts = at ? at : (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
 	s->rt = t->skel->bss->runtime_stats;
 	if (slots > AT_MAX_WORKERS)
 		slots = AT_MAX_WORKERS;
 	for (uint32_t i = 0; i < slots; i++) {
-		if (!slot_worker(t, i, &worker))
+		if (!slot_worker(t, pid, i, &worker))
 			continue;
 		if (worker == AT_WORKER_PROCESS)
 			sum_runtime_counts(t, i, &s->rt);
@@ -272,7 +273,7 @@ int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64
 	 * number is whole, the set is nearly simultaneous.
 	 */
 	for (uint32_t i = 0; i < slots; i++) {
-		if (!slot_worker(t, i, &worker))
+		if (!slot_worker(t, pid, i, &worker))
 			continue;
 		if (worker == AT_WORKER_PROCESS) {
 			s->rt.inject = w[i].queue;
@@ -298,7 +299,7 @@ int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64
 			for (int k = 1; k < AT_EV_KIND_MAX; k++)
 				s->dropped += st[AT_STAT_DROP_BASE + k];
 	}
-	return snapshot_tasks(t, s, idle_min_ns);
+	return snapshot_tasks(t, pid, s, idle_min_ns);
 }
 
 int tracer__stats(const struct tracer *t, uint64_t stats[AT_STAT_NR])

@@ -146,7 +146,8 @@ static struct bpf_program *sched_prog(struct asynctraced_bpf *skel, bool empty,
  * Which programs load: the real ones, or (empty) the floor's; of either,
  * the one sched_switch hook asked for.
  */
-static int choose_programs(struct asynctraced_bpf *skel, bool empty, enum sched_hook hook)
+static int choose_programs(struct asynctraced_bpf *skel, bool empty, enum sched_hook hook,
+			   bool births)
 {
 	struct bpf_program *prog;
 	int err = 0;
@@ -163,6 +164,10 @@ static int choose_programs(struct asynctraced_bpf *skel, bool empty, enum sched_
 	if (!err)
 		err = bpf_program__set_autoload(sched_prog(skel, empty, SCHED_HOOK_RAW_TP),
 						hook == SCHED_HOOK_RAW_TP);
+	if (!err)
+		err = bpf_program__set_autoload(skel->progs.on_exec, births);
+	if (!err)
+		err = bpf_program__set_autoload(skel->progs.on_fork, births);
 	return err;
 }
 
@@ -199,7 +204,7 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.task_slots, o->task_slots);
 	if (!err)
-		err = choose_programs(skel, o->empty_programs, hook);
+		err = choose_programs(skel, o->empty_programs, hook, o->births != NULL);
 	for (int u = 0; multi && !err && u <= UPROBE_TOKIO_STEAL_RET; u++) {
 		bool ret;
 
@@ -228,6 +233,8 @@ int tracer__new(struct tracer **tp, const struct tracer_opts *o, tracer_record_f
 		return -ENOMEM;
 	t->fn = fn;
 	t->ctx = ctx;
+	t->birth_fn = o->births;
+	t->birth_ctx = o->births_ctx;
 	t->dumps = calloc(DUMP_NR, sizeof(*t->dumps));
 	if (!t->dumps) {
 		free(t);
@@ -248,8 +255,7 @@ int tracer__new(struct tracer **tp, const struct tracer_opts *o, tracer_record_f
 	}
 	if (err)
 		goto fail;
-	t->pid = o->pid;
-	err = tracer__follow(t, o->pid, o->target_flags);
+	err = o->pid ? tracer__follow(t, o->pid, o->target_flags) : 0;
 	if (!err)
 		err = plug_rings(t);
 	if (err)
@@ -304,25 +310,63 @@ void tracer__unfollow(struct tracer *t, pid_t pid)
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.target_flags), &tgid);
 }
 
-static int add_link(struct tracer *t, struct bpf_link *link)
+static int add_link(struct tracer *t, pid_t pid, struct bpf_link *link)
 {
 	struct bpf_link **links;
+	pid_t *pids;
 
 	if (!link)
 		return -errno;
 	links = realloc(t->links, (t->nr_links + 1) * sizeof(*links));
-	if (!links) {
+	if (links)
+		t->links = links;
+	pids = links ? realloc(t->link_pids, (t->nr_links + 1) * sizeof(*pids)) : NULL;
+	if (!pids) {
 		bpf_link__destroy(link);
 		return -ENOMEM;
 	}
-	t->links = links;
+	t->link_pids = pids;
+	t->link_pids[t->nr_links] = pid;
 	t->links[t->nr_links++] = link;
+	return 0;
+}
+
+static int on_birth(void *ctx, void *data, size_t size)
+{
+	struct tracer *t = ctx;
+	__u32 tgid;
+
+	if (size >= sizeof(tgid)) {
+		memcpy(&tgid, data, sizeof(tgid));
+		t->birth_fn(t->birth_ctx, (pid_t)tgid);
+	}
 	return 0;
 }
 
 int tracer__attach_sched(struct tracer *t)
 {
-	return add_link(t, bpf_program__attach(sched_prog(t->skel, t->empty, t->hook)));
+	int err = add_link(t, 0, bpf_program__attach(sched_prog(t->skel, t->empty, t->hook)));
+
+	if (err || !t->birth_fn)
+		return err;
+	t->births = ring_buffer__new(bpf_map__fd(t->skel->maps.births), on_birth, t, NULL);
+	if (!t->births)
+		return -errno;
+	err = add_link(t, 0, bpf_program__attach(t->skel->progs.on_exec));
+	if (!err)
+		err = add_link(t, 0, bpf_program__attach(t->skel->progs.on_fork));
+	return err;
+}
+
+int tracer__births_fd(const struct tracer *t)
+{
+	return t->births ? ring_buffer__epoll_fd(t->births) : -1;
+}
+
+void tracer__births_consume(struct tracer *t)
+{
+	if (t->births)
+		ring_buffer__consume(t->births);
 }
 
 static struct bpf_program *usdt_prog(struct tracer *t, int id)
@@ -342,19 +386,22 @@ static struct bpf_program *usdt_prog(struct tracer *t, int id)
 	return t->empty ? t->skel->progs.floor_usdt : progs[id];
 }
 
-int tracer__attach_usdt(struct tracer *t, const char *binary, int id, const char *probe)
+int tracer__attach_usdt(struct tracer *t, pid_t pid, const char *binary, int id,
+			const char *probe)
 {
 	struct bpf_program *prog = usdt_prog(t, id);
 
 	if (!prog)
 		return -ENOENT;
-	return add_link(t, bpf_program__attach_usdt(prog, t->pid,
-						    binary, AT_USDT_PROVIDER, probe, NULL));
+	return add_link(t, pid,
+			bpf_program__attach_usdt(prog, pid, binary, AT_USDT_PROVIDER, probe, NULL));
 }
 
-static int attach_multi(struct tracer *t, struct bpf_program *prog, bool ret, const char *binary,
-			const uint64_t *offsets, const uint64_t *cookies, size_t n)
+static int attach_multi(struct tracer *t, pid_t pid, struct bpf_program *prog, bool ret,
+			const char *binary, const uint64_t *offsets, const uint64_t *cookies,
+			size_t n)
 {
+	pid_t *pids;
 	union {
 		struct link_create_uprobe_multi uprobe;
 		char attr[144]; /* what union bpf_attr was when uprobe_multi came */
@@ -369,20 +416,26 @@ static int attach_multi(struct tracer *t, struct bpf_program *prog, bool ret, co
 	a.uprobe.cookies = (uintptr_t)cookies;
 	a.uprobe.cnt = (__u32)n;
 	a.uprobe.multi_flags = ret ? AT_BPF_F_UPROBE_MULTI_RETURN : 0;
-	a.uprobe.pid = (__u32)t->pid;
+	a.uprobe.pid = (__u32)pid;
 	fds = realloc(t->multi_fds, (t->nr_multi + 1) * sizeof(*fds));
 	if (!fds)
 		return -ENOMEM;
 	t->multi_fds = fds;
+	pids = realloc(t->multi_pids, (t->nr_multi + 1) * sizeof(*pids));
+	if (!pids)
+		return -ENOMEM;
+	t->multi_pids = pids;
 	fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
 	if (fd < 0)
 		return -errno;
+	t->multi_pids[t->nr_multi] = pid;
 	t->multi_fds[t->nr_multi++] = fd;
 	return 0;
 }
 
-int tracer__attach_uprobes(struct tracer *t, enum tracer_uprobe which, const char *binary,
-			   const uint64_t *offsets, const uint64_t *cookies, size_t n)
+int tracer__attach_uprobes(struct tracer *t, pid_t pid, enum tracer_uprobe which,
+			   const char *binary, const uint64_t *offsets, const uint64_t *cookies,
+			   size_t n)
 {
 	bool ret;
 	struct bpf_program *prog = uprobe_prog(t->skel, t->empty, which, &ret);
@@ -390,17 +443,42 @@ int tracer__attach_uprobes(struct tracer *t, enum tracer_uprobe which, const cha
 	if (!n)
 		return 0;
 	if (t->multi)
-		return attach_multi(t, prog, ret, binary, offsets, cookies, n);
+		return attach_multi(t, pid, prog, ret, binary, offsets, cookies, n);
 	for (size_t i = 0; i < n; i++) {
 		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookies[i], .retprobe = ret);
-		int err = add_link(t, bpf_program__attach_uprobe_opts(
-					      prog, t->pid, binary,
-					      offsets[i], &opts));
+		int err = add_link(t, pid,
+				   bpf_program__attach_uprobe_opts(prog, pid, binary, offsets[i],
+								   &opts));
 
 		if (err)
 			return err;
 	}
 	return 0;
+}
+
+void tracer__detach_pid(struct tracer *t, pid_t pid)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->nr_links; i++) {
+		if (t->link_pids[i] == pid && pid) {
+			bpf_link__destroy(t->links[i]);
+			continue;
+		}
+		t->links[n] = t->links[i];
+		t->link_pids[n++] = t->link_pids[i];
+	}
+	t->nr_links = n;
+	n = 0;
+	for (size_t i = 0; i < t->nr_multi; i++) {
+		if (t->multi_pids[i] == pid) {
+			close(t->multi_fds[i]);
+			continue;
+		}
+		t->multi_fds[n] = t->multi_fds[i];
+		t->multi_pids[n++] = t->multi_pids[i];
+	}
+	t->nr_multi = n;
 }
 
 int tracer__fd(const struct tracer *t)
@@ -487,6 +565,7 @@ void tracer__free(struct tracer *t)
 	if (!t)
 		return;
 	tracer__detach(t);
+	ring_buffer__free(t->births);
 	rings__free(t->rings);
 	for (int i = 0; t->ring_fds && i < t->nr_rings; i++)
 		if (t->ring_fds[i] >= 0)
@@ -496,7 +575,9 @@ void tracer__free(struct tracer *t)
 		munmap((void *)t->slots, t->slots_size);
 	asynctraced_bpf__destroy(t->skel);
 	free(t->links);
+	free(t->link_pids);
 	free(t->multi_fds);
+	free(t->multi_pids);
 	for (int i = 0; t->dumps && i < DUMP_NR; i++) {
 		free(t->dumps[i].keys);
 		free(t->dumps[i].vals);

@@ -27,8 +27,11 @@ enum sched_hook {
 
 #define DEFAULT_RINGBUF_BYTES (16u << 20)
 
+/* Following the host: process pid exec'd, or a traced process forked it. */
+typedef void (*tracer_birth_fn)(void *ctx, pid_t pid);
+
 struct tracer_opts {
-	pid_t pid;
+	pid_t pid;		/* a process followed from the start; 0: none */
 	const char *btf_path;	/* NULL: the running kernel's BTF */
 	uint64_t ringbuf_bytes;	/* power of two, >= page size */
 	uint32_t task_slots;	/* power of two, 1 to 2^20 */
@@ -46,6 +49,9 @@ struct tracer_opts {
 	const struct at_usdt_spec *usdt_specs;	/* [AT_USDT_NR_PROBES] */
 	/* the floor: empty programs at the same attach points, nothing recorded */
 	bool empty_programs;
+	/* following the host: told each exec, and each fork of a traced process */
+	tracer_birth_fn births;
+	void *births_ctx;
 };
 
 /* The uprobe programs, for runtimes probed at their own functions. */
@@ -67,7 +73,12 @@ struct tracer;
 
 int tracer__new(struct tracer **t, const struct tracer_opts *opts, tracer_record_fn fn,
 		void *ctx);
+/* Attaches sched_switch (and, following the host, the exec and fork hooks). */
 int tracer__attach_sched(struct tracer *t);
+/* Following the host: an fd that polls readable when births wait; -1 otherwise. */
+int tracer__births_fd(const struct tracer *t);
+/* Hands the births waiting to the births callback. */
+void tracer__births_consume(struct tracer *t);
 /*
  * Follows process pid: sched_switch accounts its threads, and its probes
  * know what its runtime offers (flags: enum at_target_flag). tracer__new
@@ -79,16 +90,26 @@ int tracer__follow(struct tracer *t, pid_t pid, uint32_t flags);
 void tracer__unfollow(struct tracer *t, pid_t pid);
 /*
  * Attaches the program for one asynctrace probe (enum at_usdt_probe, named
- * probe in the notes); -ENOENT if we have none.
+ * probe in the notes) for process pid; -ENOENT if we have none.
  */
-int tracer__attach_usdt(struct tracer *t, const char *binary, int id, const char *probe);
+int tracer__attach_usdt(struct tracer *t, pid_t pid, const char *binary, int id,
+			const char *probe);
 /*
  * Attaches a uprobe program (entry or return, as the program wants) at n
- * file offsets of binary, each with its cookie: one uprobe_multi link where
+ * file offsets of binary, each with its cookie, for process pid: one uprobe_multi link where
  * the kernel has them, else one link each.
  */
-int tracer__attach_uprobes(struct tracer *t, enum tracer_uprobe which, const char *binary,
-			   const uint64_t *offsets, const uint64_t *cookies, size_t n);
+int tracer__attach_uprobes(struct tracer *t, pid_t pid, enum tracer_uprobe which,
+			   const char *binary, const uint64_t *offsets, const uint64_t *cookies,
+			   size_t n);
+/* Detaches process pid's probes (it exited, or is let go). */
+void tracer__detach_pid(struct tracer *t, pid_t pid);
+/*
+ * Frees what the maps hold for process pid, once it is gone and its probes
+ * detached: its worker slots, its tasks, its steal pairs. A process of the
+ * same pid later starts from nothing. 0, or -errno.
+ */
+int tracer__forget(struct tracer *t, pid_t pid);
 /* An fd that polls readable when a ring buffer woke its reader (an epoll fd). */
 int tracer__fd(const struct tracer *t);
 /*
@@ -101,15 +122,15 @@ int tracer__fd(const struct tracer *t);
 int tracer__consume(struct tracer *t, size_t max, bool all);
 void tracer__detach(struct tracer *t);
 /*
- * Reads the aggregates into s (freeing what it held): workers and runtime
+ * Reads process pid's aggregates into s (freeing what it held): workers and runtime
  * always (cheap: mmap'd); with tasks, also the per-task statistics, the live
  * tasks that returned Pending and were not woken since (idle at least
  * idle_min_ns), and the steal matrix. at: the time the snapshot stands for (0:
  * now); after tracing stopped, its stop, so that nothing counts as idle for
  * the time detaching took.
  */
-int tracer__snapshot(const struct tracer *t, struct stats *s, bool tasks, uint64_t idle_min_ns,
-		     uint64_t at);
+int tracer__snapshot(const struct tracer *t, pid_t pid, struct stats *s, bool tasks,
+		     uint64_t idle_min_ns, uint64_t at);
 /* Sums the per-CPU counters of enum at_stat. */
 int tracer__stats(const struct tracer *t, uint64_t stats[AT_STAT_NR]);
 const char *tracer__sched_hook(const struct tracer *t);

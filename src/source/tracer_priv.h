@@ -26,12 +26,16 @@ struct tracer {
 	size_t slots_size;
 	__u32 nr_slots;
 	struct bpf_link **links;
+	pid_t *link_pids;	/* whose probe each link is (0: sched_switch's) */
 	size_t nr_links;
 	int *multi_fds;		/* uprobe_multi links, made without libbpf */
+	pid_t *multi_pids;
 	size_t nr_multi;
 	bool multi;		/* the uprobe programs were loaded for uprobe_multi */
 	enum sched_hook hook;
-	pid_t pid;		/* the process traced */
+	struct ring_buffer *births;	/* following the host: its reader */
+	tracer_birth_fn birth_fn;
+	void *birth_ctx;
 	tracer_record_fn fn;
 	void *ctx;
 	struct dump *dumps;	/* DUMP_NR: a snapshot's copies of the hash maps */

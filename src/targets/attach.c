@@ -13,11 +13,11 @@
 #include "sandbox.h"
 #include "util.h"
 
-static int attach_usdt(struct tracer *t, const struct discovery *d, bool verbose)
+static int attach_usdt(struct tracer *t, pid_t pid, const struct discovery *d, bool verbose)
 {
 	for (size_t i = 0; i < d->nr; i++) {
 		const struct probe_site *site = &d->sites[i];
-		int err = tracer__attach_usdt(t, site->path, site->probe, site->name);
+		int err = tracer__attach_usdt(t, pid, site->path, site->probe, site->name);
 
 		if (err == -ENOENT) {
 			/* A probe from a newer ABI than ours: not an error. */
@@ -108,10 +108,10 @@ static int attach_tokio_kind(struct tracer *t, const struct discovery *d,
 		n++;
 	}
 	if (tokio_uprobes[kind].has_entry)
-		err = tracer__attach_uprobes(t, tokio_uprobes[kind].entry, tb->path, offsets,
+		err = tracer__attach_uprobes(t, o->pid, tokio_uprobes[kind].entry, tb->path, offsets,
 					     cookies, n);
 	if (!err && tokio_uprobes[kind].has_ret)
-		err = tracer__attach_uprobes(t, tokio_uprobes[kind].ret, tb->path, offsets,
+		err = tracer__attach_uprobes(t, o->pid, tokio_uprobes[kind].ret, tb->path, offsets,
 					     cookies, n);
 	if (err)
 		err_msg("failed to attach uprobes on %s in %s: %s\n", tokio_kind_str(kind),
@@ -139,5 +139,5 @@ int attach__probes(struct tracer *t, const struct discovery *d, const struct att
 {
 	*moved = 0;
 	return d->kind == RUNTIME_TOKIO ? attach_tokio(t, d, o, moved)
-					: attach_usdt(t, d, o->verbose);
+					: attach_usdt(t, o->pid, d, o->verbose);
 }

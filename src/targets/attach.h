@@ -5,11 +5,13 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "discover.h"
 #include "tracer.h"
 
 struct attach_opts {
+	pid_t pid;		/* the process whose probes they are */
 	bool probe_at_entry;	/* --probe-at entry: tokio probes on the function entries */
 	bool verbose;		/* say each probe attached, and where */
 };

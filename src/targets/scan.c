@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CGROUP2_MOUNT "/sys/fs/cgroup"
@@ -179,4 +180,76 @@ void scan_result__free(struct scan_result *r)
 {
 	free(r->hits);
 	memset(r, 0, sizeof(*r));
+}
+
+/* What process pid runs now: its executable's device and inode, never 0; 0 if gone. */
+static uint64_t exe_identity(pid_t pid)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	if (stat(path, &st))
+		return 0;
+	return ((uint64_t)st.st_dev << 40 ^ (uint64_t)st.st_ino) | 1;
+}
+
+/* Process pid, running id: fn if seen did not know it so and the filter lets it through. */
+static int look_at(const struct scan_filter *f, const struct u64map *seen, pid_t pid,
+		   uint64_t id, scan_new_fn fn, void *ctx)
+{
+	char comm[TARGET_COMM_LEN];
+
+	if ((uintptr_t)u64map__get(seen, (uint64_t)pid) == id)
+		return 0;
+	if (target__comm(pid, comm, sizeof(comm)) || !scan_filter__match(f, pid, comm))
+		return 0;
+	return fn(ctx, pid, comm);
+}
+
+int scan__process(const struct scan_filter *f, struct u64map *seen, pid_t pid, scan_new_fn fn,
+		  void *ctx)
+{
+	uint64_t id = exe_identity(pid);
+	int err;
+
+	if (!id || pid == getpid())
+		return 0;
+	err = look_at(f, seen, pid, id, fn, ctx);
+	if (!err)
+		err = u64map__set(seen, (uint64_t)pid, (void *)(uintptr_t)id);
+	return err;
+}
+
+int scan__new_processes(const struct scan_filter *f, struct u64map *seen, scan_new_fn fn,
+			void *ctx)
+{
+	DIR *dir = opendir("/proc");
+	struct u64map now;
+	struct dirent *de;
+	pid_t self = getpid();
+	int err = 0;
+
+	if (!dir)
+		return -errno;
+	u64map__init(&now);
+	while (!err && (de = readdir(dir))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		uint64_t id;
+
+		if (*end || pid <= 0 || pid == self)
+			continue;
+		id = exe_identity((pid_t)pid);
+		if (!id)
+			continue; /* gone, or a kernel thread */
+		err = u64map__set(&now, (uint64_t)pid, (void *)(uintptr_t)id);
+		if (!err)
+			err = look_at(f, seen, (pid_t)pid, id, fn, ctx);
+	}
+	closedir(dir);
+	/* the processes gone are forgotten: the map holds the host's processes, no more */
+	u64map__clear(seen);
+	*seen = now;
+	return err;
 }

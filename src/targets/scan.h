@@ -17,6 +17,7 @@
 #include "discover.h"
 #include "images.h"
 #include "target.h"
+#include "u64map.h"
 
 struct scan_filter {
 	bool comm_set, exclude_set;
@@ -54,5 +55,20 @@ struct scan_result {
 int scan__processes(const struct scan_filter *f, struct image_cache *images,
 		    struct scan_result *r);
 void scan_result__free(struct scan_result *r);
+
+/* A process scan__new_processes found: 0 to go on, or -errno to stop. */
+typedef int (*scan_new_fn)(void *ctx, pid_t pid, const char *comm);
+/*
+ * Calls fn for each process that passes f and that seen does not know as
+ * running what it runs now (a new pid, or an exec since); seen is then the
+ * host's processes, each with what it runs (pid -> executable identity:
+ * start with an empty u64map, free it with u64map__clear). A process looked
+ * at once costs a stat of its /proc/PID/exe at each later scan. 0, or -errno.
+ */
+int scan__new_processes(const struct scan_filter *f, struct u64map *seen, scan_new_fn fn,
+			void *ctx);
+/* The same for one process (one that exec'd, or was forked): fn if new to seen. */
+int scan__process(const struct scan_filter *f, struct u64map *seen, pid_t pid, scan_new_fn fn,
+		  void *ctx);
 
 #endif

@@ -62,9 +62,12 @@ static void convert(const uint8_t *data, size_t size)
 	co.out = devnull;
 	co.print_alerts = true;
 	add(&p, console__new(&s, &co), s);
-	add(&p, alert_log__new(&s, "/dev/null"), s);
-	add(&p, trace_json__new(&s, "/dev/null"), s);
-	add(&p, trace_proto__new(&s, "/dev/null"), s);
+	if (!outbuf__open(&ob, "/dev/null")) {
+		add(&p, alert_log__new(&s, ob), s);
+		add(&p, trace_json__new(&s, ob), s);
+		add(&p, trace_proto__new(&s, ob, 1), s);
+		outbuf__free(ob); /* the sinks hold it */
+	}
 	replay__run(&rp, r, &p);
 	pipeline__finish(&p, rp.stop);
 	info.seconds = (double)(rp.stop - p.model.t0) / 1e9;

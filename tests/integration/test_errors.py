@@ -283,24 +283,33 @@ class Errors(unittest.TestCase):
                          "cannot read BTF file '/nonexistent/vmlinux'")
 
     def test_target_found_without_pid(self):
-        """No -p: the host's one process that runs a known runtime is traced; several are
-        named, and -p asked for; none that the filters let through is said so."""
+        """No -p: every process of the host that runs a known runtime is traced, as the
+        filters narrow them; none yet is said, and the tracer waits for one. record
+        takes one process: several are named, and -p asked for."""
         ex = self.executor()
         r = harness.run_tracer("-d", "1", "-q", "--comm", "^sample-exec")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn(f"tracing pid {ex.pid} (sample-executor)", r.stderr)
         r = harness.run_tracer("-d", "1", "-q", "--cgroup", "/no/such.slice")
-        self.assertFails(r, 1, "no process that --comm, --exclude-comm and --cgroup let "
-                               "through runs a known runtime")
-        r = harness.run_tracer("-d", "1", "-q", "--exclude-comm", "^sample-exec")
-        self.assertFails(r, 1, "runs a known runtime")
-        self.assertNotIn("Ctrl-C to stop", r.stderr)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("no process that --comm, --exclude-comm and --cgroup let through runs "
+                      "a known runtime (asynctrace USDT probes, or tokio) yet", r.stderr)
+        self.assertIn("watching for one", r.stderr)
+        self.assertIn("0 processes traced in", r.stderr)
         other = self.executor()
         r = harness.run_tracer("-d", "1", "-q", "--comm", "^sample-exec")
-        first, second = sorted((ex.pid, other.pid))
-        self.assertFails(r, 1, f"2 processes run a known runtime: {first} (sample-executor), "
-                               f"{second} (sample-executor); asynctraced traces one at a time "
-                               "for now: give -p PID")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for p in (ex, other):
+            self.assertIn(f"tracing pid {p.pid} (sample-executor)", r.stderr)
+        self.assertIn("2 processes traced in", r.stderr)
+        with tempfile.TemporaryDirectory() as d:
+            r = run_in(d, "record", "-o", "x.atcap", "-d", "1", "-q", "--comm", "^sample-exec")
+            first, second = sorted((ex.pid, other.pid))
+            self.assertFails(r, 1, f"2 processes run a known runtime: {first} (sample-executor), "
+                                   f"{second} (sample-executor); record captures one: give -p PID")
+            r = run_in(d, "record", "-o", "x.atcap", "-d", "1", "-q", "--exclude-comm", ".")
+            self.assertFails(r, 1, "runs a known runtime")
+            self.assertNotIn("Ctrl-C to stop", r.stderr)
         self.assertIsNone(ex.poll())
 
     def test_usage(self):

@@ -208,6 +208,18 @@ void bpf_ringbuf_submit(void *data, __u64 flags)
 	records[nr_records++] = data;
 }
 
+/* births (following the host): what on_exec and on_fork told */
+static __u32 told[16];
+static int nr_told;
+
+long bpf_ringbuf_output(void *ringbuf, void *data, __u64 size, __u64 flags)
+{
+	if (nr_told == sizeof(told) / sizeof(told[0]) || size != sizeof(told[0]))
+		return -EBUSY;
+	memcpy(&told[nr_told++], data, size);
+	return 0;
+}
+
 long bpf_probe_read_user(void *dst, __u32 size, const void *src)
 {
 	if (!src) {
@@ -1210,6 +1222,35 @@ static void abort_at_a_reused_header_cached(void **state)
 	wake_then_abort_at_a_reused_header(true);
 }
 
+/*
+ * Following the host: every exec is told, and a fork only when a traced
+ * process forks a new process (not a thread, and not an untraced parent).
+ */
+static void births_told(void **state)
+{
+	struct task_struct parent = { .pid = TGID, .tgid = TGID };
+	struct task_struct child = { .pid = TGID + 10, .tgid = TGID + 10 };
+	struct task_struct thread = { .pid = TGID + 11, .tgid = TGID };
+	struct task_struct stranger = { .pid = TGID + 20, .tgid = TGID + 20 };
+	unsigned long long ctx[2];
+
+	nr_told = 0;
+	cur_tgid = TGID + 30;
+	cur_tid = TGID + 30;
+	on_exec(ctx);
+	ctx[0] = (uintptr_t)&parent;
+	ctx[1] = (uintptr_t)&child;
+	on_fork(ctx);
+	ctx[1] = (uintptr_t)&thread;
+	on_fork(ctx);
+	ctx[0] = (uintptr_t)&stranger;
+	ctx[1] = (uintptr_t)&child;
+	on_fork(ctx);
+	assert_int_equal(nr_told, 2);
+	assert_int_equal(told[0], TGID + 30);
+	assert_int_equal(told[1], TGID + 10);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1243,6 +1284,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(blocked_until_woken_then_runnable, setup, teardown),
 		cmocka_unit_test_setup_teardown(abort_at_a_reused_header, setup, teardown),
 		cmocka_unit_test_setup_teardown(abort_at_a_reused_header_cached, setup, teardown),
+		cmocka_unit_test_setup_teardown(births_told, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,6 +15,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "outbuf.h"
 #include "pipeline.h"
 #include "trace_json.h"
 #include "trace_proto.h"
@@ -124,14 +125,18 @@ static void synthetic_stream(void **state)
 	char path[512];
 	struct pipeline p;
 	struct sink *json, *proto;
+	struct outbuf *pob, *job;
 	char *out;
 
 	assert_int_equal(pipeline__init(&p, 4242, "sample", T0, &opts), 0);
 	p.model.thread_comm = thread_comm;
 	snprintf(path, sizeof(path), "%s/tests/synthetic.pftrace", build);
-	assert_int_equal(trace_proto__new(&proto, path), 0);
+	assert_int_equal(outbuf__open(&pob, path), 0);
+	assert_int_equal(trace_proto__new(&proto, pob, 1), 0);
 	snprintf(path, sizeof(path), "%s/tests/synthetic.json", build);
-	assert_int_equal(trace_json__new(&json, path), 0);
+	assert_int_equal(outbuf__open(&job, path), 0);
+	assert_int_equal(trace_json__begin(job), 0);
+	assert_int_equal(trace_json__new(&json, job), 0);
 	pipeline__add_sink(&p, &c.sink);
 	pipeline__add_sink(&p, json);
 	pipeline__add_sink(&p, proto);
@@ -214,6 +219,10 @@ static void synthetic_stream(void **state)
 		assert_true(c.alerts[i].ongoing);
 		assert_int_equal(c.alerts[i].count, 1);
 	}
+	assert_int_equal(trace_json__end(job), 0);
+	assert_int_equal(outbuf__flush(pob), 0);
+	outbuf__free(job);
+	outbuf__free(pob);
 	pipeline__free(&p);
 
 	out = slurp(path);
@@ -245,6 +254,7 @@ static void synthetic_stream(void **state)
 	/* streamed as a bare array, and strict JSON once finished */
 	assert_memory_equal(out, "[\n", 2);
 	assert_non_null(strstr(out, "}\n]\n"));
+	assert_null(strstr(out, "},\n]"));
 	free(out);
 }
 

@@ -32,6 +32,7 @@ __u64 bpf_get_current_pid_tgid(void);
 __u64 bpf_get_attach_cookie(void *ctx);
 void *bpf_ringbuf_reserve(void *ringbuf, __u64 size, __u64 flags);
 void bpf_ringbuf_submit(void *data, __u64 flags);
+long bpf_ringbuf_output(void *ringbuf, void *data, __u64 size, __u64 flags);
 long bpf_probe_read_user(void *dst, __u32 size, const void *src);
 long bpf_probe_read_user_str(void *dst, __u32 size, const void *src);
 long bpf_probe_read_kernel(void *dst, __u32 size, const void *src);

@@ -1,0 +1,216 @@
+# SPDX-License-Identifier: MIT
+"""Several processes in one session: -p with a list, and the host followed
+without -p (processes that start later, each let go when it exits)."""
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+from tests.integration import harness, pftrace_check
+from tests.integration.test_lifecycle import link_ids
+
+SHARED_EXECUTOR = os.path.join(harness.BUILD, "sample-executor-shared")
+
+
+def json_lines(text):
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def map_entries(name):
+    """The entries of our BPF map called name (one tracer runs at a time)."""
+    maps = json.loads(subprocess.run(["bpftool", "-j", "map", "show"], capture_output=True,
+                                     text=True, check=True).stdout or "[]")
+    ids = [m["id"] for m in maps if m.get("name") == name]
+    if len(ids) != 1:
+        raise AssertionError(f"want one map named {name}, found {len(ids)}")
+    out = subprocess.run(["bpftool", "-j", "map", "dump", "id", str(ids[0])],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out or "[]")
+
+
+class System(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        harness.require_root()
+
+    def setUp(self):
+        self.procs = []
+        self.dir = tempfile.mkdtemp(prefix="asynctraced-system-")
+
+    def tearDown(self):
+        for p in self.procs:
+            harness.kill(p)
+            p.communicate()
+
+    def start(self, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE):
+        p = subprocess.Popen([str(a) for a in args], stdout=stdout, stderr=stderr, text=True)
+        self.procs.append(p)
+        return p
+
+    def executor(self, scenario, duration, exe=None, wait=True, workers=2):
+        args = [exe or harness.EXECUTOR, "--scenario", scenario, "--duration", duration,
+                "--workers", workers]
+        return self.start(*args, *(["--wait-traced", "30"] if wait else []))
+
+    def finish(self, p, timeout=90):
+        out, err = p.communicate(timeout=timeout)
+        return p.returncode, out, err
+
+    def test_several_pids(self):
+        """-p A,B: one session, each process its own report, alerts naming it, its
+        own process in the trace; the first to exit does not end the session."""
+        noisy = self.executor("noisy", 4)
+        healthy = self.executor("healthy", 2)
+        trace = os.path.join(self.dir, "t.pftrace")
+        alerts = os.path.join(self.dir, "alerts.jsonl")
+        tr = self.start(harness.TRACER, "-p", f"{noisy.pid},{healthy.pid}", "-o", trace,
+                        "--alerts", alerts, "--summary", "json", *harness.DETECTOR_ARGS)
+        counts = {}
+        for ex in (noisy, healthy):
+            rc, out, err = self.finish(ex)
+            self.assertEqual(rc, 0, err)
+            counts[ex.pid] = harness.parse_executor(out)
+        rc, out, err = self.finish(tr)
+        self.assertEqual(rc, 0, err)
+        reports = {r["pid"]: r for r in json_lines(out)}
+        self.assertEqual(set(reports), {noisy.pid, healthy.pid}, err)
+        for pid, r in reports.items():
+            # every poll of each process, and only its own
+            self.assertEqual(r["counts"]["polls"], counts[pid]["polls"], err)
+            self.assertEqual(r["end_reason"], "target exited")
+        self.assertGreater(reports[noisy.pid]["seconds"], reports[healthy.pid]["seconds"] + 1)
+        self.assertIn(f"alert: pid {noisy.pid} (sample-executor): long poll: task 'noisy'",
+                      err)
+        self.assertNotIn(f"pid {healthy.pid} (sample-executor): long poll", err)
+        with open(alerts) as f:
+            logged = json_lines(f.read())
+        self.assertTrue(logged)
+        self.assertEqual({a["pid"] for a in logged}, {noisy.pid})
+        self.assertIn("2 processes traced", err)
+        # a Perfetto process each, on packet sequences of their own
+        packets = pftrace_check.decode(trace)
+        self.assertEqual(pftrace_check.check(packets), [])
+        self.assertEqual(pftrace_check.protoc_check(trace), [])
+        pids = {d["process"]["pid"] for d in pftrace_check.tracks(packets).values()
+                if "process" in d}
+        self.assertEqual(pids, {noisy.pid, healthy.pid})
+
+    def test_follows_the_host(self):
+        """No -p: processes that start after the tracer are traced (the probes in
+        the executable, and in a library the loader maps), and let go at exit."""
+        trace = os.path.join(self.dir, "t.json")
+        tr = self.tracer("-d", "8", "-o", trace, "--summary", "json", *harness.DETECTOR_ARGS)
+        links = len(link_ids())
+        first = self.executor("healthy", 1.5)
+        second = self.executor("noisy", 1.5, exe=SHARED_EXECUTOR)
+        counts = {}
+        for ex in (first, second):
+            rc, out, err = self.finish(ex)
+            self.assertEqual(rc, 0, err)  # --wait-traced: it was traced
+            counts[ex.pid] = harness.parse_executor(out)
+        # once they are gone, their probes are too (the hooks of the session stay)
+        self.assertTrue(harness.wait_for(lambda: len(link_ids()) <= links, 10))
+        rc, _, _ = self.finish(tr)
+        out, err = self.said("out"), self.said()
+        self.assertEqual(rc, 0, err)
+        reports = {r["pid"]: r for r in json_lines(out)}
+        self.assertEqual(set(reports), set(counts), err)
+        for pid, r in reports.items():
+            self.assertEqual(r["end_reason"], "target exited")
+            # traced from before its first poll (--wait-traced)
+            self.assertEqual(r["counts"]["polls"], counts[pid]["polls"], err)
+        self.assertIn("2 processes traced in", err)
+        self.assertIn("duration elapsed", err)
+        with open(trace) as f:
+            events = json.load(f)
+        self.assertEqual({e["pid"] for e in events}, set(counts))
+
+    def tracer(self, *args):
+        """The tracer following the host, its output in files (reports of many
+        processes would fill a pipe nobody reads yet), once it has looked."""
+        self.log = os.path.join(self.dir, "tracer.log")
+        self.out = os.path.join(self.dir, "tracer.out")
+        with open(self.log, "w") as log, open(self.out, "w") as out:
+            tr = self.start(harness.TRACER, "--comm", "^sample-exec", *args, stdout=out,
+                            stderr=log)
+        self.assertTrue(harness.wait_for(lambda: "watching for one" in self.said(), 20),
+                        self.said())
+        return tr
+
+    def said(self, what="log"):
+        """What the tracer has written to stderr (or stdout: "out") so far."""
+        with open(getattr(self, what)) as f:
+            return f.read()
+
+    def test_processes_come_and_go(self):
+        """Thirty processes of nine worker slots each, one after another: more
+        than the BPF side holds at once, unless each one's state is freed when
+        it exits. At the end no slot, task or steal pair is left."""
+        tr = self.tracer("-q", "--no-trace", "--summary", "json")
+        runs = 30
+        for _ in range(runs):
+            ex = self.executor("healthy", 0.3, workers=8)
+            rc, _, err = self.finish(ex)
+            self.assertEqual(rc, 0, err + self.said()[-3000:])
+        # the last one's end
+        self.assertTrue(harness.wait_for(lambda: f"summary for pid {ex.pid}" in self.said(), 10))
+        # (its probes are detached first: a while, one RCU grace period each)
+        harness.wait_for(lambda: not map_entries("worker_slots"), 10, step=0.2)
+        self.assertEqual(map_entries("worker_slots"), [], f"last: {ex.pid}")
+        self.assertEqual(map_entries("tasks"), [])
+        self.assertEqual(map_entries("steals"), [])
+        tr.send_signal(signal.SIGINT)
+        rc, _, _ = self.finish(tr)
+        out, err = self.said("out"), self.said()
+        self.assertEqual(rc, 0, err)
+        reports = json_lines(out)
+        self.assertEqual(len(reports), runs, err)
+        self.assertNotIn("untracked", err)
+        for r in reports:
+            self.assertEqual(r["counts"]["workers"], 8)
+        self.assertIn(f"{runs} processes traced", err)
+
+    def test_max_targets(self):
+        """--max-targets: the processes beyond are named and counted, not traced."""
+        a = self.executor("healthy", 20, wait=False)
+        b = self.executor("healthy", 20, wait=False)
+        time.sleep(0.3)
+        r = harness.run_tracer("--comm", "^sample-exec", "--max-targets", "1", "-d", "1", "-q")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"tracing pid {min(a.pid, b.pid)} (sample-executor)", r.stderr)
+        self.assertIn(f"pid {max(a.pid, b.pid)} (sample-executor) runs asynctrace probes, "
+                      "not traced: --max-targets 1 processes are traced already", r.stderr)
+        self.assertIn("1 left out by --max-targets", r.stderr)
+
+    def test_sighup_reopens_the_alert_log(self):
+        """Following the host, SIGHUP opens --alerts again (logrotate moved it away)
+        and tracing goes on; alerts before are in the old file, after in the new."""
+        alerts = os.path.join(self.dir, "alerts.jsonl")
+        tr = self.tracer("-q", "--no-trace", "--alerts", alerts, *harness.DETECTOR_ARGS)
+        for name in ("alerts.jsonl.1", None):
+            ex = self.executor("noisy", 1.5)
+            rc, _, err = self.finish(ex)
+            self.assertEqual(rc, 0, err)
+            # its alerts all written: the end of its episode comes with its report
+            self.assertTrue(harness.wait_for(
+                lambda: f"summary for pid {ex.pid}" in self.said(), 10))
+            if name:
+                os.rename(alerts, os.path.join(self.dir, name))
+                tr.send_signal(signal.SIGHUP)
+                self.assertTrue(harness.wait_for(lambda: os.path.exists(alerts), 10))
+        self.assertIsNone(tr.poll())
+        tr.send_signal(signal.SIGTERM)
+        rc, _, _ = self.finish(tr)
+        self.assertEqual(rc, 0, self.said())
+        for path in (alerts + ".1", alerts):
+            with open(path) as f:
+                logged = json_lines(f.read())
+            self.assertIn("long-poll", {a["kind"] for a in logged})
+            self.assertEqual(len({a["pid"] for a in logged}), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
