@@ -27,6 +27,7 @@
 #include "attach.h"
 #include "capture.h"
 #include "discover.h"
+#include "examiner.h"
 #include "options.h"
 #include "outbuf.h"
 #include "outputs.h"
@@ -37,6 +38,7 @@
 #include "scan.h"
 #include "session.h"
 #include "target.h"
+#include "traced.h"
 #include "tracer.h"
 #include "u64map.h"
 #include "util.h"
@@ -58,23 +60,10 @@
 #define EXIT_GRACE_NS (50 * 1000 * 1000ull)
 
 /* What an epoll event is about, when not a process (struct traced *). */
-enum { EV_RINGS = 1, EV_SIGNALS, EV_STDOUT, EV_BIRTHS };
+enum { EV_RINGS = 1, EV_SIGNALS, EV_STDOUT, EV_BIRTHS, EV_EXAMINED };
 
 struct session;
 
-/* One process the session traces. */
-struct traced {
-	struct session *s;
-	struct target target;
-	struct discovery disc;
-	struct pipeline pipe;
-	struct sampler sampler;
-	struct stats snap;
-	size_t probes_moved;	/* tokio entry probes placed past their entry */
-	uint64_t start;		/* its time zero: just before its probes were attached */
-	uint64_t exited;	/* when it was seen to exit; 0 while it runs */
-	bool piped;		/* its pipeline is set up */
-};
 
 /* Everything one tracing session holds. */
 struct session {
@@ -92,6 +81,9 @@ struct session {
 	bool filter_set;
 	struct u64map seen;		/* follow: the processes looked at (scan.h) */
 	struct image_cache images;	/* follow: files known to hold no runtime */
+	struct examine_opts ex_opts;
+	struct examiner *examiner;	/* follow: examines processes off the loop */
+	bool said_watching;
 	struct birth {
 		pid_t pid;
 		uint64_t due;
@@ -357,99 +349,6 @@ static bool privileged(void)
 	return false;
 }
 
-/* A new process traced: its own state, not yet attached. */
-static struct traced *traced_new(struct session *s)
-{
-	struct traced *tr = calloc(1, sizeof(*tr));
-
-	if (tr) {
-		tr->s = s;
-		tr->target.pidfd = -1;
-		tr->target.memfd = -1;
-		tr->disc.verbose = s->o->verbose;
-		tr->disc.images = s->follow ? &s->images : NULL;
-	}
-	return tr;
-}
-
-static void traced_free(struct traced *tr)
-{
-	if (!tr)
-		return;
-	if (tr->piped) {
-		pipeline__free(&tr->pipe);
-		sampler__free(&tr->sampler);
-	}
-	stats__free(&tr->snap);
-	discovery__free(&tr->disc);
-	target__close(&tr->target);
-	free(tr);
-}
-
-/*
- * Opens process pid and finds its runtime. 0, or -errno after a message;
- * quiet: none for a process gone or without a known runtime (following the
- * host, most processes are that).
- */
-static int examine(struct session *s, pid_t pid, bool quiet, struct traced **out)
-{
-	struct traced *tr = traced_new(s);
-	int err;
-
-	*out = NULL;
-	if (!tr)
-		return -ENOMEM;
-	err = target__open(&tr->target, pid);
-	if (err) {
-		if (quiet && err == -ESRCH)
-			;
-		else if (err == -ESRCH)
-			err_msg("no process with pid %d\n", pid);
-		else
-			err_msg("cannot inspect pid %d: %s\n", pid, strerror(-err));
-		goto fail;
-	}
-	err = discover(&tr->disc, &tr->target);
-	if (err) {
-		if (!quiet || target__alive(&tr->target))
-			err_msg("cannot read the mappings of pid %d: %s%s\n", pid, strerror(-err),
-				(err == -EACCES || err == -EPERM) &&
-						!sandbox__has_cap(CAP_SYS_PTRACE)
-					? ": a process of another user needs CAP_SYS_PTRACE"
-					: "");
-		goto fail;
-	}
-	err = -ENOENT;
-	if (tr->disc.kind == RUNTIME_NONE && quiet)
-		goto fail;
-	if (tr->disc.kind == RUNTIME_NONE && tr->disc.stripped) {
-		err_msg("no known runtime in pid %d (%s): no %s USDT probes, and its binary is "
-			"stripped (no symbol table), so tokio cannot be looked for: asynctraced "
-			"finds tokio by its function symbols; rebuild without `strip = true` "
-			"(strip = \"debuginfo\" keeps them)\n",
-			pid, tr->target.comm, AT_USDT_PROVIDER);
-		goto fail;
-	}
-	if (tr->disc.kind == RUNTIME_NONE) {
-		err_msg("no known runtime in pid %d (%s): no %s USDT probes (see "
-			"docs/usdt-abi.md) and no tokio symbols in its %zu mapped ELF files\n",
-			pid, tr->target.comm, AT_USDT_PROVIDER, tr->disc.scanned);
-		goto fail;
-	}
-	if (tr->disc.kind == RUNTIME_USDT &&
-	    (!discovered(&tr->disc, "poll_begin") || !discovered(&tr->disc, "poll_end"))) {
-		err_msg("pid %d (%s) has %s probes but not poll_begin and poll_end: nothing to "
-			"trace\n",
-			pid, tr->target.comm, AT_USDT_PROVIDER);
-		goto fail;
-	}
-	*out = tr;
-	return 0;
-fail:
-	traced_free(tr);
-	return err;
-}
-
 /* The capture's first records: the process, its thresholds, tokio's task names. */
 static void begin_capture(struct session *s, struct traced *tr)
 {
@@ -495,7 +394,7 @@ static void traced_drop(struct session *s, struct traced *tr)
 	if (i < s->nr)
 		memmove(&s->targets[i], &s->targets[i + 1], (s->nr - i - 1) * sizeof(*s->targets));
 	s->nr -= i < s->nr;
-	traced_free(tr);
+	traced__free(tr);
 }
 
 /*
@@ -518,7 +417,7 @@ static int traced_start(struct session *s, struct traced *tr)
 	targets = realloc(s->targets, (s->nr + 1) * sizeof(*targets));
 	if (!targets || u64map__set(&s->by_pid, (uint64_t)tr->target.pid, tr)) {
 		s->targets = targets ? targets : s->targets;
-		traced_free(tr);
+		traced__free(tr);
 		return -ENOMEM;
 	}
 	s->targets = targets;
@@ -609,29 +508,56 @@ static size_t running(const struct session *s)
 static int on_new_process(void *ctx, pid_t pid, const char *comm)
 {
 	struct session *s = ctx;
-	struct traced *tr;
-	int err;
+	struct traced *tr = u64map__get(&s->by_pid, (uint64_t)pid);
 
-	tr = u64map__get(&s->by_pid, (uint64_t)pid);
 	if (tr) {
 		/* it exec'd: what it ran is gone, what it runs now is looked at anew */
 		traced_end(s, tr, "target exec'd", now_ns());
 		traced_drop(s, tr);
 	}
-	err = examine(s, pid, true, &tr);
-	if (err)
-		return err == -ENOMEM ? err : 0;
-	if (s->nr >= s->max_targets) {
-		s->over_max++;
-		err_msg("pid %d (%s) runs %s, not traced: --max-targets %u processes are traced "
-			"already\n",
-			pid, comm, tr->disc.kind == RUNTIME_TOKIO ? "tokio" : "asynctrace probes",
-			s->max_targets);
-		traced_free(tr);
-		return 0;
+	return examiner__ask(s->examiner, pid) == -ENOMEM ? -ENOMEM : 0;
+}
+
+/* Following the host: no process traced yet, and none being looked at. Said once. */
+static void say_watching(struct session *s)
+{
+	const struct options *o = s->o;
+
+	if (s->said_watching || s->ever || examiner__pending(s->examiner))
+		return;
+	s->said_watching = true;
+	err_msg("no process %s runs a known runtime (%s USDT probes, or tokio) yet: %zu looked "
+		"at; watching for one, Ctrl-C to stop\n",
+		o->comm || o->exclude_comm || o->cgroup
+			? "that --comm, --exclude-comm and --cgroup let through"
+			: "on this host",
+		AT_USDT_PROVIDER, s->seen.len);
+}
+
+/* Following the host: the processes examined meanwhile, traced if they run a known runtime. */
+static void take_examined(struct session *s)
+{
+	struct traced *tr;
+	pid_t pid;
+
+	while (examiner__take(s->examiner, &pid, &tr)) {
+		if (!tr)
+			continue;
+		if (u64map__get(&s->by_pid, (uint64_t)pid)) {
+			traced__free(tr); /* traced already */
+		} else if (s->nr >= s->max_targets) {
+			s->over_max++;
+			err_msg("pid %d (%s) runs %s, not traced: --max-targets %u processes are "
+				"traced already\n",
+				pid, tr->target.comm,
+				tr->disc.kind == RUNTIME_TOKIO ? "tokio" : "asynctrace probes",
+				s->max_targets);
+			traced__free(tr);
+		} else {
+			traced_start(s, tr); /* a failure is said, and tr let go */
+		}
 	}
-	err = traced_start(s, tr);
-	return err == -ENOMEM ? err : 0;
+	say_watching(s);
 }
 
 /* Following the host: the processes that started (or exec'd) since the last look. */
@@ -744,8 +670,10 @@ static const char *trace_loop(struct session *s, uint64_t deadline)
 		sample(s, s->targets[i], true, true, 0);
 	epoll_add(s->ep, tracer__fd(s->tracer), EPOLLIN, EV_RINGS);
 	epoll_add(s->ep, s->sfd, EPOLLIN, EV_SIGNALS);
-	if (tracer__births_fd(s->tracer) >= 0)
+	if (s->follow) {
 		epoll_add(s->ep, tracer__births_fd(s->tracer), EPOLLIN, EV_BIRTHS);
+		epoll_add(s->ep, examiner__fd(s->examiner), EPOLLIN, EV_EXAMINED);
+	}
 	/*
 	 * A trace on standard output: a pipe whose reader went away (| head)
 	 * reports an error at once, and tracing on would write to nobody, with
@@ -766,6 +694,8 @@ static const char *trace_loop(struct session *s, uint64_t deadline)
 				why = on_signal(s);
 			} else if (tag == EV_BIRTHS) {
 				tracer__births_consume(s->tracer);
+			} else if (tag == EV_EXAMINED) {
+				take_examined(s);
 			} else if (tag == EV_STDOUT) {
 				/* the write that fails at the end says so, once */
 				why = "standard output closed";
@@ -944,7 +874,7 @@ static int examine_pids(struct session *s, struct traced ***out, size_t *nr)
 	if (!tr)
 		return -ENOMEM;
 	for (size_t i = 0; i < o->nr_pids; i++)
-		if (examine(s, o->pids[i], false, &tr[n]) == 0)
+		if (traced__examine(&tr[n], s, o->pids[i], &s->ex_opts, false) == 0)
 			n++;
 	*out = tr;
 	*nr = n;
@@ -1072,14 +1002,14 @@ static int start(struct session *s)
 		goto out;
 	}
 	if (s->follow) {
+		err = examiner__new(&s->examiner, s, &s->ex_opts);
+		if (err) {
+			err_msg("cannot start the thread that examines processes: %s\n",
+				strerror(-err));
+			goto out;
+		}
 		scan_new(s);
-		if (!s->nr)
-			err_msg("no process %s runs a known runtime (%s USDT probes, or tokio) yet: "
-				"%zu looked at; watching for one, Ctrl-C to stop\n",
-				o->comm || o->exclude_comm || o->cgroup
-					? "that --comm, --exclude-comm and --cgroup let through"
-					: "on this host",
-				AT_USDT_PROVIDER, s->seen.len);
+		say_watching(s);
 	} else {
 		for (size_t i = 0; i < nr_first; i++) {
 			struct traced *tr = first[i];
@@ -1095,7 +1025,7 @@ static int start(struct session *s)
 	err = confine(s);
 out:
 	for (size_t i = 0; i < nr_first; i++)
-		traced_free(first[i]);
+		traced__free(first[i]);
 	free(first);
 	return err;
 }
@@ -1124,6 +1054,8 @@ int session__run(const struct options *o)
 	u64map__init(&s.by_pid);
 	u64map__init(&s.seen);
 	image_cache__init(&s.images);
+	s.ex_opts.verbose = o->verbose;
+	s.ex_opts.images = s.follow ? &s.images : NULL;
 	s.ep = epoll_create1(EPOLL_CLOEXEC);
 	if (s.ep >= 0 && start(&s) == 0) {
 		why = trace_loop(&s, o->duration_ns ? s.start + o->duration_ns : 0);
@@ -1136,9 +1068,10 @@ int session__run(const struct options *o)
 	} else if (s.ep < 0) {
 		err_msg("epoll failed: %s\n", strerror(errno));
 	}
+	examiner__free(s.examiner); /* before the tracer: it may hold processes to trace */
 	tracer__free(s.tracer);
 	for (size_t i = 0; i < s.nr; i++)
-		traced_free(s.targets[i]);
+		traced__free(s.targets[i]);
 	free(s.targets);
 	outputs__free(&s.out);
 	capture_writer__free(s.cap);

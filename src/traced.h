@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One process a session traces: the process through /proc, the runtime
+ * found in it, and its pipeline (model -> detectors -> sinks) with the
+ * sampler that feeds it the BPF side's maps. session.c attaches it, routes
+ * its records to it, ends it and lets it go.
+ */
+#ifndef TRACED_H
+#define TRACED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "discover.h"
+#include "images.h"
+#include "pipeline.h"
+#include "sampler.h"
+#include "stats.h"
+#include "target.h"
+
+struct session;
+
+struct traced {
+	struct session *s;
+	struct target target;
+	struct discovery disc;
+	struct pipeline pipe;
+	struct sampler sampler;
+	struct stats snap;
+	size_t probes_moved;	/* tokio entry probes placed past their entry */
+	uint64_t start;		/* its time zero: just before its probes were attached */
+	uint64_t exited;	/* when it was seen to exit; 0 while it runs */
+	bool piped;		/* its pipeline is set up (and freed with it) */
+};
+
+struct examine_opts {
+	bool verbose;			/* say why each file was skipped */
+	struct image_cache *images;	/* files known to hold no runtime, or NULL */
+};
+
+/*
+ * Opens process pid and finds its runtime, into a new struct traced of
+ * session s. 0, or -errno after a message; quiet: no message for a process
+ * gone or without a known runtime (following the host, most are that).
+ */
+int traced__examine(struct traced **tr, struct session *s, pid_t pid,
+		    const struct examine_opts *o, bool quiet);
+void traced__free(struct traced *tr);
+
+#endif
