@@ -635,6 +635,8 @@ static const char *tick(struct session *s, uint64_t now, int ticks)
 		if (!s->cap)
 			pipeline__tick(&tr->pipe, now);
 	}
+	if (ticks % TASK_SAMPLE_TICKS == 0 && !s->cap)
+		outputs__draw(&s->out);
 	if (s->cap) {
 		capture__tick(s->cap, now);
 		/* what is recorded survives asynctraced being killed */
@@ -975,10 +977,9 @@ static int start(struct session *s)
 			goto out;
 		}
 	} else {
-		err = outputs__open(&s->out, o);
+		err = outputs__open(&s->out, o, s->follow || o->nr_pids > 1);
 		if (err)
 			goto out;
-		s->out.several = s->follow || o->nr_pids > 1;
 	}
 
 	/* Signals arrive through the loop's epoll; a second one kills (see run). */

@@ -35,7 +35,7 @@ int convert__run(const struct options *o)
 			o->capture, capture_reader__version(r));
 	err = replay__init(&rp, r, &pipe, &opts.detect, o->detect_given);
 	if (!err)
-		err = outputs__open(&out, &opts);
+		err = outputs__open(&out, &opts, false);
 	if (!err)
 		err = outputs__add_sinks(&out, &pipe, false);
 	/*

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "alerts.h"
+#include "board.h"
 #include "layout.h"
 
 #define LIVE_TOP_TASKS 5
@@ -36,6 +37,8 @@ static struct console *con_of(struct sink *s)
 /* Takes the live view off the screen, so that other lines can be printed. */
 static void erase(struct console *c)
 {
+	if (c->o.board)
+		board__erase(c->o.board);
 	if (c->drawn)
 		fprintf(c->o.out, "\033[%dA\033[J", c->drawn);
 	c->drawn = 0;
@@ -380,12 +383,50 @@ static void copy_stats(struct stats *to, const struct stats *from)
 	memcpy(to->tasks, from->tasks, from->nr_tasks * sizeof(*to->tasks));
 }
 
+/* Several processes traced: this one's line of the board (board.h). */
+static void board_row(struct console *c, struct model *m, const struct stats *st)
+{
+	double dt = c->prev.ts && st->ts > c->prev.ts ? (double)(st->ts - c->prev.ts) / 1e9 : 0;
+	struct stats_totals now, before = { 0 };
+	struct board_row r = { .pid = m->pid, .open_alerts = c->nr_open + (int)c->more_open };
+	struct at_hist poll;
+
+	if (dt <= 0)
+		return;
+	stats__totals(st, &now);
+	if (c->prev.nr_workers)
+		stats__totals(&c->prev, &before);
+	snprintf(r.comm, sizeof(r.comm), "%s", m->comm);
+	hist_delta(&poll, &now.poll, &before.poll);
+	r.polls_per_s = (double)(now.polls - before.polls) / dt;
+	if (st->nr_workers)
+		r.busy = (double)(now.busy_ns - before.busy_ns) / (dt * 1e9 * st->nr_workers);
+	if (hist_count(&poll)) {
+		r.p99_ns = hist_percentile(&poll, 99);
+		r.max_ns = hist_percentile(&poll, 100);
+	}
+	if (c->nr_open) {
+		const struct alert *a = &c->open[0];
+		bool named = a->task && a->kind != ALERT_SCHED_DELAY;
+
+		/* cut short: the board has a column for it, not a line */
+		snprintf(r.alert, sizeof(r.alert), "%s%s%.*s", alert_kind_str(a->kind),
+			 named ? " " : "", (int)sizeof(r.alert) - 24, named ? a->task_name : "");
+	}
+	board__set(c->o.board, c, &r);
+}
+
 static void con_stats(struct sink *s, struct model *m, const struct stats *st)
 {
 	struct console *c = con_of(s);
 	static char buf[LIVE_MAX];
 	int lines;
 
+	if (c->o.board) {
+		board_row(c, m, st);
+		copy_stats(&c->prev, st);
+		return;
+	}
 	if (!c->o.live)
 		return;
 	lines = render(c, m, st, buf, sizeof(buf));
@@ -409,6 +450,8 @@ static void con_free(struct sink *s)
 {
 	struct console *c = con_of(s);
 
+	if (c->o.board)
+		board__remove(c->o.board, c);
 	stats__free(&c->prev);
 	free(c);
 }

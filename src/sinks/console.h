@@ -13,11 +13,14 @@
 
 #include "sink.h"
 
+struct board;
+
 struct console_opts {
 	FILE *out;
 	bool live;		/* redraw the view every second */
 	bool print_alerts;	/* one line per alert */
 	bool name_process;	/* ... naming its process (several are traced) */
+	struct board *board;	/* several traced: the live view's line of this one (board.h) */
 };
 
 int console__new(struct sink **s, const struct console_opts *o);

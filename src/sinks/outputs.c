@@ -8,19 +8,29 @@
 #include <unistd.h>
 
 #include "alerts.h"
+#include "board.h"
 #include "console.h"
 #include "outbuf.h"
 #include "trace_json.h"
 #include "trace_proto.h"
 #include "util.h"
 
-int outputs__open(struct outputs *out, const struct options *o)
+/* Whether o asks for a live view (and may have one). */
+static bool live(const struct options *o)
+{
+	return !o->quiet && (o->live == 1 || (o->live < 0 && isatty(STDERR_FILENO)));
+}
+
+int outputs__open(struct outputs *out, const struct options *o, bool several)
 {
 	int err;
 
 	memset(out, 0, sizeof(*out));
 	out->o = o;
 	out->next_seq = 1;
+	out->several = several;
+	if (several && live(o) && (err = board__new(&out->board, stderr)))
+		return err;
 	if (o->alerts && (err = outbuf__check(o->alerts))) {
 		err_msg("cannot write alerts to '%s': %s\n", o->alerts, outbuf__strerror(err));
 		return err;
@@ -53,10 +63,10 @@ int outputs__add_sinks(struct outputs *out, struct pipeline *p, bool live_view)
 	const struct options *o = out->o;
 	struct console_opts co = {
 		.out = stderr,
-		.live = live_view && !o->quiet &&
-			(o->live == 1 || (o->live < 0 && isatty(STDERR_FILENO))),
+		.live = live_view && !out->several && live(o),
 		.print_alerts = !o->quiet,
 		.name_process = out->several,
+		.board = out->board,
 	};
 	struct sink *sink;
 	int err = console__new(&sink, &co);
@@ -87,6 +97,8 @@ int outputs__end(struct outputs *out, struct pipeline *p, uint64_t now, const st
 	const struct options *o = out->o;
 	int err, ret = EXIT_OK;
 
+	if (out->board)
+		board__erase(out->board); /* the report goes where the board was */
 	err = pipeline__finish(p, now);
 	if (err && !out->failed) {
 		err_msg("failed to write '%s': %s\n", o->output ? o->output : o->alerts,
@@ -163,8 +175,16 @@ int outputs__reopen_alerts(struct outputs *out)
 	return outbuf__reopen(out->alerts, out->o->alerts);
 }
 
+void outputs__draw(struct outputs *out)
+{
+	if (out->board)
+		board__draw(out->board);
+}
+
 void outputs__free(struct outputs *out)
 {
+	board__free(out->board);
+	out->board = NULL;
 	outbuf__free(out->alerts);
 	outbuf__free(out->trace);
 	out->alerts = out->trace = NULL;

@@ -31,13 +31,15 @@ struct outputs {
 	unsigned int reports;	/* report sections written */
 	bool several;		/* several processes may be traced: alerts name theirs */
 	bool failed;		/* a write failed, and was said */
+	struct board *board;	/* several, on a terminal: the live view, a line each */
 };
 
 /*
  * Opens the files o asks for, every one judged before any is created (a
- * refused one leaves the rest untouched). 0, or -errno after a message.
+ * refused one leaves the rest untouched); several: more than one process
+ * may be traced. 0, or -errno after a message.
  */
-int outputs__open(struct outputs *out, const struct options *o);
+int outputs__open(struct outputs *out, const struct options *o, bool several);
 /*
  * Adds one process's sinks to its pipeline; live_view: a live view of it on a
  * terminal, as o says (else its alerts only). 0, or -errno after a message.
@@ -52,6 +54,8 @@ int outputs__end(struct outputs *out, struct pipeline *p, uint64_t now, const st
 		 const struct run_info *info);
 /* Ends the files (a JSON trace's closing) and says what was written; EXIT_OK or EXIT_FAIL. */
 int outputs__close(struct outputs *out);
+/* Several processes: the live view drawn again, once every process's line is fresh. */
+void outputs__draw(struct outputs *out);
 /* Lets the files go as they are (tracing never started). */
 void outputs__free(struct outputs *out);
 /*

@@ -98,6 +98,21 @@ class System(unittest.TestCase):
                 if "process" in d}
         self.assertEqual(pids, {noisy.pid, healthy.pid})
 
+    def test_live_view_a_line_per_process(self):
+        """Several processes, live: one line each, the one with an open alert first."""
+        noisy = self.executor("noisy", 20, wait=False)
+        healthy = self.executor("healthy", 20, wait=False)
+        time.sleep(0.3)
+        r = harness.run_tracer("-p", f"{healthy.pid},{noisy.pid}", "--live", "-d", "3.5",
+                               *harness.DETECTOR_ARGS)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        frames = r.stderr.split("asynctraced: 2 processes, the worst first")[1:]
+        self.assertGreaterEqual(len(frames), 2, r.stderr)
+        for frame in frames:
+            rows = [l for l in frame.splitlines()[2:4]]
+            self.assertRegex(rows[0], rf"^\s*{noisy.pid}\s+sample-executor\s.*long-poll noisy")
+            self.assertRegex(rows[1], rf"^\s*{healthy.pid}\s+sample-executor\s.*-\x1b\[K$")
+
     def test_follows_the_host(self):
         """No -p: processes that start after the tracer are traced (the probes in
         the executable, and in a library the loader maps), and let go at exit."""
