@@ -24,7 +24,7 @@
 /* Process ids go up to PID_MAX_LIMIT (2^22 on 64-bit): a bit each for the traced ones. */
 #define AT_MAX_TGID (1u << 22)
 #define AT_TGID_WORDS (AT_MAX_TGID / 64)
-#define AT_MAX_WORKERS 256	/* workers with statistics, of every target (beyond: counted) */
+#define AT_MAX_WORKERS 1024	/* workers with statistics, of every target (beyond: counted) */
 #define AT_MAX_TARGETS 1024	/* processes with per-process state in BPF */
 #define AT_MAX_TASK_STATS 16384	/* tasks with histograms (LRU) */
 #define AT_TASK_SLOTS 16384	/* live tasks kept in place (array; a power of 2) */

@@ -161,9 +161,10 @@ class System(unittest.TestCase):
             return f.read()
 
     def test_processes_come_and_go(self):
-        """Thirty processes of nine worker slots each, one after another: more
-        than the BPF side holds at once, unless each one's state is freed when
-        it exits. At the end no slot, task or steal pair is left."""
+        """Thirty processes of nine worker slots each, one after another: each
+        one's state in the maps is freed when it exits, so that at the end no
+        worker slot, task or steal pair is left, and every one was counted in
+        full."""
         tr = self.tracer("-q", "--no-trace", "--summary", "json")
         runs = 30
         for _ in range(runs):
