@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "runtime.h"
@@ -38,6 +39,7 @@ struct options {
 	bool wait_traced;
 	double wait_timeout;
 	double thread_churn;  /* seconds; 0: workers keep their threads */
+	unsigned forks;       /* 0: run the workload; N: N children run it */
 };
 
 static void usage(FILE *out)
@@ -60,6 +62,10 @@ static void usage(FILE *out)
 		"                          this often and its old thread exits (runtimes\n"
 		"                          whose threads come and go); prints each\n"
 		"                          thread's polls before the counts\n"
+		"  --fork N                a pre-forking server: the process (once\n"
+		"                          traced, with --wait-traced) forks N children\n"
+		"                          that each run the workload and print their\n"
+		"                          counts, and waits for them\n"
 		"  -h, --help              show this help\n"
 		"\n"
 		"Scenarios (--rate meaning, default):\n");
@@ -160,7 +166,7 @@ static void parse_args(int argc, char **argv, struct options *o)
 
 		if (strcmp(arg, "--scenario") && strcmp(arg, "--duration") &&
 		    strcmp(arg, "--workers") && strcmp(arg, "--rate") &&
-		    strcmp(arg, "--thread-churn"))
+		    strcmp(arg, "--thread-churn") && strcmp(arg, "--fork"))
 			usage_error("unknown option '%s'", arg);
 		if (!value) {
 			if (i + 1 >= argc)
@@ -177,6 +183,8 @@ static void parse_args(int argc, char **argv, struct options *o)
 			o->workers = parse_count(arg, value, MAX_WORKERS);
 		} else if (strcmp(arg, "--thread-churn") == 0) {
 			o->thread_churn = parse_seconds(arg, value);
+		} else if (strcmp(arg, "--fork") == 0) {
+			o->forks = parse_count(arg, value, 64);
 		} else if (strcmp(value, "max") == 0) {
 			o->rate = RATE_MAX;
 		} else {
@@ -267,6 +275,45 @@ static enum traced_result wait_for_tracer(const sigset_t *set, double timeout)
 	return TRACED;
 }
 
+/*
+ * --fork: this process (traced first, with --wait-traced) forks the
+ * children that run the workload, before any thread exists, and waits for
+ * them. Returns -1 in each child (which goes on to run it), else the exit
+ * status: 0 when every child exited 0.
+ */
+static int fork_children(struct options *o, const sigset_t *set)
+{
+	int status, ret = 0;
+	unsigned n = 0;
+
+	if (o->wait_traced && wait_for_tracer(set, o->wait_timeout) != TRACED)
+		fatal("--wait-traced: no tracer attached all 7 probes within %g s",
+		      o->wait_timeout);
+	for (; n < o->forks; n++) {
+		pid_t pid = fork();
+
+		if (pid < 0)
+			fatal("fork: %s", strerror(errno));
+		if (pid == 0) {
+			/*
+			 * A tracer attaches to it as to any process forked; it
+			 * does not wait: the semaphores it inherited are raised
+			 * already, whether or not its own probes are attached.
+			 */
+			o->forks = 0;
+			o->wait_traced = false;
+			return -1;
+		}
+	}
+	while (n--) {
+		if (wait(&status) < 0)
+			fatal("wait: %s", strerror(errno));
+		if (!WIFEXITED(status) || WEXITSTATUS(status))
+			ret = 1;
+	}
+	return ret;
+}
+
 /* Run until the duration is over or a signal asks us to stop. */
 static void run_for(const sigset_t *set, double duration)
 {
@@ -317,6 +364,12 @@ int main(int argc, char **argv)
 	sigaddset(&stop_signals, SIGINT);
 	sigaddset(&stop_signals, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+	if (o.forks) {
+		int ret = fork_children(&o, &stop_signals);
+
+		if (ret >= 0)
+			return ret;
+	}
 
 	cfg = (struct runtime_config){
 		.workers = o.workers,

@@ -3,6 +3,7 @@
 without -p (processes that start later, each let go when it exits)."""
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -50,9 +51,9 @@ class System(unittest.TestCase):
         self.procs.append(p)
         return p
 
-    def executor(self, scenario, duration, exe=None, wait=True, workers=2):
+    def executor(self, scenario, duration, exe=None, wait=True, workers=2, extra=()):
         args = [exe or harness.EXECUTOR, "--scenario", scenario, "--duration", duration,
-                "--workers", workers]
+                "--workers", workers, *extra]
         return self.start(*args, *(["--wait-traced", "30"] if wait else []))
 
     def finish(self, p, timeout=90):
@@ -188,6 +189,56 @@ class System(unittest.TestCase):
         for r in reports:
             self.assertEqual(r["counts"]["workers"], 8)
         self.assertIn(f"{runs} processes traced", err)
+
+    def test_forked_children(self):
+        """A pre-forking server: the children a traced process forks (no exec) are
+        traced soon after, told by the fork hook, not found by the next scan
+        of the host (every five seconds: after they are gone)."""
+        tr = self.tracer("-d", "6", "-q", "--no-trace", "--summary", "json")
+        parent = self.executor("healthy", 2, extra=["--fork", "2"])
+        rc, out, err = self.finish(parent)
+        self.assertEqual(rc, 0, err)
+        children = [int(p) for p in re.findall(r"sample-executor: pid (\d+)", err)
+                    if int(p) != parent.pid]
+        counts = re.findall(r"polls=(\d+)", out)
+        self.assertEqual(len(children), 2, err)
+        rc, _, _ = self.finish(tr)
+        reports = {r["pid"]: r for r in json_lines(self.said("out"))}
+        self.assertEqual(rc, 0, self.said())
+        self.assertEqual(set(reports), {parent.pid, *children}, self.said())
+        for pid, polls in zip(children, counts):
+            # the first tenths of a second of each go by before it is attached
+            self.assertGreater(reports[pid]["counts"]["polls"], 0.7 * int(polls), self.said())
+
+    def test_process_in_another_mount_namespace(self):
+        """A process whose executable is where only its own mount namespace
+        sees it (a container): found and read through /proc/PID/root."""
+        script = ("mount -t tmpfs none /mnt && cp {exe} /mnt/srv && "
+                  "exec /mnt/srv --scenario healthy --duration 2 --workers 2 --wait-traced 30")
+        ex = self.start("unshare", "--mount", "--propagation", "private", "sh", "-c",
+                        script.format(exe=os.path.abspath(harness.EXECUTOR)))
+        self.assertTrue(harness.wait_for(lambda: os.path.exists(f"/proc/{ex.pid}/root/mnt/srv")
+                                         and os.readlink(f"/proc/{ex.pid}/exe") == "/mnt/srv",
+                                         10))
+        self.assertFalse(os.path.exists("/mnt/srv"))
+        r = harness.run_tracer("-p", ex.pid, "-q", "--no-trace", "--summary", "json")
+        rc, out, err = self.finish(ex)
+        self.assertEqual((rc, r.returncode), (0, 0), err + r.stderr)
+        self.assertIn(f"tracing pid {ex.pid} (srv): 7 asynctrace probes in /mnt/srv", r.stderr)
+        self.assertEqual(json.loads(r.stdout)["counts"]["polls"],
+                         harness.parse_executor(out)["polls"], r.stderr)
+
+    def test_a_thousand_threads(self):
+        """A thousand workers at once, each its own thread: every poll counted."""
+        ex = self.executor("healthy", 3, workers=1000)
+        r = harness.run_tracer("-p", ex.pid, "-q", "--no-trace", "--summary", "json")
+        rc, out, err = self.finish(ex)
+        self.assertEqual((rc, r.returncode), (0, 0), err + r.stderr)
+        counts, report = harness.parse_executor(out), json.loads(r.stdout)
+        self.assertEqual(report["counts"]["workers"], 1000)
+        for key in ("polls", "wakes", "steals", "parks"):
+            self.assertEqual(report["counts"][key], counts[key], f"{key}: {r.stderr}")
+        self.assertNotIn("untracked", r.stderr)
 
     def test_max_targets(self):
         """--max-targets: the processes beyond are named and counted, not traced."""
