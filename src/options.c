@@ -106,14 +106,10 @@ static const struct opt_def {
 	unsigned cmds;	  /* T, R, C: the commands that take it */
 	const char *help; /* lines, each ending in \n */
 } opt_defs[] = {
-	{ 'p', "pid", "PID[,PID...]", T,
+	{ 'p', "pid", "PID[,PID...]", T | R,
 	  "processes to trace, repeatable (default: every\n"
 	  "process of the host that runs a known runtime, those\n"
 	  "that start later too, as the options below narrow\n"
-	  "them)\n" },
-	{ 'p', "pid", "PID", R,
-	  "process to record (default: the host's process that\n"
-	  "runs a known runtime, as the options below narrow\n"
 	  "them)\n" },
 	{ OPT_COMM, "comm", "REGEX", T | R,
 	  "without -p: only processes whose name (comm)\n"
@@ -124,7 +120,7 @@ static const struct opt_def {
 	  "without -p: only processes in this cgroup v2\n"
 	  "subtree (a systemd unit, a container), as\n"
 	  "/proc/PID/cgroup names it or under /sys/fs/cgroup\n" },
-	{ OPT_MAX_TARGETS, "max-targets", "N", T,
+	{ OPT_MAX_TARGETS, "max-targets", "N", T | R,
 	  "without -p: trace at most N processes at once (default\n"
 	  "64); the others are counted and named in the log\n" },
 	{ 'd', "duration", "SECONDS", T | R,
@@ -604,10 +600,6 @@ static int check(struct options *o)
 			return try_help(o->command);
 		}
 		scan_filter__free(&f);
-	}
-	if (o->command == CMD_RECORD && o->nr_pids > 1) {
-		err_msg("record captures one process: give one -p\n");
-		return try_help(o->command);
 	}
 	if (o->nr_pids && o->max_targets) {
 		err_msg("--max-targets is for tracing without -p: -p names every process\n");

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,6 +66,12 @@ enum { EV_RINGS = 1, EV_SIGNALS, EV_STDOUT, EV_BIRTHS, EV_EXAMINED };
 struct session;
 
 
+/* A file whose probes are attached once for every process that maps it. */
+struct shared_file {
+	long owner;		/* of its probes (tracer.h) */
+	unsigned int refs;	/* processes traced that share them */
+};
+
 /* Everything one tracing session holds. */
 struct session {
 	const struct options *o;
@@ -81,9 +88,19 @@ struct session {
 	bool filter_set;
 	struct u64map seen;		/* follow: the processes looked at (scan.h) */
 	struct image_cache images;	/* follow: files known to hold no runtime */
+	/*
+	 * Following the whole host (no filter), a file's probes are attached
+	 * once, for every process that maps it: each of its processes is
+	 * traced anyway. A filter may leave some of them out, and those would
+	 * pay for probes that record nothing: then each process has its own.
+	 */
+	bool share_files;
+	struct u64map files;		/* share_files: files whose probes processes share */
+	long last_owner;		/* the owner given the last shared file's probes */
 	struct examine_opts ex_opts;
 	struct examiner *examiner;	/* follow: examines processes off the loop */
 	bool said_watching;
+	bool started;			/* attached and confined: the loop may begin */
 	struct birth {
 		pid_t pid;
 		uint64_t due;
@@ -94,6 +111,7 @@ struct session {
 	size_t over_max;		/* processes --max-targets left out */
 	uint64_t stray;			/* records of processes already let go */
 	uint64_t malformed;		/* records too short to say whose they are */
+	uint64_t dropped;		/* record: records the rings had no room for */
 	uint64_t start;
 	uint64_t stop;			/* 0 while tracing */
 	int sfd, ep;
@@ -109,10 +127,12 @@ static void capture_record(struct session *s, struct traced *tr, const struct at
 	uint64_t addr = 0;
 	char buf[AT_TASK_NAME_LEN];
 
+	uint32_t pid = (uint32_t)tr->target.pid;
+
 	if (!capture__has_thread(s->cap, h->tid)) {
 		if (target__thread_comm(&tr->target, h->tid, buf, CAP_COMM_LEN))
 			snprintf(buf, CAP_COMM_LEN, "tid %u", h->tid);
-		capture__thread(s->cap, h->tid, buf);
+		capture__thread(s->cap, pid, h->tid, buf);
 	}
 	if (h->kind == AT_EV_POLL && size >= sizeof(struct at_poll))
 		addr = ((const struct at_poll *)h)->name_addr;
@@ -121,12 +141,12 @@ static void capture_record(struct session *s, struct traced *tr, const struct at
 		addr = ((const struct at_spawn *)h)->name_addr;
 	else if (h->kind == AT_EV_TASK_SAMPLE && size >= sizeof(struct at_task_sample))
 		addr = ((const struct at_task_sample *)h)->name_addr;
-	if (!capture__has_name(s->cap, addr)) {
+	if (!capture__has_name(s->cap, pid, addr)) {
 		if (tr->disc.kind == RUNTIME_USDT &&
 		    target__read_str(&tr->target, addr, buf, sizeof(buf)) == 0 && buf[0])
-			capture__name(s->cap, addr, buf);
+			capture__name(s->cap, pid, addr, buf);
 		else
-			capture__no_name(s->cap, addr);
+			capture__no_name(s->cap, pid, addr);
 	}
 	capture__event(s->cap, h, size);
 }
@@ -204,7 +224,8 @@ static void name_tokio_tasks(struct session *s, struct traced *tr)
 			uint64_t addr = discovery__tokio_addr(&tr->disc, tb->rt.sites[i].offset);
 
 			if (s->cap)
-				capture__name(s->cap, addr, tb->rt.sites[i].future);
+				capture__name(s->cap, (uint32_t)tr->target.pid, addr,
+					      tb->rt.sites[i].future);
 			else
 				model__name(&tr->pipe.model, addr, tb->rt.sites[i].future);
 		}
@@ -230,10 +251,10 @@ static void say_what(const struct session *s, const struct traced *tr, char *buf
 }
 
 /* One line: what was found, and what was attached. */
-static void say_found(const struct session *s, const struct traced *tr)
+static void say_found(const struct session *s, const struct traced *tr, bool first)
 {
 	const struct tokio_runtime *rt = &tr->disc.tokio.rt;
-	const char *ctrl_c = s->ever > 1 ? "" : "; Ctrl-C to stop";
+	const char *ctrl_c = first ? "; Ctrl-C to stop" : "";
 	char moved[96] = "", what[PATH_MAX + 64];
 
 	say_what(s, tr, what, sizeof(what));
@@ -376,6 +397,60 @@ static void begin_capture(struct session *s, struct traced *tr)
 	capture_writer__flush(s->cap);
 }
 
+/*
+ * Following the host: a file whose probes process tr shares (attach.h). The
+ * first process to map it attaches them, for every process, as a new owner;
+ * the others take a share. 1: attach now, 0: attached already, -errno.
+ */
+static int share_file(void *ctx, const char *path, long *owner)
+{
+	struct traced *tr = ctx;
+	struct session *s = tr->s;
+	struct shared_file *f;
+	struct stat st;
+	uint64_t key, *keys;
+
+	if (stat(path, &st))
+		return -errno;
+	key = ((uint64_t)st.st_dev << 40 ^ (uint64_t)st.st_ino) | 1;
+	keys = realloc(tr->files, (tr->nr_files + 1) * sizeof(*keys));
+	if (!keys)
+		return -ENOMEM;
+	tr->files = keys;
+	f = u64map__get(&s->files, key);
+	if (f) {
+		f->refs++;
+		tr->files[tr->nr_files++] = key;
+		*owner = f->owner;
+		return 0;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f || u64map__set(&s->files, key, f)) {
+		free(f);
+		return -ENOMEM;
+	}
+	f->refs = 1;
+	f->owner = --s->last_owner; /* below 0: never a pid */
+	tr->files[tr->nr_files++] = key;
+	*owner = f->owner;
+	return 1;
+}
+
+/* Process tr's shares of files let go: the last one's probes detached. */
+static void release_files(struct session *s, struct traced *tr)
+{
+	for (size_t i = 0; i < tr->nr_files; i++) {
+		struct shared_file *f = u64map__get(&s->files, tr->files[i]);
+
+		if (f && !--f->refs) {
+			tracer__detach_owner(s->tracer, f->owner);
+			u64map__del(&s->files, tr->files[i]);
+			free(f);
+		}
+	}
+	tr->nr_files = 0;
+}
+
 /* Lets process tr go: its probes, its state in the maps, its place in the session. */
 static void traced_drop(struct session *s, struct traced *tr)
 {
@@ -383,7 +458,8 @@ static void traced_drop(struct session *s, struct traced *tr)
 
 	if (tr->target.pidfd >= 0)
 		epoll_ctl(s->ep, EPOLL_CTL_DEL, tr->target.pidfd, NULL);
-	tracer__detach_pid(s->tracer, tr->target.pid);
+	tracer__detach_owner(s->tracer, tr->target.pid);
+	release_files(s, tr);
 	tracer__unfollow(s->tracer, tr->target.pid);
 	tracer__forget(s->tracer, tr->target.pid);
 	u64map__del(&s->by_pid, (uint64_t)tr->target.pid);
@@ -406,6 +482,8 @@ static int traced_start(struct session *s, struct traced *tr)
 	const struct options *o = s->o;
 	struct attach_opts ao = {
 		.pid = tr->target.pid,
+		.share = s->share_files ? share_file : NULL,
+		.share_ctx = tr,
 		.probe_at_entry = o->probe_at_entry,
 		.verbose = o->verbose,
 	};
@@ -464,7 +542,9 @@ static int traced_start(struct session *s, struct traced *tr)
 		return err;
 	}
 	s->ever++;
-	say_found(s, tr);
+	/* those attached at the start are said once confined (start()) */
+	if (s->started)
+		say_found(s, tr, s->ever == 1 && !s->said_watching);
 	return 0;
 }
 
@@ -478,8 +558,13 @@ static void traced_end(struct session *s, struct traced *tr, const char *why, ui
 
 	sample(s, tr, true, false, at);
 	fill_run_info(s, tr, &info, why, at);
-	if (outputs__end(&s->out, &tr->pipe, at, &tr->snap, &info) != EXIT_OK)
+	if (s->cap) {
+		capture__snapshot(s->cap, &tr->snap, info.stats, AT_STAT_NR);
+		capture__process_end(s->cap, (uint32_t)tr->target.pid, at, why);
+		s->dropped = report__dropped(&info); /* the session's: the same for every process */
+	} else if (outputs__end(&s->out, &tr->pipe, at, &tr->snap, &info) != EXIT_OK) {
 		s->ret = EXIT_FAIL;
+	}
 }
 
 /* Processes tr that exited a while ago: ended and let go (the session goes on). */
@@ -515,6 +600,8 @@ static int on_new_process(void *ctx, pid_t pid, const char *comm)
 		traced_end(s, tr, "target exec'd", now_ns());
 		traced_drop(s, tr);
 	}
+	if (s->o->verbose)
+		err_msg("looking at pid %d (%s)\n", pid, comm);
 	return examiner__ask(s->examiner, pid) == -ENOMEM ? -ENOMEM : 0;
 }
 
@@ -541,17 +628,24 @@ static void take_examined(struct session *s)
 	pid_t pid;
 
 	while (examiner__take(s->examiner, &pid, &tr)) {
-		if (!tr)
+		if (!tr) {
+			if (s->o->verbose)
+				err_msg("pid %d: no known runtime, or gone\n", pid);
 			continue;
+		}
 		if (u64map__get(&s->by_pid, (uint64_t)pid)) {
 			traced__free(tr); /* traced already */
 		} else if (s->nr >= s->max_targets) {
 			s->over_max++;
 			err_msg("pid %d (%s) runs %s, not traced: --max-targets %u processes are "
-				"traced already\n",
+				"traced already%s\n",
 				pid, tr->target.comm,
 				tr->disc.kind == RUNTIME_TOKIO ? "tokio" : "asynctrace probes",
-				s->max_targets);
+				s->max_targets,
+				s->share_files && tr->disc.kind == RUNTIME_USDT
+					? " (a probe of its files attached for a process traced "
+					  "still stops it, for nothing)"
+					: "");
 			traced__free(tr);
 		} else {
 			traced_start(s, tr); /* a failure is said, and tr let go */
@@ -574,6 +668,8 @@ static void on_birth(void *ctx, pid_t pid)
 {
 	struct session *s = ctx;
 
+	if (s->o->verbose)
+		err_msg("pid %d exec'd, or a process traced forked it\n", pid);
 	if (s->nr_births == s->cap_births) {
 		size_t cap = s->cap_births ? s->cap_births * 2 : 64;
 		struct birth *b = realloc(s->births, cap * sizeof(*b));
@@ -729,27 +825,34 @@ static const char *trace_loop(struct session *s, uint64_t deadline)
 	return why;
 }
 
-/* record: the last snapshot and the end record; one line to say what was written. */
-static int finish_capture(struct session *s, struct traced *tr, const char *why)
+/* record: the end record; one line to say what was written. */
+static int finish_capture(struct session *s, const char *why)
 {
 	const struct options *o = s->o;
-	struct run_info info;
+	char who[64];
 	int err;
 
-	sample(s, tr, true, false, s->stop);
-	fill_run_info(s, tr, &info, why, s->stop);
-	capture__finish(s->cap, &tr->snap, info.stats, AT_STAT_NR, s->stop, info.end_reason);
+	if (!s->ever) {
+		err_msg("recorded nothing in '%s': no process ran a known runtime (%s)\n", o->output,
+			why);
+		return EXIT_FAIL;
+	}
+	capture__end(s->cap, s->stop, why);
 	err = capture_writer__flush(s->cap);
 	if (err) {
 		err_msg("failed to write '%s': %s\n", o->output, strerror(-err));
 		return EXIT_FAIL;
 	}
-	err_msg("recorded pid %d (%s) for %.2f s, %s: %llu records, %.1f MB in %s; "
-		"%llu dropped\n",
-		tr->target.pid, tr->target.comm, info.seconds, info.end_reason,
+	if (s->ever == 1 && s->nr == 1)
+		snprintf(who, sizeof(who), "pid %d (%s)", s->targets[0]->target.pid,
+			 s->targets[0]->target.comm);
+	else
+		snprintf(who, sizeof(who), "%zu processes", s->ever);
+	err_msg("recorded %s for %.2f s, %s: %llu records, %.1f MB in %s; %llu dropped\n", who,
+		(double)(s->stop - s->start) / 1e9, why,
 		(unsigned long long)capture_writer__records(s->cap),
 		(double)capture_writer__bytes(s->cap) / 1e6, o->output,
-		(unsigned long long)report__dropped(&info));
+		(unsigned long long)s->dropped);
 	return EXIT_OK;
 }
 
@@ -782,68 +885,18 @@ static int finish(struct session *s, const char *why)
 	tracer__detach(s->tracer);
 	while (tracer__consume(s->tracer, CONSUME_BATCH, true) > 0)
 		;
-	if (s->cap)
-		return finish_capture(s, s->targets[0], why);
 	for (size_t i = 0; i < s->nr; i++) {
 		struct traced *tr = s->targets[i];
 
 		traced_end(s, tr, tr->exited ? "target exited" : why,
 			   tr->exited ? tr->exited : s->stop);
 	}
+	if (s->cap)
+		return finish_capture(s, why);
 	ret = outputs__close(&s->out);
 	if (s->follow || s->ever > 1 || s->stray || s->malformed)
 		say_totals(s, why);
 	return ret == EXIT_OK ? s->ret : ret;
-}
-
-/*
- * record without -p: the host's process that runs a known runtime, as
- * --comm, --exclude-comm and --cgroup narrow them; several are named, and
- * -p asked for (a capture holds one process).
- */
-static int pick_target(const struct options *o, pid_t *pid)
-{
-	bool narrowed = o->comm || o->exclude_comm || o->cgroup;
-	struct image_cache images;
-	struct scan_filter f;
-	struct scan_result r;
-	char why[256], list[512] = "";
-	size_t len = 0, i;
-	int err;
-
-	err = scan_filter__init(&f, o->comm, o->exclude_comm, o->cgroup, why, sizeof(why));
-	if (err) {
-		err_msg("%s\n", why);
-		return err;
-	}
-	image_cache__init(&images);
-	err = scan__processes(&f, &images, &r);
-	image_cache__free(&images);
-	scan_filter__free(&f);
-	if (err) {
-		err_msg("cannot look through the host's processes: %s\n", strerror(-err));
-		return err;
-	}
-	if (r.nr == 1) {
-		*pid = r.hits[0].pid;
-		scan_result__free(&r);
-		return 0;
-	}
-	for (i = 0; i < r.nr && len + 40 < sizeof(list); i++)
-		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d (%s)", i ? ", " : "",
-					r.hits[i].pid, r.hits[i].comm);
-	if (!r.nr)
-		err_msg("no process %s runs a known runtime (%s USDT probes, or tokio): %zu "
-			"looked at%s; give -p PID to name one\n",
-			narrowed ? "that --comm, --exclude-comm and --cgroup let through"
-				 : "on this host",
-			AT_USDT_PROVIDER, r.matched, r.unreadable ? ", some could not be read" : "");
-	else
-		err_msg("%zu processes run a known runtime: %s%s; record captures one: give -p "
-			"PID, or narrow them with --comm, --exclude-comm or --cgroup\n",
-			r.nr, list, i < r.nr ? ", ..." : "");
-	scan_result__free(&r);
-	return -ENOENT;
 }
 
 /*
@@ -1024,6 +1077,9 @@ static int start(struct session *s)
 		}
 	}
 	err = confine(s);
+	s->started = true;
+	for (size_t i = 0; !err && i < s->nr; i++)
+		say_found(s, s->targets[i], i == 0);
 out:
 	for (size_t i = 0; i < nr_first; i++)
 		traced__free(first[i]);
@@ -1033,27 +1089,20 @@ out:
 
 int session__run(const struct options *o)
 {
+	uint64_t key;
+	void *val;
 	struct session s = { .o = o, .sfd = -1, .ret = EXIT_OK };
-	struct options picked;
 	sigset_t sigs;
 	const char *why;
 	int ret = EXIT_FAIL;
 
-	if (o->command == CMD_RECORD && !o->pid) {
-		if (!privileged())
-			return EXIT_FAIL;
-		picked = *o;
-		if (pick_target(o, &picked.pid))
-			return EXIT_FAIL;
-		picked.pids[0] = picked.pid;
-		picked.nr_pids = 1;
-		s.o = o = &picked;
-	}
 	s.follow = !o->nr_pids;
 	s.live_view = !s.follow && o->nr_pids == 1;
 	s.max_targets = o->max_targets ? o->max_targets : DEFAULT_MAX_TARGETS;
+	s.share_files = s.follow && !o->comm && !o->exclude_comm && !o->cgroup;
 	u64map__init(&s.by_pid);
 	u64map__init(&s.seen);
+	u64map__init(&s.files);
 	image_cache__init(&s.images);
 	s.ex_opts.verbose = o->verbose;
 	s.ex_opts.images = s.follow ? &s.images : NULL;
@@ -1078,6 +1127,9 @@ int session__run(const struct options *o)
 	capture_writer__free(s.cap);
 	u64map__clear(&s.by_pid);
 	u64map__clear(&s.seen);
+	for (size_t i = 0; u64map__next(&s.files, &i, &key, &val);)
+		free(val);
+	u64map__clear(&s.files);
 	image_cache__free(&s.images);
 	free(s.births);
 	if (s.filter_set)

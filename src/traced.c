@@ -19,6 +19,7 @@ void traced__free(struct traced *tr)
 		sampler__free(&tr->sampler);
 	}
 	stats__free(&tr->snap);
+	free(tr->files);
 	discovery__free(&tr->disc);
 	target__close(&tr->target);
 	free(tr);

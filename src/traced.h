@@ -33,6 +33,8 @@ struct traced {
 	uint64_t start;		/* its time zero: just before its probes were attached */
 	uint64_t exited;	/* when it was seen to exit; 0 while it runs */
 	bool piped;		/* its pipeline is set up (and freed with it) */
+	uint64_t *files;	/* following the host: the shared files it holds a share of */
+	size_t nr_files;
 };
 
 struct examine_opts {

@@ -44,6 +44,7 @@ static const uint16_t min_size[AT_CAP_KIND_MAX - AT_CAP_BASE] = {
 	[AT_CAP_IDLE_TASK - AT_CAP_BASE] = sizeof(struct cap_idle_task),
 	[AT_CAP_STEAL_STATS - AT_CAP_BASE] = sizeof(struct cap_steal_stats),
 	[AT_CAP_END - AT_CAP_BASE] = sizeof(struct cap_end),
+	[AT_CAP_PROCESS_END - AT_CAP_BASE] = sizeof(struct cap_end),
 };
 
 static uint32_t crc(const void *data, size_t len)
@@ -216,10 +217,16 @@ struct capture_writer {
 	uint8_t *chunk;		/* records not yet written out: the open chunk */
 	uint32_t chunk_len;
 	uint32_t chunk_records;
-	struct u64map names;	/* addresses already named */
+	struct u64map names;	/* (pid, address) already named */
 	struct u64map threads;	/* tids already named */
-	uint32_t pid;		/* the process (capture__begin) */
+	bool begun;		/* the file header is written */
 };
+
+/* A name's key: its process and its address (two processes map the same addresses). */
+static uint64_t name_key(uint32_t pid, uint64_t addr)
+{
+	return (addr ^ (uint64_t)pid * AT_HASH_MULT) | 1ull << 63;
+}
 
 /* Closes the open chunk: its header, checksums, and records go to the file. */
 static void seal(struct capture_writer *w)
@@ -290,10 +297,12 @@ void capture__begin(struct capture_writer *w, const struct cap_process *proc)
 					  .header_size = sizeof(fh) };
 	struct cap_process p = *proc;
 
-	memcpy(fh.magic, CAPTURE_MAGIC, sizeof(fh.magic));
-	ob_write(w->ob, &fh, sizeof(fh));
+	if (!w->begun) {
+		memcpy(fh.magic, CAPTURE_MAGIC, sizeof(fh.magic));
+		ob_write(w->ob, &fh, sizeof(fh));
+		w->begun = true;
+	}
 	hdr(&p.hdr, AT_CAP_PROCESS, sizeof(p), proc->pid, 0, proc->hdr.ts);
-	w->pid = proc->pid;
 	put(w, &p, sizeof(p));
 }
 
@@ -302,9 +311,10 @@ void capture__event(struct capture_writer *w, const void *rec, size_t size)
 	put(w, rec, size);
 }
 
-bool capture__has_name(const struct capture_writer *w, uint64_t addr)
+bool capture__has_name(const struct capture_writer *w, uint32_t pid, uint64_t addr)
 {
-	return !addr || w->names.len >= CAPTURE_MAX_NAMES || u64map__get(&w->names, addr);
+	return !addr || w->names.len >= CAPTURE_MAX_NAMES ||
+	       u64map__get(&w->names, name_key(pid, addr));
 }
 
 bool capture__has_thread(const struct capture_writer *w, uint32_t tid)
@@ -312,36 +322,36 @@ bool capture__has_thread(const struct capture_writer *w, uint32_t tid)
 	return !tid || w->threads.len >= CAPTURE_MAX_THREADS || u64map__get(&w->threads, tid);
 }
 
-void capture__no_name(struct capture_writer *w, uint64_t addr)
+void capture__no_name(struct capture_writer *w, uint32_t pid, uint64_t addr)
 {
-	if (!capture__has_name(w, addr))
-		u64map__set(&w->names, addr, (void *)1);
+	if (!capture__has_name(w, pid, addr))
+		u64map__set(&w->names, name_key(pid, addr), (void *)1);
 }
 
-void capture__name(struct capture_writer *w, uint64_t addr, const char *name)
+void capture__name(struct capture_writer *w, uint32_t pid, uint64_t addr, const char *name)
 {
 	uint64_t buf[(sizeof(struct cap_name) + AT_TASK_NAME_LEN + 8) / 8];
 	struct cap_name *rec = (struct cap_name *)buf;
 	size_t len = strnlen(name, AT_TASK_NAME_LEN - 1);
 	size_t size = (sizeof(*rec) + len + 1 + 7) & ~(size_t)7;
 
-	if (capture__has_name(w, addr) || u64map__set(&w->names, addr, (void *)1))
+	if (capture__has_name(w, pid, addr) || u64map__set(&w->names, name_key(pid, addr), (void *)1))
 		return;
 	memset(buf, 0, sizeof(buf));
-	hdr(&rec->hdr, AT_CAP_NAME, size, w->pid, 0, 0);
+	hdr(&rec->hdr, AT_CAP_NAME, size, pid, 0, 0);
 	rec->addr = addr;
 	memcpy(rec->name, name, len);
 	put(w, rec, size);
 }
 
-void capture__thread(struct capture_writer *w, uint32_t tid, const char *comm)
+void capture__thread(struct capture_writer *w, uint32_t pid, uint32_t tid, const char *comm)
 {
 	struct cap_thread rec;
 
 	if (capture__has_thread(w, tid) || u64map__set(&w->threads, tid, (void *)1))
 		return;
 	memset(&rec, 0, sizeof(rec));
-	hdr(&rec.hdr, AT_CAP_THREAD, sizeof(rec), w->pid, tid, 0);
+	hdr(&rec.hdr, AT_CAP_THREAD, sizeof(rec), pid, tid, 0);
 	strncpy(rec.comm, comm, sizeof(rec.comm) - 1);
 	put(w, &rec, sizeof(rec));
 }
@@ -354,9 +364,8 @@ void capture__tick(struct capture_writer *w, uint64_t ts)
 	put(w, &rec, sizeof(rec));
 }
 
-void capture__finish(struct capture_writer *w, const struct stats *st,
-		     const uint64_t *counters, uint32_t nr_counters, uint64_t stop,
-		     const char *reason)
+void capture__snapshot(struct capture_writer *w, const struct stats *st,
+		       const uint64_t *counters, uint32_t nr_counters)
 {
 	uint64_t buf[(sizeof(struct cap_runtime_stats) + AT_STAT_NR * sizeof(uint64_t)) / 8];
 	struct cap_runtime_stats *rt = (struct cap_runtime_stats *)buf;
@@ -364,7 +373,6 @@ void capture__finish(struct capture_writer *w, const struct stats *st,
 	struct cap_task_stats ts;
 	struct cap_idle_task it;
 	struct cap_steal_stats ss;
-	struct cap_end end;
 	struct task_entry *top;
 	size_t size;
 
@@ -413,10 +421,36 @@ void capture__finish(struct capture_writer *w, const struct stats *st,
 		ss.tasks = st->steals[i].s.tasks;
 		put(w, &ss, sizeof(ss));
 	}
+}
+
+static void end_record(struct capture_writer *w, uint32_t kind, uint32_t pid, uint64_t ts,
+		       const char *reason)
+{
+	struct cap_end end;
+
 	memset(&end, 0, sizeof(end));
-	hdr(&end.hdr, AT_CAP_END, sizeof(end), 0, 0, stop);
+	hdr(&end.hdr, kind, sizeof(end), pid, 0, ts);
 	strncpy(end.reason, reason ? reason : "", sizeof(end.reason) - 1);
 	put(w, &end, sizeof(end));
+}
+
+void capture__process_end(struct capture_writer *w, uint32_t pid, uint64_t ts, const char *reason)
+{
+	end_record(w, AT_CAP_PROCESS_END, pid, ts, reason);
+}
+
+void capture__end(struct capture_writer *w, uint64_t ts, const char *reason)
+{
+	end_record(w, AT_CAP_END, 0, ts, reason);
+}
+
+void capture__finish(struct capture_writer *w, const struct stats *st,
+		     const uint64_t *counters, uint32_t nr_counters, uint64_t stop,
+		     const char *reason)
+{
+	capture__snapshot(w, st, counters, nr_counters);
+	capture__process_end(w, st->pid, stop, reason);
+	capture__end(w, stop, reason);
 }
 
 int capture_writer__flush(struct capture_writer *w)
@@ -462,6 +496,7 @@ struct capture_reader {
 	bool started;		/* past the process record */
 	bool ended;
 	struct cap_process proc;
+	struct u64map pids;	/* version 4: the processes begun, each once */
 	char error[192];
 	/* records at an odd offset are copied here, aligned; older versions' widened */
 	uint64_t aligned[(65536 + CAPTURE_V2_GROWTH) / sizeof(uint64_t)];
@@ -518,6 +553,20 @@ static const char *check_record(const struct at_hdr *h)
 		break;
 	}
 	}
+	return NULL;
+}
+
+/* From version 4 a capture holds several processes, each begun once. */
+static const char *check_process(struct capture_reader *r, const struct at_hdr *h)
+{
+	uint64_t key = (uint64_t)h->pid + 1;
+
+	if (r->started && (r->version < 4 || u64map__get(&r->pids, key)))
+		return "a second process record";
+	if (r->pids.len >= CAPTURE_MAX_PROCESSES)
+		return "more process records than a capture holds";
+	if (u64map__set(&r->pids, key, (void *)1))
+		return "out of memory";
 	return NULL;
 }
 
@@ -630,8 +679,9 @@ int capture_reader__next(struct capture_reader *r, const struct at_hdr **rec, si
 		why = check_record((const struct at_hdr *)p);
 		if (why)
 			return reader_error(r, "%s (kind 0x%x, size %u)", why, h.kind, h.size);
-		if (h.kind == AT_CAP_PROCESS && r->started)
-			return reader_error(r, "a second process record");
+		why = h.kind == AT_CAP_PROCESS ? check_process(r, (const struct at_hdr *)p) : NULL;
+		if (why)
+			return reader_error(r, "%s", why);
 	}
 	if (r->version == 1)
 		p = capture_v1__translate(p, size, r->translated);
@@ -770,5 +820,6 @@ void capture_reader__free(struct capture_reader *r)
 		return;
 	if (r->map)
 		munmap(r->map, r->map_len);
+	u64map__clear(&r->pids);
 	free(r);
 }

@@ -27,8 +27,9 @@
 #include "stats.h"
 
 #define CAPTURE_MAGIC "\x89" "ATCAP\r\n"
-#define CAPTURE_VERSION 3	/* what this version writes */
+#define CAPTURE_VERSION 4	/* what this version writes */
 #define CAPTURE_VERSION_OLDEST 1 /* the oldest it reads */
+#define CAPTURE_MAX_PROCESSES 4096 /* process records a capture may hold */
 
 struct capture_file_header {
 	char magic[8];		/* CAPTURE_MAGIC: not text, survives no newline mangling */
@@ -66,6 +67,7 @@ enum capture_kind {
 	AT_CAP_IDLE_TASK = 0x8008,	/* struct cap_idle_task */
 	AT_CAP_STEAL_STATS = 0x8009,	/* struct cap_steal_stats */
 	AT_CAP_END = 0x800a,		/* struct cap_end: last record of a whole capture */
+	AT_CAP_PROCESS_END = 0x800b,	/* struct cap_end: hdr.pid's tracing ended (version 4) */
 	AT_CAP_KIND_MAX,		/* one past the last kind; grows, never shrinks */
 };
 
@@ -226,7 +228,10 @@ struct capture_writer;
 
 /* Creates path (so an unwritable one fails early); writes nothing yet. */
 int capture_writer__open(struct capture_writer **w, const char *path);
-/* The file header and the process record: before anything else. */
+/*
+ * A process recorded from here: its record (the first one after the file
+ * header, written with it). Every record of it after this carries its pid.
+ */
 void capture__begin(struct capture_writer *w, const struct cap_process *proc);
 /* An event record as the BPF side made it (or a sample). */
 void capture__event(struct capture_writer *w, const void *rec, size_t size);
@@ -235,14 +240,22 @@ void capture__event(struct capture_writer *w, const void *rec, size_t size);
  * names, each written once. has_*() says whether it is written (or the
  * table is full), so callers read the target only when needed.
  */
-bool capture__has_name(const struct capture_writer *w, uint64_t addr);
+bool capture__has_name(const struct capture_writer *w, uint32_t pid, uint64_t addr);
 bool capture__has_thread(const struct capture_writer *w, uint32_t tid);
 /* A name that could not be read: not looked for again, not written. */
-void capture__no_name(struct capture_writer *w, uint64_t addr);
-void capture__name(struct capture_writer *w, uint64_t addr, const char *name);
-void capture__thread(struct capture_writer *w, uint32_t tid, const char *comm);
+void capture__no_name(struct capture_writer *w, uint32_t pid, uint64_t addr);
+void capture__name(struct capture_writer *w, uint32_t pid, uint64_t addr, const char *name);
+void capture__thread(struct capture_writer *w, uint32_t pid, uint32_t tid, const char *comm);
 void capture__tick(struct capture_writer *w, uint64_t ts);
-/* The last snapshot of the maps and the BPF side's counters, then the end. */
+/* Process st->pid's last snapshot of the maps, and the BPF side's counters. */
+void capture__snapshot(struct capture_writer *w, const struct stats *st,
+		       const uint64_t *counters, uint32_t nr_counters);
+/* Process pid's recording ended (after its snapshot): at ts, for reason. */
+void capture__process_end(struct capture_writer *w, uint32_t pid, uint64_t ts,
+			  const char *reason);
+/* The capture's last record. */
+void capture__end(struct capture_writer *w, uint64_t ts, const char *reason);
+/* One process's whole end: its snapshot, its end, the capture's end. */
 void capture__finish(struct capture_writer *w, const struct stats *st,
 		     const uint64_t *counters, uint32_t nr_counters, uint64_t stop,
 		     const char *reason);

@@ -8,21 +8,72 @@
 #include "capture.h"
 #include "outputs.h"
 #include "pipeline.h"
-#include "util.h"
 #include "replay.h"
 #include "sandbox.h"
+#include "util.h"
 
+struct conversion {
+	const struct options *o;
+	struct outputs out;
+	unsigned int begun;	/* processes begun */
+	int ret;
+};
+
+/* A process of the capture begins: its sinks, writing into the shared outputs. */
+static int on_begin(void *ctx, struct replay_proc *p)
+{
+	struct conversion *c = ctx;
+
+	/* a second process: from now on every alert says whose it is */
+	if (c->begun++)
+		c->out.several = true;
+	return outputs__add_sinks(&c->out, &p->pipe, false);
+}
+
+/* A process of the capture ended: its pipeline finished, its report. */
+static void on_end(void *ctx, struct replay_proc *p)
+{
+	struct conversion *c = ctx;
+	struct run_info info;
+
+	memset(&info, 0, sizeof(info));
+	info.seconds = (double)(p->stop - p->pipe.model.t0) / 1e9;
+	info.end_reason = p->reason;
+	info.maps_only = p->maps_only;
+	info.no_snapshot = !replay__has_snapshot(p);
+	memcpy(info.stats, p->counters, sizeof(info.stats));
+	if (outputs__end(&c->out, &p->pipe, p->stop, replay__stats(p), &info) != EXIT_OK)
+		c->ret = EXIT_FAIL;
+}
+
+/* What was skipped, said once the replay is over. */
+static void say_unknown(const char *path, const struct replay *rp)
+{
+	for (size_t i = 0; i < rp->nr; i++) {
+		const struct model *m = &rp->procs[i]->pipe.model;
+		char kinds[64];
+
+		if (!m->n.unknown)
+			continue;
+		report__unknown_kinds(kinds, sizeof(kinds), m);
+		err_msg("capture '%s' holds %llu records of kinds this asynctraced does not know "
+			"(%s): skipped; a newer asynctraced converts them\n",
+			path, (unsigned long long)m->n.unknown, kinds);
+	}
+	if (rp->strays)
+		err_msg("capture '%s' holds %llu records of no process it began: skipped\n", path,
+			(unsigned long long)rp->strays);
+}
 
 int convert__run(const struct options *o)
 {
 	struct options opts = *o;
+	struct conversion c = { .o = &opts, .ret = EXIT_OK };
+	const struct replay_ops ops = { .begin = on_begin, .end = on_end, .ctx = &c };
 	struct capture_reader *r;
-	struct pipeline pipe;
-	struct outputs out = { 0 };
-	struct replay rp;
-	struct run_info info;
+	struct replay rp = { 0 };
 	char why[256];
-	int err, ret;
+	int err;
 
 	err = capture_reader__open(&r, o->capture, why, sizeof(why));
 	if (err) {
@@ -33,11 +84,9 @@ int convert__run(const struct options *o)
 		err_msg("capture '%s' is of format version %u, which has no checksums: damage "
 			"in it may go unnoticed\n",
 			o->capture, capture_reader__version(r));
-	err = replay__init(&rp, r, &pipe, &opts.detect, o->detect_given);
+	err = outputs__open(&c.out, &opts, false);
 	if (!err)
-		err = outputs__open(&out, &opts, false);
-	if (!err)
-		err = outputs__add_sinks(&out, &pipe, false);
+		err = replay__init(&rp, r, &opts.detect, o->detect_given, &ops);
 	/*
 	 * The capture is any file the user was handed: everything after this
 	 * line parses it, with the capture and the outputs open and nothing
@@ -56,41 +105,25 @@ int convert__run(const struct options *o)
 				strerror(-err));
 	}
 	if (err) {
-		pipeline__free(&pipe);
-		outputs__close(&out);
 		replay__free(&rp);
+		outputs__free(&c.out);
 		capture_reader__free(r);
 		return EXIT_FAIL;
 	}
-	err = replay__run(&rp, r, &pipe);
-
-	memset(&info, 0, sizeof(info));
-	info.seconds = (double)(rp.stop - pipe.model.t0) / 1e9;
-	info.end_reason = rp.ended ? rp.reason : "capture cut short";
-	info.maps_only = capture_reader__process(r)->maps_only;
-	info.no_snapshot = !replay__has_snapshot(&rp);
-	memcpy(info.stats, rp.counters, sizeof(info.stats));
+	err = replay__run(&rp, r);
 	/* What came before any damage is written out all the same. */
-	ret = outputs__end(&out, &pipe, rp.stop, replay__stats(&rp), &info);
-	if (outputs__close(&out) != EXIT_OK)
-		ret = EXIT_FAIL;
+	replay__end(&rp);
+	if (outputs__close(&c.out) != EXIT_OK)
+		c.ret = EXIT_FAIL;
 	if (err) {
 		err_msg("capture '%s' is damaged %s; converted the %llu records before it\n",
 			o->capture, capture_reader__error(r), (unsigned long long)rp.records);
-		ret = EXIT_FAIL;
+		c.ret = EXIT_FAIL;
 	}
-	if (pipe.model.n.unknown) {
-		char kinds[64];
-
-		report__unknown_kinds(kinds, sizeof(kinds), &pipe.model);
-		err_msg("capture '%s' holds %llu records of kinds this asynctraced does not know "
-			"(%s): skipped; a newer asynctraced converts them\n",
-			o->capture, (unsigned long long)pipe.model.n.unknown, kinds);
-	}
+	say_unknown(o->capture, &rp);
 	if (sandbox__say_refused())
-		ret = EXIT_FAIL;
-	pipeline__free(&pipe);
+		c.ret = EXIT_FAIL;
 	replay__free(&rp);
 	capture_reader__free(r);
-	return ret;
+	return c.ret;
 }

@@ -22,11 +22,43 @@ static int thread_comm(void *ctx, uint32_t tid, char *comm, size_t len)
 	return 0;
 }
 
-int replay__init(struct replay *rp, const struct capture_reader *r, struct pipeline *p,
-		 struct detect_opts *opts, uint32_t given)
+/* Process proc of the capture begins: its pipeline, as the capture's first process says. */
+static int proc_begin(struct replay *rp, const struct cap_process *proc)
+{
+	struct replay_proc *pr, **procs;
+	int err;
+
+	for (size_t i = 0; i < rp->nr; i++)
+		if (rp->procs[i]->pid == proc->pid)
+			return -EEXIST; /* twice: damage; its records go to the first */
+	pr = calloc(1, sizeof(*pr));
+	procs = realloc(rp->procs, (rp->nr + 1) * sizeof(*procs));
+	if (procs)
+		rp->procs = procs;
+	if (!pr || !procs) {
+		free(pr);
+		return -ENOMEM;
+	}
+	err = pipeline__init(&pr->pipe, proc->pid, proc->comm, proc->hdr.ts, &rp->opts);
+	if (err) {
+		pipeline__free(&pr->pipe);
+		free(pr);
+		return err;
+	}
+	pr->pid = proc->pid;
+	pr->pipe.model.realtime_offset = proc->realtime_offset;
+	pr->pipe.model.thread_comm = thread_comm;
+	pr->pipe.model.target_ctx = rp;
+	pr->stop = proc->hdr.ts;
+	pr->maps_only = proc->maps_only;
+	rp->procs[rp->nr++] = pr;
+	return rp->ops.begin ? rp->ops.begin(rp->ops.ctx, pr) : 0;
+}
+
+int replay__init(struct replay *rp, const struct capture_reader *r, struct detect_opts *opts,
+		 uint32_t given, const struct replay_ops *ops)
 {
 	const struct cap_process *proc = capture_reader__process(r);
-	int err;
 
 	memset(rp, 0, sizeof(*rp));
 	u64map__init(&rp->threads);
@@ -44,15 +76,11 @@ int replay__init(struct replay *rp, const struct capture_reader *r, struct pipel
 		opts->lost_waker_ns = proc->lost_waker_ns;
 	if (!(given & GIVEN_EPISODE_GAP))
 		opts->episode_gap_ns = proc->episode_gap_ns;
-	err = pipeline__init(p, proc->pid, proc->comm, proc->hdr.ts, opts);
-	if (err)
-		return err;
-	p->model.realtime_offset = proc->realtime_offset;
-	p->model.thread_comm = thread_comm;
-	p->model.target_ctx = rp;
+	rp->opts = *opts;
+	if (ops)
+		rp->ops = *ops;
 	rp->stop = proc->hdr.ts;
-	rp->maps_only = proc->maps_only;
-	return 0;
+	return proc_begin(rp, proc);
 }
 
 /* Appends one entry to a growing array of the snapshot. */
@@ -73,7 +101,7 @@ static void *grow(void **array, size_t *nr, size_t size)
 	return a + n * size;
 }
 
-static void stats_record(struct replay *rp, const struct at_hdr *h)
+static void stats_record(struct replay_proc *rp, const struct at_hdr *h)
 {
 	struct stats *st = &rp->stats;
 
@@ -152,13 +180,13 @@ static void *worker_slot(void **array, uint32_t *nr, uint32_t id, size_t size)
 	return (char *)*array + id * size;
 }
 
-static struct at_worker_stats *counted_worker(struct replay *rp, uint32_t id)
+static struct at_worker_stats *counted_worker(struct replay_proc *rp, uint32_t id)
 {
 	return worker_slot((void **)&rp->counted.workers, &rp->counted.nr_workers, id,
 			   sizeof(struct at_worker_stats));
 }
 
-static void count_wake(struct replay *rp, const struct at_wake *e)
+static void count_wake(struct replay_proc *rp, const struct at_wake *e)
 {
 	struct at_runtime_stats *rt = &rp->counted.rt;
 	struct at_worker_stats *w = NULL;
@@ -176,7 +204,7 @@ static void count_wake(struct replay *rp, const struct at_wake *e)
 	}
 }
 
-static void count_steal(struct replay *rp, const struct at_steal *e)
+static void count_steal(struct replay_proc *rp, const struct at_steal *e)
 {
 	struct at_worker_stats *w = counted_worker(rp, e->thief);
 	struct stats *c = &rp->counted;
@@ -203,7 +231,7 @@ static void count_steal(struct replay *rp, const struct at_steal *e)
 	}
 }
 
-static void count_poll(struct replay *rp, const struct at_poll *e, size_t size)
+static void count_poll(struct replay_proc *rp, const struct at_poll *e, size_t size)
 {
 	struct at_worker_stats *w = counted_worker(rp, e->worker);
 
@@ -225,7 +253,7 @@ static void count_poll(struct replay *rp, const struct at_poll *e, size_t size)
 		count_wake(rp, &((const struct at_poll_self_wake *)e)->wake);
 }
 
-static void count_sample(struct replay *rp, const struct at_worker_sample *e, size_t size)
+static void count_sample(struct replay_proc *rp, const struct at_worker_sample *e, size_t size)
 {
 	struct at_worker_sample *s = worker_slot((void **)&rp->samples, &rp->nr_samples, e->worker,
 						 sizeof(*s));
@@ -239,7 +267,7 @@ static void count_sample(struct replay *rp, const struct at_worker_sample *e, si
 }
 
 /* An event or sample the pipeline took (whole, of a known kind), counted. */
-static void count_record(struct replay *rp, const struct at_hdr *h, size_t size)
+static void count_record(struct replay_proc *rp, const struct at_hdr *h, size_t size)
 {
 	struct at_worker_stats *w;
 
@@ -276,7 +304,7 @@ static void count_record(struct replay *rp, const struct at_hdr *h, size_t size)
  * sample, which counts everything up to it, is nearer. (A full trace's
  * events are exact, and agree with its histograms and its trace.)
  */
-static void merge_samples(struct replay *rp)
+static void merge_samples(struct replay_proc *rp)
 {
 	struct at_runtime_stats *rt = &rp->counted.rt;
 	uint64_t wakes = 0, self_wakes = 0;
@@ -301,12 +329,12 @@ static void merge_samples(struct replay *rp)
 	rt->self_wakes = MAX_OF(rt->self_wakes, self_wakes);
 }
 
-bool replay__has_snapshot(const struct replay *rp)
+bool replay__has_snapshot(const struct replay_proc *rp)
 {
 	return rp->have_stats && rp->ended;
 }
 
-const struct stats *replay__stats(struct replay *rp)
+const struct stats *replay__stats(struct replay_proc *rp)
 {
 	if (replay__has_snapshot(rp))
 		return &rp->stats;
@@ -316,55 +344,110 @@ const struct stats *replay__stats(struct replay *rp)
 	return &rp->counted;
 }
 
-static void apply(struct replay *rp, struct pipeline *p, const struct at_hdr *h, size_t size)
+/*
+ * The process a record is of: the capture's one process (as in every capture
+ * before version 4), else by its pid; none for a pid no process record began.
+ */
+static struct replay_proc *proc_of(struct replay *rp, uint32_t pid)
 {
+	if (rp->nr == 1)
+		return rp->procs[0];
+	for (size_t i = 0; i < rp->nr; i++)
+		if (rp->procs[i]->pid == pid)
+			return rp->procs[i];
+	return NULL;
+}
+
+static void proc_end(struct replay *rp, struct replay_proc *pr, uint64_t ts, const char *reason)
+{
+	if (pr->ended)
+		return;
+	pr->ended = true;
+	if (ts)
+		pr->stop = ts;
+	snprintf(pr->reason, sizeof(pr->reason), "%s", reason);
+	if (rp->ops.end)
+		rp->ops.end(rp->ops.ctx, pr);
+}
+
+static void apply(struct replay *rp, const struct at_hdr *h, size_t size)
+{
+	struct replay_proc *pr = h->kind == AT_CAP_TICK || h->kind == AT_CAP_END ||
+						 h->kind == AT_CAP_PROCESS
+					 ? NULL
+					 : proc_of(rp, h->pid);
+
+	if (h->ts > rp->stop && h->kind < AT_CAP_BASE)
+		rp->stop = h->ts;
 	switch (h->kind) {
-	case AT_CAP_NAME:
-		model__name(&p->model, ((const struct cap_name *)h)->addr,
-			    ((const struct cap_name *)h)->name);
-		break;
+	case AT_CAP_PROCESS:
+		if (proc_begin(rp, (const struct cap_process *)h) == -ENOMEM)
+			rp->strays++;
+		return;
 	case AT_CAP_THREAD: {
 		const struct cap_thread *t = (const void *)h;
 		char *comm;
 
 		if (!t->hdr.tid || u64map__get(&rp->threads, t->hdr.tid))
-			break;
+			return;
 		comm = strndup(t->comm, sizeof(t->comm));
 		if (comm && u64map__set(&rp->threads, t->hdr.tid, comm))
 			free(comm);
-		break;
+		return;
 	}
 	case AT_CAP_TICK:
-		pipeline__tick(p, h->ts);
+		for (size_t i = 0; i < rp->nr; i++)
+			if (!rp->procs[i]->ended)
+				pipeline__tick(&rp->procs[i]->pipe, h->ts);
+		return;
+	case AT_CAP_END:
+		rp->ended = true;
+		rp->stop = h->ts;
+		memcpy(rp->reason, ((const struct cap_end *)h)->reason, sizeof(rp->reason));
+		rp->reason[sizeof(rp->reason) - 1] = '\0';
+		for (size_t i = 0; i < rp->nr; i++)
+			proc_end(rp, rp->procs[i], h->ts, rp->reason);
+		return;
+	}
+	if (!pr || pr->ended) {
+		rp->strays++;
+		return;
+	}
+	switch (h->kind) {
+	case AT_CAP_NAME:
+		model__name(&pr->pipe.model, ((const struct cap_name *)h)->addr,
+			    ((const struct cap_name *)h)->name);
 		break;
 	case AT_CAP_RUNTIME_STATS:
 	case AT_CAP_WORKER_STATS:
 	case AT_CAP_TASK_STATS:
 	case AT_CAP_IDLE_TASK:
 	case AT_CAP_STEAL_STATS:
-		stats_record(rp, h);
+		stats_record(pr, h);
 		break;
-	case AT_CAP_END:
-		rp->ended = true;
-		rp->stop = h->ts;
-		memcpy(rp->reason, ((const struct cap_end *)h)->reason, sizeof(rp->reason));
-		rp->reason[sizeof(rp->reason) - 1] = '\0';
+	case AT_CAP_PROCESS_END: {
+		char reason[CAP_REASON_LEN];
+
+		memcpy(reason, ((const struct cap_end *)h)->reason, sizeof(reason));
+		reason[sizeof(reason) - 1] = '\0';
+		proc_end(rp, pr, h->ts, reason);
 		break;
+	}
 	default:
 		/* events and samples; newer capture kinds are counted and skipped */
 		if (h->kind < AT_CAP_BASE) {
-			count_record(rp, h, size);
-			pipeline__push(p, h, size);
-			if (h->ts > rp->stop)
-				rp->stop = h->ts;
+			count_record(pr, h, size);
+			pipeline__push(&pr->pipe, h, size);
+			if (h->ts > pr->stop)
+				pr->stop = h->ts;
 		} else {
-			model__unknown(&p->model, h->kind);
+			model__unknown(&pr->pipe.model, h->kind);
 		}
 		break;
 	}
 }
 
-int replay__run(struct replay *rp, struct capture_reader *r, struct pipeline *p)
+int replay__run(struct replay *rp, struct capture_reader *r)
 {
 	const struct at_hdr *h;
 	size_t size;
@@ -372,9 +455,17 @@ int replay__run(struct replay *rp, struct capture_reader *r, struct pipeline *p)
 
 	while ((ret = capture_reader__next(r, &h, &size)) == 1) {
 		rp->records++;
-		apply(rp, p, h, size);
+		apply(rp, h, size);
 	}
 	return ret;
+}
+
+void replay__end(struct replay *rp)
+{
+	for (size_t i = 0; i < rp->nr; i++)
+		proc_end(rp, rp->procs[i], rp->procs[i]->stop > rp->stop ? rp->procs[i]->stop
+									  : rp->stop,
+			 rp->ended ? rp->reason : "capture cut short");
 }
 
 void replay__free(struct replay *rp)
@@ -385,7 +476,13 @@ void replay__free(struct replay *rp)
 	for (size_t i = 0; u64map__next(&rp->threads, &i, &key, &val);)
 		free(val);
 	u64map__clear(&rp->threads);
-	stats__free(&rp->stats);
-	stats__free(&rp->counted);
-	free(rp->samples);
+	for (size_t i = 0; i < rp->nr; i++) {
+		pipeline__free(&rp->procs[i]->pipe);
+		stats__free(&rp->procs[i]->stats);
+		stats__free(&rp->procs[i]->counted);
+		free(rp->procs[i]->samples);
+		free(rp->procs[i]);
+	}
+	free(rp->procs);
+	memset(rp, 0, sizeof(*rp));
 }

@@ -74,7 +74,7 @@ static void con_alert(struct sink *s, struct model *m, const struct alert *a)
 		return;
 	erase(c);
 	alert__format(msg, sizeof(msg), m, a);
-	if (c->o.name_process)
+	if (c->o.name_process && *c->o.name_process)
 		snprintf(line, sizeof(line), "asynctraced: %s: pid %u (%s): %s",
 			 a->state == ALERT_END ? "alert end" : "alert", m->pid, m->comm, msg);
 	else

@@ -19,7 +19,7 @@ struct console_opts {
 	FILE *out;
 	bool live;		/* redraw the view every second */
 	bool print_alerts;	/* one line per alert */
-	bool name_process;	/* ... naming its process (several are traced) */
+	const bool *name_process; /* ... naming its process, while *name_process (several) */
 	struct board *board;	/* several traced: the live view's line of this one (board.h) */
 };
 

@@ -65,7 +65,7 @@ int outputs__add_sinks(struct outputs *out, struct pipeline *p, bool live_view)
 		.out = stderr,
 		.live = live_view && !out->several && live(o),
 		.print_alerts = !o->quiet,
-		.name_process = out->several,
+		.name_process = &out->several,
 		.board = out->board,
 	};
 	struct sink *sink;

@@ -310,23 +310,23 @@ void tracer__unfollow(struct tracer *t, pid_t pid)
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.target_flags), &tgid);
 }
 
-static int add_link(struct tracer *t, pid_t pid, struct bpf_link *link)
+static int add_link(struct tracer *t, long owner, struct bpf_link *link)
 {
 	struct bpf_link **links;
-	pid_t *pids;
+	long *owners;
 
 	if (!link)
 		return -errno;
 	links = realloc(t->links, (t->nr_links + 1) * sizeof(*links));
 	if (links)
 		t->links = links;
-	pids = links ? realloc(t->link_pids, (t->nr_links + 1) * sizeof(*pids)) : NULL;
-	if (!pids) {
+	owners = links ? realloc(t->link_owners, (t->nr_links + 1) * sizeof(*owners)) : NULL;
+	if (!owners) {
 		bpf_link__destroy(link);
 		return -ENOMEM;
 	}
-	t->link_pids = pids;
-	t->link_pids[t->nr_links] = pid;
+	t->link_owners = owners;
+	t->link_owners[t->nr_links] = owner;
 	t->links[t->nr_links++] = link;
 	return 0;
 }
@@ -386,22 +386,22 @@ static struct bpf_program *usdt_prog(struct tracer *t, int id)
 	return t->empty ? t->skel->progs.floor_usdt : progs[id];
 }
 
-int tracer__attach_usdt(struct tracer *t, pid_t pid, const char *binary, int id,
+int tracer__attach_usdt(struct tracer *t, pid_t pid, long owner, const char *binary, int id,
 			const char *probe)
 {
 	struct bpf_program *prog = usdt_prog(t, id);
 
 	if (!prog)
 		return -ENOENT;
-	return add_link(t, pid,
+	return add_link(t, owner,
 			bpf_program__attach_usdt(prog, pid, binary, AT_USDT_PROVIDER, probe, NULL));
 }
 
-static int attach_multi(struct tracer *t, pid_t pid, struct bpf_program *prog, bool ret,
-			const char *binary, const uint64_t *offsets, const uint64_t *cookies,
-			size_t n)
+static int attach_multi(struct tracer *t, pid_t pid, long owner, struct bpf_program *prog,
+			bool ret, const char *binary, const uint64_t *offsets,
+			const uint64_t *cookies, size_t n)
 {
-	pid_t *pids;
+	long *owners;
 	union {
 		struct link_create_uprobe_multi uprobe;
 		char attr[144]; /* what union bpf_attr was when uprobe_multi came */
@@ -416,24 +416,24 @@ static int attach_multi(struct tracer *t, pid_t pid, struct bpf_program *prog, b
 	a.uprobe.cookies = (uintptr_t)cookies;
 	a.uprobe.cnt = (__u32)n;
 	a.uprobe.multi_flags = ret ? AT_BPF_F_UPROBE_MULTI_RETURN : 0;
-	a.uprobe.pid = (__u32)pid;
+	a.uprobe.pid = pid < 0 ? 0 : (__u32)pid; /* 0: every process */
 	fds = realloc(t->multi_fds, (t->nr_multi + 1) * sizeof(*fds));
 	if (!fds)
 		return -ENOMEM;
 	t->multi_fds = fds;
-	pids = realloc(t->multi_pids, (t->nr_multi + 1) * sizeof(*pids));
-	if (!pids)
+	owners = realloc(t->multi_owners, (t->nr_multi + 1) * sizeof(*owners));
+	if (!owners)
 		return -ENOMEM;
-	t->multi_pids = pids;
+	t->multi_owners = owners;
 	fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
 	if (fd < 0)
 		return -errno;
-	t->multi_pids[t->nr_multi] = pid;
+	t->multi_owners[t->nr_multi] = owner;
 	t->multi_fds[t->nr_multi++] = fd;
 	return 0;
 }
 
-int tracer__attach_uprobes(struct tracer *t, pid_t pid, enum tracer_uprobe which,
+int tracer__attach_uprobes(struct tracer *t, pid_t pid, long owner, enum tracer_uprobe which,
 			   const char *binary, const uint64_t *offsets, const uint64_t *cookies,
 			   size_t n)
 {
@@ -443,10 +443,10 @@ int tracer__attach_uprobes(struct tracer *t, pid_t pid, enum tracer_uprobe which
 	if (!n)
 		return 0;
 	if (t->multi)
-		return attach_multi(t, pid, prog, ret, binary, offsets, cookies, n);
+		return attach_multi(t, pid, owner, prog, ret, binary, offsets, cookies, n);
 	for (size_t i = 0; i < n; i++) {
 		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookies[i], .retprobe = ret);
-		int err = add_link(t, pid,
+		int err = add_link(t, owner,
 				   bpf_program__attach_uprobe_opts(prog, pid, binary, offsets[i],
 								   &opts));
 
@@ -456,29 +456,98 @@ int tracer__attach_uprobes(struct tracer *t, pid_t pid, enum tracer_uprobe which
 	return 0;
 }
 
-void tracer__detach_pid(struct tracer *t, pid_t pid)
-{
-	size_t n = 0;
+/* An owner's links, destroyed on a thread of their own (each waits for RCU). */
+struct reap_job {
+	struct reap_job *next;
+	pthread_t thread;
+	bool started;
+	int done;		/* atomic: the thread has finished */
+	struct bpf_link **links;
+	size_t nr_links;
+	int *fds;		/* uprobe_multi links */
+	size_t nr_fds;
+};
 
-	for (size_t i = 0; i < t->nr_links; i++) {
-		if (t->link_pids[i] == pid && pid) {
-			bpf_link__destroy(t->links[i]);
+static void *reap(void *arg)
+{
+	struct reap_job *job = arg;
+
+	for (size_t i = 0; i < job->nr_links; i++)
+		bpf_link__destroy(job->links[i]);
+	for (size_t i = 0; i < job->nr_fds; i++)
+		close(job->fds[i]);
+	__atomic_store_n(&job->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* Joins the reaping threads that are done (all: every one, waiting). */
+static void join_reaped(struct tracer *t, bool all)
+{
+	struct reap_job **p = &t->reaping;
+
+	while (*p) {
+		struct reap_job *job = *p;
+
+		if (!all && !__atomic_load_n(&job->done, __ATOMIC_ACQUIRE)) {
+			p = &job->next;
 			continue;
 		}
-		t->links[n] = t->links[i];
-		t->link_pids[n++] = t->link_pids[i];
+		if (job->started)
+			pthread_join(job->thread, NULL);
+		*p = job->next;
+		free(job->links);
+		free(job->fds);
+		free(job);
+	}
+}
+
+void tracer__detach_owner(struct tracer *t, long owner)
+{
+	struct reap_job *job;
+	size_t n = 0;
+
+	if (!owner)
+		return; /* the session's own hooks go with the session */
+	join_reaped(t, false);
+	job = calloc(1, sizeof(*job));
+	if (job) {
+		job->links = calloc(t->nr_links + 1, sizeof(*job->links));
+		job->fds = calloc(t->nr_multi + 1, sizeof(*job->fds));
+	}
+	for (size_t i = 0; i < t->nr_links; i++) {
+		if (t->link_owners[i] != owner) {
+			t->links[n] = t->links[i];
+			t->link_owners[n++] = t->link_owners[i];
+		} else if (job && job->links) {
+			job->links[job->nr_links++] = t->links[i];
+		} else {
+			bpf_link__destroy(t->links[i]);
+		}
 	}
 	t->nr_links = n;
 	n = 0;
 	for (size_t i = 0; i < t->nr_multi; i++) {
-		if (t->multi_pids[i] == pid) {
+		if (t->multi_owners[i] != owner) {
+			t->multi_fds[n] = t->multi_fds[i];
+			t->multi_owners[n++] = t->multi_owners[i];
+		} else if (job && job->fds) {
+			job->fds[job->nr_fds++] = t->multi_fds[i];
+		} else {
 			close(t->multi_fds[i]);
-			continue;
 		}
-		t->multi_fds[n] = t->multi_fds[i];
-		t->multi_pids[n++] = t->multi_pids[i];
 	}
 	t->nr_multi = n;
+	if (!job)
+		return;
+	/*
+	 * Off the caller's thread: removing a uprobe waits for an RCU grace
+	 * period, tens of ms each, and the session's loop must go on draining.
+	 */
+	job->started = !pthread_create(&job->thread, NULL, reap, job);
+	if (!job->started)
+		reap(job);
+	job->next = t->reaping;
+	t->reaping = job;
 }
 
 int tracer__fd(const struct tracer *t)
@@ -533,6 +602,7 @@ void tracer__detach(struct tracer *t)
 	struct detach_job jobs[DETACH_THREADS];
 	size_t nr = t->nr_links, per, started = 0;
 
+	join_reaped(t, true);
 	while (t->nr_multi)
 		close(t->multi_fds[--t->nr_multi]);
 	if (!nr)
@@ -575,9 +645,9 @@ void tracer__free(struct tracer *t)
 		munmap((void *)t->slots, t->slots_size);
 	asynctraced_bpf__destroy(t->skel);
 	free(t->links);
-	free(t->link_pids);
+	free(t->link_owners);
 	free(t->multi_fds);
-	free(t->multi_pids);
+	free(t->multi_owners);
 	for (int i = 0; t->dumps && i < DUMP_NR; i++) {
 		free(t->dumps[i].keys);
 		free(t->dumps[i].vals);

@@ -89,21 +89,26 @@ int tracer__follow(struct tracer *t, pid_t pid, uint32_t flags);
 /* No longer follows process pid. */
 void tracer__unfollow(struct tracer *t, pid_t pid);
 /*
+ * Probes are attached for process pid, or (pid -1) for every process that
+ * maps the file, the programs keeping to the processes followed; they
+ * belong to owner (a pid, or a number the caller gives a file whose probes
+ * several processes share; never 0), which tracer__detach_owner() detaches.
+ *
  * Attaches the program for one asynctrace probe (enum at_usdt_probe, named
- * probe in the notes) for process pid; -ENOENT if we have none.
+ * probe in the notes); -ENOENT if we have none.
  */
-int tracer__attach_usdt(struct tracer *t, pid_t pid, const char *binary, int id,
+int tracer__attach_usdt(struct tracer *t, pid_t pid, long owner, const char *binary, int id,
 			const char *probe);
 /*
  * Attaches a uprobe program (entry or return, as the program wants) at n
- * file offsets of binary, each with its cookie, for process pid: one uprobe_multi link where
+ * file offsets of binary, each with its cookie: one uprobe_multi link where
  * the kernel has them, else one link each.
  */
-int tracer__attach_uprobes(struct tracer *t, pid_t pid, enum tracer_uprobe which,
+int tracer__attach_uprobes(struct tracer *t, pid_t pid, long owner, enum tracer_uprobe which,
 			   const char *binary, const uint64_t *offsets, const uint64_t *cookies,
 			   size_t n);
-/* Detaches process pid's probes (it exited, or is let go). */
-void tracer__detach_pid(struct tracer *t, pid_t pid);
+/* Detaches owner's probes (its process exited, or its file is no longer traced). */
+void tracer__detach_owner(struct tracer *t, long owner);
 /*
  * Frees what the maps hold for process pid, once it is gone and its probes
  * detached: its worker slots, its tasks, its steal pairs. A process of the

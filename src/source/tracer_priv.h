@@ -26,10 +26,11 @@ struct tracer {
 	size_t slots_size;
 	__u32 nr_slots;
 	struct bpf_link **links;
-	pid_t *link_pids;	/* whose probe each link is (0: sched_switch's) */
+	long *link_owners;	/* whose probe each link is (0: the session's hooks) */
 	size_t nr_links;
 	int *multi_fds;		/* uprobe_multi links, made without libbpf */
-	pid_t *multi_pids;
+	long *multi_owners;
+	struct reap_job *reaping;	/* links of owners let go, being destroyed */
 	size_t nr_multi;
 	bool multi;		/* the uprobe programs were loaded for uprobe_multi */
 	enum sched_hook hook;

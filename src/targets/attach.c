@@ -13,17 +13,68 @@
 #include "sandbox.h"
 #include "util.h"
 
-static int attach_usdt(struct tracer *t, pid_t pid, const struct discovery *d, bool verbose)
+/*
+ * Whether site's file gets its probes from this process (1, for pid as
+ * owner), or has them already (0); the answer is asked once per file.
+ */
+static int usdt_file(const struct discovery *d, size_t i, const struct attach_opts *o,
+		     int *decided, long *owners, pid_t *pid, long *owner)
 {
+	const char *path = d->sites[i].path;
+	size_t first;
+	int ret;
+
+	*pid = o->pid;
+	*owner = o->pid;
+	if (!o->share)
+		return 1;
+	for (first = 0; strcmp(d->sites[first].path, path); first++)
+		;
+	if (!decided[first]) {
+		ret = o->share(o->share_ctx, path, &owners[first]);
+		if (ret < 0)
+			return ret;
+		decided[first] = ret ? 1 : 2;
+	}
+	*pid = -1;
+	*owner = owners[first];
+	return decided[first] == 1;
+}
+
+static int attach_usdt(struct tracer *t, const struct discovery *d, const struct attach_opts *o)
+{
+	int *decided = calloc(d->nr + 1, sizeof(*decided));
+	long *owners = calloc(d->nr + 1, sizeof(*owners));
+	bool verbose = o->verbose;
+	int err = 0;
+
+	if (!decided || !owners) {
+		err = -ENOMEM;
+		goto out;
+	}
 	for (size_t i = 0; i < d->nr; i++) {
 		const struct probe_site *site = &d->sites[i];
-		int err = tracer__attach_usdt(t, pid, site->path, site->probe, site->name);
+		pid_t pid;
+		long owner;
+
+		err = usdt_file(d, i, o, decided, owners, &pid, &owner);
+		if (err <= 0) {
+			if (err < 0)
+				goto out;
+			if (verbose)
+				err_msg("usdt '%s:%s' in %s: attached already, for every process "
+					"that maps it\n",
+					AT_USDT_PROVIDER, site->name, site->target_path);
+			continue;
+		}
+		err = tracer__attach_usdt(t, pid, owner, site->path, site->probe, site->name);
 
 		if (err == -ENOENT) {
 			/* A probe from a newer ABI than ours: not an error. */
 			if (verbose)
 				err_msg("ignoring unknown probe '%s:%s' in %s\n", AT_USDT_PROVIDER,
 					site->name, site->target_path);
+			err = 0;
 			continue;
 		}
 		if (err) {
@@ -33,15 +84,18 @@ static int attach_usdt(struct tracer *t, pid_t pid, const struct discovery *d, b
 					? ": Linux creates the uprobes of USDT probes only for "
 					  "CAP_SYS_ADMIN (docs/security.md)"
 					: "");
-			return err;
+			goto out;
 		}
 		if (verbose)
-			err_msg("attached usdt '%s:%s' in %s (arguments %s)\n", AT_USDT_PROVIDER,
+			err_msg("attached usdt '%s:%s' in %s (arguments %s%s)\n", AT_USDT_PROVIDER,
 				site->name, site->target_path,
-				d->specs[site->probe].known ? "fixed at load"
-								 : "looked up per hit");
+				d->specs[site->probe].known ? "fixed at load" : "looked up per hit",
+				pid < 0 ? "; for every process that maps it" : "");
 	}
-	return 0;
+out:
+	free(decided);
+	free(owners);
+	return err;
 }
 
 /* The uprobes each kind of tokio function gets. */
@@ -108,10 +162,10 @@ static int attach_tokio_kind(struct tracer *t, const struct discovery *d,
 		n++;
 	}
 	if (tokio_uprobes[kind].has_entry)
-		err = tracer__attach_uprobes(t, o->pid, tokio_uprobes[kind].entry, tb->path, offsets,
+		err = tracer__attach_uprobes(t, o->pid, o->pid, tokio_uprobes[kind].entry, tb->path, offsets,
 					     cookies, n);
 	if (!err && tokio_uprobes[kind].has_ret)
-		err = tracer__attach_uprobes(t, o->pid, tokio_uprobes[kind].ret, tb->path, offsets,
+		err = tracer__attach_uprobes(t, o->pid, o->pid, tokio_uprobes[kind].ret, tb->path, offsets,
 					     cookies, n);
 	if (err)
 		err_msg("failed to attach uprobes on %s in %s: %s\n", tokio_kind_str(kind),
@@ -139,5 +193,5 @@ int attach__probes(struct tracer *t, const struct discovery *d, const struct att
 {
 	*moved = 0;
 	return d->kind == RUNTIME_TOKIO ? attach_tokio(t, d, o, moved)
-					: attach_usdt(t, o->pid, d, o->verbose);
+					: attach_usdt(t, d, o);
 }

@@ -39,46 +39,60 @@ static void add(struct pipeline *p, int err, struct sink *s)
 		pipeline__add_sink(p, s);
 }
 
-static void convert(const uint8_t *data, size_t size)
+static struct outbuf *sink_out;
+
+/* Every sink a conversion has, for each process the capture begins. */
+static int on_begin(void *ctx, struct replay_proc *pr)
 {
-	struct detect_opts opts = { 0 };
-	struct console_opts co = { 0 };
-	struct capture_reader *r;
-	struct pipeline p;
-	struct replay rp;
+	struct console_opts co = { .out = devnull, .print_alerts = true };
+	struct pipeline *p = &pr->pipe;
+	struct sink *s;
+
+	add(p, console__new(&s, &co), s);
+	if (sink_out) {
+		add(p, alert_log__new(&s, sink_out), s);
+		add(p, trace_json__new(&s, sink_out), s);
+		add(p, trace_proto__new(&s, sink_out, (uint32_t)pr->pid), s);
+	}
+	return 0;
+}
+
+/* ... and its end: the pipeline finished, both reports. */
+static void on_end(void *ctx, struct replay_proc *pr)
+{
+	struct pipeline *p = &pr->pipe;
 	struct run_info info = { 0 };
 	struct outbuf *ob;
-	struct sink *s;
+
+	pipeline__finish(p, pr->stop);
+	info.seconds = (double)(pr->stop - p->model.t0) / 1e9;
+	info.end_reason = pr->reason;
+	info.no_snapshot = !replay__has_snapshot(pr);
+	report__text(devnull, &p->model, &p->detector, replay__stats(pr), &info, true);
+	if (!outbuf__open(&ob, "/dev/null")) {
+		report__json(ob, &p->model, &p->detector, replay__stats(pr), &info);
+		outbuf__free(ob);
+	}
+}
+
+static void convert(const uint8_t *data, size_t size)
+{
+	const struct replay_ops ops = { .begin = on_begin, .end = on_end };
+	struct detect_opts opts = { 0 };
+	struct capture_reader *r;
+	struct replay rp;
 	char err[256];
 
 	if (!devnull)
 		devnull = fopen("/dev/null", "w");
+	if (!sink_out && outbuf__open(&sink_out, "/dev/null"))
+		sink_out = NULL;
 	if (capture_reader__open_mem(&r, data, size, err, sizeof(err)))
 		return;
-	if (replay__init(&rp, r, &p, &opts, 0)) {
-		capture_reader__free(r);
-		return;
+	if (replay__init(&rp, r, &opts, 0, &ops) == 0) {
+		replay__run(&rp, r);
+		replay__end(&rp);
 	}
-	co.out = devnull;
-	co.print_alerts = true;
-	add(&p, console__new(&s, &co), s);
-	if (!outbuf__open(&ob, "/dev/null")) {
-		add(&p, alert_log__new(&s, ob), s);
-		add(&p, trace_json__new(&s, ob), s);
-		add(&p, trace_proto__new(&s, ob, 1), s);
-		outbuf__free(ob); /* the sinks hold it */
-	}
-	replay__run(&rp, r, &p);
-	pipeline__finish(&p, rp.stop);
-	info.seconds = (double)(rp.stop - p.model.t0) / 1e9;
-	info.end_reason = rp.ended ? rp.reason : "cut";
-	info.no_snapshot = !replay__has_snapshot(&rp);
-	report__text(devnull, &p.model, &p.detector, replay__stats(&rp), &info, true);
-	if (!outbuf__open(&ob, "/dev/null")) {
-		report__json(ob, &p.model, &p.detector, replay__stats(&rp), &info);
-		outbuf__free(ob);
-	}
-	pipeline__free(&p);
 	replay__free(&rp);
 	capture_reader__free(r);
 }

@@ -122,7 +122,7 @@ class Record(unittest.TestCase):
         # this version's format: whole chunks end to end, each under its checksum
         with open(cap, "rb") as f:
             data = f.read()
-        self.assertEqual(capfile.header(data), (3, 16))
+        self.assertEqual(capfile.header(data), (4, 16))
         chunks = capfile.chunks(data)
         self.assertGreater(len(chunks), 1)
         for off, size, _, crc, _ in chunks:

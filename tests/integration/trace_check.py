@@ -26,6 +26,13 @@ PHASES = set("BEXiIbensftCM")
 TASK_NAME = re.compile(r"^(.*) #(\d+)$")
 
 
+def _whole_event(line):
+    try:
+        return isinstance(json.loads(line.strip().rstrip(",")), dict)
+    except ValueError:
+        return False
+
+
 def load(path):
     """Returns the events, repairing a trace cut short like Perfetto does."""
     with open(path, "rb") as f:
@@ -34,12 +41,13 @@ def load(path):
         events = json.loads(raw)
     except json.JSONDecodeError:
         lines = raw.splitlines()
-        # Drop what follows the last complete event line, then close the array.
-        while lines and not lines[-1].rstrip().endswith("},"):
+        # Drop what follows the last complete event (a line that is one
+        # whole object, with or without its comma), then close the array.
+        while lines and not _whole_event(lines[-1]):
             lines.pop()
         if not lines:
             raise ValueError("no complete event in the file")
-        body = "\n".join(lines).rstrip()[:-1]
+        body = "\n".join(lines).rstrip().rstrip(",")
         events = json.loads(body + "\n]")
     if not isinstance(events, list):
         raise ValueError("not a bare JSON array (the object form cannot be cut short)")

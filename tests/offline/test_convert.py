@@ -315,13 +315,13 @@ class Damaged(unittest.TestCase):
     def test_other_version(self):
         """Versions this one cannot read are refused, naming theirs and what to do."""
         data = bytearray(self.good)
-        data[8] = 4
-        self.assertRefused(bytes(data), "capture version 4 is newer than this asynctraced, "
-                                        "which reads versions 1 to 3: convert it with a newer "
+        data[8] = 5
+        self.assertRefused(bytes(data), "capture version 5 is newer than this asynctraced, "
+                                        "which reads versions 1 to 4: convert it with a newer "
                                         "asynctraced")
         data[8] = 0
         self.assertRefused(bytes(data), "capture version 0 is not supported by this "
-                                        "asynctraced (reads versions 1 to 3); re-record it")
+                                        "asynctraced (reads versions 1 to 4); re-record it")
 
     def test_cut_short_keeps_what_came_before(self):
         for cut in (len(self.good) // 3, len(self.good) // 2 + 7, len(self.good) - 1):

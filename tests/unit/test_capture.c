@@ -78,21 +78,22 @@ static void write_capture(const char *path)
 	strcpy(proc.comm, "server");
 	assert_int_equal(capture_writer__open(&w, path), 0);
 	capture__begin(w, &proc);
-	assert_false(capture__has_name(w, 0x40));
-	capture__name(w, 0x40, "conn");
-	capture__name(w, 0x40, "written once only");
-	assert_true(capture__has_name(w, 0x40));
-	capture__no_name(w, 0x80);
-	assert_true(capture__has_name(w, 0x80));
-	assert_true(capture__has_name(w, 0)); /* no address, nothing to name */
-	capture__thread(w, 17, "worker-0");
-	capture__thread(w, 17, "again");
+	assert_false(capture__has_name(w, 4242, 0x40));
+	capture__name(w, 4242, 0x40, "conn");
+	capture__name(w, 4242, 0x40, "written once only");
+	assert_true(capture__has_name(w, 4242, 0x40));
+	capture__no_name(w, 4242, 0x80);
+	assert_true(capture__has_name(w, 4242, 0x80));
+	assert_true(capture__has_name(w, 4242, 0)); /* no address, nothing to name */
+	capture__thread(w, 4242, 17, "worker-0");
+	capture__thread(w, 4242, 17, "again");
 	capture__event(w, &poll, sizeof(poll));
 	capture__tick(w, 300);
 	capture__finish(w, &st, counters, AT_STAT_NR, 400, "target exited");
 	assert_int_equal(capture_writer__flush(w), 0);
-	/* process, name, thread, poll, tick, runtime, 2 workers, 256 tasks, idle, steal, end */
-	assert_int_equal(capture_writer__records(w), 1 + 1 + 1 + 1 + 1 + 1 + 2 + 256 + 1 + 1 + 1);
+	/* process, name, thread, poll, tick, runtime, 2 workers, 256 tasks, idle, steal, its
+	 * end, the end */
+	assert_int_equal(capture_writer__records(w), 1 + 1 + 1 + 1 + 1 + 1 + 2 + 256 + 1 + 1 + 1 + 1);
 	capture_writer__free(w);
 }
 
@@ -556,7 +557,7 @@ static void unknown_kinds(void **state)
 	struct detect_opts opts = { 0 };
 	struct capture_writer *w;
 	struct capture_reader *r;
-	struct pipeline p;
+	struct pipeline *p;
 	struct replay rp;
 	char err[256];
 
@@ -572,14 +573,14 @@ static void unknown_kinds(void **state)
 	capture_writer__free(w);
 
 	assert_int_equal(capture_reader__open(&r, path, err, sizeof(err)), 0);
-	assert_int_equal(replay__init(&rp, r, &p, &opts, ~0u), 0);
-	assert_int_equal(replay__run(&rp, r, &p), 0);
-	assert_int_equal(p.model.n.unknown, 3);
-	assert_int_equal(p.model.n.unknown_kinds[0], 29);
-	assert_int_equal(p.model.n.unknown_kinds[1], 0x80ff);
-	assert_int_equal(p.model.n.unknown_kinds[2], 0);
-	assert_int_equal(p.model.n.malformed, 0);
-	pipeline__free(&p);
+	assert_int_equal(replay__init(&rp, r, &opts, ~0u, NULL), 0);
+	assert_int_equal(replay__run(&rp, r), 0);
+	p = &rp.procs[0]->pipe;
+	assert_int_equal(p->model.n.unknown, 3);
+	assert_int_equal(p->model.n.unknown_kinds[0], 29);
+	assert_int_equal(p->model.n.unknown_kinds[1], 0x80ff);
+	assert_int_equal(p->model.n.unknown_kinds[2], 0);
+	assert_int_equal(p->model.n.malformed, 0);
 	replay__free(&rp);
 	capture_reader__free(r);
 	unlink(path);
@@ -610,7 +611,6 @@ static void counts_without_snapshot(void **state)
 	struct capture_writer *w;
 	struct capture_reader *r;
 	const struct stats *st;
-	struct pipeline p;
 	struct replay rp;
 	char err[256];
 
@@ -628,10 +628,10 @@ static void counts_without_snapshot(void **state)
 	capture_writer__free(w);
 
 	assert_int_equal(capture_reader__open(&r, path, err, sizeof(err)), 0);
-	assert_int_equal(replay__init(&rp, r, &p, &opts, ~0u), 0);
-	assert_int_equal(replay__run(&rp, r, &p), -EINVAL);
-	assert_false(replay__has_snapshot(&rp));
-	st = replay__stats(&rp);
+	assert_int_equal(replay__init(&rp, r, &opts, ~0u, NULL), 0);
+	assert_int_equal(replay__run(&rp, r), -EINVAL);
+	assert_false(replay__has_snapshot(rp.procs[0]));
+	st = replay__stats(rp.procs[0]);
 	assert_int_equal(st->rt.spawns, 1);
 	assert_int_equal(st->rt.completed, 1);
 	assert_int_equal(st->rt.wakes, 2);
@@ -654,7 +654,96 @@ static void counts_without_snapshot(void **state)
 	assert_int_equal(st->steals[0].key.victim, 1);
 	assert_int_equal(st->steals[0].s.tasks, 2);
 	assert_int_equal(st->nr_tasks, 0);
-	pipeline__free(&p);
+	replay__free(&rp);
+	capture_reader__free(r);
+	unlink(path);
+}
+
+/* what a replay told: each process's begin and end, in order */
+struct told {
+	char log[256];
+};
+
+static int told_begin(void *ctx, struct replay_proc *p)
+{
+	struct told *t = ctx;
+
+	snprintf(t->log + strlen(t->log), sizeof(t->log) - strlen(t->log), "begin %u; ",
+		 p->pid);
+	return 0;
+}
+
+static void told_end(void *ctx, struct replay_proc *p)
+{
+	struct told *t = ctx;
+
+	snprintf(t->log + strlen(t->log), sizeof(t->log) - strlen(t->log), "end %u at %llu %s; ",
+		 p->pid, (unsigned long long)p->stop, p->reason);
+}
+
+/*
+ * Version 4: two processes in one capture, the second begun later; each
+ * record goes to its own (names at one address, each its own), the first
+ * ends at its own end record with its snapshot, the second at the capture's.
+ */
+static void two_processes(void **state)
+{
+	char path[] = "/tmp/asynctraced-capture-XXXXXX";
+	int fd = mkstemp(path);
+	struct cap_process a = { .hdr.ts = 100, .pid = 10 }, b = { .hdr.ts = 150, .pid = 20 };
+	struct at_poll pa = { .hdr = { .kind = AT_EV_POLL, .size = sizeof(pa), .tid = 11, .pid = 10,
+				       .ts = 160 }, .task = 1, .duration_ns = 5, .name_addr = 0x40 };
+	struct at_poll pb = { .hdr = { .kind = AT_EV_POLL, .size = sizeof(pb), .tid = 21, .pid = 20,
+				       .ts = 170 }, .task = 1, .duration_ns = 7, .name_addr = 0x40 };
+	struct at_poll stray = { .hdr = { .kind = AT_EV_POLL, .size = sizeof(pb), .tid = 31, .pid = 30,
+					  .ts = 175 }, .task = 1 };
+	struct stats st = { .ts = 180, .pid = 10 };
+	uint64_t counters[AT_STAT_NR] = { 0 };
+	struct told t = { "" };
+	const struct replay_ops ops = { .begin = told_begin, .end = told_end, .ctx = &t };
+	struct detect_opts opts = { 0 };
+	struct capture_writer *w;
+	struct capture_reader *r;
+	struct replay rp;
+	char err[256], name[64];
+
+	assert_true(fd >= 0);
+	close(fd);
+	strcpy(a.comm, "first");
+	strcpy(b.comm, "second");
+	assert_int_equal(capture_writer__open(&w, path), 0);
+	capture__begin(w, &a);
+	capture__name(w, 10, 0x40, "ten's");
+	capture__begin(w, &b);
+	assert_false(capture__has_name(w, 20, 0x40)); /* the same address, another process */
+	capture__name(w, 20, 0x40, "twenty's");
+	capture__event(w, &pa, sizeof(pa));
+	capture__event(w, &pb, sizeof(pb));
+	capture__event(w, &stray, sizeof(stray));
+	capture__snapshot(w, &st, counters, AT_STAT_NR);
+	capture__process_end(w, 10, 190, "target exited");
+	capture__tick(w, 200);
+	capture__end(w, 300, "interrupted");
+	assert_int_equal(capture_writer__flush(w), 0);
+	capture_writer__free(w);
+
+	assert_int_equal(capture_reader__open(&r, path, err, sizeof(err)), 0);
+	assert_int_equal(capture_reader__version(r), 4);
+	assert_int_equal(replay__init(&rp, r, &opts, ~0u, &ops), 0);
+	assert_int_equal(replay__run(&rp, r), 0);
+	assert_string_equal(t.log, "begin 10; begin 20; end 10 at 190 target exited; "
+				   "end 20 at 300 interrupted; ");
+	assert_int_equal(rp.nr, 2);
+	assert_int_equal(rp.strays, 1);
+	assert_int_equal(rp.procs[0]->pipe.model.n.polls, 1);
+	assert_int_equal(rp.procs[1]->pipe.model.n.polls, 1);
+	model__task_name(&rp.procs[0]->pipe.model, 1, 0x40, name, sizeof(name));
+	assert_string_equal(name, "ten's");
+	model__task_name(&rp.procs[1]->pipe.model, 1, 0x40, name, sizeof(name));
+	assert_string_equal(name, "twenty's");
+	assert_string_equal(rp.procs[1]->pipe.model.comm, "second");
+	assert_true(replay__has_snapshot(rp.procs[0]));
+	assert_false(replay__has_snapshot(rp.procs[1])); /* none was written: counted */
 	replay__free(&rp);
 	capture_reader__free(r);
 	unlink(path);
@@ -670,6 +759,7 @@ int main(void)
 		cmocka_unit_test(read_v2),
 		cmocka_unit_test(unknown_kinds),
 		cmocka_unit_test(counts_without_snapshot),
+		cmocka_unit_test(two_processes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
