@@ -318,6 +318,8 @@ static void report_now(struct session *s)
 {
 	struct run_info info;
 
+	if (!s->cap)
+		outputs__hide(&s->out);
 	for (size_t i = 0; i < s->nr; i++) {
 		struct traced *tr = s->targets[i];
 

@@ -175,6 +175,12 @@ int outputs__reopen_alerts(struct outputs *out)
 	return outbuf__reopen(out->alerts, out->o->alerts);
 }
 
+void outputs__hide(struct outputs *out)
+{
+	if (out->board)
+		board__erase(out->board);
+}
+
 void outputs__draw(struct outputs *out)
 {
 	if (out->board)

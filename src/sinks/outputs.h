@@ -56,6 +56,8 @@ int outputs__end(struct outputs *out, struct pipeline *p, uint64_t now, const st
 int outputs__close(struct outputs *out);
 /* Several processes: the live view drawn again, once every process's line is fresh. */
 void outputs__draw(struct outputs *out);
+/* ... or taken off the screen, for other lines (a report on SIGUSR1). */
+void outputs__hide(struct outputs *out);
 /* Lets the files go as they are (tracing never started). */
 void outputs__free(struct outputs *out);
 /*
