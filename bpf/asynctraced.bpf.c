@@ -190,6 +190,27 @@ static __always_inline __u32 tokio_new_worker(__u32 tgid)
 }
 
 /*
+ * Where process tgid's tokio code is: the address of its binary's file
+ * offset 0 (userspace sets it before attaching). A task is named by its
+ * raw::poll instance as a file offset, the same in every process of the
+ * binary: the poll probe's cookie, and a vtable's poll function less this.
+ * So one set of probes on the file serves all of them.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AT_MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, __u64);
+} tokio_bases SEC(".maps");
+
+static __always_inline __u64 tokio_base_of(__u32 tgid)
+{
+	__u64 *base = bpf_map_lookup_elem(&tokio_bases, &tgid);
+
+	return base ? *base : 0;
+}
+
+/*
  * tokio's queue lengths are not in any argument: count them. Each push we
  * see adds one to its queue, each poll of a task takes one from the queue it
  * was pushed on. Indexed by the queue's worker slot (the injection queue has
@@ -380,6 +401,8 @@ static __always_inline void tokio_task(struct thread_state *t, __u64 hdr, struct
 		    bpf_probe_read_user(&fresh.id_off, sizeof(fresh.id_off),
 					(void *)(vtable + tokio_id_slot)))
 			return;
+		/* the instance as its file offset: the key the probes' cookies use */
+		fresh.poll_fn -= tokio_base_of(tgid);
 		if (vt) {
 			vt->vtable = 0;
 			barrier();
@@ -491,7 +514,7 @@ int BPF_KPROBE(tokio_poll, __u64 hdr)
 		on_steal(t, worker, (__u32)from, 1, 0, 0, AT_STEAL_INFERRED);
 	thread_worker(t, worker);
 	depth = tokio_depth_of(t, (__s32)worker);
-	/* the cookie is this instance's address: the future type names the task */
+	/* the cookie is this instance (its file offset): the future type names the task */
 	on_poll_begin(t, tt.id, ts, slot, worker, depth ? *depth : 0, bpf_get_attach_cookie(ctx));
 	return 0;
 }

@@ -221,7 +221,8 @@ static void name_tokio_tasks(struct session *s, struct traced *tr)
 
 	for (size_t i = 0; i < tb->rt.nr; i++)
 		if (tb->rt.sites[i].kind == TOKIO_POLL && tb->rt.sites[i].future) {
-			uint64_t addr = discovery__tokio_addr(&tr->disc, tb->rt.sites[i].offset);
+			/* the instance's file offset: the key the BPF side names tasks by */
+			uint64_t addr = tb->rt.sites[i].offset;
 
 			if (s->cap)
 				capture__name(s->cap, (uint32_t)tr->target.pid, addr,
@@ -518,10 +519,16 @@ static int traced_start(struct session *s, struct traced *tr)
 	}
 	if (!err)
 		err = tracer__follow(s->tracer, tr->target.pid, target_flags(&tr->disc));
+	if (!err && tr->disc.kind == RUNTIME_TOKIO)
+		err = tracer__tokio_base(s->tracer, tr->target.pid,
+					 discovery__tokio_addr(&tr->disc, 0));
 	if (err) {
 		if (err == -E2BIG || err == -ENOSPC)
 			err_msg("cannot follow pid %d: the BPF maps hold no more processes\n",
 				tr->target.pid);
+		else
+			err_msg("cannot trace pid %d (%s): %s\n", tr->target.pid, tr->target.comm,
+				strerror(-err));
 		traced_drop(s, tr);
 		return err;
 	}
@@ -540,6 +547,9 @@ static int traced_start(struct session *s, struct traced *tr)
 	if (err) {
 		if (!target__alive(&tr->target))
 			err_msg("pid %d exited while attaching\n", tr->target.pid);
+		else
+			err_msg("cannot trace pid %d (%s): attaching failed: %s\n", tr->target.pid,
+				tr->target.comm, strerror(-err));
 		traced_drop(s, tr);
 		return err;
 	}

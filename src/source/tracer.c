@@ -300,6 +300,15 @@ int tracer__follow(struct tracer *t, pid_t pid, uint32_t flags)
 	return 0;
 }
 
+int tracer__tokio_base(struct tracer *t, pid_t pid, uint64_t base)
+{
+	__u32 tgid = (__u32)pid;
+
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.tokio_bases), &tgid, &base, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
 void tracer__unfollow(struct tracer *t, pid_t pid)
 {
 	__u32 tgid = (__u32)pid;
@@ -308,6 +317,7 @@ void tracer__unfollow(struct tracer *t, pid_t pid)
 		return;
 	follow_bit(t, pid, false);
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.target_flags), &tgid);
+	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.tokio_bases), &tgid);
 }
 
 static int add_link(struct tracer *t, long owner, struct bpf_link *link)

@@ -86,6 +86,11 @@ void tracer__births_consume(struct tracer *t);
  * separately. 0, or -errno (no room for another process).
  */
 int tracer__follow(struct tracer *t, pid_t pid, uint32_t flags);
+/*
+ * Where process pid's tokio binary is: the address of its file offset 0.
+ * Its tasks are then named by file offsets, the probes' cookies (bpf side).
+ */
+int tracer__tokio_base(struct tracer *t, pid_t pid, uint64_t base);
 /* No longer follows process pid. */
 void tracer__unfollow(struct tracer *t, pid_t pid);
 /*

@@ -123,7 +123,8 @@ static const enum tokio_kind tokio_attach_order[] = {
 
 /* Every site of one kind at once: their offsets, and cookies (a poll's address). */
 static int attach_tokio_kind(struct tracer *t, const struct discovery *d,
-			     const struct attach_opts *o, enum tokio_kind kind, size_t *moved_total)
+			     const struct attach_opts *o, pid_t pid, long owner,
+			     enum tokio_kind kind, size_t *moved_total)
 {
 	const struct tokio_binary *tb = &d->tokio;
 	uint64_t *offsets = calloc(tb->rt.nr + 1, sizeof(*offsets));
@@ -144,8 +145,8 @@ static int attach_tokio_kind(struct tracer *t, const struct discovery *d,
 		/* past a single-stepped entry to the first emulated instruction (placement.h) */
 		skip = o->probe_at_entry ? 0 : site->place.skip;
 		offsets[n] = site->offset + skip;
-		/* vtable[0] of a task is its raw::poll: the address names the task */
-		cookies[n] = discovery__tokio_addr(d, site->offset);
+		/* vtable[0] of a task is its raw::poll: its file offset names the task */
+		cookies[n] = site->offset;
 		if (o->verbose && skip)
 			err_msg("attaching %s at %s+0x%llx (+%llu: past %s, at %s)%s%s\n",
 				tokio_kind_str(kind), tb->target_path,
@@ -162,10 +163,10 @@ static int attach_tokio_kind(struct tracer *t, const struct discovery *d,
 		n++;
 	}
 	if (tokio_uprobes[kind].has_entry)
-		err = tracer__attach_uprobes(t, o->pid, o->pid, tokio_uprobes[kind].entry, tb->path, offsets,
+		err = tracer__attach_uprobes(t, pid, owner, tokio_uprobes[kind].entry, tb->path, offsets,
 					     cookies, n);
 	if (!err && tokio_uprobes[kind].has_ret)
-		err = tracer__attach_uprobes(t, o->pid, o->pid, tokio_uprobes[kind].ret, tb->path, offsets,
+		err = tracer__attach_uprobes(t, pid, owner, tokio_uprobes[kind].ret, tb->path, offsets,
 					     cookies, n);
 	if (err)
 		err_msg("failed to attach uprobes on %s in %s: %s\n", tokio_kind_str(kind),
@@ -180,11 +181,25 @@ out:
 static int attach_tokio(struct tracer *t, const struct discovery *d,
 			const struct attach_opts *o, size_t *moved)
 {
+	pid_t pid = o->pid;
+	long owner = o->pid;
 	int err = 0;
 
+	if (o->share) {
+		err = o->share(o->share_ctx, d->tokio.path, &owner);
+		if (err <= 0) {
+			if (!err && o->verbose)
+				err_msg("tokio in %s: attached already, for every process that maps "
+					"it\n",
+					d->tokio.target_path);
+			return err;
+		}
+		pid = -1;
+		err = 0;
+	}
 	for (size_t k = 0; !err && k < sizeof(tokio_attach_order) / sizeof(tokio_attach_order[0]);
 	     k++)
-		err = attach_tokio_kind(t, d, o, tokio_attach_order[k], moved);
+		err = attach_tokio_kind(t, d, o, pid, owner, tokio_attach_order[k], moved);
 	return err;
 }
 

@@ -13,12 +13,11 @@
 struct attach_opts {
 	pid_t pid;		/* the process whose probes they are */
 	/*
-	 * Following the host: a file's asynctrace probes are attached once, for
-	 * every process that maps it, and shared. share(ctx, path, &owner) says
-	 * whether to attach them now (1: as owner), or that they are attached
-	 * already (0: this process takes its share); -errno to fail. NULL: for
-	 * pid alone. (tokio's stay per process: their cookies are addresses in
-	 * the process, docs/tokio.md.)
+	 * Following the host: a file's probes (asynctrace's, or tokio's) are
+	 * attached once, for every process that maps it, and shared.
+	 * share(ctx, path, &owner) says whether to attach them now (1: as
+	 * owner), or that they are attached already (0: this process takes its
+	 * share); -errno to fail. NULL: for pid alone.
 	 */
 	int (*share)(void *ctx, const char *path, long *owner);
 	void *share_ctx;

@@ -174,7 +174,16 @@ int elf_image__open(struct elf_image *im, const char *path)
 		goto fail;
 	}
 	im->size = (size_t)st.st_size;
-	im->data = mmap(NULL, im->size, PROT_READ, MAP_PRIVATE, im->fd, 0);
+	/*
+	 * Shared, not private: Linux puts a uprobe's breakpoint (0xcc) into
+	 * every private mapping of the file that may be executable, ours too,
+	 * when the uprobe is for every process (a file's probes shared,
+	 * session.c); a shared mapping it never touches, and it shows the
+	 * file's own bytes, which a read-only mapping cannot change.
+	 */
+	im->data = mmap(NULL, im->size, PROT_READ, MAP_SHARED, im->fd, 0);
+	if (im->data == MAP_FAILED) /* a filesystem without shared mappings */
+		im->data = mmap(NULL, im->size, PROT_READ, MAP_PRIVATE, im->fd, 0);
 	if (im->data == MAP_FAILED) {
 		im->data = NULL;
 		err = -errno;

@@ -145,7 +145,10 @@ int usdt__list(const char *path, const char *provider, struct usdt_probe **probe
 		close(fd);
 		return -ENOEXEC;
 	}
-	data = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	/* shared: no uprobe breakpoint is put into it (elf_image.c) */
+	data = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (data == MAP_FAILED)
+		data = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	err = data == MAP_FAILED ? -errno : 0;
 	close(fd);
 	if (err)

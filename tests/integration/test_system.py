@@ -46,8 +46,9 @@ class System(unittest.TestCase):
             harness.kill(p)
             p.communicate()
 
-    def start(self, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE):
-        p = subprocess.Popen([str(a) for a in args], stdout=stdout, stderr=stderr, text=True)
+    def start(self, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=None):
+        p = subprocess.Popen([str(a) for a in args], stdout=stdout, stderr=stderr, stdin=stdin,
+                             text=True)
         self.procs.append(p)
         return p
 
@@ -194,6 +195,42 @@ class System(unittest.TestCase):
         for r in reports:
             self.assertEqual(r["counts"]["workers"], 8)
         self.assertIn(f"{runs} processes traced", err)
+
+    def test_tokio_processes_of_one_binary_share_its_probes(self):
+        """The whole host followed: two tokio processes of one binary share one set
+        of uprobes (the second attaches none), each task still named by its
+        future type (file offsets, the same in both), every poll counted."""
+        app = os.path.join(harness.BUILD, "tokio-app")
+        self.log = os.path.join(self.dir, "tracer.log")
+        self.out = os.path.join(self.dir, "tracer.out")
+        trace = os.path.join(self.dir, "t.json")
+        apps = [self.start(app, "--wait-stdin", "--duration", "2", stdin=subprocess.PIPE)
+                for _ in range(2)]
+        with open(self.log, "w") as log, open(self.out, "w") as out:
+            tr = self.start(harness.TRACER, "-v", "-d", "12", "-o", trace, "--summary", "json",
+                            stdout=out, stderr=log)
+        self.assertTrue(harness.wait_for(
+            lambda: all(f"tracing pid {a.pid} (tokio-app)" in self.said() for a in apps), 30),
+            self.said()[-3000:])
+        self.assertEqual(self.said().count("attached already, for every process that maps it"),
+                         1, self.said()[-3000:])
+        counts = {}
+        for a in apps:
+            a.stdin.write("go\n")
+            a.stdin.flush()
+        for a in apps:
+            out, _ = a.communicate(timeout=60)
+            counts[a.pid] = int(re.search(r"polls=(\d+)", out)[1])
+        tr.send_signal(signal.SIGINT)
+        self.finish(tr)
+        reports = {r["pid"]: r for r in json_lines(self.said("out"))}
+        for pid, polls in counts.items():
+            self.assertEqual(reports[pid]["counts"]["polls"], polls, self.said()[-3000:])
+        with open(trace) as f:
+            named = {(e["pid"], e["name"].split("::")[0]) for e in json.load(f)
+                     if e.get("cat") == "poll" and e.get("ph") == "X"}
+        for pid in counts:
+            self.assertIn((pid, "tokio_app"), named)
 
     def test_forked_children(self):
         """A pre-forking server: the children a traced process forks (no exec) are

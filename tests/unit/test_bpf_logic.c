@@ -396,6 +396,7 @@ static int setup(void **state)
 	MAP(worker_slots);
 	MAP(target_flags);
 	MAP(tokio_next_worker);
+	MAP(tokio_bases);
 	spec = bpf_map_lookup_elem(&__bpf_usdt_specs, &zero);
 	spec->arg_cnt = 6;
 	for (int i = 0; i < 6; i++) {
