@@ -290,12 +290,18 @@ static size_t last_top(const struct console *c, const struct stats *st, struct t
 static void render_tasks(struct model *m, const struct task_entry *top, size_t nr_top,
 			 struct view *v)
 {
+	char names[LIVE_TOP_TASKS][AT_TASK_NAME_LEN];
+
 	view_line(v, " top tasks by poll time in the last second:");
+	/* paths shortened, as far as the names stay apart */
+	for (size_t i = 0; i < nr_top; i++)
+		model__task_name(m, top[i].id, top[i].s.name_addr, names[i], sizeof(names[i]));
+	layout__short_names(names[0], sizeof(names[0]), nr_top);
 	for (size_t i = 0; i < nr_top; i++) {
-		char total[16], name[AT_TASK_NAME_LEN], fit[AT_TASK_NAME_LEN * 2], head[64], id[32];
+		char total[16], fit[AT_TASK_NAME_LEN * 2], head[64], id[32];
+		const char *name = names[i];
 		int room;
 
-		model__task_name(m, top[i].id, top[i].s.name_addr, name, sizeof(name));
 		fmt_ns(total, sizeof(total), top[i].s.poll_ns);
 		snprintf(head, sizeof(head), "   %7s  %6llu polls  ", total,
 			 (unsigned long long)top[i].s.polls);

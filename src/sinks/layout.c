@@ -124,6 +124,108 @@ int layout__fit(char *buf, size_t size, const char *s, int cols)
 	return w;
 }
 
+int layout__fit_tail(char *buf, size_t size, const char *s, int cols, int tail)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s), i = 0, len;
+	int w = layout__width(s), head;
+	char *h;
+
+	if (w <= cols || tail <= 0 || cols <= tail + 2)
+		return layout__fit(buf, size, s, cols);
+	/* where the last tail code points begin */
+	for (int skip = w - tail; skip > 0 && i < n; skip--) {
+		bool ok;
+
+		i += code_point(p + i, n - i, &ok);
+	}
+	h = malloc(n + 1);
+	if (!h)
+		return layout__fit(buf, size, s, cols);
+	memcpy(h, s, n + 1);
+	h[i] = '\0';
+	/* the head ends in the ellipsis: cut one column short of its room */
+	head = layout__fit(buf, size, h, cols - tail);
+	free(h);
+	len = strlen(buf);
+	if (len + (n - i) + 1 > size)
+		return head;
+	memcpy(buf + len, s + i, n - i + 1);
+	return head + tail;
+}
+
+/* An identifier's character, in a path: letters, digits, _, and the braces of {{closure}}. */
+static bool path_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '_' || c == '{' || c == '}' || c == '#';
+}
+
+void layout__short_path(char *buf, size_t size, const char *s, int keep)
+{
+	size_t off = 0, n = strlen(s);
+
+	if (!size)
+		return;
+	for (size_t i = 0; i < n;) {
+		size_t start = i, seg[64], nr = 0, from;
+		int k = keep;
+
+		if (!path_char(s[i])) {
+			if (off + 1 < size)
+				buf[off++] = s[i];
+			i++;
+			continue;
+		}
+		/* a path: segments joined by "::" */
+		for (;;) {
+			if (nr < sizeof(seg) / sizeof(seg[0]))
+				seg[nr++] = i;
+			while (i < n && path_char(s[i]))
+				i++;
+			if (i + 2 < n && s[i] == ':' && s[i + 1] == ':' && path_char(s[i + 2]))
+				i += 2;
+			else
+				break;
+		}
+		/* a closure says little alone: its function's name with it */
+		if (nr > 1 && s[seg[nr - 1]] == '{')
+			k++;
+		from = nr > (size_t)k ? seg[nr - (size_t)k] : start;
+		for (size_t j = from; j < i && off + 1 < size; j++)
+			buf[off++] = s[j];
+	}
+	buf[off] = '\0';
+}
+
+/* Whether two names that differ came out the same. */
+static bool clash(const char *full, const char *shrt, size_t stride, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++)
+		for (size_t j = i + 1; j < nr; j++)
+			if (!strcmp(shrt + i * stride, shrt + j * stride) &&
+			    strcmp(full + i * stride, full + j * stride))
+				return true;
+	return false;
+}
+
+void layout__short_names(char *names, size_t stride, size_t nr)
+{
+	char *shrt = malloc(nr * stride + 1);
+
+	if (!shrt)
+		return;
+	for (int keep = 1; keep <= 8; keep++) {
+		for (size_t i = 0; i < nr; i++)
+			layout__short_path(shrt + i * stride, stride, names + i * stride, keep);
+		if (!clash(names, shrt, stride, nr)) {
+			memcpy(names, shrt, nr * stride);
+			break;
+		}
+	}
+	free(shrt);
+}
+
 void layout__puts(void *ctx, const char *line)
 {
 	fputs(line, ctx);
@@ -372,10 +474,10 @@ static void pad(struct line *l, int n)
 		line_add(l, " ", 1);
 }
 
-static void put_cell(struct line *l, const char *text, int w, bool left)
+static void put_cell(struct line *l, const char *text, int w, bool left, int tail)
 {
 	char fit[CELL_LEN];
-	int fw = layout__fit(fit, sizeof(fit), text, w);
+	int fw = layout__fit_tail(fit, sizeof(fit), text, w, tail);
 
 	if (!left)
 		pad(l, w - fw);
@@ -444,7 +546,7 @@ int layout_table__print(struct layout_table *t, int cols, int indent, layout_lin
 				text = t->cells[(r - 1) * (size_t)t->nr_cols + (size_t)i];
 			else
 				head[0] = '\0';
-			put_cell(&l, text, w[i], t->cols[i].min > 0);
+			put_cell(&l, text, w[i], t->cols[i].min > 0, t->cols[i].keep_tail);
 		}
 		emit_trimmed(&l, fn, ctx);
 		lines++;

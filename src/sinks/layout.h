@@ -32,6 +32,27 @@ int layout__width(const char *s);
  */
 int layout__fit(char *buf, size_t size, const char *s, int cols);
 
+/*
+ * s fitted into cols columns as layout__fit does, but cut in the middle: its
+ * last tail columns stay ("tokio_app::co…burn_cpu::{{closure}}> #3").
+ */
+int layout__fit_tail(char *buf, size_t size, const char *s, int cols, int tail);
+
+/*
+ * A Rust or C++ type or function name made short: each path keeps its last
+ * segment ("tokio_app::counted::Counted<tokio_app::workload::burn_cpu::
+ * {{closure}}>" -> "Counted<burn_cpu::{{closure}}>"), a closure its
+ * function's name too; keep more segments with keep > 1.
+ */
+void layout__short_path(char *buf, size_t size, const char *s, int keep);
+
+/*
+ * nr names, each in a buffer of stride bytes, made short in place: as
+ * short as layout__short_path makes them with the fewest segments that
+ * keep names that differ apart (left whole if none does).
+ */
+void layout__short_names(char *names, size_t stride, size_t nr);
+
 /* Where laid-out lines go, one at a time, without their newline. */
 typedef void (*layout_line_fn)(void *ctx, const char *line);
 /* A layout_line_fn printing to the FILE * ctx, each line and a newline. */
@@ -62,6 +83,7 @@ struct layout_col {
 	int width;	/* at least this wide, so that a redrawn table keeps still */
 	int min;	/* a left-aligned column that may be cut down to min columns
 			 * ("…") before any is dropped; 0: right-aligned, never cut */
+	int keep_tail;	/* cut in the middle: its last keep_tail columns stay */
 };
 
 struct layout_table;

@@ -262,9 +262,12 @@ static void text_workers(const struct text *tx, const struct stats *st, double s
 	layout_table__free(t);
 }
 
-/* The name is cut (down to 20 columns) before a column is dropped. */
+/*
+ * The name is cut (down to 20 columns, in its middle: its end and the id
+ * tell tasks apart) before a column is dropped.
+ */
 static const struct layout_col report_task_cols[] = {
-	{ .head = "task", .min = 20 },
+	{ .head = "task", .min = 20, .keep_tail = 14 },
 	{ .head = "polls", .drop = 4 },
 	{ .head = "total" },
 	{ .head = "p50", .drop = 5 },
@@ -279,22 +282,28 @@ static void text_tasks(const struct text *tx, struct model *m, const struct stat
 {
 	size_t nr;
 	struct task_entry *top = top_tasks(st, REPORT_TOP_TASKS, &nr);
+	char (*names)[AT_TASK_NAME_LEN] = calloc(nr + 1, sizeof(*names));
 	struct layout_table *t;
 
 	fputc('\n', tx->out);
 	say(tx, 1, "top tasks by poll time");
-	if (layout_table__new(&t, report_task_cols,
-			      sizeof(report_task_cols) / sizeof(*report_task_cols))) {
+	if (!names || layout_table__new(&t, report_task_cols,
+					sizeof(report_task_cols) / sizeof(*report_task_cols))) {
+		free(names);
 		free(top);
 		return;
 	}
+	/* paths shortened, as far as the names stay apart */
+	for (size_t i = 0; i < nr; i++)
+		model__task_name(m, top[i].id, top[i].s.name_addr, names[i], sizeof(names[i]));
+	layout__short_names(names[0], sizeof(names[0]), nr);
 	for (size_t i = 0; i < nr; i++) {
 		const struct at_task_stats *s = &top[i].s;
-		char name[AT_TASK_NAME_LEN], total[16], max[16];
+		const char *name = names[i];
+		char total[16], max[16];
 		char poll[3][16];
 		struct at_hist h;
 
-		model__task_name(m, top[i].id, s->name_addr, name, sizeof(name));
 		fmt_ns(total, sizeof(total), s->poll_ns);
 		fmt_ns(max, sizeof(max), s->max_poll_ns);
 		hist_widen(&h, &s->poll);
@@ -312,6 +321,7 @@ static void text_tasks(const struct text *tx, struct model *m, const struct stat
 	}
 	layout_table__print(t, tx->cols, 1, layout__puts, tx->out);
 	layout_table__free(t);
+	free(names);
 	free(top);
 }
 

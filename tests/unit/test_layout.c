@@ -179,6 +179,52 @@ static void tables(void **state)
 	layout_table__free(t);
 }
 
+/* Names made short: each path to its last segment, a closure with its function's. */
+static void short_names(void **state)
+{
+	char buf[256], names[4][96] = {
+		"tokio_app::counted::Counted<tokio_app::workload::burn_cpu::{{closure}}>",
+		"tokio_app::counted::Counted<tokio_app::workload::blocking_call::{{closure}}>",
+		"a::handler::{{closure}}",
+		"b::handler::{{closure}}",
+	};
+
+	layout__short_path(buf, sizeof(buf), names[0], 1);
+	assert_string_equal(buf, "Counted<burn_cpu::{{closure}}>");
+	layout__short_path(buf, sizeof(buf), "noisy", 1);
+	assert_string_equal(buf, "noisy");
+	layout__short_path(buf, sizeof(buf), "<T as core::future::Future>::poll", 1);
+	assert_string_equal(buf, "<T as Future>::poll");
+	layout__short_path(buf, sizeof(buf), "app::serve::{closure#0}", 1); /* v0 */
+	assert_string_equal(buf, "serve::{closure#0}");
+	layout__short_path(buf, 8, names[0], 1); /* cut, still a string */
+	assert_int_equal(strlen(buf), 7);
+
+	/* the fewest segments that keep different names apart */
+	layout__short_names(names[0], sizeof(names[0]), 4);
+	assert_string_equal(names[0], "counted::Counted<workload::burn_cpu::{{closure}}>");
+	assert_string_equal(names[1], "counted::Counted<workload::blocking_call::{{closure}}>");
+	assert_string_equal(names[2], "a::handler::{{closure}}");
+	assert_string_equal(names[3], "b::handler::{{closure}}");
+	/* the same name twice is one task type: it may stay short */
+	strcpy(names[0], "x::f::{{closure}}");
+	strcpy(names[1], "x::f::{{closure}}");
+	layout__short_names(names[0], sizeof(names[0]), 2);
+	assert_string_equal(names[1], "f::{{closure}}");
+}
+
+/* Cut in the middle: the end (the distinguishing tail and the id) stays. */
+static void fit_tail(void **state)
+{
+	char buf[128];
+	const char *s = "tokio_app::counted::Counted<burn_cpu::{{closure}}> #3";
+
+	assert_int_equal(layout__fit_tail(buf, sizeof(buf), s, 30, 14), 30);
+	assert_string_equal(buf, "tokio_app::coun…{closure}}> #3");
+	assert_int_equal(layout__fit_tail(buf, sizeof(buf), "short #1", 30, 14), 8);
+	assert_string_equal(buf, "short #1");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -187,6 +233,8 @@ int main(void)
 		cmocka_unit_test(wrap),
 		cmocka_unit_test(fields),
 		cmocka_unit_test(tables),
+		cmocka_unit_test(short_names),
+		cmocka_unit_test(fit_tail),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
