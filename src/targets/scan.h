@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The processes of the host that run a known runtime, as system-wide
- * tracing starts from: every process under /proc, narrowed by its name
- * (--comm, --exclude-comm) and its cgroup (--cgroup: a systemd unit or a
- * container), each examined by discover() with an image cache, so that
- * files already found empty cost a stat.
+ * The processes of the host, as following it goes: every process under
+ * /proc, narrowed by its name (--comm, --exclude-comm) and its cgroup
+ * (--cgroup: a systemd unit or a container), each told once until it runs
+ * another executable; what it runs is examined elsewhere (traced.c, with
+ * an image cache, so that files already found empty cost a stat).
  */
 #ifndef SCAN_H
 #define SCAN_H
@@ -14,8 +14,6 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "discover.h"
-#include "images.h"
 #include "target.h"
 #include "u64map.h"
 
@@ -37,24 +35,6 @@ int scan_filter__init(struct scan_filter *f, const char *comm, const char *exclu
 void scan_filter__free(struct scan_filter *f);
 /* Whether process pid, named comm, passes the filter. */
 bool scan_filter__match(const struct scan_filter *f, pid_t pid, const char *comm);
-
-struct scan_hit {
-	pid_t pid;
-	char comm[TARGET_COMM_LEN];
-	enum runtime_kind kind;
-};
-
-struct scan_result {
-	struct scan_hit *hits;	/* processes with a known runtime, by pid */
-	size_t nr;
-	size_t matched;		/* processes that passed the filter */
-	size_t unreadable;	/* of those, not examined (gone, or not ours to read) */
-};
-
-/* Every process that passes f and runs a known runtime. 0, or -errno. */
-int scan__processes(const struct scan_filter *f, struct image_cache *images,
-		    struct scan_result *r);
-void scan_result__free(struct scan_result *r);
 
 /* A process scan__new_processes found: 0 to go on, or -errno to stop. */
 typedef int (*scan_new_fn)(void *ctx, pid_t pid, const char *comm);

@@ -438,19 +438,59 @@ static void stop_child(pid_t pid)
 	waitpid(pid, NULL, 0);
 }
 
-/* The pid's hit in a scan, or NULL. */
-static const struct scan_hit *hit_of(const struct scan_result *r, pid_t pid)
+/* The processes a scan told of. */
+struct told {
+	pid_t pids[8192];
+	size_t nr;
+};
+
+static int tell(void *ctx, pid_t pid, const char *comm)
 {
-	for (size_t i = 0; i < r->nr; i++)
-		if (r->hits[i].pid == pid)
-			return &r->hits[i];
-	return NULL;
+	struct told *t = ctx;
+
+	if (t->nr < sizeof(t->pids) / sizeof(t->pids[0]))
+		t->pids[t->nr++] = pid;
+	return 0;
+}
+
+static bool told_of(const struct told *t, pid_t pid)
+{
+	for (size_t i = 0; i < t->nr; i++)
+		if (t->pids[i] == pid)
+			return true;
+	return false;
+}
+
+/* One scan of the host with a fresh memory of what it saw: who passes f. */
+static void scan_once(const struct scan_filter *f, struct told *t)
+{
+	struct u64map seen;
+
+	u64map__init(&seen);
+	t->nr = 0;
+	assert_int_equal(scan__new_processes(f, &seen, tell, t), 0);
+	u64map__clear(&seen);
+}
+
+/* What process pid runs, looked for with the image cache. */
+static enum runtime_kind runtime_of(pid_t pid, struct image_cache *images)
+{
+	struct discovery d = { .images = images };
+	struct target t;
+	enum runtime_kind kind;
+
+	assert_int_equal(target__open(&t, pid), 0);
+	assert_int_equal(discover(&d, &t), 0);
+	kind = d.kind;
+	discovery__free(&d);
+	target__close(&t);
+	return kind;
 }
 
 /*
- * The host's processes with a known runtime, narrowed by name and cgroup:
- * the sample executor is found, a sleep is not, and an image cache makes
- * the second look cheaper.
+ * The host's processes, narrowed by name and cgroup, each told once until
+ * it runs another executable; what the executor and a sleep run, the
+ * second look at the sleep's files saved by the image cache.
  */
 static void scan_finds_executors(void **state)
 {
@@ -458,9 +498,11 @@ static void scan_finds_executors(void **state)
 	char *executor[] = { exe, "--scenario", "healthy", "--rate", "10", "--duration", "20",
 			     "--workers", "2", NULL };
 	char *sleeper[] = { "/bin/sleep", "20", NULL };
+	static struct told t;
 	struct scan_filter f;
-	struct scan_result r;
 	struct image_cache images;
+	struct u64map seen;
+	uint64_t hits;
 	pid_t ex, sl;
 	FILE *cg;
 
@@ -469,27 +511,35 @@ static void scan_finds_executors(void **state)
 	sl = run_child(sleeper, "sleep");
 	image_cache__init(&images);
 
-	/* by name */
+	/* by name, each once: a second scan with the same memory tells neither again */
 	assert_int_equal(scan_filter__init(&f, "^(sample-exec|sleep)", NULL, NULL, err, sizeof(err)), 0);
-	assert_int_equal(scan__processes(&f, &images, &r), 0);
-	assert_non_null(hit_of(&r, ex));
-	assert_int_equal(hit_of(&r, ex)->kind, RUNTIME_USDT);
-	assert_string_equal(hit_of(&r, ex)->comm, "sample-executor");
-	assert_null(hit_of(&r, sl));
-	assert_true(r.matched >= 2);
-	scan_result__free(&r);
-	/* the second look skips the files the first found empty (the sleep's, libc's) */
-	assert_int_equal(scan__processes(&f, &images, &r), 0);
-	assert_non_null(hit_of(&r, ex));
-	assert_true(images.hits > 0);
-	scan_result__free(&r);
+	u64map__init(&seen);
+	assert_int_equal(scan__new_processes(&f, &seen, tell, &t), 0);
+	assert_true(told_of(&t, ex));
+	assert_true(told_of(&t, sl));
+	t.nr = 0;
+	assert_int_equal(scan__new_processes(&f, &seen, tell, &t), 0);
+	assert_false(told_of(&t, ex));
+	assert_int_equal(scan__process(&f, &seen, ex, tell, &t), 0);
+	assert_false(told_of(&t, ex));
+	u64map__clear(&seen);
+	u64map__init(&seen);
+	assert_int_equal(scan__process(&f, &seen, ex, tell, &t), 0);
+	assert_true(told_of(&t, ex));
+	u64map__clear(&seen);
 	scan_filter__free(&f);
+	/* what they run; the second look skips the files the first found empty */
+	assert_int_equal(runtime_of(ex, &images), RUNTIME_USDT);
+	assert_int_equal(runtime_of(sl, &images), RUNTIME_NONE);
+	hits = images.hits;
+	assert_int_equal(runtime_of(sl, &images), RUNTIME_NONE);
+	assert_true(images.hits > hits);
 
 	/* excluded by name */
 	assert_int_equal(scan_filter__init(&f, NULL, "^sample", NULL, err, sizeof(err)), 0);
-	assert_int_equal(scan__processes(&f, &images, &r), 0);
-	assert_null(hit_of(&r, ex));
-	scan_result__free(&r);
+	scan_once(&f, &t);
+	assert_false(told_of(&t, ex));
+	assert_true(told_of(&t, sl));
 	scan_filter__free(&f);
 
 	/* by cgroup: ours (the child's too), given either way; or one that holds nothing */
@@ -506,17 +556,14 @@ static void scan_finds_executors(void **state)
 		for (int i = 0; i < 2; i++) {
 			assert_int_equal(scan_filter__init(&f, "^sample", NULL, i ? mounted : cgroup + 3,
 							   err, sizeof(err)), 0);
-			assert_int_equal(scan__processes(&f, &images, &r), 0);
-			assert_non_null(hit_of(&r, ex));
-			scan_result__free(&r);
+			scan_once(&f, &t);
+			assert_true(told_of(&t, ex));
 			scan_filter__free(&f);
 		}
 	}
 	assert_int_equal(scan_filter__init(&f, NULL, NULL, "/no/such.slice", err, sizeof(err)), 0);
-	assert_int_equal(scan__processes(&f, &images, &r), 0);
-	assert_int_equal(r.nr, 0);
-	assert_int_equal(r.matched, 0);
-	scan_result__free(&r);
+	scan_once(&f, &t);
+	assert_int_equal(t.nr, 0);
 	scan_filter__free(&f);
 
 	/* a pattern that is none */
