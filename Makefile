@@ -123,7 +123,7 @@ TOKIO_DIR  := tests/tokio
 TOKIO_SRCS := $(wildcard $(TOKIO_DIR)/src/*.rs) $(TOKIO_DIR)/Cargo.toml $(TOKIO_DIR)/Cargo.lock
 TOKIO_APPS := $(BUILD)/tokio-app $(BUILD)/tokio-app-lto $(BUILD)/tokio-app-v0 \
 	      $(BUILD)/tokio-app-stripped $(BUILD)/tokio-many $(BUILD)/tokio-spin \
-	      $(BUILD)/tokio-app-cet $(BUILD)/tokio-spin-cet
+	      $(BUILD)/tokio-app-cet $(BUILD)/tokio-spin-cet $(BUILD)/tokio-neighbour
 CARGO_BUILD = cd $(TOKIO_DIR) && RUSTC=$(RUSTC) RUSTFLAGS="$(TOKIO_RUSTFLAGS)" $(TOKIO_ENV) \
 	      $(CARGO) build --offline --quiet
 
@@ -137,6 +137,10 @@ $(BUILD)/tokio-app: $(TOKIO_SRCS) $(wildcard $(TOKIO_DIR)/src/bin/*.rs)
 # 200 future types, 400 raw::poll instances: built with tokio-app.
 $(BUILD)/tokio-many: $(BUILD)/tokio-app
 	$(Q)cp $(BUILD)/cargo/legacy/release/tokio-many $@
+
+# A noisy neighbour and the task it keeps waiting: built with tokio-app.
+$(BUILD)/tokio-neighbour: $(BUILD)/tokio-app
+	$(Q)cp $(BUILD)/cargo/legacy/release/tokio-neighbour $@
 
 # The benchmark workload (make bench): built with tokio-app.
 $(BUILD)/tokio-spin: $(BUILD)/tokio-app

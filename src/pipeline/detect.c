@@ -45,8 +45,8 @@ struct worker_watch {
 	bool sampled;
 	uint64_t starved_since;	/* 0: not starved */
 	struct episode *ep;
-	/* the latest long poll on this worker */
-	uint64_t hold_begin, hold_end;
+	/* the latest long poll on this worker, and its task if it is an alert's */
+	uint64_t hold_begin, hold_end, hold_task;
 };
 
 void detector__init(struct detector *d, const struct detect_opts *opts, alert_fn emit,
@@ -247,7 +247,67 @@ static void note_hold(struct detector *d, const struct at_poll *p)
 	if (w) {
 		w->hold_begin = p->hdr.ts;
 		w->hold_end = p->hdr.ts + p->duration_ns;
+		w->hold_task = poll_own_ns(p) >= d->opts.long_poll_ns ? p->task : 0;
 	}
+}
+
+/* One more task waited behind a long poll of episode ep: kept if among the longest. */
+static void add_victim(struct episode *ep, struct model *m, const struct at_poll *p,
+		       uint64_t waited)
+{
+	struct alert *a = &ep->a;
+	uint32_t i, n = a->nr_victims;
+
+	a->waits_behind++;
+	for (i = 0; i < n; i++) /* the same task again: its longest wait */
+		if (a->victims[i].task == p->task) {
+			if (waited > a->victims[i].waited_ns)
+				a->victims[i].waited_ns = waited;
+			goto sort;
+		}
+	if (n < ALERT_VICTIMS) {
+		i = a->nr_victims++;
+	} else {
+		i = n - 1;
+		if (waited <= a->victims[i].waited_ns)
+			return;
+	}
+	a->victims[i].task = p->task;
+	a->victims[i].waited_ns = waited;
+	model__task_name(m, p->task, p->name_addr, a->victims[i].name,
+			 sizeof(a->victims[i].name));
+sort:
+	for (; i > 0 && a->victims[i].waited_ns > a->victims[i - 1].waited_ns; i--) {
+		struct alert_victim t = a->victims[i];
+
+		a->victims[i] = a->victims[i - 1];
+		a->victims[i - 1] = t;
+	}
+}
+
+/*
+ * A poll that waited in the queue of a worker a long poll of an alert held:
+ * a victim of it (the part of its wait the hold covered).
+ */
+static void note_victim(struct detector *d, struct model *m, const struct at_poll *p)
+{
+	const struct worker_watch *w;
+	struct episode *ep;
+	uint64_t from, to;
+
+	if (p->queued_on < 0 || !p->wake_ts || (uint32_t)p->queued_on >= d->nr_workers)
+		return;
+	w = &d->workers[p->queued_on];
+	if (!w->hold_task || w->hold_task == p->task || w->hold_end <= p->wake_ts ||
+	    w->hold_begin >= p->hdr.ts)
+		return;
+	ep = u64map__get(&d->long_polls, w->hold_task);
+	if (!ep)
+		return;
+	from = p->wake_ts > w->hold_begin ? p->wake_ts : w->hold_begin;
+	to = p->hdr.ts < w->hold_end ? p->hdr.ts : w->hold_end;
+	if (to > from)
+		add_victim(ep, m, p, to - from);
 }
 
 static void long_poll(struct detector *d, struct model *m, const struct at_poll *p)
@@ -449,6 +509,8 @@ static void judge_late(struct detector *d, struct model *m, const struct at_poll
 
 static void on_poll(struct detector *d, struct model *m, const struct at_poll *p)
 {
+	if (d->opts.long_poll_ns)
+		note_victim(d, m, p);
 	if (d->opts.long_poll_ns && p->duration_ns >= d->opts.long_poll_ns) {
 		note_hold(d, p);
 		if (poll_own_ns(p) >= d->opts.long_poll_ns)

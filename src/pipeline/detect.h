@@ -48,6 +48,8 @@ enum thrash_reason {
 	THRASH_WAKE_STORM,	/* woken far more often than polled */
 };
 
+#define ALERT_VICTIMS 3
+
 struct alert {
 	enum alert_kind kind;
 	enum alert_state state;
@@ -67,6 +69,17 @@ struct alert {
 	/* long poll */
 	enum poll_cause cause;
 	uint64_t oncpu_ns, blocked_ns, runnable_ns;
+	/*
+	 * END: the tasks that waited in the held worker's queue while a poll of
+	 * the episode held it (its victims), the longest waits first
+	 */
+	struct alert_victim {
+		uint64_t task;
+		char name[AT_TASK_NAME_LEN];
+		uint64_t waited_ns;	/* of its wait, the part the long poll held it */
+	} victims[ALERT_VICTIMS];
+	uint32_t nr_victims;		/* in victims[] */
+	uint64_t waits_behind;		/* waits behind the episode's polls, all told */
 	/* scheduling delay */
 	int32_t queued_on;
 	uint32_t queued_depth;

@@ -86,6 +86,24 @@ static const char *plural(uint64_t n, const char *one, const char *many)
 	return n == 1 ? one : many;
 }
 
+/* "; it kept waiting 'request' #12 (up to 30.01 ms), 'echo' #2 (12.50 ms): 14 waits" */
+static void format_victims(char *buf, size_t size, const struct alert *a)
+{
+	size_t off = 0;
+
+	if (!a->nr_victims)
+		return;
+	for (uint32_t i = 0; i < a->nr_victims && off < size; i++)
+		off += (size_t)snprintf(buf + off, size - off, "%s'%s' #%llu (%s%.2f ms)",
+					i ? ", " : "; it kept waiting ", a->victims[i].name,
+					(unsigned long long)a->victims[i].task,
+					i ? "" : "up to ", ms(a->victims[i].waited_ns));
+	if (off < size)
+		snprintf(buf + off, size - off, ": %llu %s in all",
+			 (unsigned long long)a->waits_behind,
+			 a->waits_behind == 1 ? "wait" : "waits");
+}
+
 /*
  * An END says how the episode went. One that tracing stopped is not over:
  * it says "still going" where an ended one says "over".
@@ -97,14 +115,19 @@ static void format_end(char *buf, size_t size, const struct alert *a)
 	const char *stopped = "still going when tracing stopped";
 
 	switch (a->kind) {
-	case ALERT_LONG_POLL:
-		snprintf(buf, size,
-			 "long poll%s: task '%s' #%llu%s%s: %llu long %s in %.2f s, the longest "
-			 "%.2f ms",
-			 a->ongoing ? "" : " over", a->task_name, (unsigned long long)a->task,
-			 a->ongoing ? " " : "", a->ongoing ? stopped : "", n,
-			 plural(n, "poll", "polls"), secs(span), ms(a->worst_ns));
+	case ALERT_LONG_POLL: {
+		int len = snprintf(buf, size,
+				   "long poll%s: task '%s' #%llu%s%s: %llu long %s in %.2f s, the "
+				   "longest %.2f ms",
+				   a->ongoing ? "" : " over", a->task_name,
+				   (unsigned long long)a->task, a->ongoing ? " " : "",
+				   a->ongoing ? stopped : "", n, plural(n, "poll", "polls"),
+				   secs(span), ms(a->worst_ns));
+
+		if (len > 0 && (size_t)len < size)
+			format_victims(buf + len, size - (size_t)len, a);
 		return;
+	}
 	case ALERT_SCHED_DELAY:
 		snprintf(buf, size,
 			 "scheduling delay %s: %llu late %s in %.2f s, the longest wait %.2f ms",
@@ -205,6 +228,18 @@ void alert__json_object(struct outbuf *ob, const struct model *m, const struct a
 		ob_key_u64(ob, ",\"on_cpu_ns\":", a->oncpu_ns);
 		ob_key_u64(ob, ",\"blocked_ns\":", a->blocked_ns);
 		ob_key_u64(ob, ",\"runnable_ns\":", a->runnable_ns);
+		if (a->state != ALERT_END)
+			break;
+		/* the tasks it kept waiting, the longest waits first */
+		ob_puts(ob, ",\"victims\":[");
+		for (uint32_t i = 0; i < a->nr_victims; i++) {
+			ob_key_u64(ob, i ? ",{\"task\":{\"id\":" : "{\"task\":{\"id\":",
+				   a->victims[i].task);
+			ob_key_str(ob, ",\"name\":", a->victims[i].name);
+			ob_key_u64(ob, "},\"waited_ns\":", a->victims[i].waited_ns);
+			ob_putc(ob, '}');
+		}
+		ob_key_u64(ob, "],\"waits_behind\":", a->waits_behind);
 		break;
 	case ALERT_SCHED_DELAY:
 		queue_name(buf, sizeof(buf), a->queued_on);

@@ -25,13 +25,13 @@ def app(variant):
     return os.path.join(harness.BUILD, "tokio-app" + variant)
 
 
-def traced_tokio_run(variant, duration=3, tracer_args=(), tmpdir=None, trace=True):
+def traced_tokio_run(variant, duration=3, tracer_args=(), tmpdir=None, trace=True, exe=None):
     """Starts the app waiting on stdin, attaches, then lets it run to exit;
-    trace=False traces in maps-only mode."""
+    trace=False traces in maps-only mode; exe: another program of tests/tokio."""
     tmpdir = tmpdir or tempfile.mkdtemp(prefix="asynctraced-")
     trace_path = os.path.join(tmpdir, "trace.json")
     alerts = os.path.join(tmpdir, "alerts.jsonl")
-    ex = subprocess.Popen([app(variant), "--wait-stdin", "--duration", str(duration)],
+    ex = subprocess.Popen([exe or app(variant), "--wait-stdin", "--duration", str(duration)],
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True)
     err_path = os.path.join(tmpdir, "tracer.err")
@@ -202,6 +202,47 @@ class Cet(TokioBuild):
         c, r = run.counts, run.report["counts"]
         self.assertEqual((r["polls"], r["wakes"], r["tasks_spawned"]),
                          (c["polls"], c["wakes"], c["tasks"]), run.describe())
+
+
+class Neighbour(unittest.TestCase):
+    """A task wakes another, then blocks its worker for 30 ms: the woken one
+    waits in that worker's LIFO slot, which no other worker steals from. The
+    long poll's end names it, and how long it waited."""
+
+    @classmethod
+    def setUpClass(cls):
+        harness.require_root()
+
+    def check(self, trace):
+        exe = os.path.join(harness.BUILD, "tokio-neighbour")
+        run = traced_tokio_run("", tracer_args=harness.DETECTOR_ARGS, trace=trace, exe=exe)
+        m = re.search(r"rounds=(\d+) woken=(\d+) worst_wait_ms=([\d.]+)", run.executor_stdout)
+        self.assertIsNotNone(m, run.describe())
+        woken, worst_ms = int(m[2]), float(m[3])
+        self.assertGreaterEqual(woken, 8, run.describe())
+        ends = [a for a in run.alert_log if a["kind"] == "long-poll" and a["state"] == "end"]
+        self.assertEqual(len(ends), 1, run.describe())
+        end = ends[0]
+        self.assertIn("noisy_neighbour", end["task"]["name"])
+        self.assertEqual([v["task"]["name"].split("::")[1] for v in end["victims"]], ["victim"],
+                         run.describe())
+        # the program's own worst wake-to-answer, and ours: the part the hold covered
+        self.assertGreater(end["victims"][0]["waited_ns"], 25e6)
+        self.assertLessEqual(end["victims"][0]["waited_ns"], worst_ms * 1e6 + 1e6)
+        # one wait per round (the first may precede the attach)
+        self.assertIn(end["waits_behind"], (woken - 1, woken), run.describe())
+        self.assertIn("it kept waiting 'tokio_neighbour::victim::{{closure}}'",
+                      end["message"])
+        begins = [a for a in run.alert_log if a["state"] == "begin"]
+        self.assertTrue(all(a["kind"] == "long-poll" for a in begins), run.describe())
+        self.assertNotIn("victims", begins[0])
+
+    def test_full_trace(self):
+        self.check(True)
+
+    def test_maps_only(self):
+        """The victim's late poll crosses the ring even maps-only."""
+        self.check(False)
 
 
 class Attach(unittest.TestCase):

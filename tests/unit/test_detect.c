@@ -115,6 +115,37 @@ static void long_poll_episodes(void **state)
 	assert_int_equal(f->d.begun[ALERT_LONG_POLL], 2);
 }
 
+/*
+ * The tasks a long poll kept waiting in its worker's queue, named at the
+ * episode's end: the longest waits first, a task once (its longest), the
+ * part of each wait the hold covered; a wait in another queue, or after
+ * the hold, is none.
+ */
+static void long_poll_victims(void **state)
+{
+	struct fixture *f = *state;
+
+	poll(f, 0, 7, T0, 30 * MS, 0, AT_QUEUE_NONE, 0, 0);
+	poll(f, 0, 8, T0 + 30 * MS, 1 * MS, T0 + 5 * MS, 0, 1, 0);	/* 25 ms behind it */
+	poll(f, 1, 9, T0 + 31 * MS, 1 * MS, T0 + 1 * MS, 0, 2, 0);	/* 29 ms (stolen late) */
+	poll(f, 1, 10, T0 + 31 * MS, 1 * MS, T0 + 25 * MS, 1, 1, 0);	/* another queue */
+	poll(f, 0, 11, T0 + 40 * MS, 1 * MS, T0 + 31 * MS, 0, 1, 0);	/* after the hold */
+	/* the episode's next long poll: task 8 waits 28 ms behind it */
+	poll(f, 0, 7, T0 + 250 * MS, 30 * MS, 0, AT_QUEUE_NONE, 0, 0);
+	poll(f, 0, 8, T0 + 280 * MS, 1 * MS, T0 + 252 * MS, 0, 1, 0);
+	assert_int_equal(f->nr, 1);
+	assert_int_equal(f->got[0].nr_victims, 0); /* BEGIN: none known yet */
+	detector__finish(&f->d, &f->m, T0 + 400 * MS);
+	assert_int_equal(f->nr, 2);
+	assert_int_equal(f->got[1].state, ALERT_END);
+	assert_int_equal(f->got[1].waits_behind, 3);
+	assert_int_equal(f->got[1].nr_victims, 2);
+	assert_int_equal(f->got[1].victims[0].task, 9);
+	assert_int_equal(f->got[1].victims[0].waited_ns, 29 * MS);
+	assert_int_equal(f->got[1].victims[1].task, 8);
+	assert_int_equal(f->got[1].victims[1].waited_ns, 28 * MS);
+}
+
 static void sched_delay_only_when_unexplained(void **state)
 {
 	struct fixture *f = *state;
@@ -476,6 +507,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(long_poll_episodes, setup, teardown),
+		cmocka_unit_test_setup_teardown(long_poll_victims, setup, teardown),
 		cmocka_unit_test_setup_teardown(sched_delay_only_when_unexplained, setup, teardown),
 		cmocka_unit_test_setup_teardown(starvation, setup, teardown),
 		cmocka_unit_test_setup_teardown(waker_thrash, setup, teardown),
