@@ -83,7 +83,6 @@ struct session {
 	struct u64map by_pid;		/* pid -> struct traced * */
 	struct traced *last;		/* the latest record's */
 	bool follow;			/* no -p: processes that start later are traced too */
-	bool live_view;			/* one process, on a terminal: its live view */
 	struct scan_filter filter;	/* follow: --comm, --exclude-comm, --cgroup */
 	bool filter_set;
 	struct u64map seen;		/* follow: the processes looked at (scan.h) */
@@ -515,7 +514,8 @@ static int traced_start(struct session *s, struct traced *tr)
 	if (!err && !s->cap) {
 		if (tr->disc.kind == RUNTIME_TOKIO)
 			name_tokio_tasks(s, tr);
-		err = outputs__add_sinks(&s->out, &tr->pipe, s->live_view);
+		/* one process's live view, or (several) its line on the board */
+		err = outputs__add_sinks(&s->out, &tr->pipe, true);
 	}
 	if (!err)
 		err = tracer__follow(s->tracer, tr->target.pid, target_flags(&tr->disc));
@@ -1109,7 +1109,6 @@ int session__run(const struct options *o)
 	int ret = EXIT_FAIL;
 
 	s.follow = !o->nr_pids;
-	s.live_view = !s.follow && o->nr_pids == 1;
 	s.max_targets = o->max_targets ? o->max_targets : DEFAULT_MAX_TARGETS;
 	s.share_files = s.follow && !o->comm && !o->exclude_comm && !o->cgroup;
 	u64map__init(&s.by_pid);

@@ -108,7 +108,6 @@ int outputs__end(struct outputs *out, struct pipeline *p, uint64_t now, const st
 	if (err)
 		ret = EXIT_FAIL;
 	out->events += p->model.n.events;
-	out->reports++;
 	if (o->summary == SUMMARY_JSON) {
 		struct outbuf *ob;
 

@@ -28,7 +28,6 @@ struct outputs {
 	struct outbuf *trace;	/* -o, or NULL */
 	uint32_t next_seq;	/* the next protobuf writer's packet sequence */
 	uint64_t events;	/* events of every process ended so far */
-	unsigned int reports;	/* report sections written */
 	bool several;		/* several processes may be traced: alerts name theirs */
 	bool failed;		/* a write failed, and was said */
 	struct board *board;	/* several, on a terminal: the live view, a line each */

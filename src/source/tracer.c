@@ -255,9 +255,7 @@ int tracer__new(struct tracer **tp, const struct tracer_opts *o, tracer_record_f
 	}
 	if (err)
 		goto fail;
-	err = o->pid ? tracer__follow(t, o->pid, o->target_flags) : 0;
-	if (!err)
-		err = plug_rings(t);
+	err = plug_rings(t);
 	if (err)
 		goto fail;
 	t->nr_slots = o->task_slots;

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The BPF side seen from userspace: load the programs for one target, attach
- * them to sched_switch and to the target's USDT probes, drain the per-CPU
- * ring buffers (rings.h) into a callback, read the drop counters, detach.
+ * The BPF side seen from userspace: load the programs once for every process
+ * traced, attach them to sched_switch and, for each process followed
+ * (tracer__follow), to its runtime's probes; drain the per-CPU ring buffers
+ * (rings.h) into a callback, read the drop counters, detach.
  *
- * Lifecycle: tracer__new (open, configure, load) -> tracer__attach_* ->
- * tracer__consume ... -> tracer__detach -> tracer__consume (what is left)
- * -> tracer__free.
+ * Lifecycle: tracer__new (open, configure, load) -> tracer__attach_sched ->
+ * (tracer__follow, tracer__attach_* ... tracer__detach_owner, tracer__forget
+ * per process) -> tracer__consume ... -> tracer__detach -> tracer__consume
+ * (what is left) -> tracer__free.
  */
 #ifndef TRACER_H
 #define TRACER_H
@@ -31,7 +33,6 @@ enum sched_hook {
 typedef void (*tracer_birth_fn)(void *ctx, pid_t pid);
 
 struct tracer_opts {
-	pid_t pid;		/* a process followed from the start; 0: none */
 	const char *btf_path;	/* NULL: the running kernel's BTF */
 	uint64_t ringbuf_bytes;	/* power of two, >= page size */
 	uint32_t task_slots;	/* power of two, 1 to 2^20 */
@@ -43,8 +44,6 @@ struct tracer_opts {
 	uint32_t starve_depth;
 	/* uprobes will be attached (a runtime probed at its own functions) */
 	bool uprobes;
-	/* what pid's runtime offers the programs: enum at_target_flag */
-	uint32_t target_flags;
 	/* USDT: each probe's arguments where all its sites agree (NULL: none) */
 	const struct at_usdt_spec *usdt_specs;	/* [AT_USDT_NR_PROBES] */
 	/* the floor: empty programs at the same attach points, nothing recorded */
@@ -81,9 +80,9 @@ int tracer__births_fd(const struct tracer *t);
 void tracer__births_consume(struct tracer *t);
 /*
  * Follows process pid: sched_switch accounts its threads, and its probes
- * know what its runtime offers (flags: enum at_target_flag). tracer__new
- * follows the one it is given; probes are attached for a process
- * separately. 0, or -errno (no room for another process).
+ * know what its runtime offers (flags: enum at_target_flag); probes are
+ * attached for a process separately. 0, or -errno (no room for another
+ * process).
  */
 int tracer__follow(struct tracer *t, pid_t pid, uint32_t flags);
 /*
