@@ -352,9 +352,12 @@ static struct replay_proc *proc_of(struct replay *rp, uint32_t pid)
 {
 	if (rp->nr == 1)
 		return rp->procs[0];
+	/* records come in runs of one process's: the last one answers most */
+	if (rp->last && rp->last->pid == pid)
+		return rp->last;
 	for (size_t i = 0; i < rp->nr; i++)
 		if (rp->procs[i]->pid == pid)
-			return rp->procs[i];
+			return rp->last = rp->procs[i];
 	return NULL;
 }
 

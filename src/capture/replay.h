@@ -52,6 +52,7 @@ struct replay {
 	struct u64map threads;	/* tid -> thread name (char *) */
 	struct replay_proc **procs; /* in the order they began */
 	size_t nr;
+	struct replay_proc *last;	/* the latest record's */
 	struct replay_ops ops;
 	struct detect_opts opts; /* the thresholds every process is judged by */
 	bool ended;		/* the capture's end record was read */
