@@ -123,7 +123,8 @@ TOKIO_DIR  := tests/tokio
 TOKIO_SRCS := $(wildcard $(TOKIO_DIR)/src/*.rs) $(TOKIO_DIR)/Cargo.toml $(TOKIO_DIR)/Cargo.lock
 TOKIO_APPS := $(BUILD)/tokio-app $(BUILD)/tokio-app-lto $(BUILD)/tokio-app-v0 \
 	      $(BUILD)/tokio-app-stripped $(BUILD)/tokio-many $(BUILD)/tokio-spin \
-	      $(BUILD)/tokio-app-cet $(BUILD)/tokio-spin-cet $(BUILD)/tokio-neighbour
+	      $(BUILD)/tokio-app-cet $(BUILD)/tokio-spin-cet $(BUILD)/tokio-neighbour \
+	      $(BUILD)/tokio-paths $(BUILD)/tokio-paths-lto
 CARGO_BUILD = cd $(TOKIO_DIR) && RUSTC=$(RUSTC) RUSTFLAGS="$(TOKIO_RUSTFLAGS)" $(TOKIO_ENV) \
 	      $(CARGO) build --offline --quiet
 
@@ -142,15 +143,23 @@ $(BUILD)/tokio-many: $(BUILD)/tokio-app
 $(BUILD)/tokio-neighbour: $(BUILD)/tokio-app
 	$(Q)cp $(BUILD)/cargo/legacy/release/tokio-neighbour $@
 
+# tokio's everyday paths (yield_now, mpsc, timers, Notify, JoinHandle), for
+# make bench and the tests: built with tokio-app, and with fat LTO.
+$(BUILD)/tokio-paths: $(BUILD)/tokio-app
+	$(Q)cp $(BUILD)/cargo/legacy/release/tokio-paths $@
+
 # The benchmark workload (make bench): built with tokio-app.
 $(BUILD)/tokio-spin: $(BUILD)/tokio-app
 	$(Q)cp $(BUILD)/cargo/legacy/release/tokio-spin $@
 
-$(BUILD)/tokio-app-lto: $(TOKIO_SRCS)
+$(BUILD)/tokio-app-lto: $(TOKIO_SRCS) $(TOKIO_DIR)/src/bin/tokio-paths.rs
 	$(call msg,CARGO,$@)
-	$(Q)$(CARGO_BUILD) --profile fat-lto --bin tokio-app \
+	$(Q)$(CARGO_BUILD) --profile fat-lto --bin tokio-app --bin tokio-paths \
 		--target-dir $(abspath $(BUILD))/cargo/lto
 	$(Q)cp $(BUILD)/cargo/lto/fat-lto/tokio-app $@
+
+$(BUILD)/tokio-paths-lto: $(BUILD)/tokio-app-lto
+	$(Q)cp $(BUILD)/cargo/lto/fat-lto/tokio-paths $@
 
 $(BUILD)/tokio-app-v0: TOKIO_RUSTFLAGS = -C symbol-mangling-version=v0
 $(BUILD)/tokio-app-v0: $(TOKIO_SRCS)

@@ -200,14 +200,14 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, AT_MAX_TARGETS);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct at_tokio_process);
 } tokio_bases SEC(".maps");
 
 static __always_inline __u64 tokio_base_of(__u32 tgid)
 {
-	__u64 *base = bpf_map_lookup_elem(&tokio_bases, &tgid);
+	struct at_tokio_process *p = bpf_map_lookup_elem(&tokio_bases, &tgid);
 
-	return base ? *base : 0;
+	return p ? p->base : 0;
 }
 
 /*
@@ -478,9 +478,22 @@ static __always_inline __s32 tokio_target_queue(struct thread_state *t)
 	return w >= 0 ? w : AT_QUEUE_INJECT;
 }
 
+/*
+ * The argument an entry probe reads: where the ABI put it (abi), or where
+ * the probe's cookie says it is when placement moved the probe past a copy
+ * of it (AT_COOKIE_REG_SHIFT).
+ */
+static __always_inline __u64 tokio_arg(struct pt_regs *ctx, __u64 cookie, __u64 abi)
+{
+	__u32 reg = cookie >> AT_COOKIE_REG_SHIFT;
+
+	return reg ? usdt_reg(ctx, (short)((reg - 1) * 8)) : abi;
+}
+
 SEC("uprobe")
 int BPF_KPROBE(tokio_poll, __u64 hdr)
 {
+	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u32 tid;
 	struct thread_state *t = thread_self(ctx, true, &tid);
 	struct at_task_state *ts;
@@ -491,6 +504,7 @@ int BPF_KPROBE(tokio_poll, __u64 hdr)
 
 	if (!t)
 		return 0;
+	hdr = tokio_arg(ctx, cookie, hdr);
 	/*
 	 * A poll inside a poll: the outer one is a container (the worker loop
 	 * runs as a blocking task; block_on inside a task) and the inner one is
@@ -515,7 +529,8 @@ int BPF_KPROBE(tokio_poll, __u64 hdr)
 	thread_worker(t, worker);
 	depth = tokio_depth_of(t, (__s32)worker);
 	/* the cookie is this instance (its file offset): the future type names the task */
-	on_poll_begin(t, tt.id, ts, slot, worker, depth ? *depth : 0, bpf_get_attach_cookie(ctx));
+	on_poll_begin(t, tt.id, ts, slot, worker, depth ? *depth : 0,
+		      cookie & AT_COOKIE_OFFSET_MASK);
 	return 0;
 }
 
@@ -552,20 +567,56 @@ int BPF_KRETPROBE(tokio_poll_ret)
 	return 0;
 }
 
-/* waker::wake_by_val and waker::wake_by_ref: arg0 is the woken task's Header. */
+/*
+ * A worker's wake outside any task: is it one a task deferred (yield_now)?
+ * Then waker::wake_by_val returns into the loop that drains the defer list
+ * (src/targets/tokio_defer.c): its return address, as a file offset, is
+ * one of the process's defer_ret. The address is at the top of the stack,
+ * above the frame the function made before the probe, if any (the cookie).
+ */
+static __always_inline bool tokio_deferred(struct pt_regs *ctx, struct thread_state *t,
+					   __u64 cookie)
+{
+	struct at_tokio_process *p;
+	__u64 ret = 0, sp;
+
+	if (!t || !t->has_worker || t->task)
+		return false;
+	p = bpf_map_lookup_elem(&tokio_bases, &t->tgid);
+	if (!p || !p->defer_ret[0])
+		return false;
+	sp = PT_REGS_SP(ctx) + ((cookie >> AT_COOKIE_FRAME_SHIFT) & 0xff) * 8;
+	if (bpf_probe_read_user(&ret, sizeof(ret), (const void *)sp))
+		return false;
+	ret -= p->base;
+	for (int i = 0; i < AT_TOKIO_DEFER_SITES; i++)
+		if (p->defer_ret[i] && p->defer_ret[i] == ret)
+			return true;
+	return false;
+}
+
+/*
+ * waker::wake_by_val and waker::wake_by_ref: arg0 is the woken task's
+ * Header. The waker is the task polled on this thread, if any; a wake the
+ * task deferred to its worker is its own.
+ */
 SEC("uprobe")
 int BPF_KPROBE(tokio_wake, __u64 hdr)
 {
+	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u32 tid;
 	struct thread_state *t = thread_self(ctx, false, &tid);
 	struct tokio_task tt;
-	__u64 now;
+	__u64 now, waker;
 
 	if (!self_traced(t))
 		return 0;
+	hdr = tokio_arg(ctx, cookie, hdr);
 	tokio_task(t, hdr, &tt);
-	now = on_wake(t, tt.id, t ? t->task : 0, tokio_worker_of(t), AT_QUEUE_NONE, 0,
-		      tt.poll_fn);
+	waker = t ? t->task : 0;
+	if (tokio_deferred(ctx, t, cookie))
+		waker = tt.id;
+	now = on_wake(t, tt.id, waker, tokio_worker_of(t), AT_QUEUE_NONE, 0, tt.poll_fn);
 	if (t && tt.id != hdr) {
 		t->woken_hdr = hdr;
 		t->woken_id = tt.id;
@@ -599,6 +650,7 @@ int BPF_KPROBE(tokio_schedule, __u64 hdr)
 
 	if (!self_traced(t))
 		return 0;
+	hdr = tokio_arg(ctx, bpf_get_attach_cookie(ctx), hdr);
 	depth = tokio_push(t, queue);
 	if (t && t->woken_hdr == hdr && (t->flags & AT_TARGET_TOKIO_HDR_CACHE) &&
 	    !tokio_hdr_cache_off &&
@@ -648,7 +700,7 @@ int BPF_KRETPROBE(tokio_bind_ret)
 SEC("uprobe")
 int BPF_KPROBE(tokio_bind_inner, void *self, __u64 hdr)
 {
-	tokio_spawned(ctx, hdr);
+	tokio_spawned(ctx, tokio_arg(ctx, bpf_get_attach_cookie(ctx), hdr));
 	return 0;
 }
 
@@ -663,7 +715,10 @@ int BPF_KPROBE(tokio_remove, void *self, __u64 *task)
 	struct tokio_task tt;
 	__u64 hdr = 0;
 
-	if (!self_traced(t) || bpf_probe_read_user(&hdr, sizeof(hdr), task))
+	if (!self_traced(t))
+		return 0;
+	task = (__u64 *)tokio_arg(ctx, bpf_get_attach_cookie(ctx), (__u64)task);
+	if (bpf_probe_read_user(&hdr, sizeof(hdr), task))
 		return 0;
 	tokio_task(t, hdr, &tt);
 	/* tokio may free the Header from here on: it no longer names this task */

@@ -44,6 +44,32 @@ enum at_usdt_probe {
 
 #define AT_USDT_MAX_ARGS 6	/* arguments a fixed spec describes (the ABI uses 5) */
 
+/*
+ * A tokio probe's attach cookie: the probed function's file offset (a
+ * raw::poll instance's names its tasks), and in the top byte where the argument
+ * the program reads is at the probe when placement moved it (a thunk's
+ * `mov %rdi,%rsi` before its tail jump): that register's offset in struct
+ * pt_regs over 8, plus 1; 0 where the ABI puts it (src/targets/placement.h).
+ */
+#define AT_COOKIE_REG_SHIFT 56
+/*
+ * Below it, how far the stack pointer moved before the probe (a frame the
+ * function made, in 8-byte words): the return address is that far above it.
+ */
+#define AT_COOKIE_FRAME_SHIFT 48
+#define AT_COOKIE_OFFSET_MASK ((1ull << AT_COOKIE_FRAME_SHIFT) - 1)
+#define AT_COOKIE_MAX_FRAME (255 * 8)
+
+/* Where tokio's deferred wakes (yield_now) return to, at most this many (src/targets/tokio_defer.c). */
+#define AT_TOKIO_DEFER_SITES 8
+
+/* What the programs know of a traced tokio process: the tokio_bases map, by tgid. */
+struct at_tokio_process {
+	__u64 base;	/* the address of its binary's file offset 0 */
+	/* the file offsets waker::wake_by_val returns to from the defer loop (0: none) */
+	__u64 defer_ret[AT_TOKIO_DEFER_SITES];
+};
+
 enum at_usdt_arg_kind {
 	AT_USDT_ARG_CONST = 1,	/* val */
 	AT_USDT_ARG_REG,	/* the register at reg_off */

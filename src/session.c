@@ -255,7 +255,7 @@ static void say_found(const struct session *s, const struct traced *tr, bool fir
 {
 	const struct tokio_runtime *rt = &tr->disc.tokio.rt;
 	const char *ctrl_c = first ? "; Ctrl-C to stop" : "";
-	char moved[96] = "", what[PATH_MAX + 64];
+	char moved[96] = "", stepped[96] = "", what[PATH_MAX + 64];
 
 	say_what(s, tr, what, sizeof(what));
 	if (tr->disc.kind == RUNTIME_USDT) {
@@ -264,13 +264,16 @@ static void say_found(const struct session *s, const struct traced *tr, bool fir
 			mode_str(s->o), ctrl_c);
 		return;
 	}
-	if (tr->probes_moved)
+	if (tr->probes.moved)
 		snprintf(moved, sizeof(moved),
 			 "; %zu probes placed past a single-stepped entry (--probe-at)",
-			 tr->probes_moved);
+			 tr->probes.moved);
+	if (tr->probes.stepped)
+		snprintf(stepped, sizeof(stepped), "; %zu probes single-stepped (-v says why)",
+			 tr->probes.stepped);
 	err_msg("%s: tokio in %s (%s mangling): %zu raw::poll instances "
 		"(%zu named by future type%s%s), %zu wake, %zu schedule, %zu spawn, %zu remove, "
-		"%s%s%s; sched_switch via %s, %s%s\n",
+		"%s%s%s%s; sched_switch via %s, %s%s\n",
 		what, tr->disc.tokio.target_path, rt->v0 ? "v0" : "legacy",
 		rt->count[TOKIO_POLL], rt->named,
 		rt->ambiguous ? ", some share their code with other futures: v0 mangling names "
@@ -282,7 +285,7 @@ static void say_found(const struct session *s, const struct traced *tr, bool fir
 		rt->count[TOKIO_STEAL] ? "steal_into probed"
 				       : "steal_into inlined: steals inferred from migrations",
 		rt->count[TOKIO_REMOVE] ? "" : ", remove inlined: completions and lost wakers not seen",
-		moved, tracer__sched_hook(s->tracer), mode_str(s->o), ctrl_c);
+		moved, stepped, tracer__sched_hook(s->tracer), mode_str(s->o), ctrl_c);
 }
 
 /*
@@ -521,7 +524,8 @@ static int traced_start(struct session *s, struct traced *tr)
 		err = tracer__follow(s->tracer, tr->target.pid, target_flags(&tr->disc));
 	if (!err && tr->disc.kind == RUNTIME_TOKIO)
 		err = tracer__tokio_base(s->tracer, tr->target.pid,
-					 discovery__tokio_addr(&tr->disc, 0));
+					 discovery__tokio_addr(&tr->disc, 0), tr->disc.tokio.rt.defer_ret,
+					 tr->disc.tokio.rt.nr_defer);
 	if (err) {
 		if (err == -E2BIG || err == -ENOSPC)
 			err_msg("cannot follow pid %d: the BPF maps hold no more processes\n",
@@ -541,7 +545,7 @@ static int traced_start(struct session *s, struct traced *tr)
 		(uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec - tr->start;
 	if (s->cap)
 		begin_capture(s, tr);
-	err = attach__probes(s->tracer, &tr->disc, &ao, &tr->probes_moved);
+	err = attach__probes(s->tracer, &tr->disc, &ao, &tr->probes);
 	if (!err && epoll_ctl(s->ep, EPOLL_CTL_ADD, tr->target.pidfd, &ev))
 		err = -errno;
 	if (err) {

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "attach.h"
 #include "discover.h"
 #include "images.h"
 #include "pipeline.h"
@@ -29,7 +30,7 @@ struct traced {
 	struct pipeline pipe;
 	struct sampler sampler;
 	struct stats snap;
-	size_t probes_moved;	/* tokio entry probes placed past their entry */
+	struct attach_counts probes;	/* where the tokio probes went */
 	uint64_t start;		/* its time zero: just before its probes were attached */
 	uint64_t exited;	/* when it was seen to exit; 0 while it runs */
 	bool piped;		/* its pipeline is set up (and freed with it) */

@@ -298,11 +298,15 @@ int tracer__follow(struct tracer *t, pid_t pid, uint32_t flags)
 	return 0;
 }
 
-int tracer__tokio_base(struct tracer *t, pid_t pid, uint64_t base)
+int tracer__tokio_base(struct tracer *t, pid_t pid, uint64_t base, const uint64_t *defer_ret,
+		       size_t nr_defer)
 {
+	struct at_tokio_process p = { .base = base };
 	__u32 tgid = (__u32)pid;
 
-	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.tokio_bases), &tgid, &base, BPF_ANY))
+	for (size_t i = 0; i < nr_defer && i < AT_TOKIO_DEFER_SITES; i++)
+		p.defer_ret[i] = defer_ret[i];
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.tokio_bases), &tgid, &p, BPF_ANY))
 		return -errno;
 	return 0;
 }

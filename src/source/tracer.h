@@ -87,9 +87,11 @@ void tracer__births_consume(struct tracer *t);
 int tracer__follow(struct tracer *t, pid_t pid, uint32_t flags);
 /*
  * Where process pid's tokio binary is: the address of its file offset 0.
- * Its tasks are then named by file offsets, the probes' cookies (bpf side).
+ * Its tasks are then named by file offsets, the probes' cookies (bpf side);
+ * and where its deferred wakes return to (file offsets: tokio__defer_sites).
  */
-int tracer__tokio_base(struct tracer *t, pid_t pid, uint64_t base);
+int tracer__tokio_base(struct tracer *t, pid_t pid, uint64_t base, const uint64_t *defer_ret,
+		       size_t nr_defer);
 /* No longer follows process pid. */
 void tracer__unfollow(struct tracer *t, pid_t pid);
 /*

@@ -121,15 +121,36 @@ static const enum tokio_kind tokio_attach_order[] = {
 	TOKIO_BIND_INNER,
 };
 
+/* -v: where a tokio probe goes, and why it is single-stepped if it is. */
+static void say_site(const struct tokio_binary *tb, enum tokio_kind kind,
+		     const struct tokio_site *site, uint64_t skip)
+{
+	const struct placement *p = &site->place;
+	char where[256];
+
+	if (skip)
+		snprintf(where, sizeof(where), "+%llu: past %s, at %s%s",
+			 (unsigned long long)skip, p->entry, p->at,
+			 p->arg_reg >= 0 ? ", its argument moved" : "");
+	else if (p->cheap && !p->skip)
+		snprintf(where, sizeof(where), "%s", p->entry);
+	else
+		snprintf(where, sizeof(where), "%s, single-stepped: %s", p->entry[0] ? p->entry : "?",
+			 p->cheap ? "--probe-at entry" : p->why[0] ? p->why : "not x86-64");
+	err_msg("attaching %s at %s+0x%llx (%s)%s%s\n", tokio_kind_str(kind), tb->target_path,
+		(unsigned long long)site->offset, where, site->future ? ": " : "",
+		site->future ? site->future : "");
+}
+
 /* Every site of one kind at once: their offsets, and cookies (a poll's address). */
 static int attach_tokio_kind(struct tracer *t, const struct discovery *d,
 			     const struct attach_opts *o, pid_t pid, long owner,
-			     enum tokio_kind kind, size_t *moved_total)
+			     enum tokio_kind kind, struct attach_counts *counts)
 {
 	const struct tokio_binary *tb = &d->tokio;
 	uint64_t *offsets = calloc(tb->rt.nr + 1, sizeof(*offsets));
 	uint64_t *cookies = calloc(tb->rt.nr + 1, sizeof(*cookies));
-	size_t n = 0, moved = 0;
+	size_t n = 0, moved = 0, stepped = 0;
 	uint64_t skip;
 	int err = 0;
 
@@ -147,18 +168,14 @@ static int attach_tokio_kind(struct tracer *t, const struct discovery *d,
 		offsets[n] = site->offset + skip;
 		/* vtable[0] of a task is its raw::poll: its file offset names the task */
 		cookies[n] = site->offset;
-		if (o->verbose && skip)
-			err_msg("attaching %s at %s+0x%llx (+%llu: past %s, at %s)%s%s\n",
-				tokio_kind_str(kind), tb->target_path,
-				(unsigned long long)site->offset, (unsigned long long)skip,
-				site->place.entry, site->place.at, site->future ? ": " : "",
-				site->future ? site->future : "");
-		else if (o->verbose)
-			err_msg("attaching %s at %s+0x%llx (%s%s)%s%s\n", tokio_kind_str(kind),
-				tb->target_path, (unsigned long long)site->offset,
-				site->place.entry[0] ? site->place.entry : "?",
-				site->place.cheap ? "" : ", single-stepped",
-				site->future ? ": " : "", site->future ? site->future : "");
+		if (skip && site->place.arg_reg >= 0)
+			cookies[n] |= (uint64_t)(site->place.arg_reg / 8 + 1) << AT_COOKIE_REG_SHIFT;
+		if (skip)
+			cookies[n] |= (uint64_t)(site->place.frame / 8) << AT_COOKIE_FRAME_SHIFT;
+		if (o->verbose)
+			say_site(tb, kind, site, skip);
+		moved += skip != 0;
+		stepped += !skip && !(site->place.cheap && !site->place.skip);
 		moved += skip != 0;
 		n++;
 	}
@@ -171,7 +188,8 @@ static int attach_tokio_kind(struct tracer *t, const struct discovery *d,
 	if (err)
 		err_msg("failed to attach uprobes on %s in %s: %s\n", tokio_kind_str(kind),
 			tb->target_path, strerror(-err));
-	*moved_total += moved;
+	counts->moved += moved;
+	counts->stepped += stepped;
 out:
 	free(offsets);
 	free(cookies);
@@ -179,7 +197,7 @@ out:
 }
 
 static int attach_tokio(struct tracer *t, const struct discovery *d,
-			const struct attach_opts *o, size_t *moved)
+			const struct attach_opts *o, struct attach_counts *counts)
 {
 	pid_t pid = o->pid;
 	long owner = o->pid;
@@ -199,14 +217,14 @@ static int attach_tokio(struct tracer *t, const struct discovery *d,
 	}
 	for (size_t k = 0; !err && k < sizeof(tokio_attach_order) / sizeof(tokio_attach_order[0]);
 	     k++)
-		err = attach_tokio_kind(t, d, o, pid, owner, tokio_attach_order[k], moved);
+		err = attach_tokio_kind(t, d, o, pid, owner, tokio_attach_order[k], counts);
 	return err;
 }
 
 int attach__probes(struct tracer *t, const struct discovery *d, const struct attach_opts *o,
-		   size_t *moved)
+		   struct attach_counts *counts)
 {
-	*moved = 0;
-	return d->kind == RUNTIME_TOKIO ? attach_tokio(t, d, o, moved)
+	memset(counts, 0, sizeof(*counts));
+	return d->kind == RUNTIME_TOKIO ? attach_tokio(t, d, o, counts)
 					: attach_usdt(t, d, o);
 }

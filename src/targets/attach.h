@@ -25,12 +25,17 @@ struct attach_opts {
 	bool verbose;		/* say each probe attached, and where */
 };
 
+/* Where the tokio probes went (placement.h). */
+struct attach_counts {
+	size_t moved;		/* past a single-stepped entry, to an emulated instruction */
+	size_t stepped;		/* left on a single-stepped instruction (-v says why) */
+};
+
 /*
- * Attaches every probe of d's runtime to the tracer; moved: how many tokio
- * probes went past a single-stepped entry (placement.h). Each failure is
- * said on stderr; returns its error.
+ * Attaches every probe of d's runtime to the tracer, counting where they
+ * went. Each failure is said on stderr; returns its error.
  */
 int attach__probes(struct tracer *t, const struct discovery *d, const struct attach_opts *o,
-		   size_t *moved);
+		   struct attach_counts *counts);
 
 #endif

@@ -2,31 +2,51 @@
 /*
  * Where an entry uprobe costs least. The kernel emulates a few instructions
  * at a probe (nops, push of a register, relative jumps and calls) and
- * single-steps all others out of line, about ten times dearer
+ * single-steps all others out of line, several times dearer
  * (../shared/reference/probes.md). A function that starts with endbr64 (CET
- * builds) or a mov has its entry single-stepped; the first emulated
- * instruction after it gives the same probe, the same arguments, at a tenth
- * of the cost, provided nothing before it has any effect a probe could see.
+ * builds), a mov or a sub from the stack pointer has its entry
+ * single-stepped; the first emulated instruction after it gives the same
+ * probe at a fraction of the cost, provided nothing before it changes what
+ * the probe reads.
  *
- * So an entry probe moves past leading instructions only if each of them
- * (read with capstone, not matched as bytes): transfers no control, writes
- * no memory, writes no argument register (rdi, rsi, rdx, rcx, r8, r9, in
- * any width) and not the stack pointer (a return probe finds the return
- * address at the top of the stack), and no branch anywhere in the function
- * lands between the entry and the new place. Otherwise it stays at the
- * entry. x86-64 only; other machines keep the entry.
+ * So an entry probe moves past leading instructions (read with capstone,
+ * not matched as bytes) while each of them transfers no control and writes
+ * only registers, flags, or the stack frame the function has just made
+ * below its return address. Registers are followed: a probe that reads an
+ * argument reads it where it is at the new place (a thunk's `mov %rdi,%rsi`
+ * before its tail jump moves the argument, not the probe), and the probe
+ * stays at the entry if the argument is overwritten everywhere. A return
+ * probe finds the return address at the top of the stack: with one at the
+ * same place the stack pointer must not move. And no branch anywhere in
+ * the function may land between the entry and the new place. x86-64 only;
+ * other machines keep the entry.
  */
 #ifndef PLACEMENT_H
 #define PLACEMENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* What a probe at a function's entry needs kept. */
+struct placement_need {
+	int arg;	/* the argument it reads (0: the first, ABI order), -1 if none */
+	bool ret;	/* a return probe goes at the same place */
+};
 
 struct placement {
 	uint64_t skip;		/* bytes past the entry where the probe goes (0: the entry) */
 	char entry[32];		/* the entry instruction's mnemonic */
 	char at[32];		/* the instruction probed */
 	int cheap;		/* that one is emulated, not single-stepped */
+	/*
+	 * Where the argument the probe reads is there: its register's offset
+	 * in struct pt_regs (x86-64), or -1 for where the ABI puts it.
+	 */
+	int arg_reg;
+	/* how far the stack pointer moved down before it (the return address is that far up) */
+	uint32_t frame;
+	char why[128];		/* not cheap: why the probe stays on a single-stepped entry */
 };
 
 /*
@@ -34,6 +54,7 @@ struct placement {
  * branches into its first instructions are seen. Fills p; 0, or -errno if
  * the disassembler cannot be used.
  */
-int placement__entry(const uint8_t *code, size_t len, uint64_t addr, struct placement *p);
+int placement__entry(const uint8_t *code, size_t len, uint64_t addr,
+		     const struct placement_need *need, struct placement *p);
 
 #endif

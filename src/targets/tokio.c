@@ -324,6 +324,21 @@ static const struct {
 	{ "::queue::Steal::steal_into", true, TOKIO_STEAL },
 };
 
+/*
+ * What each kind's programs read where they are placed (bpf/asynctraced.bpf.c):
+ * the argument an entry probe reads, and whether a return probe shares the
+ * place. Placement keeps those (placement.h).
+ */
+static const struct placement_need needs[TOKIO_KIND_MAX] = {
+	[TOKIO_POLL] = { .arg = 0, .ret = true },
+	[TOKIO_WAKE] = { .arg = 0 },
+	[TOKIO_SCHEDULE] = { .arg = 0 },
+	[TOKIO_BIND] = { .arg = -1, .ret = true },
+	[TOKIO_BIND_INNER] = { .arg = 1 },
+	[TOKIO_REMOVE] = { .arg = 1 },
+	[TOKIO_STEAL] = { .arg = -1, .ret = true },
+};
+
 static bool matches(const char *path, size_t m)
 {
 	size_t n = strlen(path), k = strlen(matchers[m].path);
@@ -352,7 +367,7 @@ static int classify(void *ctx, const struct elf_func *f)
 {
 	struct detect *d = ctx;
 	const char *name = elf_image__name(d->im, f);
-	struct tokio_site site = { .addr = f->addr };
+	struct tokio_site site = { .addr = f->addr, .place = { .arg_reg = -1 } };
 	char path[512];
 	int64_t off;
 	size_t m;
@@ -372,7 +387,8 @@ static int classify(void *ctx, const struct elf_func *f)
 		const uint8_t *code = elf_image__bytes(d->im, f->addr, f->size);
 
 		if (code)
-			placement__entry(code, f->size, f->addr, &site.place);
+			placement__entry(code, f->size, f->addr, &needs[site.kind],
+					 &site.place);
 	}
 	if (site.kind == TOKIO_POLL) {
 		if (strstr(name, "raw::poll::<"))
@@ -427,6 +443,7 @@ int tokio__detect_image(const struct elf_image *im, struct tokio_runtime *rt)
 		rt->has_symtab = symtab;
 		return -ENOENT;
 	}
+	rt->nr_defer = tokio__defer_sites(im, rt->defer_ret, AT_TOKIO_DEFER_SITES);
 	return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "asynctraced.h"
 #include "elf_image.h"
 #include "placement.h"
 
@@ -45,6 +46,9 @@ struct tokio_runtime {
 	size_t ambiguous;		/* ... not found: code shared by several futures */
 	size_t internal;		/* poll instances left alone */
 	bool v0;			/* v0 mangling: types are in the symbols */
+	/* where deferred wakes (yield_now) return to, as file offsets (tokio_defer.c) */
+	uint64_t defer_ret[AT_TOKIO_DEFER_SITES];
+	size_t nr_defer;
 	bool has_symtab;
 };
 
@@ -57,6 +61,11 @@ int tokio__detect(const char *path, struct tokio_runtime *rt);
 /* The same in an image already read (the sites' futures are copies: it may be closed). */
 int tokio__detect_image(const struct elf_image *im, struct tokio_runtime *rt);
 void tokio__free(struct tokio_runtime *rt);
+/*
+ * Where waker::wake_by_val returns to when tokio wakes what a task deferred
+ * (yield_now): file offsets, at most max into rets; how many (tokio_defer.c).
+ */
+size_t tokio__defer_sites(const struct elf_image *im, uint64_t *rets, size_t max);
 const char *tokio_kind_str(enum tokio_kind k);
 
 /* Helpers, exposed for unit tests. */

@@ -17,7 +17,13 @@ so that one run's disk writeback does not land in the next):
   record     asynctraced record -o FILE.atcap: every event, copied to a
              capture (the full trace at its cheapest; convert it later)
 
-A third target, tokio-spin built with CET (tokio-spin-cet: every function
+tokio's everyday paths, from tests/tokio/src/bin/tokio-paths.rs: tokio-yield
+(a yield_now() loop: the deferred wake), tokio-mpsc (ping-pong over bounded
+channels), tokio-timer (1 ms sleeps), tokio-notify (ping-pong over Notify),
+tokio-join (spawn and await a JoinHandle), tokio-all (all of them at once),
+and tokio-all-lto (the same built with fat LTO), with the same five modes.
+
+A last target, tokio-spin built with CET (tokio-spin-cet: every function
 starts with endbr64, which the kernel single-steps under a uprobe), compares
 the probes placed past it (the default, src/targets/placement.c) with probes at
 the function entries (--probe-at entry), for the floor and maps-only.
@@ -74,6 +80,11 @@ def wait_usage(proc):
     return proc.returncode, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
+PATHS = {"tokio-yield": "yield", "tokio-mpsc": "mpsc", "tokio-timer": "timer",
+         "tokio-notify": "notify", "tokio-join": "join", "tokio-all": "all",
+         "tokio-all-lto": "all"}
+
+
 def start_target(target, seconds, traced, rate="max"):
     if target == "healthy":
         args = [os.path.join(BUILD, "sample-executor"), "--scenario", "healthy", "--rate", "max",
@@ -81,6 +92,13 @@ def start_target(target, seconds, traced, rate="max"):
         args += ["--wait-traced", "30"] if traced else []
         return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                 text=True)
+    if target in PATHS:
+        binary = "tokio-paths-lto" if target.endswith("-lto") else "tokio-paths"
+        args = [os.path.join(BUILD, binary), PATHS[target], "--duration", str(seconds),
+                "--workers", "2"]
+        args += ["--wait-stdin"] if traced else []
+        return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
     if target.startswith("tokio"):
         binary = "tokio-spin-cet" if target == "tokio-cet" else "tokio-spin"
         args = [os.path.join(BUILD, binary), "--duration", str(seconds), "--workers", "2"]
@@ -180,7 +198,7 @@ def compare(targets, seconds, rounds):
     print(f"# {seconds:g} s per run, 2 workers, {rounds} interleaved rounds; CPU/poll is the "
           f"target's user+system time per poll (median); added and x floor are the medians "
           f"of each round's own, x floor's lowest and highest after it")
-    print(f"{'target':9} {'mode':11} {'polls/s':>9} {'vs untraced':>11} {'CPU/poll':>9} "
+    print(f"{'target':13} {'mode':11} {'polls/s':>9} {'vs untraced':>11} {'CPU/poll':>9} "
           f"{'added':>8} {'x floor':>7} {'(rounds)':>11} {'tracer CPU':>10} {'peak RSS':>8} "
           f"{'events/s':>9} {'dropped':>7}")
     with scratch() as tmp:
@@ -212,7 +230,7 @@ def compare(targets, seconds, rounds):
                         spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
                     if len(ratios) < rounds:
                         spread += f" ({rounds - len(ratios)} no floor)"
-                print(f"{target:9} {m:11} {r['polls_s']:9.0f} {r['polls_s'] / base['polls_s']:10.1%} "
+                print(f"{target:13} {m:11} {r['polls_s']:9.0f} {r['polls_s'] / base['polls_s']:10.1%} "
                       f"{r['cpu_poll']:7.0f}ns {statistics.median(added[m]):6.0f}ns {times:>7} "
                       f"{spread:>11} {r['tracer_cpu']:9.1f}% {r['rss']:6.1f}MB "
                       f"{r['events_s']:9.0f} {r['dropped']:7d}", flush=True)
@@ -256,7 +274,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=4)
     ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--targets", default="spin,tokio,tokio-cet")
+    ap.add_argument("--targets", default="spin,tokio,tokio-yield,tokio-mpsc,tokio-timer,"
+                    "tokio-notify,tokio-join,tokio-all,tokio-all-lto,tokio-cet")
     ap.add_argument("--sustain-seconds", type=float, default=60)
     ap.add_argument("--sustain-rate", type=int, default=250000)
     ap.add_argument("--no-100k", action="store_true")

@@ -8,7 +8,9 @@
  * within the code), and the same place wherever the function is linked: its
  * branches are relative, so where they land inside it does not depend on
  * its address (an ELF file may put a function anywhere, even at the top of
- * the address space).
+ * the address space). The address's low four bits also say what the probe
+ * needs kept: bits 0-2 the argument it reads (less one: 0 none), bit 3 a
+ * return probe at the same place.
  *
  *   build/fuzz/fuzz_placement -runs=0 tests/fuzz/placement   replay the corpus
  */
@@ -35,6 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	struct placement_need need;
 	struct placement p, q;
 	uint64_t addr;
 
@@ -43,7 +46,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(&addr, data, sizeof(addr));
 	data += sizeof(addr);
 	size -= sizeof(addr);
-	if (placement__entry(data, size, addr, &p))
+	need.arg = (int)(addr & 7) - 1;
+	need.ret = addr & 8;
+	if (placement__entry(data, size, addr, &need, &p))
 		return 0;
 	CHECK(strnlen(p.entry, sizeof(p.entry)) < sizeof(p.entry));
 	CHECK(strnlen(p.at, sizeof(p.at)) < sizeof(p.at));
@@ -51,8 +56,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(p.skip < size);
 	else
 		CHECK(p.skip == 0);
-	if (addr != ELSEWHERE && !placement__entry(data, size, ELSEWHERE, &q)) {
-		CHECK(p.skip == q.skip && p.cheap == q.cheap);
+	/* an argument moved only by moving the probe, to a register of struct pt_regs */
+	CHECK(p.arg_reg == -1 || (p.skip && need.arg >= 0 && p.arg_reg % 8 == 0 &&
+				  p.arg_reg <= 152));
+	CHECK(!p.cheap == !!p.why[0]);
+	/* a frame only with no return probe, in whole words a cookie can say */
+	CHECK(p.frame == 0 || (p.skip && !need.ret && p.frame % 8 == 0 && p.frame <= 255 * 8));
+	if (addr != ELSEWHERE && !placement__entry(data, size, ELSEWHERE, &need, &q)) {
+		CHECK(p.skip == q.skip && p.cheap == q.cheap && p.arg_reg == q.arg_reg &&
+		      p.frame == q.frame);
 		CHECK(!strcmp(p.entry, q.entry) && !strcmp(p.at, q.at));
 	}
 	return 0;

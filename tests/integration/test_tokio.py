@@ -25,13 +25,16 @@ def app(variant):
     return os.path.join(harness.BUILD, "tokio-app" + variant)
 
 
-def traced_tokio_run(variant, duration=3, tracer_args=(), tmpdir=None, trace=True, exe=None):
+def traced_tokio_run(variant, duration=3, tracer_args=(), tmpdir=None, trace=True, exe=None,
+                     exe_args=()):
     """Starts the app waiting on stdin, attaches, then lets it run to exit;
-    trace=False traces in maps-only mode; exe: another program of tests/tokio."""
+    trace=False traces in maps-only mode; exe: another program of tests/tokio
+    (exe_args: its arguments before the common ones)."""
     tmpdir = tmpdir or tempfile.mkdtemp(prefix="asynctraced-")
     trace_path = os.path.join(tmpdir, "trace.json")
     alerts = os.path.join(tmpdir, "alerts.jsonl")
-    ex = subprocess.Popen([exe or app(variant), "--wait-stdin", "--duration", str(duration)],
+    ex = subprocess.Popen([exe or app(variant), *exe_args, "--wait-stdin",
+                           "--duration", str(duration)],
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True)
     err_path = os.path.join(tmpdir, "tracer.err")
@@ -95,6 +98,11 @@ class TokioBuild(unittest.TestCase):
         self.assertIn("the worker loop left out", self.run.tracer_stderr)
         self.assertIn("steal_into probed" if self.steal_probed else
                       "steals inferred from migrations", self.run.tracer_stderr)
+
+    def test_no_probe_single_stepped(self):
+        """Every probe on an instruction the kernel emulates (placement.h)."""
+        self.assertIn("tracing pid", self.run.tracer_stderr, self.ctx)
+        self.assertNotIn("probes single-stepped", self.run.tracer_stderr, self.ctx)
 
     def test_polls_and_wakes_match_the_program(self):
         c, r = self.run.counts, self.run.report["counts"]
@@ -199,9 +207,90 @@ class Cet(TokioBuild):
         """--probe-at entry: the single-stepped entry, the same events."""
         run = traced_tokio_run(self.variant, duration=2, tracer_args=["--probe-at", "entry"])
         self.assertNotIn("placed past", run.tracer_stderr)
+        self.assertIn("probes single-stepped (-v says why)", run.tracer_stderr)
         c, r = run.counts, run.report["counts"]
         self.assertEqual((r["polls"], r["wakes"], r["tasks_spawned"]),
                          (c["polls"], c["wakes"], c["tasks"]), run.describe())
+
+
+PATHS_LINE = re.compile(r"tokio-paths: mode=(\w+) workers=\d+ duration=[\d.]+ tasks=(\d+) "
+                        r"polls=(\d+) ops=(\d+)")
+
+
+def traced_paths_run(variant, mode, duration):
+    """tokio-paths (tests/tokio/src/bin/tokio-paths.rs) in one mode, traced
+    maps-only from its first spawn to its exit; run.counts: its own."""
+    exe = os.path.join(harness.BUILD, "tokio-paths" + variant)
+    run = traced_tokio_run(variant, duration=duration, trace=False, exe=exe, exe_args=[mode],
+                           tracer_args=harness.DETECTOR_ARGS)
+    m = PATHS_LINE.search(run.executor_stdout)
+    run.counts = m and dict(tasks=int(m[2]), polls=int(m[3]), ops=int(m[4]))
+    return run
+
+
+class Paths(unittest.TestCase):
+    """tokio's everyday paths, one program each way (tokio-paths): yield_now()
+    loops, mpsc and Notify ping-pong, 1 ms timers, spawn and await. Every
+    probe on an emulated instruction, in the release build and with fat LTO
+    (where raw::schedule is a thunk that moves its argument before its tail
+    jump); every poll counted as the program counts them; a yield loop's
+    wakes, which its worker makes after the poll from the defer list, are the
+    task's own (a self-wake loop), and no other path's are."""
+    variant = ""
+    spawn_probed = True
+
+    @classmethod
+    def setUpClass(cls):
+        harness.require_root()
+        cls.mixed = traced_paths_run(cls.variant, "all", 3)
+        cls.yields = traced_paths_run(cls.variant, "yield", 3)
+        cls.others = {m: traced_paths_run(cls.variant, m, 2) for m in ("timer", "mpsc", "join")}
+
+    def every_run(self):
+        return [("all", self.mixed), ("yield", self.yields), *self.others.items()]
+
+    def test_every_probe_emulated(self):
+        for mode, run in self.every_run():
+            self.assertTrue(run.attached, run.describe())
+            self.assertNotIn("probes single-stepped", run.tracer_stderr, run.describe())
+
+    def test_polls_match_the_program(self):
+        for mode, run in self.every_run():
+            self.assertIsNotNone(run.counts, run.describe())
+            r = run.report["counts"]
+            self.assertEqual(r["polls"], run.counts["polls"], f"{mode}: {run.describe()}")
+            if self.spawn_probed:
+                self.assertEqual(r["tasks_spawned"], run.counts["tasks"], run.describe())
+            self.assertEqual(run.report["events"]["dropped"], 0, run.describe())
+
+    def test_yield_loops_wake_themselves(self):
+        run = self.yields
+        r = run.report["counts"]
+        # every yield is a wake of the yielding task by its worker, after the poll
+        self.assertGreaterEqual(r["self_wakes"], 0.99 * r["polls"], run.describe())
+        thrash = [a for a in run.alert_log if a["kind"] == "waker-thrash" and a["state"] == "begin"]
+        self.assertEqual({a["reason"] for a in thrash}, {"self-wake loop"}, run.describe())
+        self.assertTrue(all("yielder" in a["task"]["name"] for a in thrash), run.describe())
+        # the program's 16 yield loops, each named
+        self.assertEqual(len({a["task"]["id"] for a in thrash}), 16, run.describe())
+        self.assertEqual(harness.begun(run), {"waker-thrash"}, run.describe())
+
+    def test_other_paths_are_not_self_wakes(self):
+        """Timers fire and channels wake from the worker too, between polls:
+        not the task's own wakes, and no thrash."""
+        for mode, run in self.others.items():
+            r = run.report["counts"]
+            self.assertLess(r["self_wakes"], 0.05 * r["wakes"], f"{mode}: {run.describe()}")
+            self.assertNotIn("waker-thrash", harness.begun(run), f"{mode}: {run.describe()}")
+        # all at once: only yield loops may thrash
+        for a in self.mixed.alert_log:
+            if a["kind"] == "waker-thrash":
+                self.assertIn("yielder", a["task"]["name"], self.mixed.describe())
+
+
+class PathsLTO(Paths):
+    variant = "-lto"
+    spawn_probed = False  # bind inlined
 
 
 class Neighbour(unittest.TestCase):

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * Probe placement on hand-assembled function starts: past endbr64 and other
- * harmless instructions to the first one the kernel emulates, and never past
- * anything a probe could see (control flow, memory writes, argument
- * registers, the stack pointer), nor past a branch target.
+ * harmless instructions to the first one the kernel emulates, following the
+ * argument the probe reads into the register it was copied to, and never
+ * past anything a probe could see (control flow, memory writes outside the
+ * frame the function made, the argument overwritten, the stack pointer when
+ * a return probe shares the place), nor past a branch target.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,19 +22,25 @@
 #define RET 0xc3
 #define NOP5 0x0f, 0x1f, 0x44, 0x00, 0x00
 
-static struct placement place(const uint8_t *code, size_t len)
+/* What raw::poll's probes need: the first argument, and a return probe. */
+static const struct placement_need poll_need = { .arg = 0, .ret = true };
+
+static struct placement place(const uint8_t *code, size_t len, const struct placement_need *need)
 {
 	struct placement p;
 
-	assert_int_equal(placement__entry(code, len, 0x1000, &p), 0);
+	assert_int_equal(placement__entry(code, len, 0x1000, need, &p), 0);
+	/* a reason exactly when the probe stays on a single-stepped entry */
+	assert_int_equal(!p.cheap, p.why[0] != '\0');
 	return p;
 }
 
-#define PLACE(...)                                                                                 \
+#define PLACE_FOR(need, ...)                                                                       \
 	({                                                                                         \
 		static const uint8_t code_[] = { __VA_ARGS__ };                                    \
-		place(code_, sizeof(code_));                                                       \
+		place(code_, sizeof(code_), need);                                                 \
 	})
+#define PLACE(...) PLACE_FOR(&poll_need, __VA_ARGS__)
 
 static void cheap_entries_stay(void **state)
 {
@@ -88,15 +96,18 @@ static void never_past_what_a_probe_sees(void **state)
 	/* sub $8,%rsp: moves the stack a return probe reads its address from */
 	p = PLACE(0x48, 0x83, 0xec, 0x08, PUSH_RBX, RET);
 	assert_int_equal(p.skip, 0);
+	assert_non_null(strstr(p.why, "stack pointer"));
 	/* mov %rax,(%rsp): writes memory */
 	p = PLACE(ENDBR64, 0x48, 0x89, 0x04, 0x24, PUSH_RBX, RET);
 	assert_int_equal(p.skip, 0);
 	/* lock incl (%rax) */
 	p = PLACE(0xf0, 0xff, 0x00, PUSH_RBX, RET);
 	assert_int_equal(p.skip, 0);
-	/* mov $1,%ecx: the fourth argument, 32-bit */
-	p = PLACE(ENDBR64, 0xb9, 0x01, 0x00, 0x00, 0x00, PUSH_RBX, RET);
+	/* mov $1,%ecx: the fourth argument, 32-bit, when the probe reads it */
+	p = PLACE_FOR((&(struct placement_need){ .arg = 3 }), ENDBR64, 0xb9, 0x01, 0x00, 0x00, 0x00,
+		      PUSH_RBX, RET);
 	assert_int_equal(p.skip, 0);
+	assert_non_null(strstr(p.why, "overwrites the argument"));
 	/* stores capstone 4 calls reads: movups %xmm0,(%rdi); fstpl (%rax) */
 	p = PLACE(ENDBR64, 0x0f, 0x11, 0x07, 0xeb, 0x00, RET);
 	assert_int_equal(p.skip, 0);
@@ -112,6 +123,69 @@ static void never_past_what_a_probe_sees(void **state)
 	p = PLACE(RET);
 	assert_int_equal(p.skip, 0);
 	assert_false(p.cheap);
+}
+
+/* Registers written are followed: the argument read where it was copied to. */
+static void arguments_followed(void **state)
+{
+	static const struct placement_need wake = { .arg = 0 }, remove = { .arg = 1 };
+	/*
+	 * tokio's raw::schedule thunk under fat LTO: mov %rdi,%rsi;
+	 * mov 0x10(%rdi),%rax; mov 0x40(%rax),%rax; mov (%rdi,%rax,1),%rdi;
+	 * add $0x10,%rdi; xor %edx,%edx; jmp schedule_task: the task is in rsi
+	 */
+	struct placement p = PLACE_FOR(&wake, 0x48, 0x89, 0xfe, 0x48, 0x8b, 0x47, 0x10, 0x48, 0x8b,
+				       0x40, 0x40, 0x48, 0x8b, 0x3c, 0x07, 0x48, 0x83, 0xc7, 0x10,
+				       0x31, 0xd2, 0xe9, 0x10, 0x00, 0x00, 0x00);
+
+	assert_true(p.cheap);
+	assert_int_equal(p.skip, 21);
+	assert_string_equal(p.at, "jmp");
+	assert_int_equal(p.arg_reg, 104); /* pt_regs.si */
+	/* the same with a return probe: rsp is not touched, so it moves too */
+	p = PLACE(0x48, 0x89, 0xfe, 0x48, 0x8b, 0x3c, 0x07, 0xe9, 0x10, 0x00, 0x00, 0x00);
+	assert_int_equal(p.skip, 7);
+	assert_int_equal(p.arg_reg, 104);
+	/* an argument copied, then the copy overwritten too: the entry */
+	p = PLACE_FOR(&wake, 0x48, 0x89, 0xfe, 0x48, 0x8b, 0x3f, 0x31, 0xf6, PUSH_RBX, RET);
+	assert_false(p.cheap);
+	assert_non_null(strstr(p.why, "xor esi, esi"));
+	/* copied as 32 bits (mov %edi,%eax), then overwritten: not the same value */
+	p = PLACE_FOR(&wake, 0x89, 0xf8, 0x48, 0x8b, 0x3f, PUSH_RBX, RET);
+	assert_false(p.cheap);
+	/* the second argument untouched while the first is overwritten: stays where the ABI put it */
+	p = PLACE_FOR(&remove, 0x48, 0x8b, 0x3f, PUSH_RBX, RET);
+	assert_int_equal(p.skip, 3);
+	assert_int_equal(p.arg_reg, -1);
+	/* a return-only probe reads no argument: any register may change */
+	p = PLACE_FOR((&(struct placement_need){ .arg = -1, .ret = true }), 0x31, 0xff, PUSH_RBX,
+		      RET);
+	assert_int_equal(p.skip, 2);
+}
+
+/* An entry-only probe may follow the function into the frame it makes. */
+static void past_a_new_frame(void **state)
+{
+	static const struct placement_need wake = { .arg = 0 };
+	/* sub $0x18,%rsp; mov %rdi,0x8(%rsp); call: stores into the frame */
+	struct placement p = PLACE_FOR(&wake, 0x48, 0x83, 0xec, 0x18, 0x48, 0x89, 0x7c, 0x24, 0x08,
+				       0xe8, 0x10, 0x00, 0x00, 0x00, RET);
+
+	assert_true(p.cheap);
+	assert_int_equal(p.skip, 9);
+	assert_int_equal(p.arg_reg, -1);
+	assert_int_equal(p.frame, 0x18); /* the return address, for the wake probe */
+	/* a store at 0x18(%rsp) after sub $0x18: the return address, not the frame */
+	p = PLACE_FOR(&wake, 0x48, 0x83, 0xec, 0x18, 0x48, 0x89, 0x7c, 0x24, 0x18, 0xe8, 0x10, 0x00,
+		      0x00, 0x00, RET);
+	assert_int_equal(p.skip, 0);
+	/* the red zone below the stack pointer: a leaf's scratch */
+	p = PLACE_FOR(&wake, 0x48, 0x89, 0x7c, 0x24, 0xf8, PUSH_RBX, RET);
+	assert_int_equal(p.skip, 5);
+	/* stores through another register: anywhere */
+	p = PLACE_FOR(&wake, 0x48, 0x83, 0xec, 0x18, 0x48, 0x89, 0x38, PUSH_RBX, RET);
+	assert_int_equal(p.skip, 0);
+	assert_non_null(strstr(p.why, "may change what the probe reads"));
 }
 
 static void never_past_a_branch_target(void **state)
@@ -136,6 +210,8 @@ int main(void)
 		cmocka_unit_test(past_endbr64),
 		cmocka_unit_test(past_harmless_moves),
 		cmocka_unit_test(never_past_what_a_probe_sees),
+		cmocka_unit_test(arguments_followed),
+		cmocka_unit_test(past_a_new_frame),
 		cmocka_unit_test(never_past_a_branch_target),
 	};
 
