@@ -89,7 +89,7 @@ int usdt_poll_end(struct pt_regs *ctx)
 	}
 	ts = task_find(task_key(t->tgid, task), &slot);
 	/* task, worker (known since poll_begin), ready, queue, depth */
-	on_poll_end(t, task, ts, slot, (int)ARG(2), (int)ARG(3), (__u32)ARG(4), true);
+	on_poll_end(t, task, ts, slot, (int)ARG(2), (int)ARG(3), (__u32)ARG(4), true, false);
 	return 0;
 }
 
@@ -157,6 +157,18 @@ int usdt_worker_unpark(struct pt_regs *ctx)
 /* Where a task's vtable and id live, from its Header (tokio >= 1.23). */
 const volatile __u64 tokio_vtable_off = 0x10;
 const volatile __u64 tokio_id_slot = 0x48;
+
+/*
+ * A task's state word, first in its Header (task/state.rs, the same from
+ * tokio 1.0 on): flags in the low six bits, the reference count above.
+ */
+#define TOKIO_STATE_OFF 0
+#define TOKIO_RUNNING 0x1
+#define TOKIO_COMPLETE 0x2
+#define TOKIO_NOTIFIED 0x4
+#define TOKIO_JOIN_INTEREST 0x8
+#define TOKIO_CANCELLED 0x20
+#define TOKIO_REF_SHIFT 6
 /*
  * Set when a sampled check found another task at a cached Header: a remove
  * we do not see (inlined for one scheduler type, folded away) let a Header
@@ -523,6 +535,7 @@ int BPF_KPROBE(tokio_poll, __u64 hdr)
 		if (ts->hdr == TOKIO_HDR_BOUND && tt.id != hdr)
 			ts->hdr = hdr;
 	}
+	t->poll_hdr = hdr;
 	tokio_pop(t, from);
 	if (!(t->flags & AT_TARGET_TOKIO_STEAL) && from >= 0 && (__u32)from != worker)
 		on_steal(t, worker, (__u32)from, 1, 0, 0, AT_STEAL_INFERRED);
@@ -532,6 +545,34 @@ int BPF_KPROBE(tokio_poll, __u64 hdr)
 	on_poll_begin(t, tt.id, ts, slot, worker, depth ? *depth : 0,
 		      cookie & AT_COOKIE_OFFSET_MASK);
 	return 0;
+}
+
+/*
+ * The task whose poll just returned on this thread, left idle: can anything
+ * still wake it? Every Waker of a task holds a reference on it, and so do
+ * the runtime's list of its tasks (OwnedTasks) and the JoinHandle while it
+ * lives (JOIN_INTEREST). Idle (not running, notified, complete nor
+ * cancelled) with no reference beyond those two, no waker exists and none
+ * can be made: nothing will ever poll the future again. The poll's return
+ * comes after tokio made the task idle; if it was woken and ran meanwhile,
+ * the flags say so, and a Header freed and given to another task since is
+ * told by its id.
+ */
+static __always_inline bool tokio_unwakeable(struct thread_state *t, __u64 task)
+{
+	__u64 state = 0, refs;
+	struct tokio_task tt;
+
+	if (!t->poll_hdr ||
+	    bpf_probe_read_user(&state, sizeof(state), (void *)(t->poll_hdr + TOKIO_STATE_OFF)))
+		return false;
+	if (state & (TOKIO_RUNNING | TOKIO_COMPLETE | TOKIO_NOTIFIED | TOKIO_CANCELLED))
+		return false;
+	refs = state >> TOKIO_REF_SHIFT;
+	if (refs != 1 + !!(state & TOKIO_JOIN_INTEREST))
+		return false;
+	tokio_task(t, t->poll_hdr, &tt);
+	return tt.id == task;
 }
 
 SEC("uretprobe")
@@ -563,7 +604,9 @@ int BPF_KRETPROBE(tokio_poll_ret)
 		depth = tokio_push(t, queue);
 	}
 	on_poll_end(t, task, ts, slot, t->completed, queue, depth,
-		    t->flags & AT_TARGET_TOKIO_REMOVE);
+		    t->flags & AT_TARGET_TOKIO_REMOVE,
+		    !t->completed && queue == AT_QUEUE_NONE && tokio_unwakeable(t, task));
+	t->poll_hdr = 0;
 	return 0;
 }
 

@@ -76,6 +76,8 @@ struct thread_state {
 	__u64 hdr_id;
 	__u64 hdr_id_off;
 	__u64 hdr_poll_fn;
+	/* tokio: the Header of the task in its poll (tokio_unwakeable()) */
+	__u64 poll_hdr;
 	/* full trace: the polled task's wake of itself, for its poll's record */
 	struct at_wake sw;
 	__u32 sw_pending;
@@ -1272,11 +1274,15 @@ static __always_inline void back_on_cpu(struct thread_state *t, __u64 now, const
  * The poll in progress on this thread ended; queue: where the task went back.
  * known_end: whether ready is known; if not, a task not requeued may have
  * finished, so it is not marked as waiting (no lost-waker on it). ts, slot:
- * what task_find() gave for the task.
+ * what task_find() gave for the task. unwakeable: it returned Pending and
+ * nothing holds its waker (the runtime can tell: tokio's reference count),
+ * so nothing can ever wake it: its record goes out whatever the mode, for
+ * the lost-waker detector to say at once.
  */
 static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 					struct at_task_state *ts, struct at_task_slot *slot,
-					int ready, __s32 queue, __u32 depth, bool known_end)
+					int ready, __s32 queue, __u32 depth, bool known_end,
+					bool unwakeable)
 {
 	__u64 now = bpf_ktime_get_ns(), dur;
 	struct at_poll_self_wake *pw;
@@ -1304,15 +1310,17 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 		COUNT_AT(t->pslot, completed, 1);
 		task_done(task_key(t->tgid, task), slot, now);
 	} else if (queue == AT_QUEUE_NONE) {
-		if (known_end)
+		if (known_end || unwakeable)
 			task_idle(ts, t->begin, now);
+		if (unwakeable)
+			flags |= AT_POLL_UNWAKEABLE;
 	} else {
 		queue_depth(t, queue, depth, now);
 		if (ts)
 			task_queued(task_key(t->tgid, task), ts, queue, depth);
 	}
 
-	if (!poll_wanted(t, dur))
+	if (!poll_wanted(t, dur) && !(flags & AT_POLL_UNWAKEABLE))
 		return;
 	if (t->sw_pending) {
 		/* with the wake the task made of itself in this poll appended */

@@ -206,6 +206,8 @@ struct at_poll {
 
 /* at_poll.flags */
 #define AT_POLL_CPU_CHARGED 1	/* cpu_ns is known */
+/* it returned Pending and nothing holds its waker: nothing can wake it (tokio) */
+#define AT_POLL_UNWAKEABLE 2
 /* The shortest at_poll a reader takes: before cpu_ns was appended. */
 #define AT_POLL_MIN_SIZE 128
 

@@ -23,6 +23,7 @@
 struct episode {
 	struct alert a;
 	uint64_t last_ts;	/* latest occurrence */
+	uint64_t polls;		/* an unwakeable task: its polls when first sampled (0: not yet) */
 };
 
 /* What a task's previous sample said, to turn counters into rates. */
@@ -507,8 +508,42 @@ static void judge_late(struct detector *d, struct model *m, const struct at_poll
 	judge_pending(d, m, false);
 }
 
+/*
+ * A poll that returned Pending with nothing holding the task's waker: it is
+ * lost now, not after --lost-waker of silence. A later poll of the task
+ * (the runtime cancelled it) ends the episode.
+ */
+static void unwakeable(struct detector *d, struct model *m, const struct at_poll *p)
+{
+	struct episode *ep = u64map__get(&d->lost, p->task);
+	uint64_t at = p->hdr.ts + p->duration_ns;
+	struct alert a;
+
+	if (ep) {
+		/* the poll that left it lost, or an older one, late */
+		if (ep->a.begin_ts == at || p->hdr.ts < ep->a.begin_ts)
+			return;
+		/* polled again: something woke it after all */
+		end(d, u64map__del(&d->lost, p->task), p->hdr.ts, false);
+	}
+	if (p->ready || !(p->flags & AT_POLL_UNWAKEABLE))
+		return;
+	alert_init(&a, ALERT_LOST_WAKER, at);
+	a.begin_ts = at;
+	a.task = p->task;
+	a.unwakeable = true;
+	a.worker = (int32_t)p->worker;
+	a.tid = p->hdr.tid;
+	model__task_name(m, p->task, p->name_addr, a.task_name, sizeof(a.task_name));
+	ep = begin(d, &a);
+	if (ep && u64map__set(&d->lost, p->task, ep))
+		free(ep);
+}
+
 static void on_poll(struct detector *d, struct model *m, const struct at_poll *p)
 {
+	if (d->opts.lost_waker_ns && ((p->flags & AT_POLL_UNWAKEABLE) || d->lost.len))
+		unwakeable(d, m, p);
 	if (d->opts.long_poll_ns)
 		note_victim(d, m, p);
 	if (d->opts.long_poll_ns && p->duration_ns >= d->opts.long_poll_ns) {
@@ -693,6 +728,21 @@ static void lost_waker(struct detector *d, struct model *m, const struct at_task
 		    s->hdr.ts - s->idle_since >= d->opts.lost_waker_ns;
 	struct alert a;
 
+	if (ep && ep->a.unwakeable) {
+		/* it lasts until the task is polled again (cancelled) or done */
+		if (s->hdr.ts < ep->a.begin_ts)
+			return;
+		if (s->done || (ep->polls && s->polls > ep->polls)) {
+			end(d, u64map__del(&d->lost, s->task), s->hdr.ts, false);
+			return;
+		}
+		if (!ep->polls)
+			ep->polls = s->polls;
+		ep->a.value_ns = s->hdr.ts - ep->a.begin_ts;
+		ep->a.worst_ns = ep->a.value_ns;
+		ep->last_ts = s->hdr.ts;
+		return;
+	}
 	if (ep && (!lost || ep->a.begin_ts != s->idle_since)) {
 		/* woken (or done) at last */
 		end(d, u64map__del(&d->lost, s->task), s->hdr.ts, false);

@@ -87,6 +87,8 @@ struct alert {
 	double depth_avg;
 	int32_t idle_worker;
 	double idle_pct;
+	/* lost waker: the runtime said nothing holds its waker (at_poll AT_POLL_UNWAKEABLE) */
+	bool unwakeable;
 	/* waker thrash */
 	enum thrash_reason reason;
 	double polls_per_s, wakes_per_s, self_wakes_per_s;

@@ -125,7 +125,8 @@ void model__task_name(struct model *m, uint64_t id, uint64_t name_addr, char *bu
 	} else if (name_addr && m->read_str &&
 		   m->read_str(m->target_ctx, name_addr, buf, len) == 0 && buf[0]) {
 		remember_name(m, name_addr, buf);
-	} else {
+	} else if (!t || buf != t->name) {
+		/* (the model names its own task with buf its name: it stays) */
 		snprintf(buf, len, "%s", t ? t->name : "task");
 	}
 }

@@ -70,10 +70,16 @@ static void format_begin(char *buf, size_t size, const struct model *m, const st
 			 a->wakes_per_s, a->self_wakes_per_s, a->polls_per_s);
 		return;
 	case ALERT_LOST_WAKER:
-		snprintf(buf, size,
-			 "lost waker: task '%s' #%llu returned Pending %.2f s ago and nothing has "
-			 "woken it since",
-			 a->task_name, (unsigned long long)a->task, secs(a->value_ns));
+		if (a->unwakeable)
+			snprintf(buf, size,
+				 "lost waker: task '%s' #%llu returned Pending on worker %d and "
+				 "nothing holds its waker: nothing can ever wake it",
+				 a->task_name, (unsigned long long)a->task, a->worker);
+		else
+			snprintf(buf, size,
+				 "lost waker: task '%s' #%llu returned Pending %.2f s ago and "
+				 "nothing has woken it since",
+				 a->task_name, (unsigned long long)a->task, secs(a->value_ns));
 		return;
 	case ALERT_KIND_MAX:
 		break;
@@ -155,8 +161,9 @@ static void format_end(char *buf, size_t size, const struct alert *a)
 				 "%.2f s after it returned Pending",
 				 a->task_name, (unsigned long long)a->task, secs(span));
 		else
-			snprintf(buf, size, "lost waker over: task '%s' #%llu was woken after %.2f s",
-				 a->task_name, (unsigned long long)a->task, secs(span));
+			snprintf(buf, size, "lost waker over: task '%s' #%llu %s after %.2f s",
+				 a->task_name, (unsigned long long)a->task,
+				 a->unwakeable ? "ran again or ended" : "was woken", secs(span));
 		return;
 	case ALERT_KIND_MAX:
 		break;
@@ -259,6 +266,8 @@ void alert__json_object(struct outbuf *ob, const struct model *m, const struct a
 		kv_num(ob, ",\"self_wakes_per_s\":", a->self_wakes_per_s);
 		break;
 	case ALERT_LOST_WAKER:
+		ob_puts(ob, a->unwakeable ? ",\"unwakeable\":true" : ",\"unwakeable\":false");
+		break;
 	case ALERT_KIND_MAX:
 		break;
 	}

@@ -119,6 +119,8 @@ char *tokio__future_of(const char *d)
 		"::CoreStage<",
 		"::Cell<",				/* drop glue of Cell<T, S> */
 		"::task::core::Core<",			/* drop glue of Core<T, S> */
+		"poll_future::{{closure}}::Guard<",	/* drop glue of poll_future's Guard<T, S> */
+		"poll_future::{closure#0}::Guard<",
 	};
 
 	for (size_t w = 0; w < sizeof(wrappers) / sizeof(wrappers[0]); w++) {
@@ -156,6 +158,7 @@ struct search {
 	const struct elf_image *im;
 	csh cs;
 	cs_insn *insn;
+	char *found;	/* the future the evidence names */
 	char *body;	/* a future's body called along the way: second best */
 	bool worker_loop; /* it runs the scheduler's worker loop: not a task */
 	bool ambiguous;	/* evidence shared by several futures was seen */
@@ -189,6 +192,24 @@ static char *future_of_callee(struct search *s, const struct elf_func *callee)
 	return found;
 }
 
+/*
+ * One piece of evidence: the future a callee names. All of it must agree:
+ * LLVM merges functions whose code is identical (the drop glue of two
+ * futures of the same layout) and keeps one name for all their callers, so
+ * a callee can name another future than the instance's. Disagreement
+ * leaves the instance unnamed rather than named wrong.
+ */
+static void evidence(struct search *s, char *future)
+{
+	if (!s->found) {
+		s->found = future;
+		return;
+	}
+	if (strcmp(s->found, future))
+		s->ambiguous = true;
+	free(future);
+}
+
 /* The multi-thread scheduler's worker loop, inlined into its blocking task. */
 static bool is_worker_loop(const char *d)
 {
@@ -196,22 +217,22 @@ static bool is_worker_loop(const char *d)
 	       strstr(d, "::multi_thread::worker::run");
 }
 
-/* Looks through the direct calls and jumps of the function at addr. */
-static char *search_code(struct search *s, uint64_t addr, int depth)
+/* Looks through the direct calls and jumps of the function at addr, and of tokio's poll layers. */
+static void search_code(struct search *s, uint64_t addr, int depth)
 {
 	const struct elf_func *f = elf_image__func_at(s->im, addr, false);
 	uint64_t size, pc = addr;
 	const uint8_t *code;
 	size_t left;
 
-	if (!f || depth > NAME_SEARCH_DEPTH)
-		return NULL;
+	if (!f || depth > NAME_SEARCH_DEPTH || s->worker_loop)
+		return;
 	size = f->size ? f->size : 256;
 	if (size > NAME_SEARCH_BYTES)
 		size = NAME_SEARCH_BYTES;
 	code = elf_image__bytes(s->im, addr, size);
 	if (!code)
-		return NULL;
+		return;
 	left = size;
 	while (cs_disasm_iter(s->cs, &code, &left, &pc, s->insn)) {
 		const cs_x86 *x = &s->insn->detail->x86;
@@ -228,25 +249,21 @@ static char *search_code(struct search *s, uint64_t addr, int depth)
 		name = elf_image__name(s->im, callee);
 		if (is_worker_loop(name)) {
 			s->worker_loop = true;
-			return NULL;
+			return;
 		}
 		found = future_of_callee(s, callee);
-		if (found)
-			return found;
+		if (found) {
+			evidence(s, found);
+			continue;
+		}
 		if (!s->body && is_future_body(name)) {
 			s->body = strdup(name);
 			continue;
 		}
-		if (is_poll_layer(name)) {
-			/* the cursor state is per call: search the callee with its own */
-			uint64_t callee_addr = callee->addr;
-
-			found = search_code(s, callee_addr, depth + 1);
-			if (found)
-				return found;
-		}
+		/* the cursor state is per call: search the callee with its own */
+		if (is_poll_layer(name))
+			search_code(s, callee->addr, depth + 1);
 	}
-	return NULL;
 }
 
 /*
@@ -263,11 +280,17 @@ static char *future_from_code(const struct elf_image *im, uint64_t addr, bool *w
 		return NULL;
 	cs_option(s.cs, CS_OPT_DETAIL, CS_OPT_ON);
 	s.insn = cs_malloc(s.cs);
-	found = s.insn ? search_code(&s, addr, 0) : NULL;
-	if (!found)
-		found = s.body;
-	else
+	if (s.insn)
+		search_code(&s, addr, 0);
+	if (s.found && !s.ambiguous && (!s.body || strstr(s.found, s.body))) {
+		/* the glue agrees with itself, and with the future's own code if called */
+		found = s.found;
 		free(s.body);
+	} else {
+		/* the glue named several futures, or another one than the code it runs: the code */
+		found = s.body;
+		free(s.found);
+	}
 	if (s.insn)
 		cs_free(s.insn, 1);
 	cs_close(&s.cs);
@@ -419,9 +442,57 @@ static int classify(void *ctx, const struct elf_func *f)
 		return 0;
 	}
 	d->rt->count[site.kind]++;
-	if (site.kind == TOKIO_POLL && site.future)
-		d->rt->named++;
 	return 0;
+}
+
+static int any(void *ctx, const struct elf_func *f)
+{
+	(void)ctx, (void)f;
+	return 1;
+}
+
+/*
+ * Every name against every instance: raw::poll<T, S> exists once per future
+ * type and scheduler, so a name given to more instances than there are
+ * schedulers came, for some of them, from code LLVM merged across futures
+ * of the same layout. Which ones cannot be told: none of them is named.
+ */
+static void names_checked(struct tokio_runtime *rt, const struct elf_image *im)
+{
+	/* tokio's schedulers: current_thread and multi_thread (and multi_thread_alt, unstable) */
+	size_t schedulers = elf_image__for_each(im, "16multi_thread_alt", any, NULL) ? 3 : 2;
+
+	for (size_t i = 0; i < rt->nr; i++) {
+		struct tokio_site *a = &rt->sites[i];
+		size_t same = 0;
+
+		if (a->kind != TOKIO_POLL || a->internal || !a->future)
+			continue;
+		for (size_t j = 0; j < rt->nr; j++) {
+			const struct tokio_site *b = &rt->sites[j];
+
+			same += b->kind == TOKIO_POLL && !b->internal && b->future &&
+				!strcmp(a->future, b->future);
+		}
+		if (same <= schedulers)
+			continue;
+		for (size_t j = rt->nr; j-- > i;) {
+			struct tokio_site *b = &rt->sites[j];
+
+			if (b->kind == TOKIO_POLL && b->future && j != i &&
+			    !strcmp(a->future, b->future)) {
+				free(b->future);
+				b->future = NULL;
+				rt->ambiguous++;
+			}
+		}
+		free(a->future);
+		a->future = NULL;
+		rt->ambiguous++;
+	}
+	for (size_t i = 0; i < rt->nr; i++)
+		rt->named += rt->sites[i].kind == TOKIO_POLL && !rt->sites[i].internal &&
+			     rt->sites[i].future;
 }
 
 int tokio__detect_image(const struct elf_image *im, struct tokio_runtime *rt)
@@ -443,6 +514,7 @@ int tokio__detect_image(const struct elf_image *im, struct tokio_runtime *rt)
 		rt->has_symtab = symtab;
 		return -ENOENT;
 	}
+	names_checked(rt, im);
 	rt->nr_defer = tokio__defer_sites(im, rt->defer_ret, AT_TOKIO_DEFER_SITES);
 	return 0;
 }

@@ -315,6 +315,61 @@ static void lost_waker(void **state)
 }
 
 /*
+ * A poll the runtime says nothing can wake after (AT_POLL_UNWAKEABLE): lost
+ * at its end, not after the threshold; samples that show it unchanged keep
+ * the episode, one that shows it polled again ends it.
+ */
+static void unwakeable_at_once(void **state)
+{
+	struct fixture *f = *state;
+	struct at_poll p = {
+		.hdr = { .kind = AT_EV_POLL, .size = sizeof(p), .tid = 101, .ts = T0 },
+		.task = 9,
+		.duration_ns = 50000,
+		.oncpu_ns = 50000,
+		.worker = 1,
+		.requeue = AT_QUEUE_NONE,
+		.queued_on = AT_QUEUE_NONE,
+		.flags = AT_POLL_UNWAKEABLE,
+	};
+
+	detector__event(&f->d, &f->m, &p.hdr);
+	assert_int_equal(f->nr, 1);
+	assert_int_equal(f->got[0].kind, ALERT_LOST_WAKER);
+	assert_true(f->got[0].unwakeable);
+	assert_int_equal(f->got[0].begin_ts, T0 + 50000);
+	assert_int_equal(f->got[0].worker, 1);
+	/* the same record again (a capture replayed twice): no second alert */
+	detector__event(&f->d, &f->m, &p.hdr);
+	assert_int_equal(f->nr, 1);
+	/* idle as long as the threshold: still the one episode */
+	task_sample(f, 9, T0 + 500 * MS, 4, 3, 0, T0 + 50000);
+	task_sample(f, 9, T0 + 2 * S, 4, 3, 0, T0 + 50000);
+	assert_int_equal(f->nr, 1);
+	/* polled again after all (cancelled): over */
+	task_sample(f, 9, T0 + 3 * S, 5, 3, 0, 0);
+	assert_int_equal(f->nr, 2);
+	assert_int_equal(f->got[1].state, ALERT_END);
+	assert_true(f->got[1].unwakeable);
+	/* a Ready poll says nothing, whatever its flags */
+	p.task = 10;
+	p.ready = 1;
+	detector__event(&f->d, &f->m, &p.hdr);
+	assert_int_equal(f->nr, 2);
+	/* a later poll of a lost task ends its episode at once */
+	p.task = 11;
+	p.ready = 0;
+	detector__event(&f->d, &f->m, &p.hdr);
+	assert_int_equal(f->nr, 3);
+	p.hdr.ts = T0 + 1 * S;
+	p.flags = 0;
+	detector__event(&f->d, &f->m, &p.hdr);
+	assert_int_equal(f->nr, 4);
+	assert_int_equal(f->got[3].state, ALERT_END);
+	assert_int_equal(f->got[3].task, 11);
+}
+
+/*
  * A short poll stretched by a busy host (runnable, no CPU) is not the task's
  * long poll; it still held its worker, which explains a wait there.
  */
@@ -512,6 +567,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(starvation, setup, teardown),
 		cmocka_unit_test_setup_teardown(waker_thrash, setup, teardown),
 		cmocka_unit_test_setup_teardown(lost_waker, setup, teardown),
+		cmocka_unit_test_setup_teardown(unwakeable_at_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(preemption_alone_makes_no_long_poll, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(sched_delay_needs_a_spare_worker, setup, teardown),

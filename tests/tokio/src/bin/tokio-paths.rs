@@ -11,6 +11,11 @@
 //!   join    a task spawns a short child and awaits its JoinHandle, again
 //!           and again
 //!   all     every mode above at once, each with its share of the tasks
+//!   lost    two tasks return Pending without keeping their waker, one
+//!           detached and one whose JoinHandle main holds: nothing can ever
+//!           wake them (lost=2); beside them, tasks idle for long with their
+//!           waker kept: one waits on a oneshot main answers at the end, one
+//!           sleeps 700 ms at a time
 //!
 //! Every task is counted: polls is the number of polls of every task the
 //! program spawned (the block_on future excluded), the truth a tracer's
@@ -18,6 +23,7 @@
 //! (yields, round trips, sleeps, notifications, joins).
 //!
 //! usage: tokio-paths MODE [--duration SECS] [--workers N] [--wait-stdin]
+//! (lost prints lost=2 after the rest)
 //! prints: tokio-paths: mode=M workers=N duration=S tasks=T polls=P ops=O polls_per_s=R
 
 use std::future::Future;
@@ -29,7 +35,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 const TASKS: usize = 16;
 const PAIRS: usize = 4;
@@ -150,6 +156,48 @@ async fn joiner(until: Instant) -> u64 {
     n
 }
 
+/// Returns Pending without keeping (or waking) its waker: a lost waker.
+struct Forgotten;
+
+impl Future for Forgotten {
+    type Output = u64;
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<u64> {
+        Poll::Pending
+    }
+}
+
+async fn forgotten() -> u64 {
+    Forgotten.await
+}
+
+async fn answered_late(rx: oneshot::Receiver<u64>) -> u64 {
+    rx.await.unwrap_or(0)
+}
+
+async fn slow_sleeper(until: Instant) -> u64 {
+    let mut n = 0;
+    while Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        n += 1;
+    }
+    n
+}
+
+/// Mode lost: two lost tasks among tasks that wait long, their wakers kept.
+async fn lost(until: Instant) -> u64 {
+    drop(spawn(forgotten()));
+    let held = spawn(forgotten());
+    let (tx, rx) = oneshot::channel();
+    let waiter = spawn(answered_late(rx));
+    let sleeper = spawn(slow_sleeper(until));
+    tokio::time::sleep_until(until.into()).await;
+    let _ = tx.send(1);
+    let ops = waiter.await.unwrap_or(0) + sleeper.await.unwrap_or(0);
+    drop(held);
+    ops
+}
+
 /// The mode's tasks, `share` of them (1: all; `all` gives each mode a part).
 fn start(mode: &str, until: Instant, share: usize) -> Vec<tokio::task::JoinHandle<u64>> {
     let tasks = (TASKS / share).max(1);
@@ -167,7 +215,7 @@ fn start(mode: &str, until: Instant, share: usize) -> Vec<tokio::task::JoinHandl
 const MODES: [&str; 5] = ["yield", "mpsc", "timer", "notify", "join"];
 
 fn usage() -> ! {
-    eprintln!("usage: tokio-paths yield|mpsc|timer|notify|join|all [--duration SECS] [--workers N] [--wait-stdin]");
+    eprintln!("usage: tokio-paths yield|mpsc|timer|notify|join|all|lost [--duration SECS] [--workers N] [--wait-stdin]");
     exit(2)
 }
 
@@ -175,7 +223,7 @@ fn main() {
     let (mut duration, mut workers, mut wait_stdin) = (3.0f64, 2usize, false);
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_default();
-    if mode != "all" && !MODES.contains(&mode.as_str()) {
+    if mode != "all" && mode != "lost" && !MODES.contains(&mode.as_str()) {
         usage()
     }
     while let Some(arg) = args.next() {
@@ -205,6 +253,9 @@ fn main() {
     let until = started + Duration::from_secs_f64(duration);
     let mode2 = mode.clone();
     let ops: u64 = rt.block_on(async move {
+        if mode2 == "lost" {
+            return lost(until).await;
+        }
         let handles: Vec<_> = if mode2 == "all" {
             MODES.iter().flat_map(|m| start(m, until, MODES.len())).collect()
         } else {
@@ -229,4 +280,7 @@ fn main() {
         ops,
         polls as f64 / ran
     );
+    if mode == "lost" {
+        println!("tokio-paths: lost=2");
+    }
 }
