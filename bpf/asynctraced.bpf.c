@@ -773,19 +773,31 @@ int BPF_KPROBE(tokio_remove, void *self, __u64 *task)
 	return 0;
 }
 
-/* Steal::steal_into returns the first stolen task (or None): from whom, its queue says. */
+/*
+ * Steal::steal_into returns the first stolen task (or None): from whom, its
+ * queue says. Only workers steal: a thread that tries is a worker, numbered
+ * now if it has not polled yet, so that its idleness counts (spare_share())
+ * before its first poll.
+ */
 SEC("uretprobe")
 int BPF_KRETPROBE(tokio_steal_ret)
 {
 	__u32 tid;
-	struct thread_state *t = thread_self(ctx, false, &tid);
+	struct thread_state *t = thread_self(ctx, true, &tid);
 	__u64 hdr = PT_REGS_RC(ctx);
 	struct at_task_state *ts;
 	struct at_task_slot *slot;
 	struct tokio_task tt;
 	__u32 victim = AT_WORKER_UNKNOWN;
 
-	if (!hdr || !t || !t->has_worker)
+	if (!t)
+		return 0;
+	if (!t->has_worker) {
+		t->own_worker = tokio_new_worker(t->tgid);
+		t->has_worker = 1;
+		thread_worker(t, t->own_worker);
+	}
+	if (!hdr)
 		return 0;
 	tokio_task(t, hdr, &tt);
 	ts = task_find(task_key(t->tgid, tt.id), &slot);

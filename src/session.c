@@ -508,6 +508,8 @@ static int traced_start(struct session *s, struct traced *tr)
 	err = pipeline__init(&tr->pipe, (uint32_t)tr->target.pid, tr->target.comm, now_ns(),
 			     &o->detect);
 	tr->piped = true;
+	/* tokio parks a task woken by a poll in that worker's LIFO slot */
+	tr->pipe.detector.lifo_slot = tr->disc.kind == RUNTIME_TOKIO;
 	sampler__init(&tr->sampler, on_sample, tr);
 	/* USDT runtimes pass name strings; tokio's name_addr is code, named from symbols. */
 	if (tr->disc.kind == RUNTIME_USDT)

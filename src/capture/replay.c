@@ -46,6 +46,7 @@ static int proc_begin(struct replay *rp, const struct cap_process *proc)
 		return err;
 	}
 	pr->pid = proc->pid;
+	pr->pipe.detector.lifo_slot = proc->runtime == CAPTURE_RUNTIME_TOKIO;
 	pr->pipe.model.realtime_offset = proc->realtime_offset;
 	pr->pipe.model.thread_comm = thread_comm;
 	pr->pipe.model.target_ctx = rp;

@@ -254,7 +254,7 @@ static void note_hold(struct detector *d, const struct at_poll *p)
 
 /* One more task waited behind a long poll of episode ep: kept if among the longest. */
 static void add_victim(struct episode *ep, struct model *m, const struct at_poll *p,
-		       uint64_t waited)
+		       uint64_t waited, bool woken_by_holder)
 {
 	struct alert *a = &ep->a;
 	uint32_t i, n = a->nr_victims;
@@ -275,6 +275,9 @@ static void add_victim(struct episode *ep, struct model *m, const struct at_poll
 	}
 	a->victims[i].task = p->task;
 	a->victims[i].waited_ns = waited;
+	a->victims[i].woken_by_holder = woken_by_holder;
+	/* measured in BPF for a poll that waited past --sched-delay (at_poll.spare) */
+	a->victims[i].idle_pct = (p->spare & AT_SPARE_KNOWN) ? (int8_t)(p->spare & ~AT_SPARE_KNOWN) : -1;
 	model__task_name(m, p->task, p->name_addr, a->victims[i].name,
 			 sizeof(a->victims[i].name));
 sort:
@@ -307,8 +310,13 @@ static void note_victim(struct detector *d, struct model *m, const struct at_pol
 		return;
 	from = p->wake_ts > w->hold_begin ? p->wake_ts : w->hold_begin;
 	to = p->hdr.ts < w->hold_end ? p->hdr.ts : w->hold_end;
+	/*
+	 * Woken while the worker was in the long poll, onto that worker's own
+	 * queue: only its thread pushes there, so the long poll woke it.
+	 */
 	if (to > from)
-		add_victim(ep, m, p, to - from);
+		add_victim(ep, m, p, to - from,
+			   p->wake_ts >= w->hold_begin && p->wake_ts < w->hold_end);
 }
 
 static void long_poll(struct detector *d, struct model *m, const struct at_poll *p)
@@ -331,6 +339,7 @@ static void long_poll(struct detector *d, struct model *m, const struct at_poll 
 	a.worker = (int32_t)p->worker;
 	a.tid = p->hdr.tid;
 	a.cause = poll_cause(p, d->opts.long_poll_ns);
+	a.lifo_slot = d->lifo_slot;
 	a.oncpu_ns = p->oncpu_ns;
 	a.blocked_ns = p->blocked_ns;
 	a.runnable_ns = p->runnable_ns;

@@ -77,7 +77,15 @@ struct alert {
 		uint64_t task;
 		char name[AT_TASK_NAME_LEN];
 		uint64_t waited_ns;	/* of its wait, the part the long poll held it */
+		/*
+		 * woken during the hold into the held worker's own queue: by the
+		 * long poll itself (on tokio: into the worker's LIFO slot, which
+		 * no other worker steals from)
+		 */
+		bool woken_by_holder;
+		int8_t idle_pct;	/* another worker asleep, the most of its wait; -1 unknown */
 	} victims[ALERT_VICTIMS];
+	bool lifo_slot;			/* the runtime has a LIFO slot (tokio): say so */
 	uint32_t nr_victims;		/* in victims[] */
 	uint64_t waits_behind;		/* waits behind the episode's polls, all told */
 	/* scheduling delay */
@@ -129,6 +137,12 @@ struct detector {
 	struct u64map lost;		/* task -> struct episode */
 	struct worker_watch *workers;	/* by worker id */
 	uint32_t nr_workers;
+	/*
+	 * The runtime keeps a task woken by a poll in a slot of that worker's
+	 * that no other worker steals from (tokio's LIFO slot): the long poll's
+	 * END says when a victim sat there. Set by whoever knows the runtime.
+	 */
+	bool lifo_slot;
 	/* Every alert raised, BEGIN and END, for the report. */
 	struct alert *log;
 	size_t nr_log;

@@ -99,11 +99,21 @@ static void format_victims(char *buf, size_t size, const struct alert *a)
 
 	if (!a->nr_victims)
 		return;
-	for (uint32_t i = 0; i < a->nr_victims && off < size; i++)
-		off += (size_t)snprintf(buf + off, size - off, "%s'%s' #%llu (%s%.2f ms)",
-					i ? ", " : "; it kept waiting ", a->victims[i].name,
-					(unsigned long long)a->victims[i].task,
-					i ? "" : "up to ", ms(a->victims[i].waited_ns));
+	for (uint32_t i = 0; i < a->nr_victims && off < size; i++) {
+		const struct alert_victim *v = &a->victims[i];
+		char idle[48] = "";
+
+		if (v->idle_pct >= 0)
+			snprintf(idle, sizeof(idle), ", another worker idle %d%% of it", v->idle_pct);
+		off += (size_t)snprintf(buf + off, size - off, "%s'%s' #%llu (%s%.2f ms%s%s)",
+					i ? ", " : "; it kept waiting ", v->name,
+					(unsigned long long)v->task, i ? "" : "up to ",
+					ms(v->waited_ns),
+					!v->woken_by_holder ? ""
+					: a->lifo_slot	    ? ", woken by it into its LIFO slot"
+							    : ", woken by it",
+					idle);
+	}
 	if (off < size)
 		snprintf(buf + off, size - off, ": %llu %s in all",
 			 (unsigned long long)a->waits_behind,
@@ -244,6 +254,14 @@ void alert__json_object(struct outbuf *ob, const struct model *m, const struct a
 				   a->victims[i].task);
 			ob_key_str(ob, ",\"name\":", a->victims[i].name);
 			ob_key_u64(ob, "},\"waited_ns\":", a->victims[i].waited_ns);
+			ob_puts(ob, a->victims[i].woken_by_holder ? ",\"woken_by_holder\":true"
+								  : ",\"woken_by_holder\":false");
+			ob_puts(ob, a->victims[i].woken_by_holder && a->lifo_slot
+					    ? ",\"lifo_slot\":true"
+					    : ",\"lifo_slot\":false");
+			if (a->victims[i].idle_pct >= 0)
+				ob_key_u64(ob, ",\"other_worker_idle_pct\":",
+					   (uint64_t)a->victims[i].idle_pct);
 			ob_putc(ob, '}');
 		}
 		ob_key_u64(ob, "],\"waits_behind\":", a->waits_behind);

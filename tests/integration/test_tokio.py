@@ -364,6 +364,10 @@ class Neighbour(unittest.TestCase):
                          run.describe())
         # the program's own worst wake-to-answer, and ours: the part the hold covered
         self.assertGreater(end["victims"][0]["waited_ns"], 25e6)
+        # the blocker woke it into its own worker's LIFO slot, which no other worker steals from
+        self.assertTrue(end["victims"][0]["woken_by_holder"], run.describe())
+        self.assertTrue(end["victims"][0]["lifo_slot"], run.describe())
+        self.assertIn("into its LIFO slot", end["message"], run.describe())
         self.assertLessEqual(end["victims"][0]["waited_ns"], worst_ms * 1e6 + 1e6)
         # one wait per round (the first may precede the attach)
         self.assertIn(end["waits_behind"], (woken - 1, woken), run.describe())

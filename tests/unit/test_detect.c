@@ -130,6 +130,8 @@ static void long_poll_victims(void **state)
 	poll(f, 1, 9, T0 + 31 * MS, 1 * MS, T0 + 1 * MS, 0, 2, 0);	/* 29 ms (stolen late) */
 	poll(f, 1, 10, T0 + 31 * MS, 1 * MS, T0 + 25 * MS, 1, 1, 0);	/* another queue */
 	poll(f, 0, 11, T0 + 40 * MS, 1 * MS, T0 + 31 * MS, 0, 1, 0);	/* after the hold */
+	/* queued before the hold began: not woken by it; all 30 ms of the hold */
+	poll(f, 0, 12, T0 + 31 * MS, 1 * MS, T0 - 2 * MS, 0, 2, 0);
 	/* the episode's next long poll: task 8 waits 28 ms behind it */
 	poll(f, 0, 7, T0 + 250 * MS, 30 * MS, 0, AT_QUEUE_NONE, 0, 0);
 	poll(f, 0, 8, T0 + 280 * MS, 1 * MS, T0 + 252 * MS, 0, 1, 0);
@@ -138,12 +140,19 @@ static void long_poll_victims(void **state)
 	detector__finish(&f->d, &f->m, T0 + 400 * MS);
 	assert_int_equal(f->nr, 2);
 	assert_int_equal(f->got[1].state, ALERT_END);
-	assert_int_equal(f->got[1].waits_behind, 3);
-	assert_int_equal(f->got[1].nr_victims, 2);
-	assert_int_equal(f->got[1].victims[0].task, 9);
-	assert_int_equal(f->got[1].victims[0].waited_ns, 29 * MS);
-	assert_int_equal(f->got[1].victims[1].task, 8);
-	assert_int_equal(f->got[1].victims[1].waited_ns, 28 * MS);
+	assert_int_equal(f->got[1].waits_behind, 4);
+	assert_int_equal(f->got[1].nr_victims, 3);
+	assert_int_equal(f->got[1].victims[0].task, 12);
+	assert_int_equal(f->got[1].victims[0].waited_ns, 30 * MS);
+	assert_false(f->got[1].victims[0].woken_by_holder);
+	assert_int_equal(f->got[1].victims[1].task, 9);
+	assert_int_equal(f->got[1].victims[1].waited_ns, 29 * MS);
+	/* woken during the hold onto the held worker's queue: by the long poll */
+	assert_true(f->got[1].victims[1].woken_by_holder);
+	assert_int_equal(f->got[1].victims[2].task, 8);
+	assert_int_equal(f->got[1].victims[2].waited_ns, 28 * MS);
+	/* no idle share measured (at_poll.spare 0): unknown, not 0% */
+	assert_int_equal(f->got[1].victims[2].idle_pct, -1);
 }
 
 static void sched_delay_only_when_unexplained(void **state)
