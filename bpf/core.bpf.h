@@ -1005,8 +1005,6 @@ struct spare_walk {
 	__u64 from, to;
 	__u64 best;	/* the longest sleep within [from, to] so far */
 	__u32 tgid;
-	__u32 self;	/* the polling worker's slot */
-	__u32 others;	/* 1: another worker of the process met */
 };
 
 /* bpf_loop's step: worker slot i, if it is one of the process's. */
@@ -1020,10 +1018,8 @@ static long spare_step(__u32 i, struct spare_walk *w)
 	barrier_var(i);
 	idle = &worker_idle[i & (AT_MAX_WORKERS - 1)];
 	/* (the process's own slot, its injection queue, is no worker) */
-	if (idle->owner >> 32 != w->tgid || i == w->self ||
-	    (__u32)idle->owner == AT_WORKER_PROCESS)
+	if (idle->owner >> 32 != w->tgid || (__u32)idle->owner == AT_WORKER_PROCESS)
 		return 0;
-	w->others = 1;
 	s = slept_within(idle, w->from, w->to);
 	if (s > w->best)
 		w->best = s;
@@ -1031,22 +1027,19 @@ static long spare_step(__u32 i, struct spare_walk *w)
 }
 
 /*
- * A late poll in process tgid, on the worker in slot self: the largest
- * share of its wait another of the process's workers spent asleep (it
- * could have run the task), as a percent with AT_SPARE_KNOWN (at_poll.spare);
- * 0 (not known) when no other worker of the process is known yet (a tokio
- * worker is met at its first poll or steal: one that never did either is
- * not, however idle). Late polls are rare: the walk over the workers (with
- * bpf_loop: the verifier need not follow each step) is paid only by them.
+ * A late poll in process tgid: the largest share of its wait one of the
+ * process's workers spent asleep (it could have run the task), as a percent
+ * with AT_SPARE_KNOWN (at_poll.spare). Only workers met count (a tokio
+ * worker is met at its first poll or steal attempt). Late polls are rare:
+ * the walk over the workers (with bpf_loop: the verifier need not follow
+ * each step) is paid only by them.
  */
-static __always_inline __u8 spare_share(__u32 tgid, __u32 self, __u64 from, __u64 to)
+static __always_inline __u8 spare_share(__u32 tgid, __u64 from, __u64 to)
 {
-	struct spare_walk w = { .from = from, .to = to, .tgid = tgid, .self = self };
+	struct spare_walk w = { .from = from, .to = to, .tgid = tgid };
 	__u32 n = worker_slots_hi < AT_MAX_WORKERS ? worker_slots_hi : AT_MAX_WORKERS;
 
 	bpf_loop(n, spare_step, &w, 0);
-	if (!w.others)
-		return 0;
 	return AT_SPARE_KNOWN | (__u8)(w.best >= to - from ? 100 : w.best * 100 / (to - from));
 }
 
@@ -1177,7 +1170,7 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
 	}
 	t->spare = 0;
 	if (sched_delay_ns && t->wake_ts && now > t->wake_ts && now - t->wake_ts >= sched_delay_ns)
-		t->spare = spare_share(t->tgid, t->wslot, t->wake_ts, now);
+		t->spare = spare_share(t->tgid, t->wake_ts, now);
 	t->begin = now;
 	t->since = now;
 	barrier();

@@ -253,8 +253,8 @@ static void note_hold(struct detector *d, const struct at_poll *p)
 }
 
 /* One more task waited behind a long poll of episode ep: kept if among the longest. */
-static void add_victim(struct episode *ep, struct model *m, const struct at_poll *p,
-		       uint64_t waited, bool woken_by_holder)
+static void add_victim(const struct detector *d, struct episode *ep, struct model *m,
+		       const struct at_poll *p, uint64_t waited, bool woken_by_holder)
 {
 	struct alert *a = &ep->a;
 	uint32_t i, n = a->nr_victims;
@@ -276,8 +276,14 @@ static void add_victim(struct episode *ep, struct model *m, const struct at_poll
 	a->victims[i].task = p->task;
 	a->victims[i].waited_ns = waited;
 	a->victims[i].woken_by_holder = woken_by_holder;
-	/* measured in BPF for a poll that waited past --sched-delay (at_poll.spare) */
-	a->victims[i].idle_pct = (p->spare & AT_SPARE_KNOWN) ? (int8_t)(p->spare & ~AT_SPARE_KNOWN) : -1;
+	/*
+	 * Measured in BPF for a poll that waited past --sched-delay
+	 * (at_poll.spare), over the workers met; the held one was busy, so it is
+	 * the others': none met (only the held worker has polled), unknown.
+	 */
+	a->victims[i].idle_pct = (p->spare & AT_SPARE_KNOWN) && d->nr_workers > 1
+					 ? (int8_t)(p->spare & ~AT_SPARE_KNOWN)
+					 : -1;
 	model__task_name(m, p->task, p->name_addr, a->victims[i].name,
 			 sizeof(a->victims[i].name));
 sort:
@@ -315,7 +321,7 @@ static void note_victim(struct detector *d, struct model *m, const struct at_pol
 	 * queue: only its thread pushes there, so the long poll woke it.
 	 */
 	if (to > from)
-		add_victim(ep, m, p, to - from,
+		add_victim(d, ep, m, p, to - from,
 			   p->wake_ts >= w->hold_begin && p->wake_ts < w->hold_end);
 }
 
