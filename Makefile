@@ -124,7 +124,7 @@ TOKIO_SRCS := $(wildcard $(TOKIO_DIR)/src/*.rs) $(TOKIO_DIR)/Cargo.toml $(TOKIO_
 TOKIO_APPS := $(BUILD)/tokio-app $(BUILD)/tokio-app-lto $(BUILD)/tokio-app-v0 \
 	      $(BUILD)/tokio-app-stripped $(BUILD)/tokio-many $(BUILD)/tokio-spin \
 	      $(BUILD)/tokio-app-cet $(BUILD)/tokio-spin-cet $(BUILD)/tokio-neighbour \
-	      $(BUILD)/tokio-paths $(BUILD)/tokio-paths-lto
+	      $(BUILD)/tokio-paths $(BUILD)/tokio-paths-lto $(BUILD)/tokio-neighbour-lto
 CARGO_BUILD = cd $(TOKIO_DIR) && RUSTC=$(RUSTC) RUSTFLAGS="$(TOKIO_RUSTFLAGS)" $(TOKIO_ENV) \
 	      $(CARGO) build --offline --quiet
 
@@ -152,14 +152,18 @@ $(BUILD)/tokio-paths: $(BUILD)/tokio-app
 $(BUILD)/tokio-spin: $(BUILD)/tokio-app
 	$(Q)cp $(BUILD)/cargo/legacy/release/tokio-spin $@
 
-$(BUILD)/tokio-app-lto: $(TOKIO_SRCS) $(TOKIO_DIR)/src/bin/tokio-paths.rs
+$(BUILD)/tokio-app-lto: $(TOKIO_SRCS) $(TOKIO_DIR)/src/bin/tokio-paths.rs \
+			   $(TOKIO_DIR)/src/bin/tokio-neighbour.rs
 	$(call msg,CARGO,$@)
-	$(Q)$(CARGO_BUILD) --profile fat-lto --bin tokio-app --bin tokio-paths \
+	$(Q)$(CARGO_BUILD) --profile fat-lto --bin tokio-app --bin tokio-paths --bin tokio-neighbour \
 		--target-dir $(abspath $(BUILD))/cargo/lto
 	$(Q)cp $(BUILD)/cargo/lto/fat-lto/tokio-app $@
 
 $(BUILD)/tokio-paths-lto: $(BUILD)/tokio-app-lto
 	$(Q)cp $(BUILD)/cargo/lto/fat-lto/tokio-paths $@
+
+$(BUILD)/tokio-neighbour-lto: $(BUILD)/tokio-app-lto
+	$(Q)cp $(BUILD)/cargo/lto/fat-lto/tokio-neighbour $@
 
 $(BUILD)/tokio-app-v0: TOKIO_RUSTFLAGS = -C symbol-mangling-version=v0
 $(BUILD)/tokio-app-v0: $(TOKIO_SRCS)

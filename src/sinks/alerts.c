@@ -214,7 +214,7 @@ static void wall_time(char *buf, size_t size, const struct model *m, uint64_t ts
 
 void alert__json_object(struct outbuf *ob, const struct model *m, const struct alert *a)
 {
-	char buf[512];
+	char buf[1024];
 
 	ob_puts(ob, "{\"schema\":\"asynctraced.alert/1\"");
 	ob_key_u64(ob, ",\"episode\":", a->episode);

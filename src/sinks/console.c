@@ -66,7 +66,7 @@ static void track_open(struct console *c, const struct alert *a)
 static void con_alert(struct sink *s, struct model *m, const struct alert *a)
 {
 	struct console *c = con_of(s);
-	char msg[512], line[600], shown[1800];
+	char msg[1024], line[1100], shown[3300];
 	int fd = fileno(c->o.out);
 
 	track_open(c, a);

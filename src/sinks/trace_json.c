@@ -435,7 +435,7 @@ static void tj_alert(struct sink *s, struct model *m, const struct alert *a)
 {
 	struct trace_json *tj = tj_of(s);
 	struct outbuf *ob = tj->ob;
-	char msg[512], name[AT_TASK_NAME_LEN + 64];
+	char msg[1024], name[AT_TASK_NAME_LEN + 64];
 	bool is_end = a->state == ALERT_END;
 
 	if (!tj->process_named)

@@ -740,7 +740,7 @@ static void tp_event(struct sink *s, struct model *m, const struct at_hdr *ev)
 static void tp_alert(struct sink *s, struct model *m, const struct alert *a)
 {
 	struct trace_proto *tp = tp_of(s);
-	char msg[512], name[AT_TASK_NAME_LEN + 64];
+	char msg[1024], name[AT_TASK_NAME_LEN + 64];
 	bool is_end = a->state == ALERT_END;
 
 	if (!tp->process_uuid)

@@ -343,15 +343,16 @@ class LostWaker(unittest.TestCase):
 class Neighbour(unittest.TestCase):
     """A task wakes another, then blocks its worker for 30 ms: the woken one
     waits in that worker's LIFO slot, which no other worker steals from. The
-    long poll's end names it, and how long it waited."""
+    long poll's end names it, and how long it waited. In the release build
+    and with fat LTO."""
 
     @classmethod
     def setUpClass(cls):
         harness.require_root()
 
-    def check(self, trace):
-        exe = os.path.join(harness.BUILD, "tokio-neighbour")
-        run = traced_tokio_run("", tracer_args=harness.DETECTOR_ARGS, trace=trace, exe=exe)
+    def check(self, trace, variant=""):
+        exe = os.path.join(harness.BUILD, "tokio-neighbour" + variant)
+        run = traced_tokio_run(variant, tracer_args=harness.DETECTOR_ARGS, trace=trace, exe=exe)
         m = re.search(r"rounds=(\d+) woken=(\d+) worst_wait_ms=([\d.]+)", run.executor_stdout)
         self.assertIsNotNone(m, run.describe())
         woken, worst_ms = int(m[2]), float(m[3])
@@ -383,6 +384,9 @@ class Neighbour(unittest.TestCase):
     def test_maps_only(self):
         """The victim's late poll crosses the ring even maps-only."""
         self.check(False)
+
+    def test_fat_lto(self):
+        self.check(False, "-lto")
 
 
 class Attach(unittest.TestCase):
