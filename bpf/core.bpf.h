@@ -1165,8 +1165,10 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
 	if (w) {
 		w->tid = t->tid;
 		queue_set(&w->queue, depth, now);
-		if (t->wake_ts && t->wake_ts <= now)
+		if (t->wake_ts && t->wake_ts <= now) {
 			hist_add(&w->delay, now - t->wake_ts);
+			w->delay_ns += now - t->wake_ts;
+		}
 	}
 	t->spare = 0;
 	if (sched_delay_ns && t->wake_ts && now > t->wake_ts && now - t->wake_ts >= sched_delay_ns)

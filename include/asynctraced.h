@@ -364,6 +364,7 @@ struct at_worker_stats {
 	struct at_hist poll;
 	struct at_hist oncpu;
 	struct at_hist delay;	/* wake to poll */
+	__u64 delay_ns;		/* their sum (the metrics' histogram _sum) */
 };
 
 /*
@@ -725,7 +726,7 @@ AT_PIN_OFF(struct at_queue_stats, ts, 8);
 AT_PIN_OFF(struct at_queue_stats, depth, 16);
 AT_PIN_OFF(struct at_queue_stats, peak, 20);
 
-AT_PIN_SIZE(struct at_worker_stats, 1080);
+AT_PIN_SIZE(struct at_worker_stats, 1088);
 AT_PIN_OFF(struct at_worker_stats, polls, 0);
 AT_PIN_OFF(struct at_worker_stats, busy_ns, 8);
 AT_PIN_OFF(struct at_worker_stats, oncpu_ns, 16);
@@ -743,6 +744,7 @@ AT_PIN_OFF(struct at_worker_stats, queue, 96);
 AT_PIN_OFF(struct at_worker_stats, poll, 120);
 AT_PIN_OFF(struct at_worker_stats, oncpu, 440);
 AT_PIN_OFF(struct at_worker_stats, delay, 760);
+AT_PIN_OFF(struct at_worker_stats, delay_ns, 1080);
 
 AT_PIN_SIZE(struct at_runtime_counts, 64);
 AT_PIN_OFF(struct at_runtime_counts, spawns, 0);

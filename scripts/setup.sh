@@ -13,6 +13,7 @@ libcap-dev libseccomp-dev libcap2-bin
 protobuf-compiler
 systemtap-sdt-dev
 libcmocka-dev
+libmicrohttpd-dev prometheus
 python3
 cargo rustc librust-tokio-dev
 "

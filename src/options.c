@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "metrics.h"
 #include "scan.h"
 #include "util.h"
 
@@ -81,6 +82,7 @@ enum {
 	OPT_SCHED_HOOK,
 	OPT_NO_TRACE,
 	OPT_ALERTS,
+	OPT_METRICS,
 	OPT_SUMMARY,
 	OPT_LIVE,
 	OPT_FORMAT,
@@ -140,6 +142,9 @@ static const struct opt_def {
 	  "maps only: the aggregates, and only the polls the\n"
 	  "detectors must see\n" },
 	{ OPT_ALERTS, "alerts", "FILE", T | C, "also write every alert as a JSON line to FILE\n" },
+	{ OPT_METRICS, "metrics", "[ADDR:]PORT", T,
+	  "serve Prometheus metrics at http://ADDR:PORT/metrics\n"
+	  "(ADDR: 127.0.0.1 unless given; [ADDR] for IPv6)\n" },
 	{ OPT_SUMMARY, "summary", "FORMAT", T | C,
 	  "the report at exit: text (stderr, default) or json\n"
 	  "(stdout)\n" },
@@ -761,6 +766,15 @@ static int take_option(struct options *o, int c, const char *arg)
 	case OPT_ALERTS:
 		o->alerts = arg;
 		return 0;
+	case OPT_METRICS: {
+		char addr[128];
+		uint16_t port;
+
+		if (metrics__parse_listen(arg, addr, sizeof(addr), &port))
+			return bad("--metrics", arg, "PORT, ADDR:PORT or [ADDR]:PORT");
+		o->metrics = arg;
+		return 0;
+	}
 	case OPT_SUMMARY:
 		if (!strcmp(arg, "text"))
 			o->summary = SUMMARY_TEXT;

@@ -59,6 +59,7 @@ struct options {
 	const char *output;	/* trace file (record: the capture), or NULL */
 	enum trace_format format;
 	const char *alerts;	/* JSON lines file, or NULL */
+	const char *metrics;	/* --metrics [ADDR:]PORT, or NULL */
 	bool no_trace;		/* maps only */
 	int live;		/* -1: when stderr is a terminal; 0 off; 1 on */
 	bool quiet;

@@ -211,19 +211,35 @@ static const int allowed[] = {
 	SCMP_SYS(exit_group),
 };
 
+/*
+ * --metrics: libmicrohttpd's thread accepts scrapes on the socket it bound
+ * before the filter, and answers them; it creates no socket and connects
+ * nowhere (socket, connect and bind stay refused).
+ */
+static const int serving[] = {
+	SCMP_SYS(accept), SCMP_SYS(accept4), SCMP_SYS(recvfrom), SCMP_SYS(recvmsg),
+	SCMP_SYS(sendto), SCMP_SYS(sendmsg), SCMP_SYS(writev), SCMP_SYS(shutdown),
+	SCMP_SYS(setsockopt), SCMP_SYS(getsockopt), SCMP_SYS(getsockname), SCMP_SYS(getpeername),
+	SCMP_SYS(fcntl), SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(select), SCMP_SYS(pselect6),
+	SCMP_SYS(epoll_pwait2), SCMP_SYS(eventfd2), SCMP_SYS(getrusage),
+};
+
 /* bpf(2) commands on maps we hold; nothing that loads, creates or attaches. */
 /* reading the maps; freeing the state of a process gone (tracer__forget) */
 static const int bpf_cmds[] = { BPF_MAP_LOOKUP_ELEM, BPF_MAP_LOOKUP_BATCH, BPF_MAP_GET_NEXT_KEY,
 				BPF_MAP_UPDATE_ELEM, BPF_MAP_DELETE_ELEM };
 
 /* Calls allowed only with some arguments: each rule's comment says which. */
-static int build_filter(scmp_filter_ctx ctx)
+static int build_filter(scmp_filter_ctx ctx, unsigned flags)
 {
 	const uint64_t writing = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_PATH;
 	int err = 0;
 
 	for (size_t i = 0; !err && i < sizeof(allowed) / sizeof(allowed[0]); i++)
 		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0);
+	for (size_t i = 0; !err && (flags & SANDBOX_SERVE) && i < sizeof(serving) / sizeof(serving[0]);
+	     i++)
+		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, serving[i], 0);
 	for (size_t i = 0; !err && i < sizeof(bpf_cmds) / sizeof(bpf_cmds[0]); i++)
 		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(bpf), 1,
 				       SCMP_A0(SCMP_CMP_EQ, (uint64_t)bpf_cmds[i]));
@@ -265,7 +281,7 @@ static int build_filter(scmp_filter_ctx ctx)
 	return err;
 }
 
-int sandbox__filter(void)
+int sandbox__filter(unsigned flags)
 {
 #ifdef SET_RETURN
 	const uint32_t deny = SCMP_ACT_TRAP;
@@ -288,7 +304,7 @@ int sandbox__filter(void)
 	/* the detach threads start after the filter; any other thread gets it too */
 	err = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
 	if (!err)
-		err = build_filter(ctx);
+		err = build_filter(ctx, flags);
 	if (!err)
 		err = seccomp_load(ctx);
 #ifdef SET_RETURN

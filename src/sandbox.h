@@ -42,8 +42,11 @@ bool sandbox__privileged(void);
  */
 int sandbox__drop_privileges(uint64_t keep);
 
+/* What the filter lets through besides the loop's own calls. */
+#define SANDBOX_SERVE 1	/* answering HTTP on a socket bound before (--metrics) */
+
 /* The seccomp allowlist, for this thread and every other. 0 or -errno. */
-int sandbox__filter(void);
+int sandbox__filter(unsigned flags);
 
 /* How many calls the filter refused; their names into buf, "openat x2, ...". */
 unsigned long sandbox__refused(char *buf, size_t len);

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "attach.h"
+#include "metrics.h"
 #include "capture.h"
 #include "discover.h"
 #include "examiner.h"
@@ -109,6 +110,8 @@ struct session {
 	size_t ever;			/* processes traced in this session */
 	size_t over_max;		/* processes --max-targets left out */
 	uint64_t stray;			/* records of processes already let go */
+	uint64_t failed;		/* processes found and not traced */
+	struct metrics *metrics;	/* --metrics: the series it serves */
 	uint64_t malformed;		/* records too short to say whose they are */
 	uint64_t dropped;		/* record: records the rings had no room for */
 	uint64_t start;
@@ -304,6 +307,30 @@ static void sample(struct session *s, struct traced *tr, bool tasks, bool show, 
 	sampler__tasks(&tr->sampler, &tr->snap);
 	if (show && !s->cap)
 		pipeline__stats(&tr->pipe, &tr->snap);
+	if (s->metrics) {
+		struct metrics_target mt = {
+			.pid = (uint32_t)tr->target.pid,
+			.comm = tr->target.comm,
+			.runtime = tr->disc.kind == RUNTIME_TOKIO ? "tokio" : "usdt",
+			.snap = &tr->snap,
+			.det = &tr->pipe.detector,
+		};
+
+		metrics__update(s->metrics, &mt);
+	}
+}
+
+/* --metrics: every series rendered anew, for the scrapes to come. */
+static void publish_metrics(struct session *s)
+{
+	struct metrics_self self = {
+		.traced = s->nr,
+		.missed = s->over_max,
+		.attach_failures = s->failed,
+	};
+
+	if (s->metrics)
+		metrics__publish(s->metrics, &self);
 }
 
 static void fill_run_info(struct session *s, struct traced *tr, struct run_info *info,
@@ -535,6 +562,7 @@ static int traced_start(struct session *s, struct traced *tr)
 		else
 			err_msg("cannot trace pid %d (%s): %s\n", tr->target.pid, tr->target.comm,
 				strerror(-err));
+		s->failed++;
 		traced_drop(s, tr);
 		return err;
 	}
@@ -556,6 +584,7 @@ static int traced_start(struct session *s, struct traced *tr)
 		else
 			err_msg("cannot trace pid %d (%s): attaching failed: %s\n", tr->target.pid,
 				tr->target.comm, strerror(-err));
+		s->failed++;
 		traced_drop(s, tr);
 		return err;
 	}
@@ -583,6 +612,8 @@ static void traced_end(struct session *s, struct traced *tr, const char *why, ui
 	} else if (outputs__end(&s->out, &tr->pipe, at, &tr->snap, &info) != EXIT_OK) {
 		s->ret = EXIT_FAIL;
 	}
+	if (s->metrics) /* its final values, until a scrape has seen them */
+		metrics__gone(s->metrics, (uint32_t)tr->target.pid);
 }
 
 /* Processes tr that exited a while ago: ended and let go (the session goes on). */
@@ -757,6 +788,8 @@ static const char *tick(struct session *s, uint64_t now, int ticks)
 		capture_writer__flush(s->cap);
 	}
 	end_exited(s, now);
+	if (ticks % TASK_SAMPLE_TICKS == 0)
+		publish_metrics(s);
 	if (s->follow)
 		look_at_births(s, now);
 	if (s->follow && ticks % SCAN_TICKS == 0)
@@ -911,6 +944,7 @@ static int finish(struct session *s, const char *why)
 	}
 	if (s->cap)
 		return finish_capture(s, why);
+	publish_metrics(s);
 	ret = outputs__close(&s->out);
 	if (s->follow || s->ever > 1 || s->stray || s->malformed)
 		say_totals(s, why);
@@ -978,7 +1012,7 @@ static int confine(struct session *s)
 		return err;
 	}
 	if (!s->o->no_sandbox && !s->follow) {
-		err = sandbox__filter();
+		err = sandbox__filter(s->metrics ? SANDBOX_SERVE : 0);
 		if (err) {
 			err_msg("failed to install the seccomp filter: %s (--no-sandbox runs "
 				"without it)\n",
@@ -1049,6 +1083,12 @@ static int start(struct session *s)
 		}
 	} else {
 		err = outputs__open(&s->out, o, s->follow || o->nr_pids > 1);
+		if (err)
+			goto out;
+	}
+	/* the socket is bound now: the sandbox lets the server answer, not bind */
+	if (o->metrics) {
+		err = metrics__open(&s->metrics, o->metrics);
 		if (err)
 			goto out;
 	}
@@ -1141,6 +1181,7 @@ int session__run(const struct options *o)
 		traced__free(s.targets[i]);
 	free(s.targets);
 	outputs__free(&s.out);
+	metrics__close(s.metrics);
 	capture_writer__free(s.cap);
 	u64map__clear(&s.by_pid);
 	u64map__clear(&s.seen);

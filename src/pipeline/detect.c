@@ -189,6 +189,7 @@ static void end(struct detector *d, struct episode *ep, uint64_t ts, bool ongoin
 	ep->a.state = ALERT_END;
 	ep->a.ts = ts;
 	ep->a.ongoing = ongoing;
+	d->ended[ep->a.kind]++;
 	publish(d, &ep->a);
 	free(ep);
 }

@@ -129,6 +129,7 @@ struct detector {
 	struct detect_opts opts;
 	uint64_t next_episode;
 	uint64_t begun[ALERT_KIND_MAX];	/* episodes per kind */
+	uint64_t ended[ALERT_KIND_MAX];	/* ... over (begun - ended: open now) */
 	struct u64map long_polls;	/* task -> struct episode */
 	struct episode *sched;		/* the runtime's scheduling delay */
 	struct at_poll *pending;	/* late polls not judged yet (see judge_late()) */

@@ -1,0 +1,602 @@
+// SPDX-License-Identifier: MIT
+#include "metrics.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "util.h"
+
+/* The log2 buckets exported as `le` bounds: 2^10 ns (1 µs) to 2^36 ns (69 s), then +Inf. */
+#define BUCKET_FIRST 9
+#define BUCKET_LAST 35
+/* An exited process's series go once a scrape has seen them, or after this long. */
+#define GONE_KEEP_NS (60 * 1000000000ull)
+
+/* One process's latest values, copied out of the session's snapshot. */
+struct series {
+	uint32_t pid;
+	char comm[32];
+	char runtime[16];
+	struct at_runtime_stats rt;
+	struct at_worker_stats *workers;
+	uint32_t nr_workers;
+	struct steal_entry *steals;
+	size_t nr_steals;
+	uint64_t dropped;
+	uint64_t begun[ALERT_KIND_MAX], active[ALERT_KIND_MAX];
+	bool gone;
+	uint64_t gone_at;		/* CLOCK_MONOTONIC */
+	uint64_t gone_scrapes;		/* scrapes answered when it went */
+};
+
+struct metrics {
+	struct MHD_Daemon *daemon;
+	pthread_mutex_t lock;		/* the published texts */
+	char *text, *om;		/* Prometheus text 0.0.4, OpenMetrics 1.0 */
+	size_t text_len, om_len;
+	uint64_t scrapes;		/* atomic */
+	struct series **sets;		/* the session's thread only */
+	size_t nr;
+	int statm;			/* /proc/self/statm, opened before the sandbox */
+};
+
+int metrics__parse_listen(const char *listen, char *addr, size_t addr_len, uint16_t *port)
+{
+	const char *colon, *p;
+	char *end;
+	unsigned long n;
+
+	if (!listen || !*listen)
+		return -EINVAL;
+	if (listen[0] == '[') {
+		const char *close = strchr(listen, ']');
+
+		if (!close || close[1] != ':' || (size_t)(close - listen - 1) >= addr_len)
+			return -EINVAL;
+		snprintf(addr, addr_len, "%.*s", (int)(close - listen - 1), listen + 1);
+		p = close + 2;
+	} else if ((colon = strrchr(listen, ':'))) {
+		if ((size_t)(colon - listen) >= addr_len || colon == listen)
+			return -EINVAL;
+		snprintf(addr, addr_len, "%.*s", (int)(colon - listen), listen);
+		p = colon + 1;
+	} else {
+		snprintf(addr, addr_len, "127.0.0.1");
+		p = listen;
+	}
+	errno = 0;
+	n = strtoul(p, &end, 10);
+	if (errno || *end || end == p || n == 0 || n > 65535 || *p == '-' || *p == '+')
+		return -EINVAL;
+	*port = (uint16_t)n;
+	return 0;
+}
+
+static bool wants_openmetrics(struct MHD_Connection *c)
+{
+	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept");
+
+	return accept && strstr(accept, "application/openmetrics-text");
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
+			     const char *body, size_t len)
+{
+	struct MHD_Response *r =
+		MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+	enum MHD_Result ret;
+
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", type);
+	ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* libmicrohttpd's thread: the latest rendering, copied under the lock. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+				  const char *method, const char *version, const char *upload,
+				  size_t *upload_len, void **con_cls)
+{
+	static const char index[] = "asynctraced: metrics at /metrics\n";
+	static const char not_found[] = "not found: asynctraced serves /metrics\n";
+	struct metrics *m = cls;
+	enum MHD_Result ret;
+	bool om;
+
+	(void)version, (void)upload, (void)upload_len, (void)con_cls;
+	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
+		return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain; charset=utf-8",
+			     "GET /metrics\n", 13);
+	if (!strcmp(url, "/"))
+		return reply(c, MHD_HTTP_OK, "text/plain; charset=utf-8", index,
+			     sizeof(index) - 1);
+	if (strcmp(url, "/metrics"))
+		return reply(c, MHD_HTTP_NOT_FOUND, "text/plain; charset=utf-8", not_found,
+			     sizeof(not_found) - 1);
+	om = wants_openmetrics(c);
+	pthread_mutex_lock(&m->lock);
+	if (om)
+		ret = reply(c, MHD_HTTP_OK, "application/openmetrics-text; version=1.0.0; charset=utf-8",
+			    m->om ? m->om : "# EOF\n", m->om ? m->om_len : 6);
+	else
+		ret = reply(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
+			    m->text ? m->text : "", m->text ? m->text_len : 0);
+	__atomic_add_fetch(&m->scrapes, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&m->lock);
+	return ret;
+}
+
+int metrics__open(struct metrics **out, const char *listen)
+{
+	struct sockaddr_storage sa = { 0 };
+	struct metrics *m;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+	char addr[128];
+	uint16_t port;
+	socklen_t len;
+
+	*out = NULL;
+	if (metrics__parse_listen(listen, addr, sizeof(addr), &port)) {
+		err_msg("--metrics %s: want PORT, ADDR:PORT or [ADDR]:PORT\n", listen);
+		return -EINVAL;
+	}
+	if (inet_pton(AF_INET, addr, &((struct sockaddr_in *)&sa)->sin_addr) == 1) {
+		((struct sockaddr_in *)&sa)->sin_family = AF_INET;
+		((struct sockaddr_in *)&sa)->sin_port = htons(port);
+		len = sizeof(struct sockaddr_in);
+	} else if (inet_pton(AF_INET6, addr, &((struct sockaddr_in6 *)&sa)->sin6_addr) == 1) {
+		((struct sockaddr_in6 *)&sa)->sin6_family = AF_INET6;
+		((struct sockaddr_in6 *)&sa)->sin6_port = htons(port);
+		len = sizeof(struct sockaddr_in6);
+		flags |= MHD_USE_IPv6;
+	} else {
+		err_msg("--metrics %s: %s is not an IPv4 or IPv6 address\n", listen, addr);
+		return -EINVAL;
+	}
+	(void)len;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	pthread_mutex_init(&m->lock, NULL);
+	m->statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	m->daemon = MHD_start_daemon(flags, port, NULL, NULL, on_request, m, MHD_OPTION_SOCK_ADDR,
+				     (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, 32u,
+				     MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+	if (!m->daemon) {
+		err_msg("--metrics %s: cannot listen there (in use, or not this host's "
+			"address)\n",
+			listen);
+		if (m->statm >= 0)
+			close(m->statm);
+		pthread_mutex_destroy(&m->lock);
+		free(m);
+		return -EADDRINUSE;
+	}
+	*out = m;
+	return 0;
+}
+
+static struct series *series_of(struct metrics *m, uint32_t pid, bool create)
+{
+	struct series **sets, *s;
+
+	for (size_t i = 0; i < m->nr; i++)
+		if (m->sets[i]->pid == pid)
+			return m->sets[i];
+	if (!create)
+		return NULL;
+	s = calloc(1, sizeof(*s));
+	sets = s ? realloc(m->sets, (m->nr + 1) * sizeof(*sets)) : NULL;
+	if (!sets) {
+		free(s);
+		return NULL;
+	}
+	m->sets = sets;
+	s->pid = pid;
+	m->sets[m->nr++] = s;
+	return s;
+}
+
+static void series_free(struct series *s)
+{
+	free(s->workers);
+	free(s->steals);
+	free(s);
+}
+
+void metrics__update(struct metrics *m, const struct metrics_target *t)
+{
+	struct series *s = series_of(m, t->pid, true);
+	const struct stats *snap = t->snap;
+	void *w, *st;
+
+	if (!s)
+		return;
+	snprintf(s->comm, sizeof(s->comm), "%s", t->comm);
+	snprintf(s->runtime, sizeof(s->runtime), "%s", t->runtime);
+	s->rt = snap->rt;
+	s->dropped = snap->dropped;
+	w = realloc(s->workers, (snap->nr_workers + 1) * sizeof(*snap->workers));
+	st = realloc(s->steals, (snap->nr_steals + 1) * sizeof(*snap->steals));
+	if (w)
+		s->workers = w;
+	if (st)
+		s->steals = st;
+	if (w && snap->nr_workers) {
+		memcpy(s->workers, snap->workers, snap->nr_workers * sizeof(*snap->workers));
+		s->nr_workers = snap->nr_workers;
+	}
+	if (st && snap->nr_steals) {
+		memcpy(s->steals, snap->steals, snap->nr_steals * sizeof(*snap->steals));
+		s->nr_steals = snap->nr_steals;
+	}
+	for (int k = 0; k < ALERT_KIND_MAX; k++) {
+		s->begun[k] = t->det->begun[k];
+		s->active[k] = t->det->begun[k] - t->det->ended[k];
+	}
+}
+
+void metrics__gone(struct metrics *m, uint32_t pid)
+{
+	struct series *s = series_of(m, pid, false);
+
+	if (!s || s->gone)
+		return;
+	s->gone = true;
+	s->gone_at = now_ns();
+	s->gone_scrapes = metrics__scrapes(m);
+	/* nothing is open any more: the last report ended every episode */
+	memset(s->active, 0, sizeof(s->active));
+}
+
+uint64_t metrics__scrapes(const struct metrics *m)
+{
+	return __atomic_load_n(&m->scrapes, __ATOMIC_RELAXED);
+}
+
+/* ---- rendering -------------------------------------------------------- */
+
+/* A label value, escaped as the text format wants (backslash, quote, newline). */
+static void label_value(FILE *f, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			fputc('\\', f), fputc(*v, f);
+		else if (*v == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*v, f);
+	}
+}
+
+static void process_labels(FILE *f, const struct series *s)
+{
+	fprintf(f, "pid=\"%u\",comm=\"", s->pid);
+	label_value(f, s->comm);
+	fprintf(f, "\",runtime=\"");
+	label_value(f, s->runtime);
+	fputc('"', f);
+}
+
+/*
+ * A family's HELP and TYPE. A counter's samples end in _total; its family
+ * name does too in the text format, and does not in OpenMetrics.
+ */
+static void family(FILE *f, bool om, const char *name, const char *type, const char *help)
+{
+	const char *total = !om && !strcmp(type, "counter") ? "_total" : "";
+
+	fprintf(f, "# HELP asynctraced_%s%s %s\n# TYPE asynctraced_%s%s %s\n", name, total, help,
+		name, total, type);
+}
+
+static double seconds(uint64_t ns)
+{
+	return (double)ns / 1e9;
+}
+
+/* One histogram's series: log2 slots as cumulative `le` buckets. */
+static void histogram(FILE *f, const char *name, const struct series *s, uint32_t worker,
+		      const struct at_hist *h, uint64_t sum_ns)
+{
+	uint64_t cum = 0, count = hist_count(h);
+
+	for (int i = 0; i < AT_HIST_SLOTS; i++) {
+		cum += h->slot[i];
+		if (i < BUCKET_FIRST || i > BUCKET_LAST)
+			continue;
+		/* slot i holds [2^i, 2^(i+1)) ns */
+		fprintf(f, "asynctraced_%s_bucket{", name);
+		process_labels(f, s);
+		fprintf(f, ",worker=\"%u\",le=\"%.9g\"} %llu\n", worker, seconds(2ull << i),
+			(unsigned long long)cum);
+	}
+	fprintf(f, "asynctraced_%s_bucket{", name);
+	process_labels(f, s);
+	fprintf(f, ",worker=\"%u\",le=\"+Inf\"} %llu\n", worker, (unsigned long long)count);
+	fprintf(f, "asynctraced_%s_sum{", name);
+	process_labels(f, s);
+	fprintf(f, ",worker=\"%u\"} %.9g\n", worker, seconds(sum_ns));
+	fprintf(f, "asynctraced_%s_count{", name);
+	process_labels(f, s);
+	fprintf(f, ",worker=\"%u\"} %llu\n", worker, (unsigned long long)count);
+}
+
+/* A worker that has polled, stolen or parked: one the runtime has. */
+static bool worker_seen(const struct at_worker_stats *w)
+{
+	return w->polls || w->steals || w->parks || w->tid;
+}
+
+/* What a worker value is: a field of at_worker_stats, as a number. */
+typedef double (*worker_value)(const struct at_worker_stats *w);
+
+static double w_polls(const struct at_worker_stats *w) { return (double)w->polls; }
+static double w_busy(const struct at_worker_stats *w) { return seconds(w->busy_ns); }
+static double w_oncpu(const struct at_worker_stats *w) { return seconds(w->oncpu_ns); }
+static double w_wakes(const struct at_worker_stats *w) { return (double)w->wakes; }
+static double w_self(const struct at_worker_stats *w) { return (double)w->self_wakes; }
+static double w_parks(const struct at_worker_stats *w) { return (double)w->parks; }
+static double w_park_s(const struct at_worker_stats *w) { return seconds(w->park_ns); }
+static double w_depth(const struct at_worker_stats *w) { return (double)w->queue.depth; }
+static double w_peak(const struct at_worker_stats *w) { return (double)w->queue.peak; }
+
+static void per_worker(FILE *f, bool om, struct series **sets, size_t nr, const char *name,
+		       const char *type, const char *help, worker_value value)
+{
+	bool counter = !strcmp(type, "counter");
+
+	family(f, om, name, type, help);
+	for (size_t i = 0; i < nr; i++)
+		for (uint32_t k = 0; k < sets[i]->nr_workers; k++) {
+			if (!worker_seen(&sets[i]->workers[k]))
+				continue;
+			fprintf(f, "asynctraced_%s%s{", name, counter ? "_total" : "");
+			process_labels(f, sets[i]);
+			fprintf(f, ",worker=\"%u\"} %.9g\n", k, value(&sets[i]->workers[k]));
+		}
+}
+
+/* What a process value is. */
+typedef double (*process_value)(const struct series *s);
+
+static double p_spawns(const struct series *s) { return (double)s->rt.spawns; }
+static double p_completed(const struct series *s) { return (double)s->rt.completed; }
+static double p_outside(const struct series *s) { return (double)s->rt.outside_wakes; }
+static double p_inject(const struct series *s) { return (double)s->rt.inject.depth; }
+static double p_inject_peak(const struct series *s) { return (double)s->rt.inject.peak; }
+static double p_dropped(const struct series *s) { return (double)s->dropped; }
+
+static void per_process(FILE *f, bool om, struct series **sets, size_t nr, const char *name,
+			const char *type, const char *help, process_value value)
+{
+	bool counter = !strcmp(type, "counter");
+
+	family(f, om, name, type, help);
+	for (size_t i = 0; i < nr; i++) {
+		fprintf(f, "asynctraced_%s%s{", name, counter ? "_total" : "");
+		process_labels(f, sets[i]);
+		fprintf(f, "} %.9g\n", value(sets[i]));
+	}
+}
+
+static void histograms(FILE *f, bool om, struct series **sets, size_t nr)
+{
+	static const struct {
+		const char *name, *help;
+	} h[] = {
+		{ "poll_duration_seconds", "Polls by how long they held their worker." },
+		{ "poll_on_cpu_seconds", "Polls by their time on the CPU." },
+		{ "wake_to_poll_delay_seconds", "Polls by the wait from the wake that queued the task." },
+	};
+
+	for (size_t k = 0; k < sizeof(h) / sizeof(h[0]); k++) {
+		family(f, om, h[k].name, "histogram", h[k].help);
+		for (size_t i = 0; i < nr; i++)
+			for (uint32_t w = 0; w < sets[i]->nr_workers; w++) {
+				const struct at_worker_stats *ws = &sets[i]->workers[w];
+
+				if (!worker_seen(ws))
+					continue;
+				if (k == 0)
+					histogram(f, h[k].name, sets[i], w, &ws->poll, ws->busy_ns);
+				else if (k == 1)
+					histogram(f, h[k].name, sets[i], w, &ws->oncpu, ws->oncpu_ns);
+				else
+					histogram(f, h[k].name, sets[i], w, &ws->delay, ws->delay_ns);
+			}
+	}
+}
+
+static void steals(FILE *f, bool om, struct series **sets, size_t nr)
+{
+	family(f, om, "steals", "counter", "Steal operations, by thief and victim worker.");
+	for (size_t i = 0; i < nr; i++)
+		for (size_t k = 0; k < sets[i]->nr_steals; k++) {
+			const struct steal_entry *e = &sets[i]->steals[k];
+			char victim[16];
+
+			if (e->key.victim == AT_WORKER_UNKNOWN)
+				snprintf(victim, sizeof(victim), "unknown");
+			else
+				snprintf(victim, sizeof(victim), "%u", e->key.victim);
+			fprintf(f, "asynctraced_steals_total{");
+			process_labels(f, sets[i]);
+			fprintf(f, ",thief=\"%u\",victim=\"%s\"} %llu\n", e->key.thief, victim,
+				(unsigned long long)e->s.ops);
+		}
+	family(f, om, "stolen_tasks", "counter", "Tasks taken by steals, by thief and victim worker.");
+	for (size_t i = 0; i < nr; i++)
+		for (size_t k = 0; k < sets[i]->nr_steals; k++) {
+			const struct steal_entry *e = &sets[i]->steals[k];
+			char victim[16];
+
+			if (e->key.victim == AT_WORKER_UNKNOWN)
+				snprintf(victim, sizeof(victim), "unknown");
+			else
+				snprintf(victim, sizeof(victim), "%u", e->key.victim);
+			fprintf(f, "asynctraced_stolen_tasks_total{");
+			process_labels(f, sets[i]);
+			fprintf(f, ",thief=\"%u\",victim=\"%s\"} %llu\n", e->key.thief, victim,
+				(unsigned long long)e->s.tasks);
+		}
+}
+
+static void alerts(FILE *f, bool om, struct series **sets, size_t nr)
+{
+	family(f, om, "alerts", "counter", "Alert episodes begun, by kind.");
+	for (size_t i = 0; i < nr; i++)
+		for (int k = ALERT_LONG_POLL; k < ALERT_KIND_MAX; k++) {
+			fprintf(f, "asynctraced_alerts_total{");
+			process_labels(f, sets[i]);
+			fprintf(f, ",kind=\"%s\"} %llu\n", alert_kind_str((enum alert_kind)k),
+				(unsigned long long)sets[i]->begun[k]);
+		}
+	family(f, om, "alerts_active", "gauge", "Alert episodes open now, by kind.");
+	for (size_t i = 0; i < nr; i++)
+		for (int k = ALERT_LONG_POLL; k < ALERT_KIND_MAX; k++) {
+			fprintf(f, "asynctraced_alerts_active{");
+			process_labels(f, sets[i]);
+			fprintf(f, ",kind=\"%s\"} %llu\n", alert_kind_str((enum alert_kind)k),
+				(unsigned long long)sets[i]->active[k]);
+		}
+}
+
+/* The tracer's own: CPU, memory, targets. */
+static void self_metrics(FILE *f, bool om, const struct metrics *m, const struct metrics_self *self)
+{
+	struct rusage ru;
+	char statm[128] = "";
+	long pages = 0, rss = 0;
+	ssize_t n;
+
+	getrusage(RUSAGE_SELF, &ru);
+	if (m->statm >= 0 && (n = pread(m->statm, statm, sizeof(statm) - 1, 0)) > 0) {
+		statm[n] = '\0';
+		sscanf(statm, "%ld %ld", &pages, &rss);
+	}
+	fprintf(f, "# HELP process_cpu_seconds%s asynctraced's own CPU time, user and system.\n"
+		   "# TYPE process_cpu_seconds%s counter\nprocess_cpu_seconds_total %.6f\n",
+		om ? "" : "_total", om ? "" : "_total",
+		(double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+			(double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6);
+	fprintf(f, "# HELP process_resident_memory_bytes asynctraced's resident memory.\n"
+		   "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %lld\n",
+		(long long)rss * sysconf(_SC_PAGESIZE));
+	family(f, om, "targets", "gauge", "Processes traced now.");
+	fprintf(f, "asynctraced_targets %zu\n", self->traced);
+	family(f, om, "targets_missed", "counter", "Processes left out by --max-targets.");
+	fprintf(f, "asynctraced_targets_missed_total %llu\n", (unsigned long long)self->missed);
+	family(f, om, "attach_failures", "counter", "Processes found and not traced.");
+	fprintf(f, "asynctraced_attach_failures_total %llu\n",
+		(unsigned long long)self->attach_failures);
+}
+
+static char *render(struct metrics *m, const struct metrics_self *self, bool om, size_t *len)
+{
+	char *buf = NULL;
+	FILE *f = open_memstream(&buf, len);
+	struct series **s = m->sets;
+	size_t nr = m->nr;
+
+	if (!f)
+		return NULL;
+	per_worker(f, om, s, nr, "polls", "counter", "Polls, by worker.", w_polls);
+	per_worker(f, om, s, nr, "busy_seconds", "counter",
+		   "Time spent in polls (held by a task), by worker.", w_busy);
+	per_worker(f, om, s, nr, "on_cpu_seconds", "counter",
+		   "Time polls spent on the CPU, by worker.", w_oncpu);
+	histograms(f, om, s, nr);
+	per_worker(f, om, s, nr, "wakes", "counter", "Wakes made on the worker's thread.", w_wakes);
+	per_worker(f, om, s, nr, "self_wakes", "counter",
+		   "Wakes of a task by itself (a yield), on the worker's thread.", w_self);
+	per_worker(f, om, s, nr, "parks", "counter", "Times the worker parked (idle).", w_parks);
+	per_worker(f, om, s, nr, "parked_seconds", "counter", "Time the worker spent parked.",
+		   w_park_s);
+	per_worker(f, om, s, nr, "queue_depth", "gauge", "Tasks in the worker's local queue.",
+		   w_depth);
+	per_worker(f, om, s, nr, "queue_depth_max", "gauge",
+		   "The most tasks the worker's local queue held.", w_peak);
+	per_process(f, om, s, nr, "inject_queue_depth", "gauge",
+		    "Tasks in the runtime's injection (global) queue.", p_inject);
+	per_process(f, om, s, nr, "inject_queue_depth_max", "gauge",
+		    "The most tasks the injection queue held.", p_inject_peak);
+	per_process(f, om, s, nr, "tasks_spawned", "counter", "Tasks spawned.", p_spawns);
+	per_process(f, om, s, nr, "tasks_completed", "counter", "Tasks completed.", p_completed);
+	per_process(f, om, s, nr, "outside_wakes", "counter",
+		    "Wakes made by threads that are not workers.", p_outside);
+	steals(f, om, s, nr);
+	alerts(f, om, s, nr);
+	per_process(f, om, s, nr, "dropped_records", "counter",
+		    "Records the ring buffer had no room for (counted, never silent).", p_dropped);
+	self_metrics(f, om, m, self);
+	if (om)
+		fputs("# EOF\n", f);
+	if (fclose(f)) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+void metrics__publish(struct metrics *m, const struct metrics_self *self)
+{
+	uint64_t now = now_ns(), scrapes = metrics__scrapes(m);
+	char *text, *om;
+	size_t text_len = 0, om_len = 0;
+
+	/* an exited process's last values, once a scrape has taken them, go */
+	for (size_t i = m->nr; i-- > 0;) {
+		struct series *s = m->sets[i];
+
+		if (s->gone && (scrapes > s->gone_scrapes + 1 || now > s->gone_at + GONE_KEEP_NS)) {
+			series_free(s);
+			m->sets[i] = m->sets[--m->nr];
+		}
+	}
+	text = render(m, self, false, &text_len);
+	om = render(m, self, true, &om_len);
+	if (!text || !om) {
+		free(text);
+		free(om);
+		return;
+	}
+	pthread_mutex_lock(&m->lock);
+	free(m->text);
+	free(m->om);
+	m->text = text;
+	m->text_len = text_len;
+	m->om = om;
+	m->om_len = om_len;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics__close(struct metrics *m)
+{
+	if (!m)
+		return;
+	MHD_stop_daemon(m->daemon);
+	for (size_t i = 0; i < m->nr; i++)
+		series_free(m->sets[i]);
+	free(m->sets);
+	free(m->text);
+	free(m->om);
+	if (m->statm >= 0)
+		close(m->statm);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}
