@@ -1086,12 +1086,6 @@ static int start(struct session *s)
 		if (err)
 			goto out;
 	}
-	/* the socket is bound now: the sandbox lets the server answer, not bind */
-	if (o->metrics) {
-		err = metrics__open(&s->metrics, o->metrics);
-		if (err)
-			goto out;
-	}
 
 	/* Signals arrive through the loop's epoll; a second one kills (see run). */
 	stop_signal_set(&sigs);
@@ -1099,6 +1093,15 @@ static int start(struct session *s)
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	s->sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
 	signal(SIGPIPE, SIG_IGN);
+	/*
+	 * The server's thread starts with the signals blocked, as every thread
+	 * after this; its socket is bound now: the sandbox lets it answer, not bind.
+	 */
+	if (o->metrics) {
+		err = metrics__open(&s->metrics, o->metrics);
+		if (err)
+			goto out;
+	}
 
 	err = tracer__new(&s->tracer, &topts, on_record, s);
 	if (err) {

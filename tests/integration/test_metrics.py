@@ -1,0 +1,182 @@
+# SPDX-License-Identifier: MIT
+"""--metrics: the Prometheus endpoint, checked by the real tools. promtool
+checks what it serves (text format); a real Prometheus (Debian's package)
+scrapes it on the loopback interface, in OpenMetrics as Prometheus asks,
+and its query API gives back the sample executor's poll count, which must
+be the executor's own; an exited process's final values reach Prometheus
+before its series go."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.parse
+import urllib.request
+
+from tests.integration import harness
+
+PROMETHEUS = "/usr/bin/prometheus"
+PROMTOOL = "/usr/bin/promtool"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url, accept=None, timeout=5):
+    req = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.status, r.headers.get("Content-Type"), r.read().decode()
+
+
+def samples(text, name):
+    """{labels string: value} of one metric's samples in the text format."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            labels, _, value = line.rpartition(" ")
+            out[labels[len(name):]] = float(value)
+    return out
+
+
+class Metrics(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        harness.require_root()
+        for tool in (PROMETHEUS, PROMTOOL):
+            if not os.access(tool, os.X_OK):
+                raise AssertionError(f"{tool} missing: scripts/setup.sh installs prometheus")
+
+    def setUp(self):
+        self.procs = []
+        self.dir = tempfile.mkdtemp(prefix="asynctraced-metrics-")
+
+    def tearDown(self):
+        for p in self.procs:
+            harness.kill(p)
+            p.communicate()
+
+    def start(self, *args, **kw):
+        p = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, **kw)
+        self.procs.append(p)
+        return p
+
+    def tracer(self, port, *args):
+        err = os.path.join(self.dir, "tracer.err")
+        with open(err, "w") as f:
+            p = subprocess.Popen([harness.TRACER, "--metrics", f"127.0.0.1:{port}", "-q",
+                                  "--no-trace", *map(str, args)],
+                                 stdout=subprocess.PIPE, stderr=f, text=True)
+        self.procs.append(p)
+        return p, err
+
+    def test_promtool_checks_what_it_serves(self):
+        """-p (the seccomp filter on): text format and OpenMetrics, a
+        scenario with an alert, every family checked by promtool."""
+        port = free_port()
+        ex = harness.start_executor("noisy", 4)
+        self.procs.append(ex)
+        tr, err = self.tracer(port, "-p", ex.pid, *harness.DETECTOR_ARGS)
+        self.assertTrue(harness.wait_for(lambda: "Ctrl-C to stop" in harness.read(err), 30),
+                        harness.read(err))
+        url = f"http://127.0.0.1:{port}/metrics"
+        # the first rendering comes with the first second's sample
+        self.assertTrue(harness.wait_for(lambda: "asynctraced_polls_total" in get(url)[2], 10))
+        time.sleep(1.5)
+        status, ctype, text = get(url)
+        self.assertEqual(status, 200)
+        self.assertTrue(ctype.startswith("text/plain; version=0.0.4"), ctype)
+        check = subprocess.run([PROMTOOL, "check", "metrics"], input=text,
+                               capture_output=True, text=True)
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr + text)
+        self.assertEqual(check.stdout + check.stderr, "", text)
+        for family in ("asynctraced_polls_total", "asynctraced_poll_duration_seconds_bucket",
+                       "asynctraced_wake_to_poll_delay_seconds_sum",
+                       "asynctraced_queue_depth_max", "asynctraced_steals_total",
+                       "asynctraced_alerts_total", "asynctraced_dropped_records_total",
+                       "process_cpu_seconds_total", "process_resident_memory_bytes",
+                       "asynctraced_targets "):
+            self.assertIn(family, text)
+        alerts = samples(text, "asynctraced_alerts_total")
+        long_poll = [v for k, v in alerts.items() if 'kind="long-poll"' in k]
+        self.assertEqual(long_poll, [1.0], alerts)
+        pid = f'pid="{ex.pid}"'
+        self.assertTrue(all(pid in k for k in samples(text, "asynctraced_polls_total")))
+        status, ctype, om = get(url, "application/openmetrics-text; version=1.0.0")
+        self.assertTrue(ctype.startswith("application/openmetrics-text"), ctype)
+        self.assertTrue(om.endswith("# EOF\n"))
+        self.assertIn("# TYPE asynctraced_polls counter", om)
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            get(f"http://127.0.0.1:{port}/other")
+        self.assertEqual(e.exception.code, 404)
+        ex.communicate(timeout=60)
+        tr.communicate(timeout=60)
+        self.assertEqual(tr.returncode, 0, harness.read(err))
+        self.assertNotIn("refused", harness.read(err))
+
+    def test_prometheus_scrapes_the_executors_own_count(self):
+        """Following the host (the session outlives the executor), scraped
+        every second by Prometheus: the executor's total polls, as Prometheus
+        stored them, are the count the executor printed."""
+        port, prom_port = free_port(), free_port()
+        config = os.path.join(self.dir, "prometheus.yml")
+        with open(config, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n"
+                    "scrape_configs:\n  - job_name: asynctraced\n"
+                    f"    static_configs:\n      - targets: ['127.0.0.1:{port}']\n")
+        prom = self.start(PROMETHEUS, f"--config.file={config}",
+                          f"--storage.tsdb.path={self.dir}/tsdb",
+                          f"--web.listen-address=127.0.0.1:{prom_port}")
+        tr, err = self.tracer(port, "--comm", "^sample-executor$")
+        self.assertTrue(harness.wait_for(lambda: "watching" in harness.read(err), 30),
+                        harness.read(err))
+        ex = harness.start_executor("healthy", 3)
+        self.procs.append(ex)
+        out, _ = ex.communicate(timeout=60)
+        polls = harness.parse_executor(out)["polls"]
+        query = (f"http://127.0.0.1:{prom_port}/api/v1/query?query=" +
+                 urllib.parse.quote(f'sum(max_over_time(asynctraced_polls_total'
+                                    f'{{pid="{ex.pid}"}}[5m]))'))
+
+        def stored():
+            try:
+                res = json.loads(get(query)[2])["data"]["result"]
+            except (OSError, ValueError, KeyError):
+                return None
+            return int(float(res[0]["value"][1])) if res else None
+
+        self.assertTrue(harness.wait_for(lambda: stored() == polls, 30),
+                        f"prometheus has {stored()}, the executor counted {polls}; tracer: "
+                        f"{harness.read(err)}; prometheus: {prom.poll()}")
+        # the exited process's series go once a scrape has seen them
+        self.assertTrue(harness.wait_for(
+            lambda: f'pid="{ex.pid}"' not in get(f"http://127.0.0.1:{port}/metrics")[2], 10))
+        # Prometheus scraped in OpenMetrics, and every scrape went well
+        up = json.loads(get(f"http://127.0.0.1:{prom_port}/api/v1/query?query=up")[2])
+        self.assertEqual(up["data"]["result"][0]["value"][1], "1", up)
+        tr.send_signal(signal.SIGINT)
+        tr.communicate(timeout=60)
+        self.assertEqual(tr.returncode, 0, harness.read(err))
+
+    def test_bad_listen_address(self):
+        for bad in ("", "x", "70000", "1.2.3.4:", "[::1]9000"):
+            r = harness.run_tracer("--metrics", bad, "-p", "1")
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("--metrics", r.stderr)
+
+    def test_port_in_use(self):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            s.listen()
+            port = s.getsockname()[1]
+            ex = harness.start_executor("healthy", 2)
+            self.procs.append(ex)
+            r = harness.run_tracer("--metrics", port, "-p", ex.pid, "-q")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(f"--metrics {port}: cannot listen there", r.stderr)
