@@ -43,7 +43,10 @@ static void raise_fd_limit(void)
 int main(int argc, char **argv)
 {
 	struct options o;
-	int err = options__parse(argc, argv, &o);
+	int err;
+
+	log_init();
+	err = options__parse(argc, argv, &o);
 
 	if (err)
 		return err < 0 ? EXIT_OK : err;

@@ -176,7 +176,7 @@ bool sandbox__say_refused(void)
 	unsigned long n = sandbox__refused(calls, sizeof(calls));
 
 	if (n)
-		err_msg("the sandbox refused %lu system calls (%s): some of the output may be "
+		warn_msg("the sandbox refused %lu system calls (%s): some of the output may be "
 			"missing; --no-sandbox turns the sandbox off\n",
 			n, calls);
 	return n != 0;

@@ -262,7 +262,7 @@ static void say_found(const struct session *s, const struct traced *tr, bool fir
 
 	say_what(s, tr, what, sizeof(what));
 	if (tr->disc.kind == RUNTIME_USDT) {
-		err_msg("%s: %zu asynctrace probes in %s, sched_switch via %s, %s%s\n", what,
+		info_msg("%s: %zu asynctrace probes in %s, sched_switch via %s, %s%s\n", what,
 			tr->disc.nr, tr->disc.sites[0].target_path, tracer__sched_hook(s->tracer),
 			mode_str(s->o), ctrl_c);
 		return;
@@ -274,7 +274,7 @@ static void say_found(const struct session *s, const struct traced *tr, bool fir
 	if (tr->probes.stepped)
 		snprintf(stepped, sizeof(stepped), "; %zu probes single-stepped (-v says why)",
 			 tr->probes.stepped);
-	err_msg("%s: tokio in %s (%s mangling): %zu raw::poll instances "
+	info_msg("%s: tokio in %s (%s mangling): %zu raw::poll instances "
 		"(%zu named by future type%s%s), %zu wake, %zu schedule, %zu spawn, %zu remove, "
 		"%s%s%s%s; sched_switch via %s, %s%s\n",
 		what, tr->disc.tokio.target_path, rt->v0 ? "v0" : "legacy",
@@ -355,7 +355,7 @@ static void report_now(struct session *s)
 
 		if (s->cap) {
 			fill_run_info(s, tr, &info, "still recording", 0);
-			err_msg("recording: %.1f s, %llu records, %.1f MB, %llu dropped\n",
+			info_msg("recording: %.1f s, %llu records, %.1f MB, %llu dropped\n",
 				info.seconds, (unsigned long long)capture_writer__records(s->cap),
 				(double)capture_writer__bytes(s->cap) / 1e6,
 				(unsigned long long)report__dropped(&info));
@@ -650,7 +650,7 @@ static int on_new_process(void *ctx, pid_t pid, const char *comm)
 		traced_drop(s, tr);
 	}
 	if (s->o->verbose)
-		err_msg("looking at pid %d (%s)\n", pid, comm);
+		info_msg("looking at pid %d (%s)\n", pid, comm);
 	return examiner__ask(s->examiner, pid) == -ENOMEM ? -ENOMEM : 0;
 }
 
@@ -679,14 +679,14 @@ static void take_examined(struct session *s)
 	while (examiner__take(s->examiner, &pid, &tr)) {
 		if (!tr) {
 			if (s->o->verbose)
-				err_msg("pid %d: no known runtime, or gone\n", pid);
+				info_msg("pid %d: no known runtime, or gone\n", pid);
 			continue;
 		}
 		if (u64map__get(&s->by_pid, (uint64_t)pid)) {
 			traced__free(tr); /* traced already */
 		} else if (s->nr >= s->max_targets) {
 			s->over_max++;
-			err_msg("pid %d (%s) runs %s, not traced: --max-targets %u processes are "
+			warn_msg("pid %d (%s) runs %s, not traced: --max-targets %u processes are "
 				"traced already%s\n",
 				pid, tr->target.comm,
 				tr->disc.kind == RUNTIME_TOKIO ? "tokio" : "asynctrace probes",
@@ -718,7 +718,7 @@ static void on_birth(void *ctx, pid_t pid)
 	struct session *s = ctx;
 
 	if (s->o->verbose)
-		err_msg("pid %d exec'd, or a process traced forked it\n", pid);
+		info_msg("pid %d exec'd, or a process traced forked it\n", pid);
 	if (s->nr_births == s->cap_births) {
 		size_t cap = s->cap_births ? s->cap_births * 2 : 64;
 		struct birth *b = realloc(s->births, cap * sizeof(*b));
@@ -899,7 +899,7 @@ static int finish_capture(struct session *s, const char *why)
 			 s->targets[0]->target.comm);
 	else
 		snprintf(who, sizeof(who), "%zu processes", s->ever);
-	err_msg("recorded %s for %.2f s, %s: %llu records, %.1f MB in %s; %llu dropped\n", who,
+	info_msg("recorded %s for %.2f s, %s: %llu records, %.1f MB in %s; %llu dropped\n", who,
 		(double)(s->stop - s->start) / 1e9, why,
 		(unsigned long long)capture_writer__records(s->cap),
 		(double)capture_writer__bytes(s->cap) / 1e6, o->output,
@@ -923,7 +923,7 @@ static void say_totals(const struct session *s, const char *why)
 	if (s->malformed && len < sizeof(extra))
 		snprintf(extra + len, sizeof(extra) - len, "; %llu malformed records",
 			 (unsigned long long)s->malformed);
-	err_msg("%zu processes traced in %.2f s, %s%s\n", s->ever,
+	info_msg("%zu processes traced in %.2f s, %s%s\n", s->ever,
 		(double)(s->stop - s->start) / 1e9, why, extra);
 }
 

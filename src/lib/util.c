@@ -4,9 +4,42 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+
+static int journal; /* stderr is the journal */
+
+void log_init(void)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	/* "DEV:INO" of the journal's stream: ours only if stderr is still that file */
+	journal = js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 && !fstat(2, &st) &&
+		  (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+const char *log_prefix(int prio)
+{
+	static const char *const prefixes[] = { "<0>", "<1>", "<2>", "<3>",
+						"<4>", "<5>", "<6>", "<7>" };
+
+	return journal && prio >= 0 && prio < 8 ? prefixes[prio] : "";
+}
+
+void log_msg(int prio, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%sasynctraced: ", log_prefix(prio));
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+}
 
 uint64_t now_ns(void)
 {

@@ -6,8 +6,19 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* A message of ours on stderr. */
-#define err_msg(...) fprintf(stderr, "asynctraced: " __VA_ARGS__)
+/*
+ * Our messages on stderr, "asynctraced: " first. When stderr is the systemd
+ * journal (JOURNAL_STREAM names it: see log_init), each message starts with
+ * its syslog priority, <3> an error, <4> a warning, <6> information, which
+ * journald takes as its level; anywhere else, nothing changes.
+ */
+void log_init(void);
+/* "<N>" under the journal, "" elsewhere: for lines written another way (alerts). */
+const char *log_prefix(int prio);
+void log_msg(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define err_msg(...) log_msg(3, __VA_ARGS__)
+#define warn_msg(...) log_msg(4, __VA_ARGS__)
+#define info_msg(...) log_msg(6, __VA_ARGS__)
 
 uint64_t now_ns(void); /* CLOCK_MONOTONIC: the clock BPF's ktime uses */
 

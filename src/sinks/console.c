@@ -10,6 +10,7 @@
 #include "alerts.h"
 #include "board.h"
 #include "layout.h"
+#include "util.h"
 
 #define LIVE_TOP_TASKS 5
 #define LIVE_OPEN_ALERTS 4
@@ -74,11 +75,14 @@ static void con_alert(struct sink *s, struct model *m, const struct alert *a)
 		return;
 	erase(c);
 	alert__format(msg, sizeof(msg), m, a);
+	/* under the journal: a warning as it begins, a notice as it ends */
 	if (c->o.name_process && *c->o.name_process)
-		snprintf(line, sizeof(line), "asynctraced: %s: pid %u (%s): %s",
+		snprintf(line, sizeof(line), "%sasynctraced: %s: pid %u (%s): %s",
+			 log_prefix(a->state == ALERT_END ? 5 : 4),
 			 a->state == ALERT_END ? "alert end" : "alert", m->pid, m->comm, msg);
 	else
-		snprintf(line, sizeof(line), "asynctraced: %s: %s",
+		snprintf(line, sizeof(line), "%sasynctraced: %s: %s",
+			 log_prefix(a->state == ALERT_END ? 5 : 4),
 			 a->state == ALERT_END ? "alert end" : "alert", msg);
 	/* a task's name comes from the target: no escape sequence of its own
 	 * reaches root's terminal, or a log that is read on one */

@@ -135,10 +135,10 @@ static void say_written(const char *path, uint64_t events)
 	struct stat st;
 
 	if (!strcmp(path, "-") || stat(path, &st) || !S_ISREG(st.st_mode)) {
-		err_msg("wrote %s\n", path);
+		info_msg("wrote %s\n", path);
 		return;
 	}
-	err_msg("wrote %s: %.1f MB, %.0f bytes per event\n", path, (double)st.st_size / 1e6,
+	info_msg("wrote %s: %.1f MB, %.0f bytes per event\n", path, (double)st.st_size / 1e6,
 		events ? (double)st.st_size / (double)events : 0.0);
 }
 

@@ -62,7 +62,7 @@ static int attach_usdt(struct tracer *t, const struct discovery *d, const struct
 			if (err < 0)
 				goto out;
 			if (verbose)
-				err_msg("usdt '%s:%s' in %s: attached already, for every process "
+				info_msg("usdt '%s:%s' in %s: attached already, for every process "
 					"that maps it\n",
 					AT_USDT_PROVIDER, site->name, site->target_path);
 			continue;
@@ -72,7 +72,7 @@ static int attach_usdt(struct tracer *t, const struct discovery *d, const struct
 		if (err == -ENOENT) {
 			/* A probe from a newer ABI than ours: not an error. */
 			if (verbose)
-				err_msg("ignoring unknown probe '%s:%s' in %s\n", AT_USDT_PROVIDER,
+				info_msg("ignoring unknown probe '%s:%s' in %s\n", AT_USDT_PROVIDER,
 					site->name, site->target_path);
 			err = 0;
 			continue;
@@ -87,7 +87,7 @@ static int attach_usdt(struct tracer *t, const struct discovery *d, const struct
 			goto out;
 		}
 		if (verbose)
-			err_msg("attached usdt '%s:%s' in %s (arguments %s%s)\n", AT_USDT_PROVIDER,
+			info_msg("attached usdt '%s:%s' in %s (arguments %s%s)\n", AT_USDT_PROVIDER,
 				site->name, site->target_path,
 				d->specs[site->probe].known ? "fixed at load" : "looked up per hit",
 				pid < 0 ? "; for every process that maps it" : "");
@@ -137,7 +137,7 @@ static void say_site(const struct tokio_binary *tb, enum tokio_kind kind,
 	else
 		snprintf(where, sizeof(where), "%s, single-stepped: %s", p->entry[0] ? p->entry : "?",
 			 p->cheap ? "--probe-at entry" : p->why[0] ? p->why : "not x86-64");
-	err_msg("attaching %s at %s+0x%llx (%s)%s%s\n", tokio_kind_str(kind), tb->target_path,
+	info_msg("attaching %s at %s+0x%llx (%s)%s%s\n", tokio_kind_str(kind), tb->target_path,
 		(unsigned long long)site->offset, where, site->future ? ": " : "",
 		site->future ? site->future : "");
 }
@@ -207,7 +207,7 @@ static int attach_tokio(struct tracer *t, const struct discovery *d,
 		err = o->share(o->share_ctx, d->tokio.path, &owner);
 		if (err <= 0) {
 			if (!err && o->verbose)
-				err_msg("tokio in %s: attached already, for every process that maps "
+				info_msg("tokio in %s: attached already, for every process that maps "
 					"it\n",
 					d->tokio.target_path);
 			return err;

@@ -91,7 +91,7 @@ static int scan_usdt(void *ctx, const char *path, const char *target_path,
 	err = usdt__list(path, AT_USDT_PROVIDER, &probes, &nr);
 	if (err) {
 		if (d->verbose)
-			err_msg("skipping %s: %s\n", target_path, strerror(-err));
+			info_msg("skipping %s: %s\n", target_path, strerror(-err));
 		if (err == -ENOEXEC && d->images)
 			image_cache__note(d->images, path, IMAGE_NO_USDT | IMAGE_NO_TOKIO);
 		return 0;
@@ -148,7 +148,7 @@ static bool stripped_rust(struct discovery *d, const struct target *t)
 		marker = elf_image__rust_marker(&im);
 	elf_image__close(&im);
 	if (marker && d->verbose)
-		err_msg("the executable of pid %d is stripped, and Rust (%s)\n", t->pid, marker);
+		warn_msg("the executable of pid %d is stripped, and Rust (%s)\n", t->pid, marker);
 	return marker != NULL;
 }
 
