@@ -7,6 +7,8 @@
 #   make fuzz            fuzz the capture reader and every parser of target files
 #   make stress          every scenario's alerts, N times in both modes (root; STRESS_N=50)
 #   make soak            two tracers attached for an hour, watched for leaks (root; SOAK_S=3600)
+#   make install         the binary, asynctraced(8), the systemd unit, its options file and
+#                        bash completion (PREFIX=/usr/local, DESTDIR=); make uninstall
 #   make V=1             show full commands;  make BUILD=dir  build elsewhere
 #   make VMLINUX_H=path  compile the BPF code against another vmlinux.h
 
@@ -18,6 +20,15 @@ CC        ?= cc
 CLANG     ?= clang
 BPFTOOL   ?= bpftool
 PYTHON    ?= python3
+SCDOC     ?= scdoc
+
+# make install: where each piece goes (DESTDIR is prepended to every one)
+PREFIX         ?= /usr/local
+SBINDIR        ?= $(PREFIX)/sbin
+MANDIR         ?= $(PREFIX)/share/man
+SYSCONFDIR     ?= /etc
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+BASHCOMPDIR    ?= $(PREFIX)/share/bash-completion/completions
 # Debian's Rust toolchain, whatever else is on PATH: it builds against the
 # tokio sources Debian packages (librust-tokio-dev), offline.
 CARGO     ?= /usr/bin/cargo
@@ -87,7 +98,7 @@ FUZZ_MAX_LEN_tokio_names := 65536
 FUZZ_MAX_LEN_placement   := 65536
 
 .PHONY: all clean test test-unit test-integration demo setup bench tokio fuzz fuzz-regress stress \
-	soak
+	soak install uninstall man
 .DELETE_ON_ERROR:
 # Keep BPF objects: they are worth inspecting with bpftool and llvm-objdump.
 .SECONDARY:
@@ -300,6 +311,38 @@ soak: all tokio
 
 setup:
 	$(Q)scripts/setup.sh
+
+# The man page, from its scdoc source (docs/asynctraced.8.scd).
+man: $(BUILD)/asynctraced.8
+
+$(BUILD)/asynctraced.8: docs/asynctraced.8.scd
+	$(call msg,SCDOC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(SCDOC) < $< > $@
+
+# The service's files, with the paths this install uses.
+$(BUILD)/asynctraced.service: dist/asynctraced.service Makefile
+	$(Q)mkdir -p $(@D)
+	$(Q)sed -e 's|@SBINDIR@|$(SBINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' $< > $@
+
+install: $(BUILD)/asynctraced $(BUILD)/asynctraced.8 $(BUILD)/asynctraced.service
+	$(call msg,INSTALL,$(DESTDIR)$(PREFIX))
+	$(Q)install -D -m 0755 $(BUILD)/asynctraced $(DESTDIR)$(SBINDIR)/asynctraced
+	$(Q)install -D -m 0644 $(BUILD)/asynctraced.8 $(DESTDIR)$(MANDIR)/man8/asynctraced.8
+	$(Q)install -D -m 0644 $(BUILD)/asynctraced.service \
+		$(DESTDIR)$(SYSTEMDUNITDIR)/asynctraced.service
+	$(Q)install -D -m 0644 dist/asynctraced.bash-completion $(DESTDIR)$(BASHCOMPDIR)/asynctraced
+	@# the options file is the administrator's once installed: never overwritten
+	$(Q)[ -e $(DESTDIR)$(SYSCONFDIR)/default/asynctraced ] || \
+		install -D -m 0644 dist/asynctraced.default $(DESTDIR)$(SYSCONFDIR)/default/asynctraced
+
+uninstall:
+	$(call msg,UNINSTALL,$(DESTDIR)$(PREFIX))
+	$(Q)rm -f $(DESTDIR)$(SBINDIR)/asynctraced $(DESTDIR)$(MANDIR)/man8/asynctraced.8 \
+		$(DESTDIR)$(SYSTEMDUNITDIR)/asynctraced.service $(DESTDIR)$(BASHCOMPDIR)/asynctraced
+	@# the options file goes only if it is still the one installed
+	$(Q)! cmp -s dist/asynctraced.default $(DESTDIR)$(SYSCONFDIR)/default/asynctraced || \
+		rm -f $(DESTDIR)$(SYSCONFDIR)/default/asynctraced
 
 clean:
 	$(call msg,CLEAN,$(BUILD))
