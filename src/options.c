@@ -83,6 +83,10 @@ enum {
 	OPT_NO_TRACE,
 	OPT_ALERTS,
 	OPT_METRICS,
+	OPT_FLIGHT,
+	OPT_FLIGHT_SIZE,
+	OPT_DUMP_DIR,
+	OPT_DUMP_DIR_SIZE,
 	OPT_SUMMARY,
 	OPT_LIVE,
 	OPT_FORMAT,
@@ -145,6 +149,19 @@ static const struct opt_def {
 	{ OPT_METRICS, "metrics", "[ADDR:]PORT", T,
 	  "serve Prometheus metrics at http://ADDR:PORT/metrics\n"
 	  "(ADDR: 127.0.0.1 unless given; [ADDR] for IPv6)\n" },
+	{ OPT_FLIGHT, "flight-recorder", "SECONDS", T,
+	  "keep the last SECONDS of every event in memory; when\n"
+	  "an alert begins, and on SIGUSR2, write them (and 2 s\n"
+	  "after) as a Perfetto trace into --dump-dir\n" },
+	{ OPT_FLIGHT_SIZE, "flight-recorder-size", "SIZE", T,
+	  "the flight recorder's memory, the oldest events\n"
+	  "going first (default 256M)\n" },
+	{ OPT_DUMP_DIR, "dump-dir", "DIR", T,
+	  "where the flight recorder writes its dumps (an\n"
+	  "existing directory)\n" },
+	{ OPT_DUMP_DIR_SIZE, "dump-dir-size", "SIZE", T,
+	  "at most this much of dumps in --dump-dir, the oldest\n"
+	  "removed first (default 1G)\n" },
 	{ OPT_SUMMARY, "summary", "FORMAT", T | C,
 	  "the report at exit: text (stderr, default) or json\n"
 	  "(stdout)\n" },
@@ -618,6 +635,19 @@ static int check(struct options *o)
 		err_msg("--empty-programs records nothing: drop -o %s\n", o->output);
 		return EXIT_USAGE;
 	}
+	if (o->flight_ns && !o->dump_dir) {
+		err_msg("--flight-recorder needs --dump-dir DIR: where its dumps go\n");
+		return EXIT_USAGE;
+	}
+	if (!o->flight_ns && (o->dump_dir || o->flight_bytes || o->dump_dir_bytes)) {
+		err_msg("--flight-recorder-size, --dump-dir and --dump-dir-size are the flight "
+			"recorder's: give --flight-recorder SECONDS\n");
+		return EXIT_USAGE;
+	}
+	if (o->flight_ns && o->no_trace) {
+		err_msg("--flight-recorder keeps every event, which --no-trace turns off: drop one\n");
+		return EXIT_USAGE;
+	}
 	if (o->command == CMD_TRACE && o->output && o->no_trace) {
 		err_msg("--no-trace writes no trace: drop -o %s\n", o->output);
 		return EXIT_USAGE;
@@ -765,6 +795,22 @@ static int take_option(struct options *o, int c, const char *arg)
 		return 0;
 	case OPT_ALERTS:
 		o->alerts = arg;
+		return 0;
+	case OPT_FLIGHT:
+		if (parse_duration(arg, 1000000000ull, &o->flight_ns) || !o->flight_ns ||
+		    o->flight_ns > 3600 * 1000000000ull)
+			return bad("--flight-recorder", arg, "seconds, from a fraction to 3600");
+		return 0;
+	case OPT_FLIGHT_SIZE:
+		if (parse_size(arg, &o->flight_bytes) || o->flight_bytes < (4u << 20))
+			return bad("--flight-recorder-size", arg, "a size of 4M or more, e.g. 256M");
+		return 0;
+	case OPT_DUMP_DIR:
+		o->dump_dir = arg;
+		return 0;
+	case OPT_DUMP_DIR_SIZE:
+		if (parse_size(arg, &o->dump_dir_bytes) || o->dump_dir_bytes < (1u << 20))
+			return bad("--dump-dir-size", arg, "a size of 1M or more, e.g. 1G");
 		return 0;
 	case OPT_METRICS: {
 		char addr[128];

@@ -60,6 +60,10 @@ struct options {
 	enum trace_format format;
 	const char *alerts;	/* JSON lines file, or NULL */
 	const char *metrics;	/* --metrics [ADDR:]PORT, or NULL */
+	uint64_t flight_ns;	/* --flight-recorder: its window; 0 none */
+	uint64_t flight_bytes;	/* its memory (0: the default) */
+	const char *dump_dir;
+	uint64_t dump_dir_bytes; /* the dumps' total (0: the default) */
 	bool no_trace;		/* maps only */
 	int live;		/* -1: when stderr is a terminal; 0 off; 1 on */
 	bool quiet;

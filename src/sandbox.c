@@ -232,7 +232,7 @@ static const int bpf_cmds[] = { BPF_MAP_LOOKUP_ELEM, BPF_MAP_LOOKUP_BATCH, BPF_M
 				BPF_MAP_UPDATE_ELEM, BPF_MAP_DELETE_ELEM };
 
 /* Calls allowed only with some arguments: each rule's comment says which. */
-static int build_filter(scmp_filter_ctx ctx, unsigned flags)
+static int build_filter(scmp_filter_ctx ctx, unsigned flags, int dirfd)
 {
 	const uint64_t writing = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_PATH;
 	int err = 0;
@@ -245,6 +245,31 @@ static int build_filter(scmp_filter_ctx ctx, unsigned flags)
 	for (size_t i = 0; !err && i < sizeof(bpf_cmds) / sizeof(bpf_cmds[0]); i++)
 		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(bpf), 1,
 				       SCMP_A0(SCMP_CMP_EQ, (uint64_t)bpf_cmds[i]));
+	/*
+	 * --flight-recorder: its dumps, made, renamed and removed relative to
+	 * the --dump-dir descriptor opened before the filter, and only there;
+	 * reading the directory to keep it under its size
+	 */
+	if (!err && (flags & SANDBOX_DUMPS) && dirfd >= 0) {
+		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
+				       SCMP_A0(SCMP_CMP_EQ, (uint64_t)dirfd));
+		if (!err)
+			err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(renameat), 2,
+					       SCMP_A0(SCMP_CMP_EQ, (uint64_t)dirfd),
+					       SCMP_A2(SCMP_CMP_EQ, (uint64_t)dirfd));
+		if (!err)
+			err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(renameat2), 2,
+					       SCMP_A0(SCMP_CMP_EQ, (uint64_t)dirfd),
+					       SCMP_A2(SCMP_CMP_EQ, (uint64_t)dirfd));
+		if (!err)
+			err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(unlinkat), 1,
+					       SCMP_A0(SCMP_CMP_EQ, (uint64_t)dirfd));
+		if (!err)
+			err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(getdents64), 0);
+		/* fdopendir asks the descriptor's flags (the server asks for its own) */
+		if (!err && !(flags & SANDBOX_SERVE))
+			err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 0);
+	}
 	/* read-only opens: /proc/PID/task/TID/comm, a thread's name */
 	if (!err)
 		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
@@ -283,7 +308,7 @@ static int build_filter(scmp_filter_ctx ctx, unsigned flags)
 	return err;
 }
 
-int sandbox__filter(unsigned flags)
+int sandbox__filter(unsigned flags, int dirfd)
 {
 #ifdef SET_RETURN
 	const uint32_t deny = SCMP_ACT_TRAP;
@@ -306,7 +331,7 @@ int sandbox__filter(unsigned flags)
 	/* the detach threads start after the filter; any other thread gets it too */
 	err = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
 	if (!err)
-		err = build_filter(ctx, flags);
+		err = build_filter(ctx, flags, dirfd);
 	if (!err)
 		err = seccomp_load(ctx);
 #ifdef SET_RETURN

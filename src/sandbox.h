@@ -44,9 +44,10 @@ int sandbox__drop_privileges(uint64_t keep);
 
 /* What the filter lets through besides the loop's own calls. */
 #define SANDBOX_SERVE 1	/* answering HTTP on a socket bound before (--metrics) */
+#define SANDBOX_DUMPS 2	/* files made, renamed, removed in one directory (dirfd: --dump-dir) */
 
 /* The seccomp allowlist, for this thread and every other. 0 or -errno. */
-int sandbox__filter(unsigned flags);
+int sandbox__filter(unsigned flags, int dirfd);
 
 /* How many calls the filter refused; their names into buf, "openat x2, ...". */
 unsigned long sandbox__refused(char *buf, size_t len);

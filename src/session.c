@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "attach.h"
+#include "flight.h"
 #include "metrics.h"
 #include "capture.h"
 #include "discover.h"
@@ -48,6 +49,11 @@
 #define TICK_NS (100 * 1000 * 1000ull)
 /* Ticks between two snapshots of the per-task maps (the live view's pace). */
 #define TASK_SAMPLE_TICKS 10
+/* The flight recorder: after an alert, the window goes on this long; one dump a process this often */
+#define FLIGHT_AFTER_NS (2 * 1000000000ull)
+#define FLIGHT_MIN_GAP_NS (30 * 1000000000ull)
+#define FLIGHT_DEFAULT_BYTES (256ull << 20)
+#define DUMP_DIR_DEFAULT_BYTES (1ull << 30)
 /*
  * Following the host: a process that exec'd (or that a traced one forked) is
  * looked at this long after, once its dynamic loader has mapped its
@@ -112,6 +118,7 @@ struct session {
 	uint64_t stray;			/* records of processes already let go */
 	uint64_t failed;		/* processes found and not traced */
 	struct metrics *metrics;	/* --metrics: the series it serves */
+	struct flight *flight;		/* --flight-recorder */
 	uint64_t malformed;		/* records too short to say whose they are */
 	uint64_t dropped;		/* record: records the rings had no room for */
 	uint64_t start;
@@ -159,6 +166,9 @@ static void traced_record(struct traced *tr, const void *data, size_t size)
 	struct session *s = tr->s;
 
 	if (!s->cap) {
+		/* kept first: an alert this record raises dumps a window holding it */
+		if (s->flight)
+			flight__record(s->flight, data, size);
 		pipeline__push(&tr->pipe, data, size);
 	} else if (model__validate(data, size) < 0) {
 		/* a record whose size lies would throw every later one out of step */
@@ -173,6 +183,36 @@ static struct traced *traced_of(struct session *s, uint32_t pid)
 	if (!s->last || (uint32_t)s->last->target.pid != pid)
 		s->last = u64map__get(&s->by_pid, pid);
 	return s->last;
+}
+
+/* The flight recorder's view of a process: its live model (names, clock). */
+static const struct model *live_model(void *ctx, uint32_t pid)
+{
+	struct traced *tr = u64map__get(&((struct session *)ctx)->by_pid, pid);
+
+	return tr && tr->piped ? &tr->pipe.model : NULL;
+}
+
+/*
+ * An alert of process tr, before the sinks see it: the flight recorder
+ * dumps the window of an episode that begins, and the alert (its BEGIN and
+ * its END) names the file.
+ */
+static void on_alert(void *ctx, struct alert *a)
+{
+	struct traced *tr = ctx;
+	struct session *s = tr->s;
+	char *path;
+
+	if (a->state == ALERT_BEGIN) {
+		if (flight__alert(s->flight, (uint32_t)tr->target.pid, alert_kind_str(a->kind),
+				  a->ts, a->dump, sizeof(a->dump)) &&
+		    (path = strdup(a->dump)) && u64map__set(&tr->dumps, a->episode, path))
+			free(path);
+	} else if ((path = u64map__del(&tr->dumps, a->episode))) {
+		snprintf(a->dump, sizeof(a->dump), "%s", path);
+		free(path);
+	}
 }
 
 /* A ring buffer record: to the process it names. */
@@ -535,6 +575,10 @@ static int traced_start(struct session *s, struct traced *tr)
 	err = pipeline__init(&tr->pipe, (uint32_t)tr->target.pid, tr->target.comm, now_ns(),
 			     &o->detect);
 	tr->piped = true;
+	if (s->flight) {
+		tr->pipe.on_alert = on_alert;
+		tr->pipe.on_alert_ctx = tr;
+	}
 	/* tokio parks a task woken by a poll in that worker's LIFO slot */
 	tr->pipe.detector.lifo_slot = tr->disc.kind == RUNTIME_TOKIO;
 	sampler__init(&tr->sampler, on_sample, tr);
@@ -605,6 +649,8 @@ static void traced_end(struct session *s, struct traced *tr, const char *why, ui
 
 	sample(s, tr, true, false, at);
 	fill_run_info(s, tr, &info, why, at);
+	if (s->flight) /* its dumps still due, while its names are known */
+		flight__tick(s->flight, now_ns(), (uint32_t)tr->target.pid, live_model, s);
 	if (s->cap) {
 		capture__snapshot(s->cap, &tr->snap, info.stats, AT_STAT_NR);
 		capture__process_end(s->cap, (uint32_t)tr->target.pid, at, why);
@@ -760,6 +806,20 @@ static const char *on_signal(struct session *s)
 		report_now(s);
 		return NULL;
 	}
+	if (si.ssi_signo == SIGUSR2) {
+		char path[512];
+
+		if (!s->flight) {
+			info_msg("SIGUSR2: no flight recorder (--flight-recorder SECONDS)\n");
+			return NULL;
+		}
+		for (size_t i = 0; i < s->nr; i++) {
+			flight__request(s->flight, (uint32_t)s->targets[i]->target.pid, now_ns(), path,
+					sizeof(path));
+			info_msg("SIGUSR2: dumping pid %d to %s\n", s->targets[i]->target.pid, path);
+		}
+		return NULL;
+	}
 	if (si.ssi_signo == SIGHUP && s->follow && s->o->alerts) {
 		err = outputs__reopen_alerts(&s->out);
 		if (err)
@@ -788,6 +848,8 @@ static const char *tick(struct session *s, uint64_t now, int ticks)
 		capture_writer__flush(s->cap);
 	}
 	end_exited(s, now);
+	if (s->flight)
+		flight__tick(s->flight, now, 0, live_model, s);
 	if (ticks % TASK_SAMPLE_TICKS == 0)
 		publish_metrics(s);
 	if (s->follow)
@@ -1012,7 +1074,9 @@ static int confine(struct session *s)
 		return err;
 	}
 	if (!s->o->no_sandbox && !s->follow) {
-		err = sandbox__filter(s->metrics ? SANDBOX_SERVE : 0);
+		err = sandbox__filter((s->metrics ? SANDBOX_SERVE : 0) |
+					      (s->flight ? SANDBOX_DUMPS : 0),
+				      flight__dirfd(s->flight));
 		if (err) {
 			err_msg("failed to install the seccomp filter: %s (--no-sandbox runs "
 				"without it)\n",
@@ -1032,7 +1096,7 @@ static int start(struct session *s)
 		.ringbuf_bytes = o->ringbuf_bytes,
 		.task_slots = o->task_slots,
 		.sched_hook = o->sched_hook,
-		.trace_events = !o->no_trace,
+		.trace_events = !o->no_trace, /* the flight recorder keeps them too */
 		.long_poll_ns = o->detect.long_poll_ns,
 		.sched_delay_ns = o->detect.sched_delay_ns,
 		.starve_depth = o->detect.starve_depth,
@@ -1057,6 +1121,22 @@ static int start(struct session *s)
 			err_msg("kernel BTF not found at /sys/kernel/btf/vmlinux: the kernel needs "
 				"CONFIG_DEBUG_INFO_BTF=y, or give --btf FILE\n");
 		return err;
+	}
+	/* its directory first: a bad --dump-dir is said before any process is looked at */
+	if (o->flight_ns) {
+		struct flight_opts fo = {
+			.window_ns = o->flight_ns,
+			.after_ns = FLIGHT_AFTER_NS,
+			.min_gap_ns = FLIGHT_MIN_GAP_NS,
+			.max_bytes = o->flight_bytes ? o->flight_bytes : FLIGHT_DEFAULT_BYTES,
+			.dir_max_bytes = o->dump_dir_bytes ? o->dump_dir_bytes : DUMP_DIR_DEFAULT_BYTES,
+			.dir = o->dump_dir,
+			.detect = o->detect,
+		};
+
+		err = flight__new(&s->flight, &fo);
+		if (err)
+			goto out;
 	}
 	if (s->follow) {
 		err = scan_filter__init(&s->filter, o->comm, o->exclude_comm, o->cgroup, why,
@@ -1090,6 +1170,7 @@ static int start(struct session *s)
 	/* Signals arrive through the loop's epoll; a second one kills (see run). */
 	stop_signal_set(&sigs);
 	sigaddset(&sigs, SIGUSR1);
+	sigaddset(&sigs, SIGUSR2);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	s->sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
 	signal(SIGPIPE, SIG_IGN);
@@ -1185,6 +1266,7 @@ int session__run(const struct options *o)
 	free(s.targets);
 	outputs__free(&s.out);
 	metrics__close(s.metrics);
+	flight__free(s.flight);
 	capture_writer__free(s.cap);
 	u64map__clear(&s.by_pid);
 	u64map__clear(&s.seen);

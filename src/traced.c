@@ -12,6 +12,9 @@
 
 void traced__free(struct traced *tr)
 {
+	uint64_t key;
+	void *val;
+
 	if (!tr)
 		return;
 	if (tr->piped) {
@@ -19,6 +22,9 @@ void traced__free(struct traced *tr)
 		sampler__free(&tr->sampler);
 	}
 	stats__free(&tr->snap);
+	for (size_t i = 0; u64map__next(&tr->dumps, &i, &key, &val);)
+		free(val);
+	u64map__clear(&tr->dumps);
 	free(tr->files);
 	discovery__free(&tr->disc);
 	target__close(&tr->target);

@@ -20,6 +20,7 @@
 #include "sampler.h"
 #include "stats.h"
 #include "target.h"
+#include "u64map.h"
 
 struct session;
 
@@ -34,6 +35,7 @@ struct traced {
 	uint64_t start;		/* its time zero: just before its probes were attached */
 	uint64_t exited;	/* when it was seen to exit; 0 while it runs */
 	bool piped;		/* its pipeline is set up (and freed with it) */
+	struct u64map dumps;	/* flight recorder: alert episode -> its dump's path */
 	uint64_t *files;	/* following the host: the shared files it holds a share of */
 	size_t nr_files;
 };

@@ -118,7 +118,6 @@ const char *outbuf__strerror(int err)
 
 int outbuf__open(struct outbuf **obp, const char *path)
 {
-	struct outbuf *ob;
 	int fd;
 
 	if (strcmp(path, "-") == 0) {
@@ -130,6 +129,13 @@ int outbuf__open(struct outbuf **obp, const char *path)
 		if (fd < 0)
 			return fd;
 	}
+	return outbuf__from_fd(obp, fd);
+}
+
+int outbuf__from_fd(struct outbuf **obp, int fd)
+{
+	struct outbuf *ob;
+
 	ob = malloc(sizeof(*ob));
 	if (!ob) {
 		close(fd);

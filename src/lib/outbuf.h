@@ -27,6 +27,8 @@ int outbuf__open(struct outbuf **ob, const char *path);
  * meanwhile is still judged by outbuf__open.
  */
 int outbuf__check(const char *path);
+/* Writes to fd, a file the caller opened (it is closed with the outbuf). 0 or -ENOMEM. */
+int outbuf__from_fd(struct outbuf **ob, int fd);
 /* What an error of outbuf__open means, for a message. */
 const char *outbuf__strerror(int err);
 /*

@@ -100,6 +100,8 @@ struct alert {
 	/* waker thrash */
 	enum thrash_reason reason;
 	double polls_per_s, wakes_per_s, self_wakes_per_s;
+	/* the flight recorder's dump of the episode's window, if one is written */
+	char dump[256];
 };
 
 struct detect_opts {

@@ -25,7 +25,13 @@ int pipeline__add_sink(struct pipeline *p, struct sink *s)
 static void broadcast_alert(void *ctx, const struct alert *a)
 {
 	struct pipeline *p = ctx;
+	struct alert copy;
 
+	if (p->on_alert) {
+		copy = *a;
+		p->on_alert(p->on_alert_ctx, &copy);
+		a = &copy;
+	}
 	for (int i = 0; i < p->nr_sinks; i++)
 		if (p->sinks[i]->ops->alert)
 			p->sinks[i]->ops->alert(p->sinks[i], &p->model, a);

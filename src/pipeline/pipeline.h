@@ -22,6 +22,9 @@ struct pipeline {
 	struct detector detector;
 	struct sink *sinks[PIPELINE_MAX_SINKS];
 	int nr_sinks;
+	/* sees each alert before the sinks, and may add to it (the flight recorder's dump) */
+	void (*on_alert)(void *ctx, struct alert *a);
+	void *on_alert_ctx;
 };
 
 int pipeline__init(struct pipeline *p, uint32_t pid, const char *comm, uint64_t t0,

@@ -289,6 +289,8 @@ void alert__json_object(struct outbuf *ob, const struct model *m, const struct a
 	case ALERT_KIND_MAX:
 		break;
 	}
+	if (a->dump[0])
+		ob_key_str(ob, ",\"dump\":", a->dump);
 	alert__format(buf, sizeof(buf), m, a);
 	ob_key_str(ob, ",\"message\":", buf);
 	ob_putc(ob, '}');

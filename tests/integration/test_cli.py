@@ -19,7 +19,9 @@ VALUES = {"--pid": "1", "--duration": "1", "--output": "x.json", "--format": "js
           "--thrash-rate": "1", "--lost-waker": "1s", "--episode-gap": "1s",
           "--ringbuf-size": "4K", "--task-slots": "1", "--btf": "vmlinux",
           "--sched-hook": "auto", "--probe-at": "entry", "--comm": "x",
-          "--exclude-comm": "x", "--cgroup": "/x", "--max-targets": "4"}
+          "--exclude-comm": "x", "--cgroup": "/x", "--max-targets": "4",
+          "--metrics": "9464", "--flight-recorder": "5", "--flight-recorder-size": "16M",
+          "--dump-dir": "/tmp", "--dump-dir-size": "1G"}
 # An option's line in a help: "  -p, --pid PID ..." or "      --alerts FILE ..."
 OPTION = re.compile(r"^  (?:-(\w), |    )--([a-z][a-z-]+)", re.M)
 
