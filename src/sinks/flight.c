@@ -41,6 +41,7 @@ struct flight {
 	char dir[256];
 	int dirfd;		/* every file is made, renamed and removed relative to it */
 	struct chunk *oldest, *newest;
+	struct chunk *spare;	/* the last chunk evicted, for the next: no page faults anew */
 	uint64_t bytes;		/* in the chunks */
 	uint64_t newest_ts;
 	struct due *due;
@@ -87,6 +88,7 @@ void flight__free(struct flight *f)
 		f->oldest = c->next;
 		free(c);
 	}
+	free(f->spare);
 	free(f->due);
 	u64map__clear(&f->last_dump);
 	close(f->dirfd);
@@ -114,7 +116,10 @@ static void evict(struct flight *f)
 				return;
 		f->oldest = c->next;
 		f->bytes -= CHUNK_BYTES;
-		free(c);
+		if (f->spare)
+			free(c);
+		else
+			f->spare = c;
 	}
 }
 
@@ -128,9 +133,10 @@ void flight__record(struct flight *f, const void *rec, size_t size)
 		return;
 	memcpy(&h, rec, sizeof(h));
 	if (!c || c->used + need > CHUNK_BYTES - sizeof(*c)) {
-		c = malloc(CHUNK_BYTES);
+		c = f->spare ? f->spare : malloc(CHUNK_BYTES);
 		if (!c)
 			return;
+		f->spare = NULL;
 		c->next = NULL;
 		c->used = 0;
 		c->last_ts = 0;
