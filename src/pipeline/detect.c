@@ -164,7 +164,7 @@ static void publish(struct detector *d, const struct alert *a)
 /* Opens an episode from a filled-in BEGIN alert, and raises it. */
 static struct episode *begin(struct detector *d, struct alert *a)
 {
-	struct episode *ep = malloc(sizeof(*ep));
+	struct episode *ep = calloc(1, sizeof(*ep));
 
 	a->state = ALERT_BEGIN;
 	a->episode = ++d->next_episode;
