@@ -83,6 +83,7 @@ enum {
 	OPT_NO_TRACE,
 	OPT_ALERTS,
 	OPT_METRICS,
+	OPT_METRICS_TASKS,
 	OPT_FLIGHT,
 	OPT_FLIGHT_SIZE,
 	OPT_DUMP_DIR,
@@ -149,6 +150,9 @@ static const struct opt_def {
 	{ OPT_METRICS, "metrics", "[ADDR:]PORT", T,
 	  "serve Prometheus metrics at http://ADDR:PORT/metrics\n"
 	  "(ADDR: 127.0.0.1 unless given; [ADDR] for IPv6)\n" },
+	{ OPT_METRICS_TASKS, "metrics-tasks", "N", T,
+	  "with --metrics: series for each process's N busiest\n"
+	  "tasks too, by id and name (default 0: none)\n" },
 	{ OPT_FLIGHT, "flight-recorder", "SECONDS", T,
 	  "keep the last SECONDS of every event in memory; when\n"
 	  "an alert begins, and on SIGUSR2, write them (and 2 s\n"
@@ -635,6 +639,10 @@ static int check(struct options *o)
 		err_msg("--empty-programs records nothing: drop -o %s\n", o->output);
 		return EXIT_USAGE;
 	}
+	if (o->metrics_tasks && !o->metrics) {
+		err_msg("--metrics-tasks adds to --metrics: give --metrics [ADDR:]PORT\n");
+		return EXIT_USAGE;
+	}
 	if (o->flight_ns && !o->dump_dir) {
 		err_msg("--flight-recorder needs --dump-dir DIR: where its dumps go\n");
 		return EXIT_USAGE;
@@ -795,6 +803,11 @@ static int take_option(struct options *o, int c, const char *arg)
 		return 0;
 	case OPT_ALERTS:
 		o->alerts = arg;
+		return 0;
+	case OPT_METRICS_TASKS:
+		if (parse_int(arg, 0, 1000, &n))
+			return bad("--metrics-tasks", arg, "a number of tasks from 0 to 1000");
+		o->metrics_tasks = (uint32_t)n;
 		return 0;
 	case OPT_FLIGHT:
 		if (parse_duration(arg, 1000000000ull, &o->flight_ns) || !o->flight_ns ||

@@ -60,6 +60,7 @@ struct options {
 	enum trace_format format;
 	const char *alerts;	/* JSON lines file, or NULL */
 	const char *metrics;	/* --metrics [ADDR:]PORT, or NULL */
+	uint32_t metrics_tasks;	/* --metrics-tasks N: series for the N busiest tasks */
 	uint64_t flight_ns;	/* --flight-recorder: its window; 0 none */
 	uint64_t flight_bytes;	/* its memory (0: the default) */
 	const char *dump_dir;

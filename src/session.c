@@ -354,6 +354,8 @@ static void sample(struct session *s, struct traced *tr, bool tasks, bool show, 
 			.runtime = tr->disc.kind == RUNTIME_TOKIO ? "tokio" : "usdt",
 			.snap = &tr->snap,
 			.det = &tr->pipe.detector,
+			.model = &tr->pipe.model,
+			.top_tasks = s->o->metrics_tasks,
 		};
 
 		metrics__update(s->metrics, &mt);

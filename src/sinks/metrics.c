@@ -24,6 +24,13 @@
 /* An exited process's series go once a scrape has seen them, or after this long. */
 #define GONE_KEEP_NS (60 * 1000000000ull)
 
+/* A task's series (--metrics-tasks): one of the busiest. */
+struct task_series {
+	uint64_t id, name_addr;
+	char name[AT_TASK_NAME_LEN];
+	uint64_t polls, poll_ns, oncpu_ns, wakes, self_wakes;
+};
+
 /* One process's latest values, copied out of the session's snapshot. */
 struct series {
 	uint32_t pid;
@@ -36,6 +43,8 @@ struct series {
 	size_t nr_steals;
 	uint64_t dropped;
 	uint64_t begun[ALERT_KIND_MAX], active[ALERT_KIND_MAX];
+	struct task_series *tasks;	/* the busiest, by poll time */
+	size_t nr_tasks;
 	bool gone;
 	uint64_t gone_at;		/* CLOCK_MONOTONIC */
 	uint64_t gone_scrapes;		/* scrapes answered when it went */
@@ -50,6 +59,7 @@ struct metrics {
 	struct series **sets;		/* the session's thread only */
 	size_t nr;
 	int statm;			/* /proc/self/statm, opened before the sandbox */
+	bool top_tasks;			/* some process has task series */
 };
 
 int metrics__parse_listen(const char *listen, char *addr, size_t addr_len, uint16_t *port)
@@ -213,9 +223,48 @@ static struct series *series_of(struct metrics *m, uint32_t pid, bool create)
 
 static void series_free(struct series *s)
 {
+	free(s->tasks);
 	free(s->workers);
 	free(s->steals);
 	free(s);
+}
+
+/* The top_tasks busiest tasks (by poll time) of the snapshot, named. */
+static void take_tasks(struct series *s, const struct metrics_target *t)
+{
+	const struct stats *snap = t->snap;
+	size_t n = 0;
+
+	s->nr_tasks = 0;
+	if (!t->top_tasks || !snap->nr_tasks)
+		return;
+	if (!s->tasks && !(s->tasks = calloc(t->top_tasks, sizeof(*s->tasks))))
+		return;
+	/* a partial selection: keep the n busiest seen so far, sorted */
+	for (size_t i = 0; i < snap->nr_tasks; i++) {
+		const struct task_entry *e = &snap->tasks[i];
+		size_t at = n < t->top_tasks ? n++ : t->top_tasks;
+
+		if (at == t->top_tasks && e->s.poll_ns <= s->tasks[at - 1].poll_ns)
+			continue;
+		if (at == t->top_tasks)
+			at--;
+		for (; at > 0 && s->tasks[at - 1].poll_ns < e->s.poll_ns; at--)
+			s->tasks[at] = s->tasks[at - 1];
+		s->tasks[at] = (struct task_series){
+			.id = e->id,
+			.polls = e->s.polls,
+			.poll_ns = e->s.poll_ns,
+			.oncpu_ns = e->s.oncpu_ns,
+			.wakes = e->s.wakes,
+			.self_wakes = e->s.self_wakes,
+			.name_addr = e->s.name_addr,
+		};
+	}
+	for (size_t i = 0; i < n; i++)
+		model__task_name(t->model, s->tasks[i].id, s->tasks[i].name_addr, s->tasks[i].name,
+				 sizeof(s->tasks[i].name));
+	s->nr_tasks = n;
 }
 
 void metrics__update(struct metrics *m, const struct metrics_target *t)
@@ -248,6 +297,8 @@ void metrics__update(struct metrics *m, const struct metrics_target *t)
 		s->begun[k] = t->det->begun[k];
 		s->active[k] = t->det->begun[k] - t->det->ended[k];
 	}
+	take_tasks(s, t);
+	m->top_tasks |= t->top_tasks > 0;
 }
 
 void metrics__gone(struct metrics *m, uint32_t pid)
@@ -476,6 +527,39 @@ static void alerts(FILE *f, bool om, struct series **sets, size_t nr)
 		}
 }
 
+/* --metrics-tasks: the busiest tasks of each process, by id and name. */
+static void tasks(FILE *f, bool om, struct series **sets, size_t nr)
+{
+	static const struct {
+		const char *name, *help;
+	} fam[] = {
+		{ "task_polls", "Polls of one of the busiest tasks (--metrics-tasks)." },
+		{ "task_poll_seconds", "Time one of the busiest tasks spent in polls." },
+		{ "task_on_cpu_seconds", "Time its polls spent on the CPU." },
+		{ "task_wakes", "Wakes of it by others." },
+		{ "task_self_wakes", "Wakes of it by itself." },
+	};
+
+	for (size_t k = 0; k < sizeof(fam) / sizeof(fam[0]); k++) {
+		family(f, om, fam[k].name, "counter", fam[k].help);
+		for (size_t i = 0; i < nr; i++)
+			for (size_t j = 0; j < sets[i]->nr_tasks; j++) {
+				const struct task_series *t = &sets[i]->tasks[j];
+				double v = k == 0   ? (double)t->polls
+					   : k == 1 ? seconds(t->poll_ns)
+					   : k == 2 ? seconds(t->oncpu_ns)
+					   : k == 3 ? (double)t->wakes
+						    : (double)t->self_wakes;
+
+				fprintf(f, "asynctraced_%s_total{", fam[k].name);
+				process_labels(f, sets[i]);
+				fprintf(f, ",task=\"%llu\",name=\"", (unsigned long long)t->id);
+				label_value(f, t->name);
+				fprintf(f, "\"} %.9g\n", v);
+			}
+	}
+}
+
 /* The tracer's own: CPU, memory, targets. */
 static void self_metrics(FILE *f, bool om, const struct metrics *m, const struct metrics_self *self)
 {
@@ -543,6 +627,8 @@ static char *render(struct metrics *m, const struct metrics_self *self, bool om,
 	alerts(f, om, s, nr);
 	per_process(f, om, s, nr, "dropped_records", "counter",
 		    "Records the ring buffer had no room for (counted, never silent).", p_dropped);
+	if (m->top_tasks)
+		tasks(f, om, s, nr);
 	self_metrics(f, om, m, self);
 	if (om)
 		fputs("# EOF\n", f);

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "detect.h"
+#include "model.h"
 #include "stats.h"
 
 struct metrics;
@@ -28,6 +29,8 @@ struct metrics_target {
 	const char *runtime;		/* "tokio", "usdt" */
 	const struct stats *snap;
 	const struct detector *det;
+	struct model *model;		/* names its tasks */
+	size_t top_tasks;		/* --metrics-tasks: series for this many tasks, the busiest */
 };
 
 /* What asynctraced says of itself. */

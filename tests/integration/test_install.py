@@ -116,7 +116,7 @@ class Install(unittest.TestCase):
         return set(r.stdout.split())
 
     def test_bash_completion(self):
-        self.assertEqual(self.complete("asynctraced --metr"), {"--metrics"})
+        self.assertEqual(self.complete("asynctraced --metr"), {"--metrics", "--metrics-tasks"})
         self.assertEqual(self.complete("asynctraced "), {"trace", "record", "convert", "help"})
         self.assertTrue({"--no-trace", "--no-sandbox"} <= self.complete("asynctraced record --no-"))
         # --metrics is not record's: record's own options only

@@ -82,7 +82,7 @@ class Metrics(unittest.TestCase):
         port = free_port()
         ex = harness.start_executor("noisy", 4)
         self.procs.append(ex)
-        tr, err = self.tracer(port, "-p", ex.pid, *harness.DETECTOR_ARGS)
+        tr, err = self.tracer(port, "-p", ex.pid, "--metrics-tasks", 3, *harness.DETECTOR_ARGS)
         self.assertTrue(harness.wait_for(lambda: "Ctrl-C to stop" in harness.read(err), 30),
                         harness.read(err))
         url = f"http://127.0.0.1:{port}/metrics"
@@ -106,6 +106,10 @@ class Metrics(unittest.TestCase):
         alerts = samples(text, "asynctraced_alerts_total")
         long_poll = [v for k, v in alerts.items() if 'kind="long-poll"' in k]
         self.assertEqual(long_poll, [1.0], alerts)
+        # --metrics-tasks 3: the three busiest tasks, the CPU hog first among them
+        busiest = samples(text, "asynctraced_task_poll_seconds_total")
+        self.assertEqual(len(busiest), 3, busiest)
+        self.assertTrue(any('name="noisy"' in k for k in busiest), busiest)
         pid = f'pid="{ex.pid}"'
         self.assertTrue(all(pid in k for k in samples(text, "asynctraced_polls_total")))
         status, ctype, om = get(url, "application/openmetrics-text; version=1.0.0")
