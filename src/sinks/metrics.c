@@ -473,9 +473,11 @@ static void histograms(FILE *f, bool om, struct series **sets, size_t nr)
 	}
 }
 
-static void steals(FILE *f, bool om, struct series **sets, size_t nr)
+/* Steals by thief and victim: operations, or the tasks they took. */
+static void steal_family(FILE *f, bool om, struct series **sets, size_t nr, const char *name,
+			 const char *help, bool tasks)
 {
-	family(f, om, "steals", "counter", "Steal operations, by thief and victim worker.");
+	family(f, om, name, "counter", help);
 	for (size_t i = 0; i < nr; i++)
 		for (size_t k = 0; k < sets[i]->nr_steals; k++) {
 			const struct steal_entry *e = &sets[i]->steals[k];
@@ -485,45 +487,26 @@ static void steals(FILE *f, bool om, struct series **sets, size_t nr)
 				snprintf(victim, sizeof(victim), "unknown");
 			else
 				snprintf(victim, sizeof(victim), "%u", e->key.victim);
-			fprintf(f, "asynctraced_steals_total{");
+			fprintf(f, "asynctraced_%s_total{", name);
 			process_labels(f, sets[i]);
 			fprintf(f, ",thief=\"%u\",victim=\"%s\"} %llu\n", e->key.thief, victim,
-				(unsigned long long)e->s.ops);
-		}
-	family(f, om, "stolen_tasks", "counter", "Tasks taken by steals, by thief and victim worker.");
-	for (size_t i = 0; i < nr; i++)
-		for (size_t k = 0; k < sets[i]->nr_steals; k++) {
-			const struct steal_entry *e = &sets[i]->steals[k];
-			char victim[16];
-
-			if (e->key.victim == AT_WORKER_UNKNOWN)
-				snprintf(victim, sizeof(victim), "unknown");
-			else
-				snprintf(victim, sizeof(victim), "%u", e->key.victim);
-			fprintf(f, "asynctraced_stolen_tasks_total{");
-			process_labels(f, sets[i]);
-			fprintf(f, ",thief=\"%u\",victim=\"%s\"} %llu\n", e->key.thief, victim,
-				(unsigned long long)e->s.tasks);
+				(unsigned long long)(tasks ? e->s.tasks : e->s.ops));
 		}
 }
 
-static void alerts(FILE *f, bool om, struct series **sets, size_t nr)
+/* Alert episodes by kind: begun so far (a counter), or open now (a gauge). */
+static void alert_family(FILE *f, bool om, struct series **sets, size_t nr, bool open)
 {
-	family(f, om, "alerts", "counter", "Alert episodes begun, by kind.");
+	const char *name = open ? "alerts_active" : "alerts";
+
+	family(f, om, name, open ? "gauge" : "counter",
+	       open ? "Alert episodes open now, by kind." : "Alert episodes begun, by kind.");
 	for (size_t i = 0; i < nr; i++)
 		for (int k = ALERT_LONG_POLL; k < ALERT_KIND_MAX; k++) {
-			fprintf(f, "asynctraced_alerts_total{");
+			fprintf(f, "asynctraced_%s%s{", name, open ? "" : "_total");
 			process_labels(f, sets[i]);
 			fprintf(f, ",kind=\"%s\"} %llu\n", alert_kind_str((enum alert_kind)k),
-				(unsigned long long)sets[i]->begun[k]);
-		}
-	family(f, om, "alerts_active", "gauge", "Alert episodes open now, by kind.");
-	for (size_t i = 0; i < nr; i++)
-		for (int k = ALERT_LONG_POLL; k < ALERT_KIND_MAX; k++) {
-			fprintf(f, "asynctraced_alerts_active{");
-			process_labels(f, sets[i]);
-			fprintf(f, ",kind=\"%s\"} %llu\n", alert_kind_str((enum alert_kind)k),
-				(unsigned long long)sets[i]->active[k]);
+				(unsigned long long)(open ? sets[i]->active[k] : sets[i]->begun[k]));
 		}
 }
 
@@ -623,8 +606,11 @@ static char *render(struct metrics *m, const struct metrics_self *self, bool om,
 	per_process(f, om, s, nr, "tasks_completed", "counter", "Tasks completed.", p_completed);
 	per_process(f, om, s, nr, "outside_wakes", "counter",
 		    "Wakes made by threads that are not workers.", p_outside);
-	steals(f, om, s, nr);
-	alerts(f, om, s, nr);
+	steal_family(f, om, s, nr, "steals", "Steal operations, by thief and victim worker.", false);
+	steal_family(f, om, s, nr, "stolen_tasks", "Tasks taken by steals, by thief and victim worker.",
+		     true);
+	alert_family(f, om, s, nr, false);
+	alert_family(f, om, s, nr, true);
 	per_process(f, om, s, nr, "dropped_records", "counter",
 		    "Records the ring buffer had no room for (counted, never silent).", p_dropped);
 	if (m->top_tasks)
