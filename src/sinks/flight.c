@@ -11,13 +11,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include "outbuf.h"
 #include "pipeline.h"
 #include "trace_proto.h"
 #include "u64map.h"
 #include "util.h"
 
-/* The ring is a list of chunks: the oldest chunk goes first. */
+/*
+ * The ring is a list of chunks, the oldest going first. The chunk being
+ * written is raw; a full one is deflated (zlib's fastest level: records of
+ * one process repeat themselves, and memory is what bounds the window).
+ */
 #define CHUNK_BYTES (1u << 20)
 #define DUMP_PREFIX "asynctraced-"
 #define DUMP_SUFFIX ".pftrace"
@@ -25,8 +31,9 @@
 struct chunk {
 	struct chunk *next;
 	uint64_t last_ts;	/* its newest record */
-	size_t used;
-	uint8_t data[];		/* records, each: u32 size, the record, padded to 8 */
+	size_t used;		/* bytes of records */
+	size_t zlen;		/* deflated: data holds zlen bytes; 0: data holds the records */
+	uint8_t *data;		/* records, each: u32 size, the record, padded to 8 */
 };
 
 struct due {
@@ -41,7 +48,7 @@ struct flight {
 	char dir[256];
 	int dirfd;		/* every file is made, renamed and removed relative to it */
 	struct chunk *oldest, *newest;
-	struct chunk *spare;	/* the last chunk evicted, for the next: no page faults anew */
+	uint8_t *spare;		/* a raw chunk's buffer, for the next: no page faults anew */
 	uint64_t bytes;		/* in the chunks */
 	uint64_t newest_ts;
 	struct due *due;
@@ -86,6 +93,7 @@ void flight__free(struct flight *f)
 		struct chunk *c = f->oldest;
 
 		f->oldest = c->next;
+		free(c->data);
 		free(c);
 	}
 	free(f->spare);
@@ -115,12 +123,27 @@ static void evict(struct flight *f)
 			if (c->last_ts >= f->due[i].from && f->bytes <= f->o.max_bytes)
 				return;
 		f->oldest = c->next;
-		f->bytes -= CHUNK_BYTES;
-		if (f->spare)
-			free(c);
-		else
-			f->spare = c;
+		f->bytes -= c->zlen ? c->zlen : CHUNK_BYTES;
+		free(c->data);
+		free(c);
 	}
+}
+
+/* A full chunk, deflated; its raw buffer kept for the next one. */
+static void deflate_chunk(struct flight *f, struct chunk *c)
+{
+	uLongf len = compressBound(c->used);
+	uint8_t *z = malloc(len);
+
+	if (!z || compress2(z, &len, c->data, c->used, Z_BEST_SPEED) != Z_OK) {
+		free(z);
+		return;
+	}
+	free(f->spare);
+	f->spare = c->data;
+	c->data = realloc(z, len) ?: z;
+	c->zlen = len;
+	f->bytes -= CHUNK_BYTES - len;
 }
 
 void flight__record(struct flight *f, const void *rec, size_t size)
@@ -129,17 +152,21 @@ void flight__record(struct flight *f, const void *rec, size_t size)
 	struct at_hdr h;
 	struct chunk *c = f->newest;
 
-	if (size < sizeof(h) || need > CHUNK_BYTES - sizeof(*c))
+	if (size < sizeof(h) || need > CHUNK_BYTES)
 		return;
 	memcpy(&h, rec, sizeof(h));
-	if (!c || c->used + need > CHUNK_BYTES - sizeof(*c)) {
-		c = f->spare ? f->spare : malloc(CHUNK_BYTES);
+	if (!c || c->used + need > CHUNK_BYTES) {
+		if (c)
+			deflate_chunk(f, c);
+		c = calloc(1, sizeof(*c));
 		if (!c)
 			return;
+		c->data = f->spare ? f->spare : malloc(CHUNK_BYTES);
+		if (!c->data) {
+			free(c);
+			return;
+		}
 		f->spare = NULL;
-		c->next = NULL;
-		c->used = 0;
-		c->last_ts = 0;
 		if (f->newest)
 			f->newest->next = c;
 		else
@@ -224,8 +251,11 @@ void flight__request(struct flight *f, uint32_t pid, uint64_t now, char *path, s
 		 len);
 }
 
-/* The dumps in the directory, oldest first, go until there is room for need more bytes. */
-static void make_room(struct flight *f, uint64_t need)
+/*
+ * The dumps in the directory, oldest first, go until there is room for need
+ * more bytes; keep_newest: never the newest (the one just written).
+ */
+static void make_room(struct flight *f, uint64_t need, bool keep_newest)
 {
 	struct dumpfile {
 		char name[256];
@@ -269,7 +299,7 @@ static void make_room(struct flight *f, uint64_t need)
 			files[j] = files[j - 1];
 			files[j - 1] = t;
 		}
-	for (size_t i = 0; i < nr && total + need > f->o.dir_max_bytes; i++)
+	for (size_t i = 0; i + keep_newest < nr && total + need > f->o.dir_max_bytes; i++)
 		if (!unlinkat(f->dirfd, files[i].name, 0))
 			total -= files[i].size;
 	closedir(d);
@@ -286,6 +316,7 @@ static int copy_name(void *ctx, uint64_t addr, const char *name)
 static int write_dump(struct flight *f, const struct due *d, const struct model *live)
 {
 	char tmp[160];
+	uint8_t *raw;
 	struct pipeline p;
 	struct outbuf *ob;
 	struct sink *sink;
@@ -293,8 +324,8 @@ static int write_dump(struct flight *f, const struct due *d, const struct model 
 	void *val;
 	int err, fd;
 
-	/* an estimate of its size, for the room: the ring's share of the window */
-	make_room(f, f->bytes / 4);
+	/* room for it first (an estimate: the window's share of the ring), then exactly */
+	make_room(f, f->bytes / 2, false);
 	/* written under a name no dump has, then renamed: a dump is whole or absent */
 	snprintf(tmp, sizeof(tmp), ".%s.tmp", d->name);
 	fd = openat(f->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -324,22 +355,32 @@ static int write_dump(struct flight *f, const struct due *d, const struct model 
 		p.model.read_str = live->read_str;
 		p.model.target_ctx = live->target_ctx;
 	}
-	for (const struct chunk *c = f->oldest; c; c = c->next) {
+	raw = malloc(CHUNK_BYTES);
+	for (const struct chunk *c = f->oldest; raw && c; c = c->next) {
+		const uint8_t *data = c->data;
+		uLongf len = CHUNK_BYTES;
+
 		if (c->last_ts < d->from)
 			continue;
+		if (c->zlen) {
+			if (uncompress(raw, &len, c->data, c->zlen) != Z_OK || len != c->used)
+				continue;
+			data = raw;
+		}
 		for (size_t off = 0; off < c->used;) {
 			uint32_t sz;
 			struct at_hdr h;
 
-			memcpy(&sz, c->data + off, sizeof(sz));
-			memcpy(&h, c->data + off + sizeof(sz), sizeof(h));
+			memcpy(&sz, data + off, sizeof(sz));
+			memcpy(&h, data + off + sizeof(sz), sizeof(h));
 			if (h.pid == d->pid && h.ts >= d->from && h.ts <= d->to) {
-				pipeline__push(&p, c->data + off + sizeof(sz), sz);
+				pipeline__push(&p, data + off + sizeof(sz), sz);
 				written++;
 			}
 			off += (sizeof(sz) + sz + 7) & ~(size_t)7;
 		}
 	}
+	free(raw);
 	err = pipeline__finish(&p, d->to);
 	pipeline__free(&p);
 	if (!err)
@@ -353,6 +394,7 @@ static int write_dump(struct flight *f, const struct due *d, const struct model 
 		unlinkat(f->dirfd, tmp, 0);
 		return err;
 	}
+	make_room(f, 0, true);
 	f->dumps++;
 	info_msg("flight recorder: wrote %s/%s (%llu records of pid %u, %.1f s)\n", f->dir,
 		 d->name, (unsigned long long)written, d->pid, (double)(d->to - d->from) / 1e9);
