@@ -176,7 +176,6 @@ static int attach_tokio_kind(struct tracer *t, const struct discovery *d,
 			say_site(tb, kind, site, skip);
 		moved += skip != 0;
 		stepped += !skip && !(site->place.cheap && !site->place.skip);
-		moved += skip != 0;
 		n++;
 	}
 	if (tokio_uprobes[kind].has_entry)
