@@ -451,6 +451,13 @@ static int any(void *ctx, const struct elf_func *f)
 	return 1;
 }
 
+/* Two probed raw::poll instances that name one future (a, itself included). */
+static bool named_alike(const struct tokio_site *a, const struct tokio_site *b)
+{
+	return b->kind == TOKIO_POLL && !b->internal && b->future && a->future &&
+	       !strcmp(a->future, b->future);
+}
+
 /*
  * Every name against every instance: raw::poll<T, S> exists once per future
  * type and scheduler, so a name given to more instances than there are
@@ -466,33 +473,25 @@ static void names_checked(struct tokio_runtime *rt, const struct elf_image *im)
 		struct tokio_site *a = &rt->sites[i];
 		size_t same = 0;
 
-		if (a->kind != TOKIO_POLL || a->internal || !a->future)
+		if (!named_alike(a, a))
 			continue;
-		for (size_t j = 0; j < rt->nr; j++) {
-			const struct tokio_site *b = &rt->sites[j];
-
-			same += b->kind == TOKIO_POLL && !b->internal && b->future &&
-				!strcmp(a->future, b->future);
-		}
+		for (size_t j = 0; j < rt->nr; j++)
+			same += named_alike(a, &rt->sites[j]);
 		if (same <= schedulers)
 			continue;
+		/* a's name last: the others are compared with it */
 		for (size_t j = rt->nr; j-- > i;) {
 			struct tokio_site *b = &rt->sites[j];
 
-			if (b->kind == TOKIO_POLL && b->future && j != i &&
-			    !strcmp(a->future, b->future)) {
+			if (named_alike(a, b)) {
 				free(b->future);
 				b->future = NULL;
 				rt->ambiguous++;
 			}
 		}
-		free(a->future);
-		a->future = NULL;
-		rt->ambiguous++;
 	}
 	for (size_t i = 0; i < rt->nr; i++)
-		rt->named += rt->sites[i].kind == TOKIO_POLL && !rt->sites[i].internal &&
-			     rt->sites[i].future;
+		rt->named += named_alike(&rt->sites[i], &rt->sites[i]);
 }
 
 int tokio__detect_image(const struct elf_image *im, struct tokio_runtime *rt)
