@@ -26,11 +26,11 @@
 #include <unistd.h>
 
 #include "attach.h"
-#include "flight.h"
-#include "metrics.h"
 #include "capture.h"
 #include "discover.h"
 #include "examiner.h"
+#include "flight.h"
+#include "metrics.h"
 #include "options.h"
 #include "outbuf.h"
 #include "outputs.h"
@@ -188,7 +188,7 @@ static struct traced *traced_of(struct session *s, uint32_t pid)
 /* The flight recorder's view of a process: its live model (names, clock). */
 static const struct model *live_model(void *ctx, uint32_t pid)
 {
-	struct traced *tr = u64map__get(&((struct session *)ctx)->by_pid, pid);
+	struct traced *tr = traced_of(ctx, pid);
 
 	return tr && tr->piped ? &tr->pipe.model : NULL;
 }

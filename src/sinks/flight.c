@@ -54,7 +54,6 @@ struct flight {
 	struct due *due;
 	size_t nr_due;
 	struct u64map last_dump;	/* pid -> when its last dump was asked (+1) */
-	uint64_t dumps;
 };
 
 int flight__new(struct flight **out, const struct flight_opts *o)
@@ -306,12 +305,6 @@ static void make_room(struct flight *f, uint64_t need, bool keep_newest)
 	free(files);
 }
 
-static int copy_name(void *ctx, uint64_t addr, const char *name)
-{
-	model__name(ctx, addr, name);
-	return 0;
-}
-
 /* The window of d, replayed into a trace of its own, with the live model's names. */
 static int write_dump(struct flight *f, const struct due *d, const struct model *live)
 {
@@ -349,7 +342,7 @@ static int write_dump(struct flight *f, const struct due *d, const struct model 
 	}
 	if (live) {
 		for (size_t i = 0; u64map__next(&live->names, &i, &key, &val);)
-			copy_name(&p.model, key, val);
+			model__name(&p.model, key, val);
 		p.model.realtime_offset = live->realtime_offset;
 		p.model.thread_comm = live->thread_comm;
 		p.model.read_str = live->read_str;
@@ -395,7 +388,6 @@ static int write_dump(struct flight *f, const struct due *d, const struct model 
 		return err;
 	}
 	make_room(f, 0, true);
-	f->dumps++;
 	info_msg("flight recorder: wrote %s/%s (%llu records of pid %u, %.1f s)\n", f->dir,
 		 d->name, (unsigned long long)written, d->pid, (double)(d->to - d->from) / 1e9);
 	return 0;
@@ -414,14 +406,4 @@ void flight__tick(struct flight *f, uint64_t now, uint32_t pid, flight_live_fn l
 		write_dump(f, &d, live(ctx, d.pid));
 	}
 	evict(f);
-}
-
-uint64_t flight__bytes(const struct flight *f)
-{
-	return f->bytes;
-}
-
-uint64_t flight__dumps(const struct flight *f)
-{
-	return f->dumps;
 }

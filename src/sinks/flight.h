@@ -55,8 +55,5 @@ void flight__request(struct flight *f, uint32_t pid, uint64_t now, char *path, s
  */
 typedef const struct model *(*flight_live_fn)(void *ctx, uint32_t pid);
 void flight__tick(struct flight *f, uint64_t now, uint32_t pid, flight_live_fn live, void *ctx);
-/* What the ring holds now, and the dumps written so far. */
-uint64_t flight__bytes(const struct flight *f);
-uint64_t flight__dumps(const struct flight *f);
 
 #endif
