@@ -301,6 +301,12 @@ void metrics__update(struct metrics *m, const struct metrics_target *t)
 	m->top_tasks |= t->top_tasks > 0;
 }
 
+/* Scrapes answered so far. */
+static uint64_t scrapes_so_far(const struct metrics *m)
+{
+	return __atomic_load_n(&m->scrapes, __ATOMIC_RELAXED);
+}
+
 void metrics__gone(struct metrics *m, uint32_t pid)
 {
 	struct series *s = series_of(m, pid, false);
@@ -309,14 +315,9 @@ void metrics__gone(struct metrics *m, uint32_t pid)
 		return;
 	s->gone = true;
 	s->gone_at = now_ns();
-	s->gone_scrapes = metrics__scrapes(m);
+	s->gone_scrapes = scrapes_so_far(m);
 	/* nothing is open any more: the last report ended every episode */
 	memset(s->active, 0, sizeof(s->active));
-}
-
-uint64_t metrics__scrapes(const struct metrics *m)
-{
-	return __atomic_load_n(&m->scrapes, __ATOMIC_RELAXED);
 }
 
 /* ---- rendering -------------------------------------------------------- */
@@ -511,16 +512,23 @@ static void alert_family(FILE *f, bool om, struct series **sets, size_t nr, bool
 }
 
 /* --metrics-tasks: the busiest tasks of each process, by id and name. */
+static double t_polls(const struct task_series *t) { return (double)t->polls; }
+static double t_poll_s(const struct task_series *t) { return seconds(t->poll_ns); }
+static double t_oncpu_s(const struct task_series *t) { return seconds(t->oncpu_ns); }
+static double t_wakes(const struct task_series *t) { return (double)t->wakes; }
+static double t_self(const struct task_series *t) { return (double)t->self_wakes; }
+
 static void tasks(FILE *f, bool om, struct series **sets, size_t nr)
 {
 	static const struct {
 		const char *name, *help;
+		double (*value)(const struct task_series *t);
 	} fam[] = {
-		{ "task_polls", "Polls of one of the busiest tasks (--metrics-tasks)." },
-		{ "task_poll_seconds", "Time one of the busiest tasks spent in polls." },
-		{ "task_on_cpu_seconds", "Time its polls spent on the CPU." },
-		{ "task_wakes", "Wakes of it by others." },
-		{ "task_self_wakes", "Wakes of it by itself." },
+		{ "task_polls", "Polls of one of the busiest tasks (--metrics-tasks).", t_polls },
+		{ "task_poll_seconds", "Time one of the busiest tasks spent in polls.", t_poll_s },
+		{ "task_on_cpu_seconds", "Time its polls spent on the CPU.", t_oncpu_s },
+		{ "task_wakes", "Wakes of it by others.", t_wakes },
+		{ "task_self_wakes", "Wakes of it by itself.", t_self },
 	};
 
 	for (size_t k = 0; k < sizeof(fam) / sizeof(fam[0]); k++) {
@@ -528,17 +536,12 @@ static void tasks(FILE *f, bool om, struct series **sets, size_t nr)
 		for (size_t i = 0; i < nr; i++)
 			for (size_t j = 0; j < sets[i]->nr_tasks; j++) {
 				const struct task_series *t = &sets[i]->tasks[j];
-				double v = k == 0   ? (double)t->polls
-					   : k == 1 ? seconds(t->poll_ns)
-					   : k == 2 ? seconds(t->oncpu_ns)
-					   : k == 3 ? (double)t->wakes
-						    : (double)t->self_wakes;
 
 				fprintf(f, "asynctraced_%s_total{", fam[k].name);
 				process_labels(f, sets[i]);
 				fprintf(f, ",task=\"%llu\",name=\"", (unsigned long long)t->id);
 				label_value(f, t->name);
-				fprintf(f, "\"} %.9g\n", v);
+				fprintf(f, "\"} %.9g\n", fam[k].value(t));
 			}
 	}
 }
@@ -627,7 +630,7 @@ static char *render(struct metrics *m, const struct metrics_self *self, bool om,
 
 void metrics__publish(struct metrics *m, const struct metrics_self *self)
 {
-	uint64_t now = now_ns(), scrapes = metrics__scrapes(m);
+	uint64_t now = now_ns(), scrapes = scrapes_so_far(m);
 	char *text, *om;
 	size_t text_len = 0, om_len = 0;
 

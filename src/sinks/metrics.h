@@ -54,8 +54,6 @@ void metrics__update(struct metrics *m, const struct metrics_target *t);
 void metrics__gone(struct metrics *m, uint32_t pid);
 /* Renders every series for the scrapes to come. */
 void metrics__publish(struct metrics *m, const struct metrics_self *self);
-/* Scrapes answered so far. */
-uint64_t metrics__scrapes(const struct metrics *m);
 void metrics__close(struct metrics *m);
 
 /* Parses [ADDR:]PORT (for the option parser): 0, or -EINVAL. */
