@@ -220,6 +220,10 @@ struct capture_writer {
 	struct u64map names;	/* (pid, address) already named */
 	struct u64map threads;	/* tids already named */
 	bool begun;		/* the file header is written */
+	bool store;		/* chunks go out as they are */
+	bool zready;		/* z is initialised */
+	z_stream z;
+	uint8_t *zbuf;		/* a chunk deflated; CAPTURE_CHUNK_BYTES: larger is stored */
 };
 
 /* A name's key: its process and its address (two processes map the same addresses). */
@@ -228,19 +232,53 @@ static uint64_t name_key(uint32_t pid, uint64_t addr)
 	return (addr ^ (uint64_t)pid * AT_HASH_MULT) | 1ull << 63;
 }
 
+/*
+ * The open chunk deflated into w->zbuf: its length, or 0 when deflating
+ * does not make it smaller (or cannot run): then it is stored as it is.
+ */
+static uint32_t deflate_chunk(struct capture_writer *w)
+{
+	if (w->store)
+		return 0;
+	if (!w->zready) {
+		w->zbuf = malloc(CAPTURE_CHUNK_BYTES);
+		if (!w->zbuf || deflateInit2(&w->z, Z_BEST_SPEED, Z_DEFLATED, -MAX_WBITS, 8,
+					     Z_DEFAULT_STRATEGY) != Z_OK) {
+			w->store = true;
+			return 0;
+		}
+		w->zready = true;
+	} else if (deflateReset(&w->z) != Z_OK) {
+		return 0;
+	}
+	w->z.next_in = w->chunk;
+	w->z.avail_in = w->chunk_len;
+	w->z.next_out = w->zbuf;
+	w->z.avail_out = w->chunk_len - 1;
+	if (deflate(&w->z, Z_FINISH) != Z_STREAM_END)
+		return 0; /* it did not fit in fewer bytes than the records */
+	return (uint32_t)w->z.total_out;
+}
+
 /* Closes the open chunk: its header, checksums, and records go to the file. */
 static void seal(struct capture_writer *w)
 {
+	const uint8_t *data;
 	struct cap_chunk c;
+	uint32_t zlen;
 
 	if (!w->chunk_len)
 		return;
-	c.size = w->chunk_len;
+	zlen = deflate_chunk(w);
+	data = zlen ? w->zbuf : w->chunk;
+	c.size = zlen ? zlen : w->chunk_len;
 	c.records = w->chunk_records;
-	c.crc = crc(w->chunk, w->chunk_len);
+	c.raw_size = w->chunk_len;
+	c.encoding = zlen ? CAP_CHUNK_DEFLATE : CAP_CHUNK_STORED;
+	c.crc = crc(data, c.size);
 	c.hdr_crc = crc(&c, offsetof(struct cap_chunk, hdr_crc));
 	ob_write(w->ob, &c, sizeof(c));
-	ob_write(w->ob, w->chunk, w->chunk_len);
+	ob_write(w->ob, data, c.size);
 	w->chunk_len = 0;
 	w->chunk_records = 0;
 }
@@ -289,6 +327,11 @@ int capture_writer__open(struct capture_writer **wp, const char *path)
 	u64map__init(&w->threads);
 	*wp = w;
 	return 0;
+}
+
+void capture_writer__store(struct capture_writer *w)
+{
+	w->store = true;
 }
 
 void capture__begin(struct capture_writer *w, const struct cap_process *proc)
@@ -476,6 +519,9 @@ void capture_writer__free(struct capture_writer *w)
 	outbuf__free(w->ob);
 	u64map__clear(&w->names);
 	u64map__clear(&w->threads);
+	if (w->zready)
+		deflateEnd(&w->z);
+	free(w->zbuf);
 	free(w->chunk);
 	free(w);
 }
@@ -485,9 +531,12 @@ void capture_writer__free(struct capture_writer *w)
 struct capture_reader {
 	const uint8_t *data;
 	size_t size;
-	size_t off;		/* the next record, or chunk header at chunk_end */
-	size_t chunk_end;	/* where the records of the current chunk end */
-	size_t chunk_off;	/* where its header starts */
+	size_t off;		/* in data: the next chunk's header */
+	size_t chunk_off;	/* the current chunk's header */
+	/* the current chunk's records: in data, or inflated into zbuf */
+	const uint8_t *recs;
+	size_t pos;		/* the next record in recs */
+	size_t end;		/* where the chunk's records end in recs */
 	uint32_t chunk_left;	/* records it still holds */
 	uint32_t version;
 	void *map;		/* the mmap'd file, if any */
@@ -497,7 +546,10 @@ struct capture_reader {
 	bool ended;
 	struct cap_process proc;
 	struct u64map pids;	/* version 4: the processes begun, each once */
-	char error[192];
+	z_stream z;		/* inflates deflated chunks (version 5) */
+	bool zready;
+	uint8_t *zbuf;		/* CAPTURE_CHUNK_MAX bytes, once a chunk is deflated */
+	char error[224];
 	/* records at an odd offset are copied here, aligned; older versions' widened */
 	uint64_t aligned[(65536 + CAPTURE_V2_GROWTH) / sizeof(uint64_t)];
 	/* an old version's record, as this version's */
@@ -517,22 +569,28 @@ static int fail(char *buf, size_t len, int err, const char *fmt, ...)
 	return err;
 }
 
-static int error_at(struct capture_reader *r, size_t off, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+/*
+ * Damage in a record: where it starts in the file, or, in a deflated chunk,
+ * where the chunk does and how far into its records the record is.
+ */
+static int reader_error(struct capture_reader *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
-static int error_at(struct capture_reader *r, size_t off, const char *fmt, ...)
+static int reader_error(struct capture_reader *r, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
 
-	n = snprintf(r->error, sizeof(r->error), "at byte %zu: ", off);
+	if (r->recs == r->data)
+		n = snprintf(r->error, sizeof(r->error), "at byte %zu: ", r->pos);
+	else
+		n = snprintf(r->error, sizeof(r->error), "at byte %zu (%zu bytes into the "
+			     "chunk's inflated records): ", r->chunk_off, r->pos);
 	va_start(ap, fmt);
 	vsnprintf(r->error + n, sizeof(r->error) - (size_t)n, fmt, ap);
 	va_end(ap);
 	return -EINVAL;
 }
-
-#define reader_error(r, ...) error_at(r, (r)->off, __VA_ARGS__)
 
 /* Is a record of a capture kind whole and consistent? NULL, or what is wrong. */
 static const char *check_record(const struct at_hdr *h)
@@ -571,13 +629,13 @@ static const char *check_process(struct capture_reader *r, const struct at_hdr *
 }
 
 /*
- * Gives back the pages of the map already read (all but the one the current
- * record starts in): a long capture converts in the memory of a short one.
+ * Gives back the pages of the map before the current chunk: a long capture
+ * converts in the memory of a short one.
  */
 static void release(struct capture_reader *r)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	size_t upto = (r->off - 65536) & ~(page - 1);
+	size_t upto = r->chunk_off & ~(page - 1);
 
 	if (upto <= r->released)
 		return;
@@ -585,37 +643,105 @@ static void release(struct capture_reader *r)
 	r->released = upto;
 }
 
+/* A chunk's header, as this version writes it, from any version's. */
+static size_t chunk_header(const struct capture_reader *r, const uint8_t *p, struct cap_chunk *c,
+			   uint32_t *hdr_sum)
+{
+	struct cap_chunk_v2 old;
+
+	if (r->version >= 5) {
+		memcpy(c, p, sizeof(*c));
+		*hdr_sum = crc(c, offsetof(struct cap_chunk, hdr_crc));
+		return sizeof(*c);
+	}
+	memcpy(&old, p, sizeof(old));
+	*hdr_sum = crc(&old, offsetof(struct cap_chunk_v2, hdr_crc));
+	c->size = c->raw_size = old.size;
+	c->records = old.records;
+	c->encoding = CAP_CHUNK_STORED;
+	c->crc = old.crc;
+	c->hdr_crc = old.hdr_crc;
+	return sizeof(old);
+}
+
+/* A deflated chunk's records into r->zbuf: NULL, or what is wrong. */
+static const char *inflate_chunk(struct capture_reader *r, const uint8_t *in,
+				 const struct cap_chunk *c)
+{
+	int ret;
+
+	if (!r->zready) {
+		r->zbuf = malloc(CAPTURE_CHUNK_MAX);
+		if (!r->zbuf || inflateInit2(&r->z, -MAX_WBITS) != Z_OK)
+			return "out of memory";
+		r->zready = true;
+	} else if (inflateReset(&r->z) != Z_OK) {
+		return "out of memory";
+	}
+	r->z.next_in = (uint8_t *)in;
+	r->z.avail_in = c->size;
+	r->z.next_out = r->zbuf;
+	r->z.avail_out = c->raw_size;
+	ret = inflate(&r->z, Z_FINISH);
+	if (ret != Z_STREAM_END || r->z.total_out != c->raw_size || r->z.avail_in)
+		return "a deflated chunk that does not inflate to its records";
+	return NULL;
+}
+
 /*
  * Opens the chunk at r->off: its header must be whole and check, its
- * records all there and pass their checksum, before any of them is read.
+ * records all there and pass their checksum (and inflate, when deflated),
+ * before any of them is read.
  */
 static int next_chunk(struct capture_reader *r)
 {
-	size_t left = r->size - r->off;
+	size_t left = r->size - r->off, head = r->version >= 5 ? sizeof(struct cap_chunk)
+								: sizeof(struct cap_chunk_v2);
+	size_t hdr_size = r->version < 3 ? CAPTURE_V2_HDR_SIZE : sizeof(struct at_hdr);
+	const uint8_t *stored;
 	struct cap_chunk c;
 	uint32_t sum;
+	const char *why;
 
-	if (left < sizeof(c))
+	r->chunk_off = r->pos = r->off;
+	r->recs = r->data;
+	if (left < head)
 		return reader_error(r, "cut in the middle of a chunk header");
-	memcpy(&c, r->data + r->off, sizeof(c));
-	if (crc(&c, offsetof(struct cap_chunk, hdr_crc)) != c.hdr_crc)
+	chunk_header(r, r->data + r->off, &c, &sum);
+	if (sum != c.hdr_crc)
 		return reader_error(r, "a damaged chunk header (it fails its checksum)");
-	if (!c.size || c.size > CAPTURE_CHUNK_MAX || !c.records ||
-	    c.records > c.size / (r->version < 3 ? CAPTURE_V2_HDR_SIZE : sizeof(struct at_hdr)))
+	if (!c.raw_size || c.raw_size > CAPTURE_CHUNK_MAX || !c.records ||
+	    c.records > c.raw_size / hdr_size || !c.size ||
+	    (c.encoding == CAP_CHUNK_STORED && c.size != c.raw_size) ||
+	    (c.encoding == CAP_CHUNK_DEFLATE && c.size > CAPTURE_CHUNK_MAX))
 		return reader_error(r, "a chunk header that cannot be right (%u bytes, %u records)",
 				    c.size, c.records);
-	if (c.size > left - sizeof(c))
+	if (c.encoding > CAP_CHUNK_DEFLATE)
+		return reader_error(r, "a chunk in an encoding this asynctraced does not know "
+				    "(%u): convert it with a newer asynctraced", c.encoding);
+	if (c.size > left - head)
 		return reader_error(r, "cut in the middle of a %u-byte chunk (%zu bytes of it "
 				       "written): its records are lost",
-				    c.size, left - sizeof(c));
-	sum = crc(r->data + r->off + sizeof(c), c.size);
+				    c.size, left - head);
+	stored = r->data + r->off + head;
+	sum = crc(stored, c.size);
 	if (sum != c.crc)
 		return reader_error(r, "a chunk of %u records in %u bytes fails its checksum "
 				       "(CRC-32 %08x, written %08x): none of them is converted",
 				    c.records, c.size, sum, c.crc);
-	r->chunk_off = r->off;
-	r->off += sizeof(c);
-	r->chunk_end = r->off + c.size;
+	if (c.encoding == CAP_CHUNK_DEFLATE) {
+		why = inflate_chunk(r, stored, &c);
+		if (why)
+			return reader_error(r, "%s (%u records in %u bytes, %u deflated): none of "
+					    "them is converted", why, c.records, c.raw_size, c.size);
+		r->recs = r->zbuf;
+		r->pos = 0;
+		r->end = c.raw_size;
+	} else {
+		r->pos = r->off + head;
+		r->end = r->pos + c.size;
+	}
+	r->off += head + c.size;
 	r->chunk_left = c.records;
 	return 0;
 }
@@ -631,23 +757,30 @@ int capture_reader__next(struct capture_reader *r, const struct at_hdr **rec, si
 	int err;
 
 	if (r->ended) {
-		if (r->off < r->size)
-			return reader_error(r, "%zu bytes after the end record", r->size - r->off);
+		left = r->end - r->pos + r->size - r->off;
+		if (left)
+			return reader_error(r, "%zu bytes after the end record", left);
 		return 0;
 	}
-	if (r->off == r->chunk_end) {
-		if (r->chunk_left)
-			return error_at(r, r->chunk_off, "a chunk that holds fewer records "
-					"than its header says (%u missing)", r->chunk_left);
-		if (r->off == r->size)
+	if (r->pos == r->end) {
+		if (r->chunk_left) {
+			r->recs = r->data;
+			r->pos = r->chunk_off;
+			return reader_error(r, "a chunk that holds fewer records than its header "
+					    "says (%u missing)", r->chunk_left);
+		}
+		if (r->off == r->size) {
+			r->recs = r->data;
+			r->pos = r->off;
 			return reader_error(r, "the capture stops without its end record: the "
 					       "recording was cut short");
+		}
 		err = next_chunk(r);
 		if (err)
 			return err;
 	}
-	p = r->data + r->off;
-	left = r->chunk_end - r->off;
+	p = r->recs + r->pos;
+	left = r->end - r->pos;
 	if (left < hdr_size)
 		return reader_error(r, r->version == 1 ? "cut in the middle of a record header"
 						       : "a record header runs past the end of its "
@@ -661,9 +794,11 @@ int capture_reader__next(struct capture_reader *r, const struct at_hdr **rec, si
 						       : "a %u-byte record runs past the end of "
 							 "its chunk",
 				    h.size);
-	if (r->version > 1 && !r->chunk_left)
-		return error_at(r, r->chunk_off, "a chunk that holds more records than its "
-				"header says");
+	if (r->version > 1 && !r->chunk_left) {
+		r->recs = r->data;
+		r->pos = r->chunk_off;
+		return reader_error(r, "a chunk that holds more records than its header says");
+	}
 	*size = h.size;
 	if (r->version < 3) {
 		*size = capture_v2__widen(p, h.size, r->proc.pid, r->aligned);
@@ -685,11 +820,11 @@ int capture_reader__next(struct capture_reader *r, const struct at_hdr **rec, si
 	}
 	if (r->version == 1)
 		p = capture_v1__translate(p, size, r->translated);
-	r->off += h.size;
+	r->pos += h.size;
 	if (r->version > 1)
 		r->chunk_left--;
 	r->ended = h.kind == AT_CAP_END;
-	if (r->map && r->off - r->released >= RELEASE_BYTES)
+	if (r->map && r->chunk_off - r->released >= RELEASE_BYTES)
 		release(r);
 	*rec = (const struct at_hdr *)p;
 	return 1;
@@ -729,9 +864,12 @@ static int reader_start(struct capture_reader *r, char *err, size_t err_len)
 		return fail(err, err_len, -EINVAL, "damaged header (header size %u)",
 			    fh.header_size);
 	r->version = fh.version;
-	r->off = fh.header_size;
-	/* version 1 has no chunks: its records run to the end of the file, unchecked */
-	r->chunk_end = r->version == 1 ? r->size : r->off;
+	r->off = r->pos = r->end = fh.header_size;
+	r->recs = r->data;
+	if (r->version == 1) {
+		/* no chunks: the records run to the end of the file, unchecked */
+		r->end = r->off = r->size;
+	}
 	ret = capture_reader__next(r, &rec, &size);
 	if (ret < 0)
 		return fail(err, err_len, -EINVAL, "damaged capture: no process record after "
@@ -821,5 +959,8 @@ void capture_reader__free(struct capture_reader *r)
 	if (r->map)
 		munmap(r->map, r->map_len);
 	u64map__clear(&r->pids);
+	if (r->zready)
+		inflateEnd(&r->z);
+	free(r->zbuf);
 	free(r);
 }

@@ -6,10 +6,12 @@
 
 Each seed is the file header, the process record, a window of the capture's
 records (names, threads, events, samples, ticks) and its final snapshot and
-end record, in this version's format (chunks of at most 4 KiB, so that a
-seed has several, each with its checksums): valid captures of a few KiB
-that reach every record kind, for libFuzzer to mutate. (Cut and damaged
-inputs are the fuzzer's own job.)
+end record, in chunks of at most 4 KiB (so that a seed has several, each
+with its checksums): valid captures of a few KiB that reach every record
+kind, for libFuzzer to mutate, in version 3's format (stored chunks, whose
+records the fuzzer mutates) and in this version's with deflated chunks
+(PREFIX-z-N: the inflating reader). (Cut and damaged inputs are the
+fuzzer's own job.)
 """
 import os
 import struct
@@ -21,6 +23,7 @@ from tests.integration import capfile  # noqa: E402
 CAP_BASE = 0x8000
 SNAPSHOT = range(0x8005, 0x800B)   # runtime .. end
 VERSION = 3
+DEFLATED_VERSION = 5
 SEED_CHUNK = 4096
 
 
@@ -46,9 +49,12 @@ def main():
     n = 0
     for start in range(0, len(events), max(1, len(events) // 6))[:6]:
         window = [r for _, r in events[start:start + 60]]
-        seed = capfile.build(VERSION, [proc] + meta[:32] + window + small, SEED_CHUNK)
+        recs = [proc] + meta[:32] + window + small
         with open(os.path.join(outdir, "%s-%d.atcap" % (prefix, n)), "wb") as f:
-            f.write(seed)
+            f.write(capfile.build(VERSION, recs, SEED_CHUNK))
+        if n < 2:
+            with open(os.path.join(outdir, "%s-z-%d.atcap" % (prefix, n)), "wb") as f:
+                f.write(capfile.build(DEFLATED_VERSION, recs, SEED_CHUNK, deflate=True))
         n += 1
     print("%d seeds of %s in %s" % (n, src, outdir))
 

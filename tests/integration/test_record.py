@@ -122,13 +122,18 @@ class Record(unittest.TestCase):
         # this version's format: whole chunks end to end, each under its checksum
         with open(cap, "rb") as f:
             data = f.read()
-        self.assertEqual(capfile.header(data), (4, 16))
+        self.assertEqual(capfile.header(data), (5, 16))
         chunks = capfile.chunks(data)
         self.assertGreater(len(chunks), 1)
-        for off, size, _, crc, _ in chunks:
-            self.assertLessEqual(size, capfile.CHUNK_BYTES)
-            self.assertEqual(zlib.crc32(data[off + 16:off + 16 + size]), crc)
-        self.assertEqual(chunks[-1][0] + 16 + chunks[-1][1], len(data))
+        for c in chunks:
+            self.assertLessEqual(c.raw_size, capfile.CHUNK_BYTES)
+            self.assertEqual(zlib.crc32(data[c.off + c.head:c.off + c.head + c.size]), c.crc)
+            if c.raw_size > 4096:   # a few dozen records: deflating pays
+                self.assertEqual(c.encoding, capfile.DEFLATE)
+            self.assertEqual(len(capfile.payload(data, c)), c.raw_size)
+        self.assertEqual(chunks[-1].off + chunks[-1].head + chunks[-1].size, len(data))
+        # a third of the records' bytes, or less (make bench measures it at full rate)
+        self.assertLess(len(data), sum(c.raw_size for c in chunks) / 3)
         # every record names its process (the BPF side's from the kernel);
         # ticks and the end are the session's own
         recs = capfile.records(data)

@@ -36,7 +36,8 @@ EXPECTED_ALERTS = {
     "v2/noisy": {"long-poll"},
 }
 FULL = ["noisy", "fanout", "lost", "v2/noisy"]  # recorded with every event (not --no-trace)
-CAPTURE_VERSION = 3  # what tests/data/record.sh records
+CAPTURE_VERSION = 3  # what tests/data/record.sh recorded (version 3: stored chunks)
+NEWEST = 5  # what asynctraced writes now (docs/capture.md)
 V1 = "v1/blocking-maps"  # recorded by a version 1 asynctraced, kept as it was
 V2 = "v2/noisy"  # by a version 2 asynctraced (16-byte record headers), kept as it was
 COUNTS = re.compile(r"(\w+)=([\d.]+)")
@@ -315,13 +316,14 @@ class Damaged(unittest.TestCase):
     def test_other_version(self):
         """Versions this one cannot read are refused, naming theirs and what to do."""
         data = bytearray(self.good)
-        data[8] = 5
-        self.assertRefused(bytes(data), "capture version 5 is newer than this asynctraced, "
-                                        "which reads versions 1 to 4: convert it with a newer "
-                                        "asynctraced")
+        data[8] = NEWEST + 1
+        self.assertRefused(bytes(data), "capture version %d is newer than this asynctraced, "
+                                        "which reads versions 1 to %d: convert it with a newer "
+                                        "asynctraced" % (NEWEST + 1, NEWEST))
         data[8] = 0
         self.assertRefused(bytes(data), "capture version 0 is not supported by this "
-                                        "asynctraced (reads versions 1 to 4); re-record it")
+                                        "asynctraced (reads versions 1 to %d); re-record it"
+                                        % NEWEST)
 
     def test_cut_short_keeps_what_came_before(self):
         for cut in (len(self.good) // 3, len(self.good) // 2 + 7, len(self.good) - 1):
@@ -402,7 +404,7 @@ class Damaged(unittest.TestCase):
         chunks = capfile.chunks(self.good)
         self.assertGreater(len(chunks), 4)
         for i in (1, len(chunks) // 2, len(chunks) - 1):
-            off, size, records, _, _ = chunks[i]
+            off, size, records = chunks[i][:3]
             before = sum(c[2] for c in chunks[:i]) - 1  # the process record: not counted
             for at, bit in ((off + 16 + 40, 0x01), (off + 16 + size // 2, 0x80),
                             (off + 16 + size - 1, 0x10)):
@@ -454,9 +456,9 @@ class Versions(unittest.TestCase):
                     data = f.read()
                 self.assertEqual(capfile.header(data), (2 if name == V2 else CAPTURE_VERSION, 16))
                 chunks = capfile.chunks(data)
-                self.assertEqual(chunks[-1][0] + 16 + chunks[-1][1], len(data))
-                for off, size, _, crc, _ in chunks:
-                    self.assertEqual(zlib.crc32(data[off + 16:off + 16 + size]), crc)
+                self.assertEqual(chunks[-1].off + 16 + chunks[-1].size, len(data))
+                for c in chunks:
+                    self.assertEqual(zlib.crc32(data[c.off + 16:c.off + 16 + c.size]), c.crc)
 
     def test_version_1_is_still_read(self):
         with open(capture(V1), "rb") as f:

@@ -64,8 +64,11 @@ static struct stats one_of_each(void)
 	return st;
 }
 
-/* Writes a small capture of every record kind to path. */
-static void write_capture(const char *path)
+/*
+ * Writes a small capture of every record kind to path: its chunks deflated,
+ * or stored as they are (store), for tests that damage records in place.
+ */
+static void write_capture(const char *path, bool store)
 {
 	struct cap_process proc = { .hdr.ts = 100, .pid = 4242, .runtime = CAPTURE_RUNTIME_USDT,
 				    .long_poll_ns = 15000000, .lost_waker_ns = 1000000000 };
@@ -77,6 +80,8 @@ static void write_capture(const char *path)
 
 	strcpy(proc.comm, "server");
 	assert_int_equal(capture_writer__open(&w, path), 0);
+	if (store)
+		capture_writer__store(w);
 	capture__begin(w, &proc);
 	assert_false(capture__has_name(w, 4242, 0x40));
 	capture__name(w, 4242, 0x40, "conn");
@@ -97,7 +102,7 @@ static void write_capture(const char *path)
 	capture_writer__free(w);
 }
 
-static void round_trip(void **state)
+static void round_trip_one(bool store)
 {
 	char path[] = "/tmp/asynctraced-capture-XXXXXX";
 	int fd = mkstemp(path);
@@ -110,7 +115,7 @@ static void round_trip(void **state)
 
 	assert_true(fd >= 0);
 	close(fd);
-	write_capture(path);
+	write_capture(path, store);
 	assert_int_equal(capture_reader__open(&r, path, err, sizeof(err)), 0);
 	assert_int_equal(capture_reader__process(r)->pid, 4242);
 	assert_string_equal(capture_reader__process(r)->comm, "server");
@@ -175,6 +180,12 @@ static void round_trip(void **state)
 	unlink(path);
 }
 
+static void round_trip(void **state)
+{
+	round_trip_one(false);
+	round_trip_one(true);
+}
+
 /* Reads data (at an odd address) to its end; returns the error, or "" if clean. */
 static const char *read_all(const uint8_t *data, size_t size, char *open_err, size_t len)
 {
@@ -215,7 +226,7 @@ static size_t chunk_at(const uint8_t *data, size_t size, int n)
 	}
 }
 
-static struct file written(void)
+static struct file written_as(bool store)
 {
 	char path[] = "/tmp/asynctraced-capture-XXXXXX";
 	int fd = mkstemp(path);
@@ -223,10 +234,16 @@ static struct file written(void)
 
 	assert_true(fd >= 0);
 	close(fd);
-	write_capture(path);
+	write_capture(path, store);
 	f = slurp(path);
 	unlink(path);
 	return f;
+}
+
+/* A capture whose chunks are stored as they are: its records damaged in place. */
+static struct file written(void)
+{
+	return written_as(true);
 }
 
 #define assert_damage(data, size, msg)                                                             \
@@ -330,7 +347,8 @@ static void damage(void **state)
 	memcpy(bad + c0, &c, sizeof(c));
 	n = capture_seal(bad, f.size);
 	assert_int_equal(n, 0); /* runs past the end: not sealed, so seal its header alone */
-	c.hdr_crc = (uint32_t)crc32(crc32(0, Z_NULL, 0), (const uint8_t *)&c, 12);
+	c.hdr_crc = (uint32_t)crc32(crc32(0, Z_NULL, 0), (const uint8_t *)&c,
+				    offsetof(struct cap_chunk, hdr_crc));
 	memcpy(bad + c0, &c, sizeof(c));
 	assert_damage(bad, f.size, "a chunk header that cannot be right");
 
@@ -339,7 +357,7 @@ static void damage(void **state)
 	memcpy(bad, f.data, c1);
 	memcpy(bad + c1, f.data + c0, n - c0);
 	memcpy(&c, bad + c1, sizeof(c));
-	c.size = sizeof(struct cap_process);
+	c.size = c.raw_size = sizeof(struct cap_process);
 	c.records = 1;
 	memcpy(bad + c1, &c, sizeof(c));
 	memcpy(bad + c1 + (n - c0), f.data + c1, f.size - c1);
@@ -351,6 +369,104 @@ static void damage(void **state)
 	memcpy(bad, f.data, f.size);
 	memset(bad + f.size, 0, 16);
 	assert_damage(bad, f.size + 16, "16 bytes after the end record");
+	free(bad);
+	free(f.data);
+}
+
+/* Raw deflate (as the writer's) or inflate of in into out: the bytes out. */
+static size_t zraw(bool deflating, const uint8_t *in, size_t len, uint8_t *out, size_t room)
+{
+	z_stream z = { 0 };
+	size_t n;
+
+	if (deflating)
+		assert_int_equal(deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, -MAX_WBITS, 8,
+					      Z_DEFAULT_STRATEGY), Z_OK);
+	else
+		assert_int_equal(inflateInit2(&z, -MAX_WBITS), Z_OK);
+	z.next_in = (uint8_t *)in;
+	z.avail_in = (uInt)len;
+	z.next_out = out;
+	z.avail_out = (uInt)room;
+	assert_int_equal(deflating ? deflate(&z, Z_FINISH) : inflate(&z, Z_FINISH), Z_STREAM_END);
+	n = z.total_out;
+	if (deflating)
+		deflateEnd(&z);
+	else
+		inflateEnd(&z);
+	return n;
+}
+
+/*
+ * Deflated chunks: damage is found before any of a chunk's records is read,
+ * and named; a record damaged before deflating is named by its chunk and
+ * its place among the chunk's records.
+ */
+static void damage_deflated(void **state)
+{
+	struct file f = written_as(false);
+	uint8_t *bad = malloc(f.size + CAPTURE_CHUNK_MAX), *raw = malloc(CAPTURE_CHUNK_MAX);
+	size_t c0 = chunk_at(f.data, f.size, 0), c1 = chunk_at(f.data, f.size, 1);
+	size_t last = c1, n;
+	struct cap_chunk c;
+	char msg[224];
+
+	for (int i = 2; chunk_at(f.data, f.size, i); i++)
+		last = chunk_at(f.data, f.size, i);
+	assert_damage(f.data, f.size, "");
+	memcpy(&c, f.data + c1, sizeof(c));
+	assert_int_equal(c.encoding, CAP_CHUNK_DEFLATE); /* 160-odd task records */
+	assert_true(c.size < c.raw_size / 4);
+
+	/* a flipped bit in the deflated bytes: its checksum */
+	memcpy(bad, f.data, f.size);
+	bad[c1 + sizeof(c) + c.size / 2] ^= 0x10;
+	snprintf(msg, sizeof(msg), "at byte %zu: a chunk of %u records in %u bytes fails its "
+		 "checksum", c1, c.records, c.size);
+	assert_damage(bad, f.size, msg);
+
+	/* behind a good checksum: a stream cut short, a size it does not inflate to */
+	memcpy(bad, f.data, f.size);
+	memcpy(&c, bad + last, sizeof(c));
+	assert_int_equal(c.encoding, CAP_CHUNK_DEFLATE);
+	c.size--;
+	memcpy(bad + last, &c, sizeof(c));
+	capture_seal(bad, f.size);
+	snprintf(msg, sizeof(msg), "at byte %zu: a deflated chunk that does not inflate to its "
+		 "records (%u records in %u bytes, %u deflated)", last, c.records, c.raw_size,
+		 c.size);
+	assert_damage(bad, f.size, msg);
+	memcpy(bad, f.data, f.size);
+	memcpy(&c, bad + c1, sizeof(c));
+	c.raw_size -= 8;
+	memcpy(bad + c1, &c, sizeof(c));
+	capture_seal(bad, f.size);
+	snprintf(msg, sizeof(msg), "at byte %zu: a deflated chunk that does not inflate", c1);
+	assert_damage(bad, f.size, msg);
+
+	/* an encoding of a newer version */
+	c.raw_size += 8;
+	c.encoding = 7;
+	memcpy(bad + c1, &c, sizeof(c));
+	capture_seal(bad, f.size);
+	assert_damage(bad, f.size, "a chunk in an encoding this asynctraced does not know (7)");
+
+	/* a record's size zeroed before deflating: the second record of the first chunk */
+	memcpy(&c, f.data + c0, sizeof(c));
+	n = zraw(false, f.data + c0 + sizeof(c), c.size, raw, CAPTURE_CHUNK_MAX);
+	assert_int_equal(n, c.raw_size);
+	memset(raw + sizeof(struct cap_process) + 2, 0, 2);
+	memcpy(bad, f.data, c0);
+	c.size = (uint32_t)zraw(true, raw, n, bad + c0 + sizeof(c), CAPTURE_CHUNK_MAX);
+	memcpy(bad + c0, &c, sizeof(c));
+	n = c0 + sizeof(c) + c.size;
+	memcpy(bad + n, f.data + c1, f.size - c1);
+	n += f.size - c1;
+	capture_seal(bad, n);
+	snprintf(msg, sizeof(msg), "at byte %zu (%zu bytes into the chunk's inflated records): "
+		 "not a record (kind %u, size 0)", c0, sizeof(struct cap_process), AT_CAP_NAME);
+	assert_damage(bad, n, msg);
+	free(raw);
 	free(bad);
 	free(f.data);
 }
@@ -488,7 +604,7 @@ static void read_v2(void **state)
 	};
 	struct at_hdr tick = { .kind = AT_CAP_TICK, .size = sizeof(tick), .tid = 0, .ts = 300 };
 	struct cap_end end = { .hdr = { .kind = AT_CAP_END, .size = sizeof(end), .tid = 0, .ts = 400 } };
-	struct cap_chunk c = { .records = 4 };
+	struct cap_chunk_v2 c = { .records = 4 };
 	uint16_t old_size = sizeof(pw) - 24;	/* two headers 8 bytes shorter, no cpu_ns */
 	size_t off = sizeof(fh) + sizeof(c), poll_at, n;
 	struct capture_reader *r;
@@ -728,7 +844,7 @@ static void two_processes(void **state)
 	capture_writer__free(w);
 
 	assert_int_equal(capture_reader__open(&r, path, err, sizeof(err)), 0);
-	assert_int_equal(capture_reader__version(r), 4);
+	assert_int_equal(capture_reader__version(r), CAPTURE_VERSION);
 	assert_int_equal(replay__init(&rp, r, &opts, ~0u, &ops), 0);
 	assert_int_equal(replay__run(&rp, r), 0);
 	assert_string_equal(t.log, "begin 10; begin 20; end 10 at 190 target exited; "
@@ -754,6 +870,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(round_trip),
 		cmocka_unit_test(damage),
+		cmocka_unit_test(damage_deflated),
 		cmocka_unit_test(other_versions),
 		cmocka_unit_test(read_v1),
 		cmocka_unit_test(read_v2),
