@@ -311,6 +311,7 @@ static int write_dump(struct flight *f, const struct due *d, const struct model 
 	char tmp[160];
 	uint8_t *raw;
 	struct pipeline p;
+	uint64_t uuids = 1;	/* the dump's track uuids */
 	struct outbuf *ob;
 	struct sink *sink;
 	uint64_t key, written = 0;
@@ -331,7 +332,7 @@ static int write_dump(struct flight *f, const struct due *d, const struct model 
 	}
 	err = pipeline__init(&p, d->pid, live ? live->comm : "gone", d->from, &f->o.detect);
 	if (!err)
-		err = trace_proto__new(&sink, ob, 1);
+		err = trace_proto__new(&sink, ob, 1, &uuids);
 	if (!err)
 		err = pipeline__add_sink(&p, sink);
 	if (err) {

@@ -28,6 +28,7 @@ int outputs__open(struct outputs *out, const struct options *o, bool several)
 	memset(out, 0, sizeof(*out));
 	out->o = o;
 	out->next_seq = 1;
+	out->next_uuid = 1;
 	out->several = several;
 	if (several && live(o) && (err = board__new(&out->board, stderr)))
 		return err;
@@ -81,7 +82,8 @@ int outputs__add_sinks(struct outputs *out, struct pipeline *p, bool live_view)
 	if (!err && out->trace) {
 		/* options__parse took the format from the name when --format did not say */
 		err = o->format == FORMAT_PERFETTO ? trace_proto__new(&sink, out->trace,
-								      out->next_seq++)
+								      out->next_seq++,
+								      &out->next_uuid)
 						   : trace_json__new(&sink, out->trace);
 		if (!err)
 			err = pipeline__add_sink(p, sink);

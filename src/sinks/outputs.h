@@ -27,6 +27,7 @@ struct outputs {
 	struct outbuf *alerts;	/* --alerts, or NULL */
 	struct outbuf *trace;	/* -o, or NULL */
 	uint32_t next_seq;	/* the next protobuf writer's packet sequence */
+	uint64_t next_uuid;	/* the trace's next track uuid (protobuf) */
 	uint64_t events;	/* events of every process ended so far */
 	bool several;		/* several processes may be traced: alerts name theirs */
 	bool failed;		/* a write failed, and was said */

@@ -15,12 +15,22 @@
 enum {
 	TRACE_PACKET = 1,
 
+	PACKET_CLOCK_SNAPSHOT = 6,
 	PACKET_TIMESTAMP = 8,
 	PACKET_SEQUENCE_ID = 10,
 	PACKET_TRACK_EVENT = 11,
 	PACKET_INTERNED_DATA = 12,
 	PACKET_SEQUENCE_FLAGS = 13,
+	PACKET_TIMESTAMP_CLOCK_ID = 58,
+	PACKET_DEFAULTS = 59,
 	PACKET_TRACK_DESCRIPTOR = 60,
+
+	DEFAULTS_TIMESTAMP_CLOCK_ID = 58,
+
+	SNAPSHOT_CLOCKS = 1,
+	CLOCK_ID = 1,
+	CLOCK_TIMESTAMP = 2,
+	CLOCK_INCREMENTAL = 3,
 
 	TRACK_UUID = 1,
 	TRACK_NAME = 2,
@@ -43,8 +53,10 @@ enum {
 	EVENT_TYPE = 9,
 	EVENT_NAME_IID = 10,
 	EVENT_TRACK_UUID = 11,
+	EVENT_EXTRA_COUNTER_VALUES = 12,
 	EVENT_NAME = 23,
 	EVENT_COUNTER_VALUE = 30,
+	EVENT_EXTRA_COUNTER_TRACK_UUIDS = 31,
 	EVENT_FLOW_IDS = 47,
 	EVENT_TERMINATING_FLOW_IDS = 48,
 
@@ -52,12 +64,23 @@ enum {
 	ANNOTATION_BOOL = 2,
 	ANNOTATION_UINT = 3,
 	ANNOTATION_STRING = 6,
+	ANNOTATION_STRING_IID = 17,
 
 	INTERNED_EVENT_NAMES = 2,
 	INTERNED_ANNOTATION_NAMES = 3,
+	INTERNED_ANNOTATION_STRINGS = 29,
 	INTERNED_IID = 1,
-	INTERNED_NAME = 2,
+	INTERNED_NAME = 2,	/* EventName.name, DebugAnnotationName.name, InternedString.str */
 };
+
+/*
+ * Timestamps: the sequence's default clock is an incremental one of its own
+ * (each packet's timestamp the nanoseconds since the previous packet's on
+ * that clock: a byte or two), which a clock snapshot in the first packet
+ * ties to BOOTTIME at the trace's origin. A packet earlier than the one
+ * before it (a poll's beginning, known at its end) says BOOTTIME itself.
+ */
+enum { CLOCK_BOOTTIME = 6, CLOCK_INCREMENTAL_ID = 64 };
 
 enum { SLICE_BEGIN = 1, SLICE_END = 2, INSTANT = 3, COUNTER = 4 };
 enum { SEQ_CLEARED = 1, SEQ_NEEDS_STATE = 2 };
@@ -111,11 +134,29 @@ struct interned {
 	char name[];
 };
 
+/* The tables of InternedData this writer fills, each with its own iids. */
+enum intern_kind { INTERN_EVENT_NAME, INTERN_STRING, INTERN_KINDS };
+
+static const uint32_t intern_field[INTERN_KINDS] = {
+	[INTERN_EVENT_NAME] = INTERNED_EVENT_NAMES,
+	[INTERN_STRING] = INTERNED_ANNOTATION_STRINGS,
+};
+
+struct intern_table {
+	struct u64map map;	/* hash of a string -> struct interned * */
+	uint64_t next_iid;
+};
+
+/* Counter values waiting for the next event at their time (extra counter values). */
+#define MAX_EXTRA 4
+
 struct trace_proto {
 	struct sink sink;
 	struct outbuf *ob;
 	uint32_t seq_id;	/* its packets' trusted_packet_sequence_id */
-	uint64_t next_uuid;
+	uint64_t *uuids;	/* the file's next track uuid, shared by its writers */
+	uint64_t clock;		/* the incremental clock: the last timestamp on it */
+	uint64_t clock_before;	/* ... before the packet being built */
 	uint64_t process_uuid, runtime_uuid, alerts_uuid, runnable_uuid, inject_uuid;
 	uint64_t task_rank;	/* spawn order of task tracks */
 	struct u64map threads;	/* tid -> uuid */
@@ -123,11 +164,19 @@ struct trace_proto {
 	struct u64map done;	/* finished task id -> its struct task_track (the last DONE_TASKS) */
 	struct task_track *done_ring[DONE_TASKS];
 	size_t done_next;
-	struct u64map names;	/* hash of an event name -> struct interned * */
-	uint64_t next_iid;
-	/* names first used by the packet being built */
-	const struct interned *fresh[4];
+	struct intern_table interned[INTERN_KINDS];
+	/* strings first used by the packet being built */
+	struct {
+		enum intern_kind kind;
+		const struct interned *in;
+	} fresh[8];
 	int nr_fresh;
+	struct {
+		uint64_t uuid;
+		int64_t value;
+	} extra[MAX_EXTRA];
+	int nr_extra;
+	uint64_t extra_ts;
 	/* queue depth counters: last value written (-1 none) and track */
 	int64_t *depth;
 	uint64_t *depth_uuid;
@@ -143,6 +192,11 @@ static inline struct trace_proto *tp_of(struct sink *s)
 	return (struct trace_proto *)s;
 }
 
+static uint64_t new_uuid(struct trace_proto *tp)
+{
+	return (*tp->uuids)++;
+}
+
 /* --- packets ------------------------------------------------------------ */
 
 static void packet_begin(struct trace_proto *tp, uint32_t flags)
@@ -153,6 +207,7 @@ static void packet_begin(struct trace_proto *tp, uint32_t flags)
 	if (flags)
 		pb_varint(&tp->pb, PACKET_SEQUENCE_FLAGS, flags);
 	tp->nr_fresh = 0;
+	tp->clock_before = tp->clock;
 }
 
 static void packet_end(struct trace_proto *tp)
@@ -162,9 +217,9 @@ static void packet_end(struct trace_proto *tp)
 	if (tp->nr_fresh) {
 		pb_begin(pb, PACKET_INTERNED_DATA);
 		for (int i = 0; i < tp->nr_fresh; i++) {
-			pb_begin(pb, INTERNED_EVENT_NAMES);
-			pb_varint(pb, INTERNED_IID, tp->fresh[i]->iid);
-			pb_string(pb, INTERNED_NAME, tp->fresh[i]->name);
+			pb_begin(pb, intern_field[tp->fresh[i].kind]);
+			pb_varint(pb, INTERNED_IID, tp->fresh[i].in->iid);
+			pb_string(pb, INTERNED_NAME, tp->fresh[i].in->name);
 			pb_end(pb);
 		}
 		pb_end(pb);
@@ -172,6 +227,20 @@ static void packet_end(struct trace_proto *tp)
 	pb_end(pb);
 	if (!pb->overflow)
 		ob_write(tp->ob, pb->buf, pb->len);
+	else
+		tp->clock = tp->clock_before; /* not written: the next delta counts from before */
+}
+
+/* The packet's timestamp (ns since the trace's origin), on the incremental clock when it can. */
+static void put_timestamp(struct trace_proto *tp, uint64_t rel)
+{
+	if (rel >= tp->clock) {
+		pb_varint(&tp->pb, PACKET_TIMESTAMP, rel - tp->clock);
+		tp->clock = rel;
+	} else {
+		pb_varint(&tp->pb, PACKET_TIMESTAMP_CLOCK_ID, CLOCK_BOOTTIME);
+		pb_varint(&tp->pb, PACKET_TIMESTAMP, rel);
+	}
 }
 
 static uint64_t hash_name(const char *s)
@@ -183,46 +252,101 @@ static uint64_t hash_name(const char *s)
 	return h ? h : 1;
 }
 
-/* The iid of an event name, interning it in this packet if new; 0: write it in full. */
-static uint64_t intern(struct trace_proto *tp, const char *name)
+/* The iid of a string, interning it in this packet if new; 0: write it in full. */
+static uint64_t intern(struct trace_proto *tp, enum intern_kind kind, const char *name)
 {
+	struct intern_table *t = &tp->interned[kind];
 	uint64_t h = hash_name(name);
-	struct interned *in = u64map__get(&tp->names, h);
+	struct interned *in = u64map__get(&t->map, h);
 	size_t n;
 
 	if (in)
 		return strcmp(in->name, name) ? 0 : in->iid;
-	if (tp->names.len >= MAX_INTERNED || tp->nr_fresh == (int)(sizeof(tp->fresh) / sizeof(tp->fresh[0])))
+	if (t->map.len >= MAX_INTERNED ||
+	    tp->nr_fresh == (int)(sizeof(tp->fresh) / sizeof(tp->fresh[0])))
 		return 0;
 	n = strlen(name) + 1;
 	in = malloc(sizeof(*in) + n);
 	if (!in)
 		return 0;
-	in->iid = ++tp->next_iid;
+	in->iid = ++t->next_iid;
 	memcpy(in->name, name, n);
-	if (u64map__set(&tp->names, h, in)) {
+	if (u64map__set(&t->map, h, in)) {
 		free(in);
 		return 0;
 	}
-	tp->fresh[tp->nr_fresh++] = in;
+	tp->fresh[tp->nr_fresh].kind = kind;
+	tp->fresh[tp->nr_fresh++].in = in;
 	return in->iid;
 }
 
-/* Starts a packet holding one TrackEvent; close with event_end(). */
+static void event_begin(struct trace_proto *tp, const struct model *m, uint64_t ts, int type,
+			uint64_t track, const char *name);
+static void event_end(struct trace_proto *tp);
+
+/* Counter values still waiting, each as a counter event of its own. */
+static void flush_counters(struct trace_proto *tp, const struct model *m)
+{
+	int n = tp->nr_extra;
+
+	tp->nr_extra = 0;
+	for (int i = 0; i < n; i++) {
+		event_begin(tp, m, tp->extra_ts, COUNTER, tp->extra[i].uuid, NULL);
+		pb_varint(&tp->pb, EVENT_COUNTER_VALUE, (uint64_t)tp->extra[i].value);
+		event_end(tp);
+	}
+}
+
+/*
+ * A counter's value at ts: it rides on the next event written at ts (as an
+ * extra counter value: a few bytes, where an event of its own takes twenty),
+ * or goes out alone before anything at another time is written.
+ */
+static void counter_at(struct trace_proto *tp, const struct model *m, uint64_t ts,
+		       uint64_t track, int64_t v)
+{
+	if (tp->nr_extra && tp->extra_ts != ts)
+		flush_counters(tp, m);
+	for (int i = 0; i < tp->nr_extra; i++) {
+		if (tp->extra[i].uuid == track) {
+			tp->extra[i].value = v;
+			return;
+		}
+	}
+	if (tp->nr_extra == MAX_EXTRA)
+		flush_counters(tp, m);
+	tp->extra[tp->nr_extra].uuid = track;
+	tp->extra[tp->nr_extra++].value = v;
+	tp->extra_ts = ts;
+}
+
+/*
+ * Starts a packet holding one TrackEvent; close with event_end(). Counter
+ * values waiting for this time ride on it.
+ */
 static void event_begin(struct trace_proto *tp, const struct model *m, uint64_t ts, int type,
 			uint64_t track, const char *name)
 {
 	struct pb *pb = &tp->pb;
 	uint64_t iid;
 
+	if (tp->nr_extra && (tp->extra_ts != ts || type == COUNTER))
+		flush_counters(tp, m);
 	packet_begin(tp, SEQ_NEEDS_STATE);
-	pb_varint(pb, PACKET_TIMESTAMP, model__rel(m, ts));
+	put_timestamp(tp, model__rel(m, ts));
 	pb_begin(pb, PACKET_TRACK_EVENT);
 	pb_varint(pb, EVENT_TYPE, (uint64_t)type);
 	pb_varint(pb, EVENT_TRACK_UUID, track);
+	if (tp->nr_extra) {
+		for (int i = 0; i < tp->nr_extra; i++)
+			pb_varint(pb, EVENT_EXTRA_COUNTER_TRACK_UUIDS, tp->extra[i].uuid);
+		for (int i = 0; i < tp->nr_extra; i++)
+			pb_varint(pb, EVENT_EXTRA_COUNTER_VALUES, (uint64_t)tp->extra[i].value);
+		tp->nr_extra = 0;
+	}
 	if (!name)
 		return;
-	iid = intern(tp, name);
+	iid = intern(tp, INTERN_EVENT_NAME, name);
 	if (iid)
 		pb_varint(pb, EVENT_NAME_IID, iid);
 	else
@@ -259,6 +383,21 @@ static void ann_str(struct trace_proto *tp, enum annotation a, const char *v)
 	pb_end(&tp->pb);
 }
 
+/* A string value of the few that recur (results, queues, states): interned. */
+static void ann_istr(struct trace_proto *tp, enum annotation a, const char *v)
+{
+	uint64_t iid = intern(tp, INTERN_STRING, v);
+
+	if (!iid) {
+		ann_str(tp, a, v);
+		return;
+	}
+	pb_begin(&tp->pb, EVENT_DEBUG_ANNOTATIONS);
+	pb_varint(&tp->pb, ANNOTATION_NAME_IID, a);
+	pb_varint(&tp->pb, ANNOTATION_STRING_IID, iid);
+	pb_end(&tp->pb);
+}
+
 static void ann_queue(struct trace_proto *tp, int32_t queue)
 {
 	char buf[32];
@@ -267,14 +406,14 @@ static void ann_queue(struct trace_proto *tp, int32_t queue)
 		snprintf(buf, sizeof(buf), "worker %d", queue);
 	else
 		snprintf(buf, sizeof(buf), "%s", queue == AT_QUEUE_INJECT ? "inject" : "none");
-	ann_str(tp, ANN_QUEUE, buf);
+	ann_istr(tp, ANN_QUEUE, buf);
 }
 
 /* --- tracks ------------------------------------------------------------- */
 
 static void track_begin(struct trace_proto *tp, uint64_t uuid, uint64_t parent)
 {
-	packet_begin(tp, 0);
+	packet_begin(tp, SEQ_NEEDS_STATE);
 	pb_begin(&tp->pb, PACKET_TRACK_DESCRIPTOR);
 	pb_varint(&tp->pb, TRACK_UUID, uuid);
 	if (parent)
@@ -296,7 +435,7 @@ static void rank(struct pb *pb, int64_t r)
 static uint64_t custom_track(struct trace_proto *tp, const char *name, uint64_t parent,
 			     int64_t order)
 {
-	uint64_t uuid = tp->next_uuid++;
+	uint64_t uuid = new_uuid(tp);
 
 	track_begin(tp, uuid, parent);
 	pb_string(&tp->pb, TRACK_NAME, name);
@@ -308,7 +447,7 @@ static uint64_t custom_track(struct trace_proto *tp, const char *name, uint64_t 
 
 static uint64_t counter_track(struct trace_proto *tp, const char *name, int64_t order)
 {
-	uint64_t uuid = tp->next_uuid++;
+	uint64_t uuid = new_uuid(tp);
 
 	track_begin(tp, uuid, tp->process_uuid);
 	pb_string(&tp->pb, TRACK_NAME, name);
@@ -321,9 +460,10 @@ static uint64_t counter_track(struct trace_proto *tp, const char *name, int64_t 
 }
 
 /*
- * The first packets: the sequence's state cleared and the annotation names
- * interned, then the process, its alerts track, its runtime (the parent of
- * every task track) and the runnable-tasks counter.
+ * The first packets: the sequence's state cleared, the annotation names
+ * interned, the incremental clock made the default and tied to BOOTTIME at
+ * the trace's origin; then the process, its alerts track, its runtime (the
+ * parent of every task track) and the runnable-tasks counter.
  */
 static void start(struct trace_proto *tp, const struct model *m)
 {
@@ -338,9 +478,24 @@ static void start(struct trace_proto *tp, const struct model *m)
 		pb_end(pb);
 	}
 	pb_end(pb);
+	pb_begin(pb, PACKET_DEFAULTS);
+	pb_varint(pb, DEFAULTS_TIMESTAMP_CLOCK_ID, CLOCK_INCREMENTAL_ID);
+	pb_end(pb);
+	pb_begin(pb, PACKET_CLOCK_SNAPSHOT);
+	pb_begin(pb, SNAPSHOT_CLOCKS);
+	pb_varint(pb, CLOCK_ID, CLOCK_BOOTTIME);
+	pb_varint(pb, CLOCK_TIMESTAMP, 0);
+	pb_end(pb);
+	pb_begin(pb, SNAPSHOT_CLOCKS);
+	pb_varint(pb, CLOCK_ID, CLOCK_INCREMENTAL_ID);
+	pb_varint(pb, CLOCK_TIMESTAMP, 0);
+	pb_varint(pb, CLOCK_INCREMENTAL, 1);
+	pb_end(pb);
+	pb_end(pb);
+	tp->clock = 0;
 	packet_end(tp);
 
-	tp->process_uuid = tp->next_uuid++;
+	tp->process_uuid = new_uuid(tp);
 	track_begin(tp, tp->process_uuid, 0);
 	pb_begin(pb, TRACK_PROCESS);
 	pb_varint(pb, PROCESS_PID, m->pid);
@@ -364,7 +519,7 @@ static uint64_t thread_track(struct trace_proto *tp, struct model *m, uint32_t t
 	if (uuid || !tid)
 		return uuid;
 	th = model__thread(m, tid);
-	uuid = tp->next_uuid++;
+	uuid = new_uuid(tp);
 	if (th && th->worker >= 0)
 		snprintf(name, sizeof(name), "worker %d (%s)", th->worker, th->comm);
 	else
@@ -428,7 +583,7 @@ static uint64_t task_track(struct trace_proto *tp, struct model *m, uint64_t id,
 	tt->generation++;
 	tt->done = false;
 	parent = parent_track(tp, m, t ? t->parent : 0, nesting);
-	tt->uuid = tp->next_uuid++;
+	tt->uuid = new_uuid(tp);
 	/* Unique names: ids keep same-named tasks apart, generations reused ids. */
 	if (tt->generation == 1)
 		snprintf(name, sizeof(name), "%s #%llu", t ? t->name : "task",
@@ -470,14 +625,6 @@ static void task_done(struct trace_proto *tp, uint64_t id)
 }
 
 /* --- counters ----------------------------------------------------------- */
-
-static void counter(struct trace_proto *tp, const struct model *m, uint64_t ts, uint64_t track,
-		    int64_t v)
-{
-	event_begin(tp, m, ts, COUNTER, track, NULL);
-	pb_varint(&tp->pb, EVENT_COUNTER_VALUE, (uint64_t)v);
-	event_end(tp);
-}
 
 static int64_t *depth_slot(struct trace_proto *tp, const struct model *m, int32_t queue,
 			   uint64_t **uuid)
@@ -530,8 +677,8 @@ static void queue_depth(struct trace_proto *tp, const struct model *m, uint64_t 
 		return;
 	tp->runnable += depth - (*last < 0 ? 0 : *last);
 	*last = depth;
-	counter(tp, m, ts, *uuid, depth);
-	counter(tp, m, ts, tp->runnable_uuid, tp->runnable);
+	counter_at(tp, m, ts, *uuid, depth);
+	counter_at(tp, m, ts, tp->runnable_uuid, tp->runnable);
 }
 
 /* --- events ------------------------------------------------------------- */
@@ -559,7 +706,6 @@ static void write_wake(struct trace_proto *tp, struct model *m, const struct at_
 	if (w->waker_task)
 		ann_u64(tp, spawn ? ANN_PARENT : ANN_WAKER_TASK, w->waker_task);
 	ann_queue(tp, w->queue);
-	ann_u64(tp, ANN_DEPTH, w->depth);
 	if (linked)
 		pb_fixed64(&tp->pb, EVENT_FLOW_IDS, w->wake_id);
 	event_end(tp);
@@ -578,15 +724,6 @@ static void on_poll(struct trace_proto *tp, struct model *m, const struct at_pol
 		write_wake(tp, m, &t->pending, true);
 	queue_depth(tp, m, p->hdr.ts, (int32_t)p->worker, p->depth);
 
-	/* The CPU view: the poll on its worker thread. */
-	if (thread) {
-		event_begin(tp, m, p->hdr.ts, SLICE_BEGIN, thread, name);
-		ann_u64(tp, ANN_TASK, p->task);
-		event_end(tp);
-		event_begin(tp, m, end, SLICE_END, thread, NULL);
-		event_end(tp);
-	}
-
 	/*
 	 * The task view, where the details are. A poll_end may come a little
 	 * after the task's next poll began on another worker (docs/usdt-abi.md):
@@ -594,26 +731,43 @@ static void on_poll(struct trace_proto *tp, struct model *m, const struct at_pol
 	 */
 	if (t && t->last_end > begin)
 		begin = t->last_end < end ? t->last_end : end;
+
+	/* The CPU view: the poll on its worker thread (with the queue's depth). */
+	if (thread) {
+		event_begin(tp, m, p->hdr.ts, SLICE_BEGIN, thread, name);
+		ann_u64(tp, ANN_TASK, p->task);
+		event_end(tp);
+	}
+	/*
+	 * On the task's track the task is known (its name, its id); what is
+	 * zero is left out (blocked_ns, runnable_ns); the queue's depth is the
+	 * worker's counter at that time.
+	 */
 	event_begin(tp, m, begin, SLICE_BEGIN, task, name);
-	ann_u64(tp, ANN_TASK, p->task);
 	ann_u64(tp, ANN_WORKER, p->worker);
 	ann_u64(tp, ANN_ON_CPU, p->oncpu_ns);
 	if (at_poll_cpu_known(p))
 		ann_u64(tp, ANN_CPU_CHARGED, p->cpu_ns);
-	ann_u64(tp, ANN_BLOCKED, p->blocked_ns);
-	ann_u64(tp, ANN_RUNNABLE, p->runnable_ns);
+	if (p->blocked_ns)
+		ann_u64(tp, ANN_BLOCKED, p->blocked_ns);
+	if (p->runnable_ns)
+		ann_u64(tp, ANN_RUNNABLE, p->runnable_ns);
 	if (p->wake_ts && p->wake_ts <= p->hdr.ts)
 		ann_u64(tp, ANN_WAKE_DELAY, p->hdr.ts - p->wake_ts);
-	ann_u64(tp, ANN_QUEUE_DEPTH, p->depth);
-	ann_str(tp, ANN_RESULT, p->ready ? "ready" : "pending");
+	ann_istr(tp, ANN_RESULT, p->ready ? "ready" : "pending");
 	if (linked)
 		pb_fixed64(&tp->pb, EVENT_TERMINATING_FLOW_IDS, p->wake_id);
 	event_end(tp);
-	event_begin(tp, m, end, SLICE_END, task, NULL);
-	event_end(tp);
 
+	/* Ends in time order after both beginnings: the clock's deltas stay small. */
 	if (p->requeue >= 0)
 		queue_depth(tp, m, end, p->requeue, p->requeue_depth);
+	if (thread) {
+		event_begin(tp, m, end, SLICE_END, thread, NULL);
+		event_end(tp);
+	}
+	event_begin(tp, m, end, SLICE_END, task, NULL);
+	event_end(tp);
 	if (p->ready)
 		task_done(tp, p->task);
 }
@@ -664,6 +818,11 @@ static void on_steal(struct trace_proto *tp, struct model *m, const struct at_st
 
 	if (!to)
 		return;
+	/* An inferred steal knows no depths: the counters keep theirs. */
+	if (!inferred && known)
+		queue_depth(tp, m, s->hdr.ts, (int32_t)s->victim, s->victim_depth);
+	if (!inferred)
+		queue_depth(tp, m, s->hdr.ts, (int32_t)s->thief, s->thief_depth);
 	if (from) {
 		snprintf(name, sizeof(name), "%s by worker %u",
 			 inferred ? "taken (inferred)" : "stolen", s->thief);
@@ -692,11 +851,6 @@ static void on_steal(struct trace_proto *tp, struct model *m, const struct at_st
 	if (from)
 		pb_fixed64(&tp->pb, EVENT_TERMINATING_FLOW_IDS, flow);
 	event_end(tp);
-	/* An inferred steal knows no depths: the counters keep theirs. */
-	if (!inferred && known)
-		queue_depth(tp, m, s->hdr.ts, (int32_t)s->victim, s->victim_depth);
-	if (!inferred)
-		queue_depth(tp, m, s->hdr.ts, (int32_t)s->thief, s->thief_depth);
 }
 
 static void on_park(struct trace_proto *tp, struct model *m, const struct at_park *p)
@@ -735,6 +889,8 @@ static void tp_event(struct sink *s, struct model *m, const struct at_hdr *ev)
 		on_park(tp, m, (const struct at_park *)ev);
 		break;
 	}
+	if (tp->nr_extra)
+		flush_counters(tp, m);
 }
 
 static void tp_alert(struct sink *s, struct model *m, const struct alert *a)
@@ -751,13 +907,13 @@ static void tp_alert(struct sink *s, struct model *m, const struct alert *a)
 	event_begin(tp, m, is_end ? a->ts : a->begin_ts, INSTANT, tp->alerts_uuid, NULL);
 	pb_string(&tp->pb, EVENT_NAME, name);
 	ann_u64(tp, ANN_EPISODE, a->episode);
-	ann_str(tp, ANN_STATE, is_end ? "end" : "begin");
+	ann_istr(tp, ANN_STATE, is_end ? "end" : "begin");
 	if (a->task)
 		ann_u64(tp, ANN_TASK, a->task);
 	if (a->worker >= 0)
 		ann_u64(tp, ANN_WORKER, (uint64_t)a->worker);
 	if (a->kind == ALERT_LONG_POLL)
-		ann_str(tp, ANN_CAUSE, poll_cause_str(a->cause));
+		ann_istr(tp, ANN_CAUSE, poll_cause_str(a->cause));
 	ann_str(tp, ANN_MESSAGE, msg);
 	event_end(tp);
 }
@@ -796,13 +952,15 @@ static void tp_free(struct sink *s)
 	outbuf__free(tp->ob);
 	for (size_t i = 0; u64map__next(&tp->tasks, &i, &key, &val);)
 		free(val);
-	for (size_t i = 0; u64map__next(&tp->names, &i, &key, &val);)
-		free(val);
+	for (int k = 0; k < INTERN_KINDS; k++) {
+		for (size_t i = 0; u64map__next(&tp->interned[k].map, &i, &key, &val);)
+			free(val);
+		u64map__clear(&tp->interned[k].map);
+	}
 	u64map__clear(&tp->tasks);
 	for (size_t i = 0; i < DONE_TASKS; i++)
 		free(tp->done_ring[i]);
 	u64map__clear(&tp->done);
-	u64map__clear(&tp->names);
 	u64map__clear(&tp->threads);
 	free(tp->depth);
 	free(tp->depth_uuid);
@@ -818,7 +976,7 @@ static const struct sink_ops trace_proto_ops = {
 	.free = tp_free,
 };
 
-int trace_proto__new(struct sink **s, struct outbuf *ob, uint32_t seq)
+int trace_proto__new(struct sink **s, struct outbuf *ob, uint32_t seq, uint64_t *uuids)
 {
 	struct trace_proto *tp = calloc(1, sizeof(*tp));
 
@@ -827,13 +985,13 @@ int trace_proto__new(struct sink **s, struct outbuf *ob, uint32_t seq)
 	tp->ob = outbuf__get(ob);
 	tp->sink.ops = &trace_proto_ops;
 	tp->seq_id = seq;
-	/* track uuids are the trace's: each writer counts in its own range */
-	tp->next_uuid = ((uint64_t)seq << TRACE_PROTO_UUID_SHIFT) + 1;
+	tp->uuids = uuids;
 	tp->inject_depth = -1;
 	u64map__init(&tp->threads);
 	u64map__init(&tp->tasks);
 	u64map__init(&tp->done);
-	u64map__init(&tp->names);
+	for (int k = 0; k < INTERN_KINDS; k++)
+		u64map__init(&tp->interned[k].map);
 	*s = &tp->sink;
 	return 0;
 }

@@ -13,14 +13,13 @@
 
 struct outbuf;
 
-/* Bits of a track uuid that count inside one writer's range. */
-#define TRACE_PROTO_UUID_SHIFT 40
-
 /*
  * A writer of one process's packets into ob (shared: outbuf__get), as
  * packet sequence seq (1 and up, one per writer of the file): each process
- * of a trace is its own sequence, with its own interned names and uuids.
+ * of a trace is its own sequence, with its own interned names and clock.
+ * Track uuids are the file's: its writers draw them from *uuids (start it
+ * at 1), so that they stay small (a byte or two on the wire).
  */
-int trace_proto__new(struct sink **s, struct outbuf *ob, uint32_t seq);
+int trace_proto__new(struct sink **s, struct outbuf *ob, uint32_t seq, uint64_t *uuids);
 
 #endif

@@ -40,6 +40,7 @@ static void add(struct pipeline *p, int err, struct sink *s)
 }
 
 static struct outbuf *sink_out;
+static uint64_t sink_uuids = 1;
 
 /* Every sink a conversion has, for each process the capture begins. */
 static int on_begin(void *ctx, struct replay_proc *pr)
@@ -52,7 +53,7 @@ static int on_begin(void *ctx, struct replay_proc *pr)
 	if (sink_out) {
 		add(p, alert_log__new(&s, sink_out), s);
 		add(p, trace_json__new(&s, sink_out), s);
-		add(p, trace_proto__new(&s, sink_out, (uint32_t)pr->pid), s);
+		add(p, trace_proto__new(&s, sink_out, (uint32_t)pr->pid, &sink_uuids), s);
 	}
 	return 0;
 }

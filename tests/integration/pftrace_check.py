@@ -12,16 +12,22 @@ as summarized in ../shared/reference/perfetto.md, are enforced:
     singular field at most once: we never write anything else;
   * sequences: every packet has a nonzero trusted_packet_sequence_id, and the
     first packet of each sequence clears incremental state (flag 1);
-  * interning: a packet using an interned name (event or annotation) says so
-    (flag 2) and the iid was defined earlier on its sequence (or in the same
-    packet); an iid is never given a second name;
+  * interning: a packet using an interned name (event or annotation) or
+    string value says so (flag 2) and the iid was defined earlier on its
+    sequence (or in the same packet); an iid is never given a second name;
+  * clocks: a timestamp on a clock other than BOOTTIME needs a snapshot of
+    that clock (and BOOTTIME) on its sequence; an incremental clock's
+    timestamps are deltas from the previous one on it; a sequence with
+    packet defaults has flag 2 on every later packet. decode() resolves
+    every timestamp to BOOTTIME (`timestamp`; as written: `_raw_timestamp`);
   * tracks: uuids nonzero and declared once; a parent and an event's track are
     declared before use; a descriptor is at most one of process / thread /
     counter; custom tracks under one parent have distinct names, and tracks
     under a custom track never merge (sibling_merge_behavior = NONE);
   * events: a timestamp, a type, a name for slices and instants, begin/end
     balanced per track (in timestamp order, as the importer sorts), counters
-    only on counter tracks and nothing else there;
+    only on counter tracks and nothing else there; extra counter values one
+    for each extra counter track, each a counter track;
   * flows: an id starts once in the whole trace (never reused, not even after
     it ended), and a terminating id ends a flow started no later (judged in
     timestamp order). Flows never ended are allowed and only counted.
@@ -87,9 +93,11 @@ def _schema(fields):
 
 
 _NAME_ENTRY = _schema({1: ("iid", U, False, None), 2: ("name", STR, False, None)})
+_STRING_ENTRY = _schema({1: ("iid", U, False, None), 2: ("str", STR, False, None)})
 INTERNED_DATA = _schema({
     2: ("event_names", MSG, True, _NAME_ENTRY),
     3: ("debug_annotation_names", MSG, True, _NAME_ENTRY),
+    29: ("debug_annotation_string_values", MSG, True, _STRING_ENTRY),
 })
 DEBUG_ANNOTATION = _schema({
     1: ("name_iid", U, False, None),
@@ -99,15 +107,18 @@ DEBUG_ANNOTATION = _schema({
     4: ("int_value", S, False, None),
     5: ("double_value", DBL, False, None),
     6: ("string_value", STR, False, None),
+    17: ("string_value_iid", U, False, None),
 })
 TRACK_EVENT = _schema({
     4: ("debug_annotations", MSG, True, DEBUG_ANNOTATION),
     9: ("type", U, False, None),
     10: ("name_iid", U, False, None),
     11: ("track_uuid", U, False, None),
+    12: ("extra_counter_values", S, True, None),
     22: ("categories", STR, True, None),
     23: ("name", STR, False, None),
     30: ("counter_value", S, False, None),
+    31: ("extra_counter_track_uuids", U, True, None),
     44: ("double_counter_value", DBL, False, None),
     47: ("flow_ids", F64, True, None),
     48: ("terminating_flow_ids", F64, True, None),
@@ -137,12 +148,28 @@ TRACK_DESCRIPTOR = _schema({
     12: ("sibling_order_rank", S, False, None),
     15: ("sibling_merge_behavior", U, False, None),
 })
+CLOCK = _schema({
+    1: ("clock_id", U, False, None),
+    2: ("timestamp", U, False, None),
+    3: ("is_incremental", BOOL, False, None),
+    4: ("unit_multiplier_ns", U, False, None),
+})
+CLOCK_SNAPSHOT = _schema({
+    1: ("clocks", MSG, True, CLOCK),
+    2: ("primary_trace_clock", U, False, None),
+})
+TRACE_PACKET_DEFAULTS = _schema({
+    58: ("timestamp_clock_id", U, False, None),
+})
 TRACE_PACKET = _schema({
+    6: ("clock_snapshot", MSG, False, CLOCK_SNAPSHOT),
     8: ("timestamp", U, False, None),
     10: ("trusted_packet_sequence_id", U, False, None),
     11: ("track_event", MSG, False, TRACK_EVENT),
     12: ("interned_data", MSG, False, INTERNED_DATA),
     13: ("sequence_flags", U, False, None),
+    58: ("timestamp_clock_id", U, False, None),
+    59: ("trace_packet_defaults", MSG, False, TRACE_PACKET_DEFAULTS),
     60: ("track_descriptor", MSG, False, TRACK_DESCRIPTOR),
 })
 
@@ -305,7 +332,57 @@ def decode(path_or_bytes):
     packets.nbytes = len(buf)
     with _gc_paused():
         _decode_packets(buf, packets)
+        _resolve_timestamps(packets)
     return packets
+
+
+BOOTTIME = 6
+
+
+def _resolve_timestamps(packets):
+    """Every packet's timestamp on BOOTTIME, as the importer converts it: a
+    packet's clock is its timestamp_clock_id, else its sequence's default
+    (trace_packet_defaults), else BOOTTIME; another clock goes through the
+    sequence's last snapshot of it, and an incremental one adds up deltas."""
+    seqs = {}   # sequence -> {"default": id, "clocks": {id: [snapshot ts, incremental, last]},
+    #                         "boot": BOOTTIME in the snapshot}
+    for i, p in enumerate(packets):
+        seq = p.get("trusted_packet_sequence_id")
+        st = seqs.get(seq)
+        if st is None or p.get("sequence_flags", 0) & SEQ_INCREMENTAL_STATE_CLEARED:
+            st = seqs[seq] = {"default": None, "clocks": {}, "boot": None}
+        defaults = p.get("trace_packet_defaults")
+        if defaults is not None:
+            st["default"] = defaults.get("timestamp_clock_id")
+        snap = p.get("clock_snapshot")
+        if snap is not None:
+            clocks = {c.get("clock_id"): c for c in snap.get("clocks", ())}
+            boot = clocks.get(BOOTTIME)
+            if boot is None or len(clocks) < 2:
+                packets.problems.append(f"packet {i}: clock snapshot without BOOTTIME and "
+                                        "another clock")
+            else:
+                st["boot"] = boot.get("timestamp", 0)
+                for cid, c in clocks.items():
+                    if cid != BOOTTIME:
+                        t = c.get("timestamp", 0)
+                        st["clocks"][cid] = [t, bool(c.get("is_incremental")), t]
+        ts = p.get("timestamp")
+        if ts is None:
+            continue
+        cid = p.get("timestamp_clock_id", st["default"] or BOOTTIME)
+        if cid == BOOTTIME:
+            continue
+        clock = st["clocks"].get(cid)
+        p["_raw_timestamp"] = ts
+        if clock is None:
+            packets.problems.append(f"packet {i}: timestamp on clock {cid}, which no "
+                                    f"snapshot of sequence {seq} defines")
+            continue
+        if clock[1]:
+            clock[2] += ts
+            ts = clock[2]
+        p["timestamp"] = ts - clock[0] + st["boot"]
 
 
 def _decode_packets(buf, packets):
@@ -521,12 +598,19 @@ def _check_sequence(rep, i, p, seqs):
         rep.add("sequence", f"packet {i}: first packet of sequence {seq} does not "
                             "clear incremental state (sequence_flags bit 1)")
     if state is None or flags & SEQ_INCREMENTAL_STATE_CLEARED:
-        state = seqs[seq] = ({}, {})
+        state = seqs[seq] = ({}, {}, {}, [False])
+    elif state[3][0] and not flags & SEQ_NEEDS_INCREMENTAL_STATE:
+        rep.add("sequence", f"packet {i}: sequence {seq} has packet defaults, but this "
+                            "packet does not say it needs incremental state (flag 2)")
+    if "trace_packet_defaults" in p:
+        state[3][0] = True
     interned = p.get("interned_data")
     if interned is not None:
-        for key, table in (("event_names", state[0]), ("debug_annotation_names", state[1])):
+        for key, table, field in (("event_names", state[0], "name"),
+                                  ("debug_annotation_names", state[1], "name"),
+                                  ("debug_annotation_string_values", state[2], "str")):
             for entry in interned.get(key, ()):
-                iid, name = entry.get("iid"), entry.get("name")
+                iid, name = entry.get("iid"), entry.get(field)
                 if iid is None or name is None:
                     rep.add("interning", f"packet {i}: {key} entry without iid or name")
                     continue
@@ -573,6 +657,12 @@ def _check_event(rep, i, p, te, state, tracks, slice_events, flow_events):
                                      f"{p.get('trusted_packet_sequence_id')}")
         elif "name" not in a:
             rep.add("event", f"{_at(i, typ, ts)}: annotation without a name")
+        if "string_value_iid" in a:
+            interned = True
+            if a["string_value_iid"] not in state[2]:
+                rep.add("interning", f"{_at(i, typ, ts)}: annotation string_value_iid "
+                                     f"{a['string_value_iid']} not defined earlier on "
+                                     f"sequence {p.get('trusted_packet_sequence_id')}")
     if interned and not p.get("sequence_flags", 0) & SEQ_NEEDS_INCREMENTAL_STATE:
         rep.add("interning", f"{_at(i, typ, ts)}: uses interned names without "
                              "sequence_flags bit 2")
@@ -588,6 +678,17 @@ def _check_event(rep, i, p, te, state, tracks, slice_events, flow_events):
         rep.add("counter", f"{_at(i, typ, ts)}: counter event on non-counter track {uuid}")
     elif typ != COUNTER and "counter" in track[1]:
         rep.add("counter", f"{_at(i, typ, ts)}: slice or instant on counter track {uuid}")
+    extra = te.get("extra_counter_track_uuids", ())
+    if len(extra) != len(te.get("extra_counter_values", ())):
+        rep.add("counter", f"{_at(i, typ, ts)}: {len(extra)} extra counter tracks for "
+                           f"{len(te.get('extra_counter_values', ()))} extra counter values")
+    for u in extra:
+        if u not in tracks:
+            rep.add("counter", f"{_at(i, typ, ts)}: extra counter track {u} not declared "
+                               "before its first value")
+        elif "counter" not in tracks[u][1]:
+            rep.add("counter", f"{_at(i, typ, ts)}: extra counter value on non-counter "
+                               f"track {u}")
     if typ == COUNTER:
         if "counter_value" in te and "double_counter_value" in te:
             rep.add("counter", f"{_at(i, typ, ts)}: both counter_value and double_counter_value")
@@ -702,7 +803,9 @@ def tracks(packets):
     return out
 
 
-def _annotation_value(a):
+def _annotation_value(a, state):
+    if "string_value_iid" in a:
+        return state[2].get(a["string_value_iid"], f"iid:{a['string_value_iid']}")
     for key in ("string_value", "int_value", "uint_value", "double_value", "bool_value"):
         if key in a:
             return a[key]
@@ -721,13 +824,15 @@ def _track_events(packets):
         seq = p.get("trusted_packet_sequence_id")
         state = seqs.get(seq)
         if state is None or p.get("sequence_flags", 0) & SEQ_INCREMENTAL_STATE_CLEARED:
-            state = seqs[seq] = ({}, {})
+            state = seqs[seq] = ({}, {}, {})
         interned = p.get("interned_data")
         if interned is not None:
             for e in interned.get("event_names", ()):
                 state[0][e.get("iid")] = e.get("name")
             for e in interned.get("debug_annotation_names", ()):
                 state[1][e.get("iid")] = e.get("name")
+            for e in interned.get("debug_annotation_string_values", ()):
+                state[2][e.get("iid")] = e.get("str")
         te = p.get("track_event")
         if te is not None:
             yield i, p, te, state
@@ -746,7 +851,7 @@ def _annotations(te, state):
         key = a.get("name")
         if key is None and "name_iid" in a:
             key = state[1].get(a["name_iid"], f"iid:{a['name_iid']}")
-        out[key] = _annotation_value(a)
+        out[key] = _annotation_value(a, state)
     return out
 
 
@@ -756,17 +861,25 @@ def events(packets):
     Each is a dict: index (packet), ts, track_uuid, type, name (None if not
     resolvable), categories, annotations ({name: value}; an unresolvable
     name becomes 'iid:N'), flow_ids, terminating_flow_ids, and value (counters).
+    An extra counter value becomes a COUNTER event of its own, after the
+    event that carries it (same index and ts), as the importer reads it.
     """
     out = []
     with _gc_paused():
         for i, p, te, state in _track_events(packets):
-            out.append({"index": i, "ts": p.get("timestamp"), "track_uuid": te.get("track_uuid"),
+            ts = p.get("timestamp")
+            out.append({"index": i, "ts": ts, "track_uuid": te.get("track_uuid"),
                         "type": te.get("type"), "name": _name(te, state),
                         "categories": te.get("categories", []),
                         "annotations": _annotations(te, state),
                         "flow_ids": te.get("flow_ids", []),
                         "terminating_flow_ids": te.get("terminating_flow_ids", []),
                         "value": te.get("counter_value", te.get("double_counter_value"))})
+            for u, v in zip(te.get("extra_counter_track_uuids", ()),
+                            te.get("extra_counter_values", ())):
+                out.append({"index": i, "ts": ts, "track_uuid": u, "type": COUNTER,
+                            "name": None, "categories": [], "annotations": {},
+                            "flow_ids": [], "terminating_flow_ids": [], "value": v})
     return out
 
 
@@ -819,7 +932,8 @@ def summary(packets):
     kinds = {"process": 0, "thread": 0, "custom": 0, "counter": 0}
     by_kind = {"track_descriptor": 0, "track_event": 0, "interned_data": 0, "other": 0}
     slice_counts = defaultdict(int)
-    interned = {"event_names": 0, "debug_annotation_names": 0}
+    interned = {"event_names": 0, "debug_annotation_names": 0,
+                "debug_annotation_string_values": 0}
     instants = counters = n_events = 0
     started, terminated = set(), set()
     n_started = n_terminated = 0
@@ -854,6 +968,7 @@ def summary(packets):
             instants += 1
         elif typ == COUNTER:
             counters += 1
+        counters += len(te.get("extra_counter_values", ()))
         fids = te.get("flow_ids")
         if fids:
             n_started += len(fids)

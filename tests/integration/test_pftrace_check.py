@@ -26,7 +26,13 @@ FIELDS = {
     "TracePacket": {"timestamp": (8, "v"), "trusted_packet_sequence_id": (10, "v"),
                     "track_event": (11, "m", "TrackEvent"),
                     "interned_data": (12, "m", "InternedData"), "sequence_flags": (13, "v"),
+                    "clock_snapshot": (6, "m", "ClockSnapshot"),
+                    "timestamp_clock_id": (58, "v"),
+                    "trace_packet_defaults": (59, "m", "TracePacketDefaults"),
                     "track_descriptor": (60, "m", "TrackDescriptor")},
+    "ClockSnapshot": {"clocks": (1, "m", "Clock")},
+    "Clock": {"clock_id": (1, "v"), "timestamp": (2, "v"), "is_incremental": (3, "v")},
+    "TracePacketDefaults": {"timestamp_clock_id": (58, "v")},
     "TrackDescriptor": {"uuid": (1, "v"), "name": (2, "s"),
                         "process": (3, "m", "ProcessDescriptor"),
                         "thread": (4, "m", "ThreadDescriptor"), "parent_uuid": (5, "v"),
@@ -39,12 +45,15 @@ FIELDS = {
                    "name_iid": (10, "v"), "track_uuid": (11, "v"), "categories": (22, "s"),
                    "name": (23, "s"), "counter_value": (30, "v"),
                    "double_counter_value": (44, "d"), "flow_ids": (47, "f"),
-                   "terminating_flow_ids": (48, "f")},
+                   "terminating_flow_ids": (48, "f"), "extra_counter_track_uuids": (31, "v"),
+                   "extra_counter_values": (12, "v")},
     "DebugAnnotation": {"name_iid": (1, "v"), "name": (10, "s"), "bool_value": (2, "v"),
                         "uint_value": (3, "v"), "int_value": (4, "v"), "double_value": (5, "d"),
-                        "string_value": (6, "s")},
-    "InternedData": {"event_names": (2, "m", "Name"), "debug_annotation_names": (3, "m", "Name")},
+                        "string_value": (6, "s"), "string_value_iid": (17, "v")},
+    "InternedData": {"event_names": (2, "m", "Name"), "debug_annotation_names": (3, "m", "Name"),
+                     "debug_annotation_string_values": (29, "m", "InternedString")},
     "Name": {"iid": (1, "v"), "name": (2, "s")},
+    "InternedString": {"iid": (1, "v"), "str": (2, "s")},
 }
 
 
@@ -255,7 +264,8 @@ class GoodTrace(Base):
         self.assertEqual((s["instants"], s["counters"]), (3, 2))
         self.assertEqual((s["flows_started"], s["flows_terminated"], s["flows_unterminated"]),
                          (3, 2, 1))
-        self.assertEqual(s["interned_names"], {"event_names": 3, "debug_annotation_names": 2})
+        self.assertEqual(s["interned_names"], {"event_names": 3, "debug_annotation_names": 2,
+                                               "debug_annotation_string_values": 0})
         self.assertEqual(s["bytes"], len(trace_bytes(good_packets())))
         self.assertEqual(s["track_events"], 17)
 
@@ -280,6 +290,80 @@ class GoodTrace(Base):
             lines = r.stderr.splitlines()
             self.assertEqual(len(lines), 2, lines)
             self.assertTrue(all(line.startswith("pftrace_check: ") for line in lines))
+
+
+def clocked_packets():
+    """One sequence laid out as asynctraced writes it now: an incremental clock of
+    its own by default, tied to BOOTTIME (at 500) by a snapshot; a packet earlier
+    than the one before it on BOOTTIME itself; a counter value riding on a slice;
+    an interned string value."""
+    def desc(**kw):
+        return {"trusted_packet_sequence_id": 1, "sequence_flags": 2, "track_descriptor": kw}
+    return [
+        {"trusted_packet_sequence_id": 1, "sequence_flags": 1,
+         "interned_data": {"debug_annotation_names": [{"iid": 1, "name": "result"}],
+                           "debug_annotation_string_values": [{"iid": 1, "str": "pending"}]},
+         "trace_packet_defaults": {"timestamp_clock_id": 64},
+         "clock_snapshot": {"clocks": [{"clock_id": 6, "timestamp": 500},
+                                       {"clock_id": 64, "timestamp": 0, "is_incremental": 1}]}},
+        desc(uuid=PROC, process={"pid": 100}),
+        desc(uuid=W0, thread={"pid": 100, "tid": 101}, parent_uuid=PROC),
+        desc(uuid=QD, name="queue depth", parent_uuid=PROC, counter={"unit": 2}),
+        ev(1000, 1, W0, name="poll", extra_counter_track_uuids=[QD], extra_counter_values=[3],
+           debug_annotations=[{"name_iid": 1, "string_value_iid": 1}]),
+        dict(ev(700, 3, W0, name="earlier"), timestamp_clock_id=6),
+        ev(500, 2, W0, extra_counter_track_uuids=[QD], extra_counter_values=[0]),
+    ]
+
+
+class Clocks(Base):
+    """Timestamps on the sequence's incremental clock, resolved to BOOTTIME as the
+    importer does; the rules of clocks, defaults, string values and extra counters."""
+
+    def test_resolved(self):
+        packets = self.decode(clocked_packets())
+        self.assertEqual(pc.check(packets), [])
+        self.assertEqual([p.get("timestamp") for p in packets], [None] * 4 + [1500, 700, 2000])
+        self.assertEqual(packets[6]["_raw_timestamp"], 500)
+        self.assertEqual(pc.slices(packets), [(W0, 1500, 2000, "poll", {"result": "pending"})])
+        counters = [(e["ts"], e["track_uuid"], e["value"]) for e in pc.events(packets)
+                    if e["type"] == 4]
+        self.assertEqual(counters, [(1500, QD, 3), (2000, QD, 0)])
+        self.assertEqual(pc.summary(packets)["counters"], 2)
+
+    def test_protoc(self):
+        self.assertEqual(self.protoc(trace_bytes(clocked_packets())), [])
+
+    def test_clock_without_snapshot(self):
+        packets = clocked_packets()
+        del packets[0]["clock_snapshot"]
+        self.assertProblem(packets, "timestamp on clock 64, which no snapshot of sequence 1")
+
+    def test_snapshot_without_boottime(self):
+        packets = clocked_packets()
+        del packets[0]["clock_snapshot"]["clocks"][0]
+        self.assertProblem(packets, "clock snapshot without BOOTTIME")
+
+    def test_defaults_need_flag_2(self):
+        packets = clocked_packets()
+        packets[6]["sequence_flags"] = 0
+        self.assertProblem(packets, "has packet defaults, but this packet does not say")
+
+    def test_string_value_not_interned(self):
+        packets = clocked_packets()
+        packets[4]["track_event"]["debug_annotations"][0]["string_value_iid"] = 9
+        self.assertProblem(packets, "annotation string_value_iid 9 not defined")
+
+    def test_extra_counters(self):
+        packets = clocked_packets()
+        packets[4]["track_event"]["extra_counter_values"] = [3, 4]
+        self.assertProblem(packets, "1 extra counter tracks for 2 extra counter values")
+        packets = clocked_packets()
+        packets[4]["track_event"]["extra_counter_track_uuids"] = [W0]
+        self.assertProblem(packets, "extra counter value on non-counter track")
+        packets = clocked_packets()
+        packets[4]["track_event"]["extra_counter_track_uuids"] = [99]
+        self.assertProblem(packets, "extra counter track 99 not declared")
 
 
 class DecoderAgainstProtoc(Base):

@@ -126,13 +126,14 @@ static void synthetic_stream(void **state)
 	struct pipeline p;
 	struct sink *json, *proto;
 	struct outbuf *pob, *job;
+	uint64_t uuids = 1;
 	char *out;
 
 	assert_int_equal(pipeline__init(&p, 4242, "sample", T0, &opts), 0);
 	p.model.thread_comm = thread_comm;
 	snprintf(path, sizeof(path), "%s/tests/synthetic.pftrace", build);
 	assert_int_equal(outbuf__open(&pob, path), 0);
-	assert_int_equal(trace_proto__new(&proto, pob, 1), 0);
+	assert_int_equal(trace_proto__new(&proto, pob, 1, &uuids), 0);
 	snprintf(path, sizeof(path), "%s/tests/synthetic.json", build);
 	assert_int_equal(outbuf__open(&job, path), 0);
 	assert_int_equal(trace_json__begin(job), 0);
