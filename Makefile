@@ -39,7 +39,7 @@ CFLAGS    += -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter \
 	     -Wmissing-prototypes -Wstrict-prototypes -D_GNU_SOURCE
 CPPFLAGS  += -Iinclude -I$(BUILD)
 DEPFLAGS   = -MMD -MP
-LDLIBS_TRACER = -lbpf -lelf -lz -lm -liberty -lcapstone -lcap -lseccomp -lmicrohttpd -pthread
+LDLIBS_TRACER = -lbpf -lelf -lz -ldeflate -lm -liberty -lcapstone -lcap -lseccomp -lmicrohttpd -pthread
 LDLIBS_EXEC   = -pthread
 
 # libbpf's usdt.bpf.h includes <asm/errno.h>, which lives under the multiarch dir.

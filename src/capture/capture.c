@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <libdeflate.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -221,8 +222,7 @@ struct capture_writer {
 	struct u64map threads;	/* tids already named */
 	bool begun;		/* the file header is written */
 	bool store;		/* chunks go out as they are */
-	bool zready;		/* z is initialised */
-	z_stream z;
+	struct libdeflate_compressor *z;
 	uint8_t *zbuf;		/* a chunk deflated; CAPTURE_CHUNK_BYTES: larger is stored */
 };
 
@@ -240,24 +240,17 @@ static uint32_t deflate_chunk(struct capture_writer *w)
 {
 	if (w->store)
 		return 0;
-	if (!w->zready) {
+	if (!w->z) {
 		w->zbuf = malloc(CAPTURE_CHUNK_BYTES);
-		if (!w->zbuf || deflateInit2(&w->z, Z_BEST_SPEED, Z_DEFLATED, -MAX_WBITS, 8,
-					     Z_DEFAULT_STRATEGY) != Z_OK) {
+		w->z = w->zbuf ? libdeflate_alloc_compressor(CAPTURE_DEFLATE_LEVEL) : NULL;
+		if (!w->z) {
 			w->store = true;
 			return 0;
 		}
-		w->zready = true;
-	} else if (deflateReset(&w->z) != Z_OK) {
-		return 0;
 	}
-	w->z.next_in = w->chunk;
-	w->z.avail_in = w->chunk_len;
-	w->z.next_out = w->zbuf;
-	w->z.avail_out = w->chunk_len - 1;
-	if (deflate(&w->z, Z_FINISH) != Z_STREAM_END)
-		return 0; /* it did not fit in fewer bytes than the records */
-	return (uint32_t)w->z.total_out;
+	/* 0 when it does not fit in fewer bytes than the records */
+	return (uint32_t)libdeflate_deflate_compress(w->z, w->chunk, w->chunk_len, w->zbuf,
+						     w->chunk_len - 1);
 }
 
 /* Closes the open chunk: its header, checksums, and records go to the file. */
@@ -519,8 +512,8 @@ void capture_writer__free(struct capture_writer *w)
 	outbuf__free(w->ob);
 	u64map__clear(&w->names);
 	u64map__clear(&w->threads);
-	if (w->zready)
-		deflateEnd(&w->z);
+	if (w->z)
+		libdeflate_free_compressor(w->z);
 	free(w->zbuf);
 	free(w->chunk);
 	free(w);
@@ -546,8 +539,7 @@ struct capture_reader {
 	bool ended;
 	struct cap_process proc;
 	struct u64map pids;	/* version 4: the processes begun, each once */
-	z_stream z;		/* inflates deflated chunks (version 5) */
-	bool zready;
+	struct libdeflate_decompressor *z; /* inflates deflated chunks (version 5) */
 	uint8_t *zbuf;		/* CAPTURE_CHUNK_MAX bytes, once a chunk is deflated */
 	char error[224];
 	/* records at an odd offset are copied here, aligned; older versions' widened */
@@ -668,22 +660,17 @@ static size_t chunk_header(const struct capture_reader *r, const uint8_t *p, str
 static const char *inflate_chunk(struct capture_reader *r, const uint8_t *in,
 				 const struct cap_chunk *c)
 {
-	int ret;
+	size_t in_len, out_len;
 
-	if (!r->zready) {
+	if (!r->z) {
 		r->zbuf = malloc(CAPTURE_CHUNK_MAX);
-		if (!r->zbuf || inflateInit2(&r->z, -MAX_WBITS) != Z_OK)
+		r->z = r->zbuf ? libdeflate_alloc_decompressor() : NULL;
+		if (!r->z)
 			return "out of memory";
-		r->zready = true;
-	} else if (inflateReset(&r->z) != Z_OK) {
-		return "out of memory";
 	}
-	r->z.next_in = (uint8_t *)in;
-	r->z.avail_in = c->size;
-	r->z.next_out = r->zbuf;
-	r->z.avail_out = c->raw_size;
-	ret = inflate(&r->z, Z_FINISH);
-	if (ret != Z_STREAM_END || r->z.total_out != c->raw_size || r->z.avail_in)
+	if (libdeflate_deflate_decompress_ex(r->z, in, c->size, r->zbuf, c->raw_size, &in_len,
+					     &out_len) != LIBDEFLATE_SUCCESS ||
+	    in_len != c->size || out_len != c->raw_size)
 		return "a deflated chunk that does not inflate to its records";
 	return NULL;
 }
@@ -959,8 +946,8 @@ void capture_reader__free(struct capture_reader *r)
 	if (r->map)
 		munmap(r->map, r->map_len);
 	u64map__clear(&r->pids);
-	if (r->zready)
-		inflateEnd(&r->z);
+	if (r->z)
+		libdeflate_free_decompressor(r->z);
 	free(r->zbuf);
 	free(r);
 }

@@ -44,9 +44,11 @@ struct capture_file_header {
  * would take it past CAPTURE_CHUNK_BYTES, and at every flush (ten times a
  * second): a recorder killed mid-run leaves whole chunks behind, but for
  * the one it was writing. From version 5 a chunk's records are deflated
- * (zlib's raw deflate, fastest level) when that makes them smaller: 15-30
- * bytes a record where they take 110-170 (docs/performance.md).
+ * (raw deflate, RFC 1951, by libdeflate at its fastest level) when that
+ * makes them smaller: 15-30 bytes a record where they take 110-170
+ * (docs/performance.md).
  */
+#define CAPTURE_DEFLATE_LEVEL 1
 #define CAPTURE_CHUNK_BYTES (64u << 10) /* a chunk's records, at most, as written */
 #define CAPTURE_CHUNK_MAX (1u << 20)	/* ... as read: more is damage */
 

@@ -7,8 +7,9 @@ short and a four times longer run, then converts each capture with no
 output (model, detectors and report only), to Chrome JSON and to Perfetto
 protobuf, best of three. Prints events per CPU-second (user + sys of the
 convert process), bytes per event and peak memory; the long capture shows
-whether memory grows with trace length. A benchmark: it prints numbers and
-asserts nothing (docs/performance.md records them).
+whether memory grows with trace length; and the capture's own bytes per
+event and per record (a self-wake rides in its poll's record). A benchmark:
+it prints numbers and asserts nothing (docs/performance.md records them).
 
 Usage: sudo python3 tests/bench/convert.py [SECONDS]      (records: needs root)
        python3 tests/bench/convert.py --capture FILE...   (no root)
@@ -18,6 +19,9 @@ import os
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from tests.integration import capfile  # noqa: E402
 
 BUILD = os.environ.get("BUILD", "build")
 TRACER = os.path.join(BUILD, "asynctraced")
@@ -74,6 +78,14 @@ def main():
                 os.unlink(out)
         print("%-28s %-12s %9s %8s %12s %9.1f %9.0f" % (
             "", "capture", "", "", "", size / 1e6, size / n))
+    # After every conversion: reading a capture here grows this process, whose
+    # size a child forked later would count in its own peak RSS.
+    for cap in caps:
+        size = os.path.getsize(cap)
+        with open(cap, "rb") as f:
+            records = len(capfile.records(f.read()))
+        print("%s: %d records, %.0f bytes a record" % (os.path.basename(cap), records,
+                                                       size / records))
 
 
 if __name__ == "__main__":
