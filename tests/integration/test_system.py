@@ -265,7 +265,7 @@ class System(unittest.TestCase):
         self.assertNotIn("untracked", r.stderr)
 
     def test_record_several_then_convert(self):
-        """record -p A,B: one capture of both (format version 4), which convert
+        """record -p A,B: one capture of both (format version 4 on), which convert
         turns into a report each, the first ended when it exited, and one trace."""
         noisy = self.executor("noisy", 3)
         healthy = self.executor("healthy", 1.5)
@@ -281,7 +281,7 @@ class System(unittest.TestCase):
         self.assertRegex(r.stderr, r"recorded 2 processes for [\d.]+ s, target exited: \d+ "
                                    r"records, [\d.]+ MB in .*both.atcap; 0 dropped")
         with open(cap, "rb") as f:
-            self.assertEqual(f.read(12)[8], 4)
+            self.assertEqual(f.read(12)[8], 5)
         trace = os.path.join(self.dir, "both.json")
         c = harness.run_tracer("convert", cap, "-o", trace, "--summary", "json")
         self.assertEqual(c.returncode, 0, c.stderr)
