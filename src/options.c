@@ -91,6 +91,7 @@ enum {
 	OPT_SUMMARY,
 	OPT_LIVE,
 	OPT_FORMAT,
+	OPT_TRACE_COMPRESSION,
 	OPT_EMPTY_PROGRAMS,
 	OPT_PROBE_AT,
 	OPT_NO_SANDBOX,
@@ -140,6 +141,9 @@ static const struct opt_def {
 	{ OPT_FORMAT, "format", "FORMAT", T | C,
 	  "the trace's format whatever its name: json or\n"
 	  "perfetto\n" },
+	{ OPT_TRACE_COMPRESSION, "trace-compression", "HOW", T | C,
+	  "a protobuf trace's packets: deflate (the default:\n"
+	  "batches deflated, which Perfetto inflates) or none\n" },
 	{ OPT_NO_TRACE, "no-trace", NULL, T,
 	  "maps only: no per-event traffic, only aggregates and\n"
 	  "alerts (the production mode)\n" },
@@ -662,6 +666,11 @@ static int check(struct options *o)
 	}
 	if (o->command != CMD_RECORD && trace_format(o))
 		return EXIT_USAGE;
+	if (o->trace_compression && (!o->output || o->format != FORMAT_PERFETTO)) {
+		err_msg("--trace-compression is for a protobuf trace: give -o FILE.pftrace (or "
+			"--format perfetto)\n");
+		return EXIT_USAGE;
+	}
 	return distinct_files(o);
 }
 
@@ -797,6 +806,14 @@ static int take_option(struct options *o, int c, const char *arg)
 			o->format = FORMAT_PERFETTO;
 		else
 			return bad("--format", arg, "json or perfetto");
+		return 0;
+	case OPT_TRACE_COMPRESSION:
+		if (!strcmp(arg, "deflate"))
+			o->trace_compression = COMPRESSION_DEFLATE;
+		else if (!strcmp(arg, "none"))
+			o->trace_compression = COMPRESSION_NONE;
+		else
+			return bad("--trace-compression", arg, "deflate or none");
 		return 0;
 	case OPT_NO_TRACE:
 		o->no_trace = true;

@@ -23,6 +23,12 @@ enum trace_format {
 	FORMAT_PERFETTO,
 };
 
+enum trace_compression {
+	COMPRESSION_DEFAULT = 0, /* deflate */
+	COMPRESSION_DEFLATE,
+	COMPRESSION_NONE,
+};
+
 enum command {
 	CMD_TRACE = 0,		/* asynctraced [trace] -p PID */
 	CMD_RECORD,		/* asynctraced record -p PID -o CAPTURE */
@@ -58,6 +64,7 @@ struct options {
 	uint64_t duration_ns;	/* 0: until stopped */
 	const char *output;	/* trace file (record: the capture), or NULL */
 	enum trace_format format;
+	enum trace_compression trace_compression; /* of a protobuf trace's packets */
 	const char *alerts;	/* JSON lines file, or NULL */
 	const char *metrics;	/* --metrics [ADDR:]PORT, or NULL */
 	uint32_t metrics_tasks;	/* --metrics-tasks N: series for the N busiest tasks */

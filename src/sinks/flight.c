@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "outbuf.h"
+#include "pftrace_file.h"
 #include "pipeline.h"
 #include "trace_proto.h"
 #include "u64map.h"
@@ -311,7 +312,7 @@ static int write_dump(struct flight *f, const struct due *d, const struct model 
 	char tmp[160];
 	uint8_t *raw;
 	struct pipeline p;
-	uint64_t uuids = 1;	/* the dump's track uuids */
+	struct pftrace_file *pf = NULL;
 	struct outbuf *ob;
 	struct sink *sink;
 	uint64_t key, written = 0;
@@ -332,12 +333,15 @@ static int write_dump(struct flight *f, const struct due *d, const struct model 
 	}
 	err = pipeline__init(&p, d->pid, live ? live->comm : "gone", d->from, &f->o.detect);
 	if (!err)
-		err = trace_proto__new(&sink, ob, 1, &uuids);
+		err = pftrace_file__new(&pf, ob, true);
+	if (!err)
+		err = trace_proto__new(&sink, pf, 1);
 	if (!err)
 		err = pipeline__add_sink(&p, sink);
 	if (err) {
-		outbuf__free(ob);
 		pipeline__free(&p);
+		pftrace_file__free(pf);
+		outbuf__free(ob);
 		unlinkat(f->dirfd, tmp, 0);
 		return err;
 	}
@@ -378,7 +382,8 @@ static int write_dump(struct flight *f, const struct due *d, const struct model 
 	err = pipeline__finish(&p, d->to);
 	pipeline__free(&p);
 	if (!err)
-		err = outbuf__flush(ob);
+		err = pftrace_file__flush(pf);
+	pftrace_file__free(pf);
 	outbuf__free(ob);
 	if (!err && renameat(f->dirfd, tmp, f->dirfd, d->name))
 		err = -errno;

@@ -11,6 +11,7 @@
 #include "board.h"
 #include "console.h"
 #include "outbuf.h"
+#include "pftrace_file.h"
 #include "trace_json.h"
 #include "trace_proto.h"
 #include "util.h"
@@ -28,7 +29,6 @@ int outputs__open(struct outputs *out, const struct options *o, bool several)
 	memset(out, 0, sizeof(*out));
 	out->o = o;
 	out->next_seq = 1;
-	out->next_uuid = 1;
 	out->several = several;
 	if (several && live(o) && (err = board__new(&out->board, stderr)))
 		return err;
@@ -47,8 +47,11 @@ int outputs__open(struct outputs *out, const struct options *o, bool several)
 	if (o->output) {
 		err = outbuf__open(&out->trace, o->output);
 		/* created at once, an empty trace a loadable file: a bad path fails now */
+		if (!err && o->format == FORMAT_PERFETTO)
+			err = pftrace_file__new(&out->pftrace, out->trace,
+						o->trace_compression != COMPRESSION_NONE);
 		if (!err)
-			err = o->format == FORMAT_PERFETTO ? outbuf__flush(out->trace)
+			err = o->format == FORMAT_PERFETTO ? pftrace_file__flush(out->pftrace)
 							   : trace_json__begin(out->trace);
 		if (err) {
 			err_msg("cannot write trace to '%s': %s\n", o->output,
@@ -81,9 +84,8 @@ int outputs__add_sinks(struct outputs *out, struct pipeline *p, bool live_view)
 	}
 	if (!err && out->trace) {
 		/* options__parse took the format from the name when --format did not say */
-		err = o->format == FORMAT_PERFETTO ? trace_proto__new(&sink, out->trace,
-								      out->next_seq++,
-								      &out->next_uuid)
+		err = o->format == FORMAT_PERFETTO ? trace_proto__new(&sink, out->pftrace,
+								      out->next_seq++)
 						   : trace_json__new(&sink, out->trace);
 		if (!err)
 			err = pipeline__add_sink(p, sink);
@@ -155,7 +157,7 @@ int outputs__close(struct outputs *out)
 		ret = EXIT_FAIL;
 	}
 	if (out->trace) {
-		err = o->format == FORMAT_PERFETTO ? outbuf__flush(out->trace)
+		err = o->format == FORMAT_PERFETTO ? pftrace_file__flush(out->pftrace)
 						   : trace_json__end(out->trace);
 		if (err) {
 			if (!out->failed)
@@ -193,6 +195,8 @@ void outputs__free(struct outputs *out)
 	board__free(out->board);
 	out->board = NULL;
 	outbuf__free(out->alerts);
+	pftrace_file__free(out->pftrace);
 	outbuf__free(out->trace);
 	out->alerts = out->trace = NULL;
+	out->pftrace = NULL;
 }

@@ -21,13 +21,14 @@
 #include "stats.h"
 
 struct outbuf;
+struct pftrace_file;
 
 struct outputs {
 	const struct options *o;
 	struct outbuf *alerts;	/* --alerts, or NULL */
 	struct outbuf *trace;	/* -o, or NULL */
+	struct pftrace_file *pftrace; /* the trace's packets, when protobuf */
 	uint32_t next_seq;	/* the next protobuf writer's packet sequence */
-	uint64_t next_uuid;	/* the trace's next track uuid (protobuf) */
 	uint64_t events;	/* events of every process ended so far */
 	bool several;		/* several processes may be traced: alerts name theirs */
 	bool failed;		/* a write failed, and was said */

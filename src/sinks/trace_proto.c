@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "alerts.h"
-#include "outbuf.h"
 #include "pb.h"
+#include "pftrace_file.h"
 #include "u64map.h"
 
 /* Field numbers: docs/trace-format.md, tests/proto/perfetto_trace.proto. */
@@ -125,6 +125,8 @@ static const char *const annotation_names[ANN_NR] = { ANNOTATIONS(ANN_STR) };
 struct task_track {
 	uint64_t id;
 	uint64_t uuid;
+	/* a wake the task made of itself, its flow started on the poll that made it */
+	uint64_t self_flow;
 	uint32_t generation;	/* of its id: 1, or more for an id that came back */
 	bool done;
 };
@@ -152,9 +154,8 @@ struct intern_table {
 
 struct trace_proto {
 	struct sink sink;
-	struct outbuf *ob;
+	struct pftrace_file *file;
 	uint32_t seq_id;	/* its packets' trusted_packet_sequence_id */
-	uint64_t *uuids;	/* the file's next track uuid, shared by its writers */
 	uint64_t clock;		/* the incremental clock: the last timestamp on it */
 	uint64_t clock_before;	/* ... before the packet being built */
 	uint64_t process_uuid, runtime_uuid, alerts_uuid, runnable_uuid, inject_uuid;
@@ -194,7 +195,7 @@ static inline struct trace_proto *tp_of(struct sink *s)
 
 static uint64_t new_uuid(struct trace_proto *tp)
 {
-	return (*tp->uuids)++;
+	return pftrace_file__uuid(tp->file);
 }
 
 /* --- packets ------------------------------------------------------------ */
@@ -226,7 +227,7 @@ static void packet_end(struct trace_proto *tp)
 	}
 	pb_end(pb);
 	if (!pb->overflow)
-		ob_write(tp->ob, pb->buf, pb->len);
+		pftrace_file__packet(tp->file, pb->buf, pb->len);
 	else
 		tp->clock = tp->clock_before; /* not written: the next delta counts from before */
 }
@@ -720,7 +721,20 @@ static void on_poll(struct trace_proto *tp, struct model *m, const struct at_pol
 	uint64_t task = task_track(tp, m, p->task, 0);
 	const char *name = t ? t->name : "task";
 
-	if (linked)
+	struct task_track *tt = u64map__get(&tp->tasks, p->task);
+	const struct at_wake *self = NULL;
+
+	/*
+	 * A wake the task made of itself during this poll (a yield) rides in its
+	 * record: its flow starts on this poll's slice and ends on the next
+	 * poll's, with no instant of its own (half of what a yield loop writes).
+	 */
+	if (p->hdr.size >= sizeof(struct at_poll_self_wake) && tt && !tt->done) {
+		self = &((const struct at_poll_self_wake *)p)->wake;
+		if (self->task != p->task || !self->wake_id)
+			self = NULL;
+	}
+	if (linked && !(tt && tt->self_flow == p->wake_id))
 		write_wake(tp, m, &t->pending, true);
 	queue_depth(tp, m, p->hdr.ts, (int32_t)p->worker, p->depth);
 
@@ -757,6 +771,10 @@ static void on_poll(struct trace_proto *tp, struct model *m, const struct at_pol
 	ann_istr(tp, ANN_RESULT, p->ready ? "ready" : "pending");
 	if (linked)
 		pb_fixed64(&tp->pb, EVENT_TERMINATING_FLOW_IDS, p->wake_id);
+	if (self) {
+		pb_fixed64(&tp->pb, EVENT_FLOW_IDS, self->wake_id);
+		tt->self_flow = self->wake_id;
+	}
 	event_end(tp);
 
 	/* Ends in time order after both beginnings: the clock's deltas stay small. */
@@ -922,7 +940,7 @@ static void tp_tick(struct sink *s, struct model *m)
 {
 	(void)m;
 	/* Streamed: what is written survives the tracer being killed. */
-	outbuf__flush(tp_of(s)->ob);
+	pftrace_file__flush(tp_of(s)->file);
 }
 
 static int tp_finish(struct sink *s, struct model *m)
@@ -940,7 +958,7 @@ static int tp_finish(struct sink *s, struct model *m)
 		if (t->pending.wake_id)
 			write_wake(tp, m, &t->pending, false);
 	}
-	return outbuf__flush(tp->ob);
+	return pftrace_file__flush(tp->file);
 }
 
 static void tp_free(struct sink *s)
@@ -949,7 +967,7 @@ static void tp_free(struct sink *s)
 	uint64_t key;
 	void *val;
 
-	outbuf__free(tp->ob);
+	pftrace_file__free(tp->file);
 	for (size_t i = 0; u64map__next(&tp->tasks, &i, &key, &val);)
 		free(val);
 	for (int k = 0; k < INTERN_KINDS; k++) {
@@ -976,16 +994,15 @@ static const struct sink_ops trace_proto_ops = {
 	.free = tp_free,
 };
 
-int trace_proto__new(struct sink **s, struct outbuf *ob, uint32_t seq, uint64_t *uuids)
+int trace_proto__new(struct sink **s, struct pftrace_file *file, uint32_t seq)
 {
 	struct trace_proto *tp = calloc(1, sizeof(*tp));
 
 	if (!tp)
 		return -ENOMEM;
-	tp->ob = outbuf__get(ob);
+	tp->file = pftrace_file__get(file);
 	tp->sink.ops = &trace_proto_ops;
 	tp->seq_id = seq;
-	tp->uuids = uuids;
 	tp->inject_depth = -1;
 	u64map__init(&tp->threads);
 	u64map__init(&tp->tasks);

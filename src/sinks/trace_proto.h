@@ -11,15 +11,14 @@
 
 #include "sink.h"
 
-struct outbuf;
+struct pftrace_file;
 
 /*
- * A writer of one process's packets into ob (shared: outbuf__get), as
- * packet sequence seq (1 and up, one per writer of the file): each process
- * of a trace is its own sequence, with its own interned names and clock.
- * Track uuids are the file's: its writers draw them from *uuids (start it
- * at 1), so that they stay small (a byte or two on the wire).
+ * A writer of one process's packets into file (shared: pftrace_file__get),
+ * as packet sequence seq (1 and up, one per writer of the file): each
+ * process of a trace is its own sequence, with its own interned names and
+ * clock; track uuids are the file's.
  */
-int trace_proto__new(struct sink **s, struct outbuf *ob, uint32_t seq, uint64_t *uuids);
+int trace_proto__new(struct sink **s, struct pftrace_file *file, uint32_t seq);
 
 #endif

@@ -5,7 +5,7 @@
 Records the sample executor's busiest scenario (thrash: ~115k events/s) for a
 short and a four times longer run, then converts each capture with no
 output (model, detectors and report only), to Chrome JSON and to Perfetto
-protobuf, best of three. Prints events per CPU-second (user + sys of the
+protobuf (packets deflated, the default, and plain), best of three. Prints events per CPU-second (user + sys of the
 convert process), bytes per event and peak memory; the long capture shows
 whether memory grows with trace length; and the capture's own bytes per
 event and per record (a self-wake rides in its poll's record). A benchmark:
@@ -25,7 +25,8 @@ from tests.integration import capfile  # noqa: E402
 
 BUILD = os.environ.get("BUILD", "build")
 TRACER = os.path.join(BUILD, "asynctraced")
-OUTPUTS = [("report only", None), ("json", ".json"), ("protobuf", ".pftrace")]
+OUTPUTS = [("report only", None, []), ("json", ".json", []), ("protobuf", ".pftrace", []),
+           ("protobuf plain", ".pftrace", ["--trace-compression", "none"])]
 
 
 def record(tmp, seconds):
@@ -39,8 +40,8 @@ def record(tmp, seconds):
     return cap
 
 
-def convert_once(cap, out):
-    args = [TRACER, "convert", cap, "-q", "--summary", "json"]
+def convert_once(cap, out, extra):
+    args = [TRACER, "convert", cap, "-q", "--summary", "json"] + extra
     if out:
         args += ["-o", out]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -61,22 +62,22 @@ def main():
     else:
         seconds = float(args[0]) if args else 3
         caps = [record(tmp, seconds), record(tmp, 4 * seconds)]
-    print("%-28s %-12s %9s %8s %12s %9s %9s %8s" % (
+    print("%-28s %-15s %9s %8s %12s %9s %9s %8s" % (
         "capture", "output", "records", "cpu s", "records/s", "MB out", "B/event", "RSS MB"))
     for cap in caps:
         size = os.path.getsize(cap)
-        for label, ext in OUTPUTS:
+        for label, ext, extra in OUTPUTS:
             out = os.path.join(tmp, "out" + ext) if ext else None
-            best = min(convert_once(cap, out) for _ in range(3))
+            best = min(convert_once(cap, out, extra) for _ in range(3))
             cpu, rss, n = best
             mb = os.path.getsize(out) / 1e6 if out else 0
-            print("%-28s %-12s %9d %8.3f %12.0f %9.1f %9s %8.1f" % (
+            print("%-28s %-15s %9d %8.3f %12.0f %9.1f %9s %8.1f" % (
                 "%s (%.0f MB)" % (os.path.basename(cap), size / 1e6), label, n, cpu,
                 n / cpu if cpu else float("inf"), mb,
                 "%.0f" % (mb * 1e6 / n) if out else "-", rss))
             if out:
                 os.unlink(out)
-        print("%-28s %-12s %9s %8s %12s %9.1f %9.0f" % (
+        print("%-28s %-15s %9s %8s %12s %9.1f %9.0f" % (
             "", "capture", "", "", "", size / 1e6, size / n))
     # After every conversion: reading a capture here grows this process, whose
     # size a child forked later would count in its own peak RSS.

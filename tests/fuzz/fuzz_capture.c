@@ -27,6 +27,7 @@
 #include "replay.h"
 #include "report.h"
 #include "trace_json.h"
+#include "pftrace_file.h"
 #include "trace_proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -40,7 +41,7 @@ static void add(struct pipeline *p, int err, struct sink *s)
 }
 
 static struct outbuf *sink_out;
-static uint64_t sink_uuids = 1;
+static struct pftrace_file *sink_pftrace;
 
 /* Every sink a conversion has, for each process the capture begins. */
 static int on_begin(void *ctx, struct replay_proc *pr)
@@ -53,7 +54,8 @@ static int on_begin(void *ctx, struct replay_proc *pr)
 	if (sink_out) {
 		add(p, alert_log__new(&s, sink_out), s);
 		add(p, trace_json__new(&s, sink_out), s);
-		add(p, trace_proto__new(&s, sink_out, (uint32_t)pr->pid, &sink_uuids), s);
+		if (sink_pftrace)
+			add(p, trace_proto__new(&s, sink_pftrace, (uint32_t)pr->pid), s);
 	}
 	return 0;
 }
@@ -88,6 +90,8 @@ static void convert(const uint8_t *data, size_t size)
 		devnull = fopen("/dev/null", "w");
 	if (!sink_out && outbuf__open(&sink_out, "/dev/null"))
 		sink_out = NULL;
+	if (sink_out && !sink_pftrace && pftrace_file__new(&sink_pftrace, sink_out, true))
+		sink_pftrace = NULL;
 	if (capture_reader__open_mem(&r, data, size, err, sizeof(err)))
 		return;
 	if (replay__init(&rp, r, &opts, 0, &ops) == 0) {

@@ -7,6 +7,10 @@ so the file is decoded here by hand (the wire format: varints, fixed64,
 length-delimited, fixed32) and the rules of Perfetto's TrackEvent importer,
 as summarized in ../shared/reference/perfetto.md, are enforced:
 
+  * compression: a packet of compressed_packets (zlib-format deflate) is read
+    as the packets it inflates to, in its place, as the importer does (a
+    batch that does not inflate, or inflates to anything but whole packets,
+    raises WireError);
   * wire level: well-formed (anything else raises WireError); only the fields
     of tests/proto/perfetto_trace.proto, each with its own wire type, and a
     singular field at most once: we never write anything else;
@@ -48,6 +52,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import zlib
 from collections import defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -330,6 +335,7 @@ def decode(path_or_bytes):
     packets = Packets()
     packets.problems = []
     packets.nbytes = len(buf)
+    buf, packets.batches = expand(buf)
     with _gc_paused():
         _decode_packets(buf, packets)
         _resolve_timestamps(packets)
@@ -337,6 +343,64 @@ def decode(path_or_bytes):
 
 
 BOOTTIME = 6
+COMPRESSED_PACKETS_TAG = 50 << 3 | LEN
+
+
+def expand(buf):
+    """(the trace with every compressed_packets batch replaced by the packets it
+    inflates to, how many batches there were). Raises WireError on a batch that
+    does not inflate or holds anything but whole packets."""
+    out = []
+    batches = 0
+    pos, end, last = 0, len(buf), 0
+    while pos < end:
+        start = pos
+        try:
+            tag, pos = _varint(buf, pos, end)
+            if tag != 0x0A:
+                pos = _skip(buf, pos, end, tag)
+                continue
+            n, pos = _varint(buf, pos, end)
+            if pos + n > end:
+                break
+            body = pos
+            pos += n
+            if n == 0 or buf[body] != 0x92 or \
+                    _varint(buf, body, pos)[0] != COMPRESSED_PACKETS_TAG:
+                continue
+            _, q = _varint(buf, body, pos)
+            m, q = _varint(buf, q, pos)
+        except WireError:
+            break  # malformed: decode() says where and how
+        if q + m != pos:
+            raise WireError(f"compressed packets at byte {start}: the batch is not the "
+                            "packet's only field")
+        try:
+            plain = zlib.decompress(buf[q:q + m])
+        except zlib.error as e:
+            raise WireError(f"compressed packets at byte {start} do not inflate: {e}")
+        _whole_packets(plain, start)
+        out.append(buf[last:start])
+        out.append(plain)
+        last = pos
+        batches += 1
+    if not batches:
+        return buf, 0
+    out.append(buf[last:])
+    return b"".join(out), batches
+
+
+def _whole_packets(plain, at):
+    pos, end = 0, len(plain)
+    while pos < end:
+        tag, pos = _varint(plain, pos, end)
+        if tag != 0x0A:
+            raise WireError(f"compressed packets at byte {at} hold a field {tag >> 3} that "
+                            "is not a packet")
+        n, pos = _varint(plain, pos, end)
+        pos += n
+        if pos > end:
+            raise WireError(f"compressed packets at byte {at} end in the middle of a packet")
 
 
 def _resolve_timestamps(packets):
@@ -468,6 +532,23 @@ def protoc_check(path, proto=DEFAULT_PROTO, protoc=None, limit=20):
     protoc = protoc or shutil.which("protoc") or "/usr/bin/protoc"
     if not os.path.exists(protoc):
         return [f"protoc: not found ({protoc}); install protobuf-compiler"]
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        plain, batches = expand(data)
+    except WireError as e:
+        return [f"protoc: not decoded: {e}"]
+    if batches:
+        # the batches as protoc sees them (bytes), then what they hold
+        problems = _protoc_run(path, proto, protoc, limit)
+        with tempfile.NamedTemporaryFile(suffix=".pftrace") as f:
+            f.write(plain)
+            f.flush()
+            return problems + _protoc_run(f.name, proto, protoc, limit)
+    return _protoc_run(path, proto, protoc, limit)
+
+
+def _protoc_run(path, proto, protoc, limit):
     proto = os.path.abspath(proto)
     cmd = [protoc, "--decode=perfetto.protos.Trace",
            f"--proto_path={os.path.dirname(proto)}", os.path.basename(proto)]

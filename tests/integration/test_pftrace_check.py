@@ -366,6 +366,61 @@ class Clocks(Base):
         self.assertProblem(packets, "extra counter track 99 not declared")
 
 
+
+def compressed(data, cut=None):
+    """A trace's packets as batches of compressed_packets (a batch every `cut` bytes
+    of packets, at packet boundaries), as asynctraced writes them by default."""
+    import zlib
+    packets, pos = [], 0
+    while pos < len(data):
+        n, q = pc._varint(data, pos + 1, len(data))
+        packets.append(data[pos:q + n])
+        pos = q + n
+    batches, cur = [], b""
+    for p in packets:
+        if cut and cur and len(cur) + len(p) > cut:
+            batches.append(cur)
+            cur = b""
+        cur += p
+    batches.append(cur)
+    out = b""
+    for b in batches:
+        z = zlib.compress(b, 1)
+        body = varint(50 << 3 | 2) + varint(len(z)) + z
+        out += b"\x0a" + varint(len(body)) + body
+    return out
+
+
+class Compressed(Base):
+    """Batches of compressed_packets read as the packets they hold, in their place."""
+
+    def test_same_as_plain(self):
+        plain = trace_bytes(good_packets())
+        for cut in (None, 64):
+            data = compressed(plain, cut)
+            packets = pc.decode(data)
+            self.assertGreater(packets.batches, 0)
+            self.assertEqual(pc.check(packets), [])
+            self.assertEqual(pc.slices(packets), pc.slices(pc.decode(plain)))
+            self.assertEqual(packets.nbytes, len(data))
+            with tempfile.NamedTemporaryFile(suffix=".pftrace") as f:
+                f.write(data)
+                f.flush()
+                self.assertEqual(pc.protoc_check(f.name, PROTO, protoc=PROTOC), [])
+
+    def test_batch_that_does_not_inflate(self):
+        body = varint(50 << 3 | 2) + varint(4) + b"\x78\x9c\xff\xff"
+        with self.assertRaisesRegex(pc.WireError, "do not inflate"):
+            pc.decode(b"\x0a" + varint(len(body)) + body)
+
+    def test_batch_of_something_else(self):
+        import zlib
+        z = zlib.compress(b"\x08\x01")
+        body = varint(50 << 3 | 2) + varint(len(z)) + z
+        with self.assertRaisesRegex(pc.WireError, "is not a packet"):
+            pc.decode(b"\x0a" + varint(len(body)) + body)
+
+
 class DecoderAgainstProtoc(Base):
     """protoc's encoder, from text format, read back by our decoder."""
 

@@ -262,8 +262,35 @@ class Options(unittest.TestCase):
                                      "--format", "perfetto").returncode, 0)
             self.assertEqual(pftrace_check.check(pftrace_check.decode(path)), [])
 
+    def test_trace_compression(self):
+        """Packets deflated in batches by default, as they are with `none`: the same
+        trace either way, the deflated one a fraction of the size."""
+        with tempfile.TemporaryDirectory() as d:
+            paths = {}
+            for how in ("default", "none", "deflate"):
+                paths[how] = os.path.join(d, how + ".pftrace")
+                extra = [] if how == "default" else ["--trace-compression", how]
+                r = convert(capture("noisy"), "-q", "-o", paths[how], *extra)
+                self.assertEqual(r.returncode, 0, r.stderr)
+            decoded = {how: pftrace_check.decode(path) for how, path in paths.items()}
+            self.assertEqual(decoded["none"].batches, 0)
+            self.assertGreater(decoded["default"].batches, 0)
+            for how, packets in decoded.items():
+                self.assertEqual(pftrace_check.check(packets), [], how)
+                self.assertEqual(pftrace_check.protoc_check(paths[how]), [], how)
+            plain = pftrace_check.events(decoded["none"])
+            self.assertGreater(len(plain), 1000)
+            self.assertEqual(pftrace_check.events(decoded["default"]), plain)
+            self.assertEqual(pftrace_check.events(decoded["deflate"]), plain)
+            self.assertLess(os.path.getsize(paths["default"]) * 3,
+                            os.path.getsize(paths["none"]))
+
     def test_usage_errors(self):
         cases = [
+            (["convert", capture("noisy"), "-o", "x.pftrace", "--trace-compression", "zstd"],
+             "invalid --trace-compression"),
+            (["convert", capture("noisy"), "-o", "x.json", "--trace-compression", "none"],
+             "--trace-compression is for a protobuf trace"),
             (["convert"], "convert needs a capture"),
             (["convert", capture("noisy"), "-p", "1"], "-p does not apply to convert"),
             (["convert", capture("noisy"), "--no-trace"], "--no-trace does not apply"),

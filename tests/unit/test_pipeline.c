@@ -18,6 +18,7 @@
 #include "outbuf.h"
 #include "pipeline.h"
 #include "trace_json.h"
+#include "pftrace_file.h"
 #include "trace_proto.h"
 
 #define T0 1000000000ull
@@ -126,14 +127,15 @@ static void synthetic_stream(void **state)
 	struct pipeline p;
 	struct sink *json, *proto;
 	struct outbuf *pob, *job;
-	uint64_t uuids = 1;
+	struct pftrace_file *pf;
 	char *out;
 
 	assert_int_equal(pipeline__init(&p, 4242, "sample", T0, &opts), 0);
 	p.model.thread_comm = thread_comm;
 	snprintf(path, sizeof(path), "%s/tests/synthetic.pftrace", build);
 	assert_int_equal(outbuf__open(&pob, path), 0);
-	assert_int_equal(trace_proto__new(&proto, pob, 1, &uuids), 0);
+	assert_int_equal(pftrace_file__new(&pf, pob, false), 0);
+	assert_int_equal(trace_proto__new(&proto, pf, 1), 0);
 	snprintf(path, sizeof(path), "%s/tests/synthetic.json", build);
 	assert_int_equal(outbuf__open(&job, path), 0);
 	assert_int_equal(trace_json__begin(job), 0);
@@ -221,7 +223,8 @@ static void synthetic_stream(void **state)
 		assert_int_equal(c.alerts[i].count, 1);
 	}
 	assert_int_equal(trace_json__end(job), 0);
-	assert_int_equal(outbuf__flush(pob), 0);
+	assert_int_equal(pftrace_file__flush(pf), 0);
+	pftrace_file__free(pf);
 	outbuf__free(job);
 	outbuf__free(pob);
 	pipeline__free(&p);
