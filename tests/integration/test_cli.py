@@ -21,7 +21,7 @@ VALUES = {"--pid": "1", "--duration": "1", "--output": "x.json", "--format": "js
           "--sched-hook": "auto", "--probe-at": "entry", "--comm": "x",
           "--exclude-comm": "x", "--cgroup": "/x", "--max-targets": "4",
           "--metrics": "9464", "--metrics-tasks": "3", "--flight-recorder": "5", "--flight-recorder-size": "16M",
-          "--dump-dir": "/tmp", "--dump-dir-size": "1G"}
+          "--dump-dir": "/tmp", "--dump-dir-size": "1G", "--trace-compression": "none"}
 # An option's line in a help: "  -p, --pid PID ..." or "      --alerts FILE ..."
 OPTION = re.compile(r"^  (?:-(\w), |    )--([a-z][a-z-]+)", re.M)
 
