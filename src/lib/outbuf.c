@@ -10,18 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define OUTBUF_SIZE (1u << 20)
 /* Room every primitive may assume without checking twice. */
 #define OUTBUF_SLACK 64
 
-struct outbuf {
-	int fd;
-	int err;
-	int refs;	/* holders: outbuf__get, each let go by outbuf__free */
-	size_t len;
-	uint64_t bytes;
-	char buf[OUTBUF_SIZE];
-};
 
 /* A file asynctraced will write over: a regular one, or -ENXIO (-EISDIR for a directory). */
 static int regular(const struct stat *st)
@@ -214,7 +205,7 @@ static inline void need(struct outbuf *ob, size_t n)
 		outbuf__flush(ob);
 }
 
-void ob_write(struct outbuf *ob, const void *data, size_t len)
+void ob_write_slow(struct outbuf *ob, const void *data, size_t len)
 {
 	if (len > OUTBUF_SIZE / 2) {
 		outbuf__flush(ob);
@@ -238,29 +229,34 @@ void ob_write(struct outbuf *ob, const void *data, size_t len)
 	ob->len += len;
 }
 
-void ob_puts(struct outbuf *ob, const char *s)
-{
-	ob_write(ob, s, strlen(s));
-}
-
-void ob_putc(struct outbuf *ob, char c)
-{
-	need(ob, 1);
-	ob->buf[ob->len++] = c;
-}
-
 void ob_u64(struct outbuf *ob, uint64_t v)
 {
+	/* two digits a division: "00" to "99" */
+	static const char pairs[201] =
+		"0001020304050607080910111213141516171819"
+		"2021222324252627282930313233343536373839"
+		"4041424344454647484950515253545556575859"
+		"6061626364656667686970717273747576777879"
+		"8081828384858687888990919293949596979899";
 	char tmp[20];
-	int n = 0;
+	int n = sizeof(tmp);
 
 	need(ob, sizeof(tmp));
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	while (n)
-		ob->buf[ob->len++] = tmp[--n];
+	while (v >= 100) {
+		unsigned d = (unsigned)(v % 100) * 2;
+
+		v /= 100;
+		tmp[--n] = pairs[d + 1];
+		tmp[--n] = pairs[d];
+	}
+	if (v >= 10) {
+		tmp[--n] = pairs[v * 2 + 1];
+		tmp[--n] = pairs[v * 2];
+	} else {
+		tmp[--n] = (char)('0' + v);
+	}
+	memcpy(ob->buf + ob->len, tmp + n, sizeof(tmp) - (size_t)n);
+	ob->len += sizeof(tmp) - (size_t)n;
 }
 
 void ob_i64(struct outbuf *ob, int64_t v)
@@ -315,9 +311,15 @@ static int utf8_len(const unsigned char *s)
 
 void ob_json_str(struct outbuf *ob, const char *s)
 {
+	ob_putc(ob, '"');
+	ob_json_chars(ob, s);
+	ob_putc(ob, '"');
+}
+
+void ob_json_chars(struct outbuf *ob, const char *s)
+{
 	static const char hex[] = "0123456789abcdef";
 
-	ob_putc(ob, '"');
 	for (; *s; s++) {
 		unsigned char c = (unsigned char)*s;
 
@@ -346,17 +348,4 @@ void ob_json_str(struct outbuf *ob, const char *s)
 			ob->buf[ob->len++] = (char)c;
 		}
 	}
-	ob_putc(ob, '"');
-}
-
-void ob_key_u64(struct outbuf *ob, const char *key, uint64_t v)
-{
-	ob_puts(ob, key);
-	ob_u64(ob, v);
-}
-
-void ob_key_str(struct outbuf *ob, const char *key, const char *v)
-{
-	ob_puts(ob, key);
-	ob_json_str(ob, v);
 }

@@ -10,8 +10,22 @@
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
-struct outbuf;
+#define OUTBUF_SIZE (1u << 20)
+
+/*
+ * In the open for the inline writers below (a trace writer calls them a few
+ * dozen times an event); use the functions, never the fields.
+ */
+struct outbuf {
+	int fd;
+	int err;
+	int refs;	/* holders: outbuf__get, each let go by outbuf__free */
+	size_t len;
+	uint64_t bytes;
+	char buf[OUTBUF_SIZE];
+};
 
 /*
  * Opens path to write it from its start; "-" is standard output. Safe as root
@@ -52,9 +66,30 @@ int outbuf__flush(struct outbuf *ob);
 /* Bytes written so far, buffered ones included. */
 uint64_t outbuf__bytes(const struct outbuf *ob);
 
-void ob_write(struct outbuf *ob, const void *data, size_t len);
-void ob_puts(struct outbuf *ob, const char *s);
-void ob_putc(struct outbuf *ob, char c);
+/* What does not fit the buffer's room: flushes first, or writes around it. */
+void ob_write_slow(struct outbuf *ob, const void *data, size_t len);
+
+static inline void ob_write(struct outbuf *ob, const void *data, size_t len)
+{
+	if (OUTBUF_SIZE - ob->len < len) {
+		ob_write_slow(ob, data, len);
+		return;
+	}
+	memcpy(ob->buf + ob->len, data, len);
+	ob->len += len;
+}
+
+/* Inline, so that a literal's length is known where it is written. */
+static inline void ob_puts(struct outbuf *ob, const char *s)
+{
+	ob_write(ob, s, strlen(s));
+}
+
+static inline void ob_putc(struct outbuf *ob, char c)
+{
+	ob_write(ob, &c, 1);
+}
+
 void ob_u64(struct outbuf *ob, uint64_t v);
 void ob_i64(struct outbuf *ob, int64_t v);
 void ob_hex(struct outbuf *ob, uint64_t v);
@@ -62,8 +97,20 @@ void ob_hex(struct outbuf *ob, uint64_t v);
 void ob_us(struct outbuf *ob, uint64_t ns);
 /* a quoted, escaped JSON string */
 void ob_json_str(struct outbuf *ob, const char *s);
+/* ... escaped, without the quotes */
+void ob_json_chars(struct outbuf *ob, const char *s);
+
 /* key as given (quotes, colon, any leading comma), then the value */
-void ob_key_u64(struct outbuf *ob, const char *key, uint64_t v);
-void ob_key_str(struct outbuf *ob, const char *key, const char *v);
+static inline void ob_key_u64(struct outbuf *ob, const char *key, uint64_t v)
+{
+	ob_puts(ob, key);
+	ob_u64(ob, v);
+}
+
+static inline void ob_key_str(struct outbuf *ob, const char *key, const char *v)
+{
+	ob_puts(ob, key);
+	ob_json_str(ob, v);
+}
 
 #endif

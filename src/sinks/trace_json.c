@@ -79,12 +79,12 @@ static void put_dur(struct outbuf *ob, uint64_t ns)
 static void put_task_name(struct outbuf *ob, const char *prefix, const struct task *t,
 			  uint64_t id)
 {
-	char buf[AT_TASK_NAME_LEN + 48];
-
-	snprintf(buf, sizeof(buf), "%s%s #%llu", prefix, t ? t->name : "task",
-		 (unsigned long long)id);
-	ob_puts(ob, ",\"name\":");
-	ob_json_str(ob, buf);
+	ob_puts(ob, ",\"name\":\"");
+	ob_json_chars(ob, prefix);
+	ob_json_chars(ob, t ? t->name : "task");
+	ob_puts(ob, " #");
+	ob_u64(ob, id);
+	ob_putc(ob, '"');
 }
 
 static void put_arg_us(struct outbuf *ob, const char *key, uint64_t ns)
