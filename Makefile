@@ -39,7 +39,7 @@ CFLAGS    += -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter \
 	     -Wmissing-prototypes -Wstrict-prototypes -D_GNU_SOURCE
 CPPFLAGS  += -Iinclude -I$(BUILD)
 DEPFLAGS   = -MMD -MP
-LDLIBS_TRACER = -lbpf -lelf -lz -ldeflate -lm -liberty -lcapstone -lcap -lseccomp -lmicrohttpd -pthread
+LDLIBS_TRACER = -lbpf -ldw -lelf -lz -ldeflate -lm -liberty -lcapstone -lcap -lseccomp -lmicrohttpd -pthread
 LDLIBS_EXEC   = -pthread
 
 # libbpf's usdt.bpf.h includes <asm/errno.h>, which lives under the multiarch dir.
@@ -58,7 +58,7 @@ endif
 
 # The tracer's stages, a folder each (docs/architecture.md); headers are
 # included by name from any of them.
-SRC_DIRS    := src src/targets src/source src/pipeline src/sinks src/capture src/lib
+SRC_DIRS    := src src/targets src/source src/pipeline src/sinks src/capture src/stacks src/lib
 TRACER_SRCS := $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))
 TRACER_OBJS := $(patsubst src/%.c,$(BUILD)/src/%.o,$(TRACER_SRCS))
 SRC_INC     := $(addprefix -I,$(SRC_DIRS))
@@ -230,6 +230,10 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJS) | $(BUILD)/tests
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(SRC_INC) $(CFLAGS) $(DEPFLAGS) $< $(LIB_OBJS) \
 		$(LDLIBS_TRACER) -lcmocka -o $@
+
+# The unwinder's test unwinds its own stack, built as release code is: without
+# frame pointers, so that only the call-frame information can be followed.
+$(BUILD)/tests/test_unwind: CFLAGS += -fomit-frame-pointer
 
 # The BPF programs compiled as userspace C, against the simulated kernel in
 # tests/unit/bpf_shim (found before anything else of the same name).

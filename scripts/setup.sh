@@ -7,7 +7,7 @@ set -eu
 
 PACKAGES="
 make gcc clang llvm binutils
-libbpf-dev bpftool libelf-dev zlib1g-dev libdeflate-dev
+libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev libdeflate-dev
 libiberty-dev libcapstone-dev
 libcap-dev libseccomp-dev libcap2-bin
 protobuf-compiler

@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: MIT
+#include "unwind.h"
+
+#include <dwarf.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <libiberty/demangle.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "u64map.h"
+
+/* x86-64's DWARF register numbers */
+enum { DWARF_RBP = 6, DWARF_RSP = 7 };
+
+/* Frames of one stack, before inlined ones are expanded. */
+#define MAX_PCS 128
+
+struct proc {
+	Dwfl *dwfl;
+	bool attached;		/* dwfl_attach_state done */
+	bool refreshed;		/* its modules read again for a pc none covered */
+	struct u64map demangled; /* a mangled name's address -> its demangled copy */
+};
+
+struct unwinder {
+	struct u64map procs;	/* pid + 1 -> struct proc * */
+	const struct stack_sample *cur; /* the sample being unwound */
+};
+
+static const Dwfl_Callbacks proc_callbacks = {
+	.find_elf = dwfl_linux_proc_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+};
+
+int unwinder__new(struct unwinder **up)
+{
+	struct unwinder *u = calloc(1, sizeof(*u));
+
+	if (!u)
+		return -ENOMEM;
+	u64map__init(&u->procs);
+	*up = u;
+	return 0;
+}
+
+static void proc_free(struct proc *p)
+{
+	uint64_t key;
+	void *val;
+
+	if (!p)
+		return;
+	for (size_t i = 0; u64map__next(&p->demangled, &i, &key, &val);)
+		free(val);
+	u64map__clear(&p->demangled);
+	if (p->dwfl)
+		dwfl_end(p->dwfl);
+	free(p);
+}
+
+/* The process's images, as it maps them now. */
+static Dwfl *report(uint32_t pid)
+{
+	Dwfl *dwfl = dwfl_begin(&proc_callbacks);
+
+	if (!dwfl)
+		return NULL;
+	dwfl_report_begin(dwfl);
+	if (dwfl_linux_proc_report(dwfl, (pid_t)pid) || dwfl_report_end(dwfl, NULL, NULL)) {
+		dwfl_end(dwfl);
+		return NULL;
+	}
+	return dwfl;
+}
+
+static struct proc *proc_of(struct unwinder *u, uint32_t pid)
+{
+	struct proc *p = u64map__get(&u->procs, (uint64_t)pid + 1);
+
+	if (p)
+		return p;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	u64map__init(&p->demangled);
+	p->dwfl = report(pid);
+	if (!p->dwfl || u64map__set(&u->procs, (uint64_t)pid + 1, p)) {
+		proc_free(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* --- the thread libdwfl unwinds: the sample's registers and stack copy --- */
+
+static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	struct unwinder *u = arg;
+
+	if (*thread_argp)
+		return 0;
+	*thread_argp = arg;
+	return (pid_t)u->cur->tid;
+}
+
+static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+	*thread_argp = arg;
+	return true;
+}
+
+/* Only what the copy holds: an unwinder reads return addresses and saved registers. */
+static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+	const struct stack_sample *s = ((struct unwinder *)arg)->cur;
+
+	if (addr < s->sp || addr - s->sp > s->len || s->len - (addr - s->sp) < sizeof(*result))
+		return false;
+	memcpy(result, s->stack + (addr - s->sp), sizeof(*result));
+	return true;
+}
+
+static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+	const struct stack_sample *s = ((struct unwinder *)arg)->cur;
+	Dwarf_Word regs[2] = { s->bp, s->sp }; /* rbp, rsp: what the CFA rules start from */
+
+	if (!dwfl_thread_state_registers(thread, DWARF_RBP, 2, regs))
+		return false;
+	dwfl_thread_state_register_pc(thread, s->ip);
+	return true;
+}
+
+static const Dwfl_Thread_Callbacks thread_callbacks = {
+	.next_thread = next_thread,
+	.get_thread = get_thread,
+	.memory_read = memory_read,
+	.set_initial_registers = set_initial_registers,
+};
+
+struct walk {
+	uint64_t pcs[MAX_PCS];
+	int n;
+	int max;
+};
+
+static int on_frame(Dwfl_Frame *state, void *arg)
+{
+	struct walk *w = arg;
+	Dwarf_Addr pc;
+	bool activation;
+
+	if (!dwfl_frame_pc(state, &pc, &activation) || !pc)
+		return DWARF_CB_ABORT;
+	/* a caller's pc is a return address: the call is the byte before */
+	w->pcs[w->n++] = activation ? pc : pc - 1;
+	return w->n < w->max ? DWARF_CB_OK : DWARF_CB_ABORT;
+}
+
+/* --- symbols -------------------------------------------------------------- */
+
+/* A symbol's name for people: demangled, without its version (foo@@GLIBC_2.34). */
+static const char *demangle(struct proc *p, const char *name)
+{
+	const char *at;
+	char *d, *plain = NULL;
+
+	if (!name)
+		return NULL;
+	d = u64map__get(&p->demangled, (uintptr_t)name);
+	if (d)
+		return d;
+	at = strchr(name, '@');
+	if (at && at != name) {
+		plain = strndup(name, (size_t)(at - name));
+		if (!plain)
+			return name;
+	}
+	d = cplus_demangle(plain ? plain : name, DMGL_RUST | DMGL_PARAMS);
+	if (d)
+		free(plain);
+	else
+		d = plain;
+	if (!d)
+		return name;
+	if (u64map__set(&p->demangled, (uintptr_t)name, d)) {
+		free(d);
+		return name;
+	}
+	return d;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = path ? strrchr(path, '/') : NULL;
+
+	return slash ? slash + 1 : path;
+}
+
+/* The name DWARF gives a function's DIE: its linkage name demangled, else its name. */
+static const char *die_name(struct proc *p, Dwarf_Die *die)
+{
+	Dwarf_Attribute attr;
+	const char *linkage = NULL;
+
+	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) ||
+	    dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr))
+		linkage = dwarf_formstring(&attr);
+	return linkage ? demangle(p, linkage) : dwarf_diename(die);
+}
+
+static const char *call_file(Dwarf_Die *cu, Dwarf_Die *inlined, int *line)
+{
+	Dwarf_Attribute attr;
+	Dwarf_Word idx = 0, l = 0;
+	Dwarf_Files *files;
+	size_t n;
+
+	*line = 0;
+	if (dwarf_formudata(dwarf_attr(inlined, DW_AT_call_line, &attr), &l) == 0)
+		*line = (int)l;
+	if (dwarf_formudata(dwarf_attr(inlined, DW_AT_call_file, &attr), &idx) ||
+	    dwarf_getsrcfiles(cu, &files, &n) || idx >= n)
+		return NULL;
+	return dwarf_filesrc(files, idx, NULL, NULL);
+}
+
+/* pc's frames: the inlined calls at pc, innermost first, then the function. */
+static int symbolise(struct proc *p, uint64_t pc, struct stack_frame *out, int room)
+{
+	Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, pc);
+	const char *module = NULL, *file = NULL, *name;
+	Dwarf_Die *cu, *scopes = NULL;
+	Dwarf_Addr bias;
+	Dwfl_Line *src;
+	GElf_Off off;
+	GElf_Sym sym;
+	int line = 0, n = 0, nscopes;
+
+	if (mod) {
+		module = base_name(dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL,
+						    NULL));
+		src = dwfl_module_getsrc(mod, pc);
+		if (src)
+			file = dwfl_lineinfo(src, NULL, &line, NULL, NULL, NULL);
+		cu = dwfl_module_addrdie(mod, pc, &bias);
+		nscopes = cu ? dwarf_getscopes(cu, pc - bias, &scopes) : 0;
+		for (int i = 0; i < nscopes && n < room - 1; i++) {
+			if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram)
+				break;
+			if (dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine)
+				continue;
+			out[n++] = (struct stack_frame){ .pc = pc, .function = die_name(p, &scopes[i]),
+							 .module = module, .file = file, .line = line,
+							 .inlined = true };
+			file = call_file(cu, &scopes[i], &line);
+		}
+		free(scopes);
+	}
+	name = mod ? dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL) : NULL;
+	out[n++] = (struct stack_frame){ .pc = pc, .function = demangle(p, name),
+					 .module = module, .file = file, .line = line };
+	return n;
+}
+
+int unwinder__unwind(struct unwinder *u, const struct stack_sample *s, struct stack_frame *frames,
+		     int max)
+{
+	struct proc *p = proc_of(u, s->pid);
+	struct walk w = { .max = max < MAX_PCS ? max : MAX_PCS };
+	int n = 0;
+
+	if (!p || max <= 0)
+		return 0;
+	/* a pc in no image: something was mapped since (dlopen); read them again once */
+	if (!dwfl_addrmodule(p->dwfl, s->ip) && !p->refreshed) {
+		Dwfl *fresh = report(s->pid);
+
+		p->refreshed = true;
+		if (fresh) {
+			dwfl_end(p->dwfl);
+			p->dwfl = fresh;
+			p->attached = false;
+		}
+	}
+	if (!p->attached) {
+		if (!dwfl_attach_state(p->dwfl, NULL, (pid_t)s->pid, &thread_callbacks, u))
+			return 0;
+		p->attached = true;
+	}
+	u->cur = s;
+	dwfl_getthread_frames(p->dwfl, (pid_t)s->tid, on_frame, &w);
+	u->cur = NULL;
+	if (!w.n) /* not even the first frame: the sampled ip alone */
+		w.pcs[w.n++] = s->ip;
+	for (int i = 0; i < w.n && n < max; i++)
+		n += symbolise(p, w.pcs[i], frames + n, max - n);
+	return n;
+}
+
+void unwinder__forget(struct unwinder *u, uint32_t pid)
+{
+	proc_free(u64map__del(&u->procs, (uint64_t)pid + 1));
+}
+
+void unwinder__free(struct unwinder *u)
+{
+	uint64_t key;
+	void *val;
+
+	if (!u)
+		return;
+	for (size_t i = 0; u64map__next(&u->procs, &i, &key, &val);)
+		proc_free(val);
+	u64map__clear(&u->procs);
+	free(u);
+}

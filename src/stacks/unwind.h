@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * User stacks of programs built without frame pointers (release Rust, C at
+ * -O2): the registers at a sample and a copy of the top of the stack,
+ * unwound by the DWARF call-frame information of the images (.eh_frame,
+ * .debug_frame) through elfutils' libdwfl, the way `perf --call-graph dwarf`
+ * does; then each frame symbolised: function (demangled), image, and source
+ * file and line where DWARF has them, inlined frames included. What each
+ * process maps is read once and kept until the process is forgotten.
+ */
+#ifndef UNWIND_H
+#define UNWIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A sample: a thread's registers and the stack bytes from sp up. */
+struct stack_sample {
+	uint32_t pid;
+	uint32_t tid;
+	uint64_t ip;
+	uint64_t sp;
+	uint64_t bp;
+	const uint8_t *stack;	/* the bytes at sp, sp + 1, ... */
+	size_t len;
+};
+
+struct stack_frame {
+	uint64_t pc;		/* the sampled ip, or a return address */
+	const char *function;	/* demangled; NULL: no symbol covers pc */
+	const char *module;	/* the image's file name (no directory) */
+	const char *file;	/* the source file, NULL when DWARF does not say */
+	int line;
+	bool inlined;		/* inlined into the frame after it */
+};
+
+struct unwinder;
+
+int unwinder__new(struct unwinder **u);
+/*
+ * Unwinds s into frames, innermost first: how many (at most max), 0 when not
+ * even the first frame is known. The strings live as long as the process
+ * is remembered (unwinder__forget).
+ */
+int unwinder__unwind(struct unwinder *u, const struct stack_sample *s, struct stack_frame *frames,
+		     int max);
+/* A process that exited or exec'd: what was read of it goes. */
+void unwinder__forget(struct unwinder *u, uint32_t pid);
+void unwinder__free(struct unwinder *u);
+
+#endif

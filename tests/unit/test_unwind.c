@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The unwinder on this very process: a stack captured in a function built
+ * without frame pointers (-O2), from its registers and a copy of the stack
+ * as the BPF side copies it, unwound by the call-frame information and
+ * symbolised: the callers come back in order, an inlined call as a frame of
+ * its own, with file and line from DWARF.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "unwind.h"
+
+#define COPY (16u << 10)
+
+static uint8_t copy[COPY];
+static struct stack_sample sample;
+
+/* The stack's bytes from sp up to at most COPY, never past the stack's end. */
+static __attribute__((noinline)) void capture(void)
+{
+	uint64_t sp, bp, ip;
+	pthread_attr_t attr;
+	void *base;
+	size_t size, len;
+
+	__asm__ volatile("mov %%rsp, %0\n\tmov %%rbp, %1\n\tlea 0(%%rip), %2"
+			 : "=r"(sp), "=r"(bp), "=r"(ip));
+	pthread_getattr_np(pthread_self(), &attr);
+	pthread_attr_getstack(&attr, &base, &size);
+	pthread_attr_destroy(&attr);
+	len = (uintptr_t)base + size - sp;
+	if (len > COPY)
+		len = COPY;
+	memcpy(copy, (const void *)(uintptr_t)sp, len);
+	sample = (struct stack_sample){ .pid = (uint32_t)getpid(), .tid = (uint32_t)gettid(),
+					.ip = ip, .sp = sp, .bp = bp, .stack = copy, .len = len };
+}
+
+static volatile int sink;
+
+static inline __attribute__((always_inline)) void leaf(void)
+{
+	capture();
+	sink++;
+}
+
+static __attribute__((noinline)) void middle(void)
+{
+	leaf();
+	sink++;
+}
+
+static __attribute__((noinline)) void outer(void)
+{
+	middle();
+	sink++;
+}
+
+/* Where name first appears in frames, from `from` on; -1 if not. */
+static int find(const struct stack_frame *frames, int n, int from, const char *name)
+{
+	for (int i = from; i < n; i++)
+		if (frames[i].function && !strcmp(frames[i].function, name))
+			return i;
+	return -1;
+}
+
+static void unwinds_own_stack(void **state)
+{
+	struct stack_frame frames[64];
+	struct unwinder *u;
+	int n, c, l, m, o, t;
+
+	outer();
+	assert_int_equal(unwinder__new(&u), 0);
+	n = unwinder__unwind(u, &sample, frames, 64);
+	for (int i = 0; i < n; i++)
+		print_message("  #%d %s%s (%s) %s:%d\n", i, frames[i].inlined ? "[inlined] " : "",
+			      frames[i].function ? frames[i].function : "?",
+			      frames[i].module ? frames[i].module : "?",
+			      frames[i].file ? frames[i].file : "?", frames[i].line);
+	c = find(frames, n, 0, "capture");
+	l = find(frames, n, c, "leaf");
+	m = find(frames, n, c, "middle");
+	o = find(frames, n, m, "outer");
+	t = find(frames, n, o, "unwinds_own_stack");
+	assert_int_equal(c, 0);
+	/* leaf is inlined into middle: a frame of its own, marked, before middle's */
+	assert_int_equal(l, 1);
+	assert_true(frames[l].inlined);
+	assert_int_equal(m, 2);
+	assert_false(frames[m].inlined);
+	assert_true(o > m);
+	assert_true(t > o);
+	/* a versioned symbol is named without its version */
+	for (int i = 0; i < n; i++)
+		assert_null(frames[i].function ? strchr(frames[i].function, '@') : NULL);
+	for (int i = 0; i <= t; i++) {
+		assert_string_equal(frames[i].module, "test_unwind");
+		assert_non_null(frames[i].file);
+		assert_non_null(strstr(frames[i].file, "test_unwind.c"));
+		assert_true(frames[i].line > 0);
+	}
+	unwinder__free(u);
+}
+
+/* No stack copied: the sampled function alone; a process gone: nothing. */
+static void what_cannot_be_unwound(void **state)
+{
+	struct stack_frame frames[8];
+	struct stack_sample s;
+	struct unwinder *u;
+	int n;
+
+	outer();
+	s = sample;
+	s.len = 0;
+	assert_int_equal(unwinder__new(&u), 0);
+	n = unwinder__unwind(u, &s, frames, 8);
+	assert_true(n >= 1);
+	assert_string_equal(frames[0].function, "capture");
+	/* frame pointers are not what it follows: a garbage rbp changes nothing */
+	s = sample;
+	s.bp = 0x5a5a5a5a5a5a5a5aull;
+	assert_true(unwinder__unwind(u, &s, frames, 8) >= 4);
+	assert_string_equal(frames[3].function, "outer");
+	s.pid = 0x7ffffff0; /* no such process */
+	assert_int_equal(unwinder__unwind(u, &s, frames, 8), 0);
+	unwinder__forget(u, s.pid);
+	unwinder__forget(u, sample.pid);
+	/* forgotten, then read again */
+	assert_true(unwinder__unwind(u, &sample, frames, 8) >= 4);
+	unwinder__free(u);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(unwinds_own_stack),
+		cmocka_unit_test(what_cannot_be_unwound),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
