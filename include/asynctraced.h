@@ -123,6 +123,7 @@ enum at_event_kind {
 	AT_EV_PARK = 5,
 	AT_EV_WORKER_SAMPLE = 6, /* made by userspace from the maps */
 	AT_EV_TASK_SAMPLE = 7,	 /* made by userspace from the maps */
+	AT_EV_STACK = 8,	 /* a long poll's user stack (--stacks) */
 	AT_EV_KIND_MAX, /* one past the last kind; grows, never shrinks */
 };
 
@@ -567,6 +568,30 @@ struct at_worker_sample {
 /* The shortest at_worker_sample a reader takes: before asleep_ns was appended. */
 #define AT_WORKER_SAMPLE_MIN_SIZE 96
 
+/*
+ * A user stack sampled inside a poll that had run long (--stacks): the
+ * thread's user registers and the top of its stack, for userspace to unwind
+ * by the images' call-frame information (src/stacks/unwind.c). hdr.ts: when
+ * sampled.
+ */
+#define AT_STACK_BYTES 8192
+
+enum at_stack_flag {
+	AT_STACK_ONCPU = 1,	/* a CPU-clock sample: the poll was running */
+};
+
+struct at_stack {
+	struct at_hdr hdr;
+	__u64 task;		/* in a poll of this task... */
+	__u64 poll_begin;	/* ... begun then (its poll record's hdr.ts) */
+	__u64 ip;
+	__u64 sp;
+	__u64 bp;
+	__u32 len;		/* bytes of stack copied, from sp */
+	__u32 flags;		/* enum at_stack_flag */
+	__u8 stack[AT_STACK_BYTES];
+};
+
 struct at_task_sample {
 	struct at_hdr hdr;
 	__u64 task;
@@ -844,6 +869,16 @@ AT_PIN_OFF(struct at_worker_sample, pad, 89);
 /* appended: a record of the first version ends here (AT_WORKER_SAMPLE_MIN_SIZE) */
 AT_PIN_OFF(struct at_worker_sample, asleep_ns, AT_WORKER_SAMPLE_MIN_SIZE);
 AT_PIN_OFF(struct at_worker_sample, cpu_wait_ns, 104);
+
+AT_PIN_SIZE(struct at_stack, 8264);
+AT_PIN_OFF(struct at_stack, task, 24);
+AT_PIN_OFF(struct at_stack, poll_begin, 32);
+AT_PIN_OFF(struct at_stack, ip, 40);
+AT_PIN_OFF(struct at_stack, sp, 48);
+AT_PIN_OFF(struct at_stack, bp, 56);
+AT_PIN_OFF(struct at_stack, len, 64);
+AT_PIN_OFF(struct at_stack, flags, 68);
+AT_PIN_OFF(struct at_stack, stack, 72);
 
 AT_PIN_SIZE(struct at_task_sample, 96);
 AT_PIN_OFF(struct at_task_sample, hdr, 0);

@@ -92,6 +92,7 @@ enum {
 	OPT_LIVE,
 	OPT_FORMAT,
 	OPT_TRACE_COMPRESSION,
+	OPT_STACKS,
 	OPT_EMPTY_PROGRAMS,
 	OPT_PROBE_AT,
 	OPT_NO_SANDBOX,
@@ -221,6 +222,10 @@ static const struct opt_def {
 	{ OPT_PROBE_AT, "probe-at", "WHERE", T | R,
 	  "function probes (tokio) at the cheapest equivalent\n"
 	  "instruction (cheapest, default) or at the entry\n" },
+	{ OPT_STACKS, "stacks", NULL, T,
+	  "sample the user stack of a poll that runs long:\n"
+	  "its alert says where in the code (function, file,\n"
+	  "line), unwound without frame pointers\n" },
 	{ OPT_NO_SANDBOX, "no-sandbox", NULL, T | R | C,
 	  "no seccomp filter once attached (convert: once its\n"
 	  "files are open); capabilities are dropped all the\n"
@@ -914,6 +919,9 @@ static int take_option(struct options *o, int c, const char *arg)
 		return 0;
 	case OPT_NO_SANDBOX:
 		o->no_sandbox = true;
+		return 0;
+	case OPT_STACKS:
+		o->stacks = true;
 		return 0;
 	case OPT_PROBE_AT:
 		if (!strcmp(arg, "cheapest"))

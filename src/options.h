@@ -86,6 +86,7 @@ struct options {
 	bool empty_programs;	/* benchmarks: the floor */
 	bool probe_at_entry;	/* no probe placement past single-stepped entries */
 	bool no_sandbox;	/* no seccomp filter once attached */
+	bool stacks;		/* --stacks: a long poll's stack, unwound */
 };
 
 /* 0 to run; EXIT_USAGE after a message; -1 when done (--help, --version). */

@@ -270,6 +270,19 @@ static int build_filter(scmp_filter_ctx ctx, unsigned flags, int dirfd)
 		if (!err && !(flags & SANDBOX_SERVE))
 			err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 0);
 	}
+	/*
+	 * --stacks: libdwfl finds an image's separate debug file by following
+	 * its links (readlink), and libelf asks an open file's flags (fcntl:
+	 * F_GETFD, F_SETFD, F_GETFL only; the others change nothing it needs)
+	 */
+	if (!err && (flags & SANDBOX_STACKS)) {
+		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(readlink), 0);
+		if (!err)
+			err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(readlinkat), 0);
+		for (int cmd = F_GETFD; !err && cmd <= F_GETFL && !(flags & SANDBOX_SERVE); cmd++)
+			err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1,
+					       SCMP_A1(SCMP_CMP_EQ, (uint64_t)cmd));
+	}
 	/* read-only opens: /proc/PID/task/TID/comm, a thread's name */
 	if (!err)
 		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,

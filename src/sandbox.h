@@ -45,6 +45,7 @@ int sandbox__drop_privileges(uint64_t keep);
 /* What the filter lets through besides the loop's own calls. */
 #define SANDBOX_SERVE 1	/* answering HTTP on a socket bound before (--metrics) */
 #define SANDBOX_DUMPS 2	/* files made, renamed, removed in one directory (dirfd: --dump-dir) */
+#define SANDBOX_STACKS 4 /* images and their debug files read to unwind stacks (--stacks) */
 
 /* The seccomp allowlist, for this thread and every other. 0 or -errno. */
 int sandbox__filter(unsigned flags, int dirfd);

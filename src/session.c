@@ -44,6 +44,7 @@
 #include "traced.h"
 #include "tracer.h"
 #include "u64map.h"
+#include "unwind.h"
 #include "util.h"
 
 #define TICK_NS (100 * 1000 * 1000ull)
@@ -119,6 +120,7 @@ struct session {
 	uint64_t failed;		/* processes found and not traced */
 	struct metrics *metrics;	/* --metrics: the series it serves */
 	struct flight *flight;		/* --flight-recorder */
+	struct unwinder *unwinder;	/* --stacks: unwinds the long polls' stacks */
 	uint64_t malformed;		/* records too short to say whose they are */
 	uint64_t dropped;		/* record: records the rings had no room for */
 	uint64_t start;
@@ -128,6 +130,19 @@ struct session {
 };
 
 static void on_sample(void *ctx, const void *rec, size_t size);
+
+/* --stacks: CPU-clock samples a second on each CPU, and when a poll's are taken */
+#define STACK_HZ 250
+#define STACK_AFTER_NS (5 * 1000000ull)
+
+static int unwind_stack(void *ctx, const struct at_stack *st, struct stack_frame *frames, int max)
+{
+	struct stack_sample s = { .pid = st->hdr.pid, .tid = st->hdr.tid, .ip = st->ip,
+				  .sp = st->sp, .bp = st->bp, .stack = st->stack,
+				  .len = st->len <= AT_STACK_BYTES ? st->len : 0 };
+
+	return unwinder__unwind(ctx, &s, frames, max);
+}
 
 /* record: a record and, the first time they show up, its thread's and task's names. */
 static void capture_record(struct session *s, struct traced *tr, const struct at_hdr *h,
@@ -544,6 +559,8 @@ static void traced_drop(struct session *s, struct traced *tr)
 	if (i < s->nr)
 		memmove(&s->targets[i], &s->targets[i + 1], (s->nr - i - 1) * sizeof(*s->targets));
 	s->nr -= i < s->nr;
+	if (s->unwinder)
+		unwinder__forget(s->unwinder, (uint32_t)tr->target.pid);
 	traced__free(tr);
 }
 
@@ -589,6 +606,14 @@ static int traced_start(struct session *s, struct traced *tr)
 		tr->pipe.model.read_str = target__read_str;
 	tr->pipe.model.thread_comm = target__thread_comm;
 	tr->pipe.model.target_ctx = &tr->target;
+	if (s->unwinder) {
+		tr->pipe.model.unwind = unwind_stack;
+		tr->pipe.model.unwind_ctx = s->unwinder;
+		/* its images now: once attached, the tracer may no longer read its maps */
+		if (unwinder__prime(s->unwinder, (uint32_t)tr->target.pid))
+			warn_msg("pid %d: its stacks cannot be unwound (its memory map could not "
+				 "be read)\n", tr->target.pid);
+	}
 	if (!err && !s->cap) {
 		if (tr->disc.kind == RUNTIME_TOKIO)
 			name_tokio_tasks(s, tr);
@@ -1077,7 +1102,8 @@ static int confine(struct session *s)
 	}
 	if (!s->o->no_sandbox && !s->follow) {
 		err = sandbox__filter((s->metrics ? SANDBOX_SERVE : 0) |
-					      (s->flight ? SANDBOX_DUMPS : 0),
+					      (s->flight ? SANDBOX_DUMPS : 0) |
+					      (s->unwinder ? SANDBOX_STACKS : 0),
 				      flight__dirfd(s->flight));
 		if (err) {
 			err_msg("failed to install the seccomp filter: %s (--no-sandbox runs "
@@ -1103,6 +1129,10 @@ static int start(struct session *s)
 		.sched_delay_ns = o->detect.sched_delay_ns,
 		.starve_depth = o->detect.starve_depth,
 		.empty_programs = o->empty_programs,
+		/* half the threshold: a long poll is sampled before it ends */
+		.stack_after_ns = o->stacks ? (o->detect.long_poll_ns ? o->detect.long_poll_ns / 2
+								    : STACK_AFTER_NS)
+					    : 0,
 		.uprobes = s->follow,
 		.births = s->follow ? on_birth : NULL,
 		.births_ctx = s,
@@ -1199,6 +1229,15 @@ static int start(struct session *s)
 			strerror(-err));
 		goto out;
 	}
+	if (o->stacks) {
+		err = tracer__attach_stacks(s->tracer, STACK_HZ);
+		if (!err)
+			err = unwinder__new(&s->unwinder);
+		if (err) {
+			err_msg("cannot sample stacks (--stacks): %s\n", strerror(-err));
+			goto out;
+		}
+	}
 	if (s->follow) {
 		err = examiner__new(&s->examiner, s, &s->ex_opts);
 		if (err) {
@@ -1269,6 +1308,7 @@ int session__run(const struct options *o)
 	outputs__free(&s.out);
 	metrics__close(s.metrics);
 	flight__free(s.flight);
+	unwinder__free(s.unwinder);
 	capture_writer__free(s.cap);
 	u64map__clear(&s.by_pid);
 	u64map__clear(&s.seen);

@@ -2,10 +2,12 @@
 #include "detect.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model.h"
+#include "unwind.h"
 
 #define ALERT_LOG_MAX 4096
 /* Task samples come every second; a thrash watch not refreshed is stale. */
@@ -60,6 +62,7 @@ void detector__init(struct detector *d, const struct detect_opts *opts, alert_fn
 	u64map__init(&d->long_polls);
 	u64map__init(&d->thrash);
 	u64map__init(&d->lost);
+	u64map__init(&d->stacks);
 }
 
 static void free_values(struct u64map *m, bool watches)
@@ -80,6 +83,7 @@ void detector__free(struct detector *d)
 	free_values(&d->long_polls, false);
 	free_values(&d->thrash, true);
 	free_values(&d->lost, false);
+	free_values(&d->stacks, false);
 	for (uint32_t i = 0; i < d->nr_workers; i++)
 		free(d->workers[i].ep);
 	free(d->workers);
@@ -326,6 +330,46 @@ static void note_victim(struct detector *d, struct model *m, const struct at_pol
 			   p->wake_ts >= w->hold_begin && p->wake_ts < w->hold_end);
 }
 
+/* A thread's latest stack sample, kept until its poll ends (one buffer per thread). */
+static void on_stack(struct detector *d, const struct at_stack *s)
+{
+	uint64_t key = (uint64_t)s->hdr.tid + 1;
+	struct at_stack *kept = u64map__get(&d->stacks, key);
+
+	if (!kept) {
+		kept = malloc(sizeof(*kept));
+		if (!kept || u64map__set(&d->stacks, key, kept)) {
+			free(kept);
+			return;
+		}
+	}
+	memcpy(kept, s, sizeof(*kept));
+}
+
+/* The stack sampled in poll p, unwound into the alert (--stacks, live). */
+static void stack_of(struct detector *d, struct model *m, const struct at_poll *p,
+		     struct alert *a)
+{
+	const struct at_stack *s = u64map__get(&d->stacks, (uint64_t)p->hdr.tid + 1);
+	struct stack_frame frames[ALERT_STACK_FRAMES];
+	int n;
+
+	if (!s || !m->unwind || s->poll_begin != p->hdr.ts || s->task != p->task)
+		return;
+	n = m->unwind(m->unwind_ctx, s, frames, ALERT_STACK_FRAMES);
+	for (int i = 0; i < n; i++) {
+		struct alert_frame *f = &a->stack[i];
+
+		snprintf(f->function, sizeof(f->function), "%s",
+			 frames[i].function ? frames[i].function : "");
+		snprintf(f->module, sizeof(f->module), "%s", frames[i].module ? frames[i].module : "");
+		snprintf(f->file, sizeof(f->file), "%s", frames[i].file ? frames[i].file : "");
+		f->line = frames[i].line > 0 ? (uint32_t)frames[i].line : 0;
+		f->inlined = frames[i].inlined;
+	}
+	a->nr_stack = n > 0 ? (uint32_t)n : 0;
+}
+
 static void long_poll(struct detector *d, struct model *m, const struct at_poll *p)
 {
 	uint64_t end_ts = p->hdr.ts + p->duration_ns;
@@ -350,6 +394,7 @@ static void long_poll(struct detector *d, struct model *m, const struct at_poll 
 	a.oncpu_ns = p->oncpu_ns;
 	a.blocked_ns = p->blocked_ns;
 	a.runnable_ns = p->runnable_ns;
+	stack_of(d, m, p, &a);
 	ep = begin(d, &a);
 	if (ep && u64map__set(&d->long_polls, p->task, ep))
 		free(ep);
@@ -796,6 +841,9 @@ void detector__event(struct detector *d, struct model *m, const struct at_hdr *e
 			thrash(d, m, (const struct at_task_sample *)ev);
 		if (d->opts.lost_waker_ns)
 			lost_waker(d, m, (const struct at_task_sample *)ev);
+		break;
+	case AT_EV_STACK:
+		on_stack(d, (const struct at_stack *)ev);
 		break;
 	}
 }

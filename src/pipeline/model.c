@@ -19,6 +19,7 @@ static const uint16_t record_size[AT_EV_KIND_MAX] = {
 	[AT_EV_PARK] = sizeof(struct at_park),
 	[AT_EV_WORKER_SAMPLE] = AT_WORKER_SAMPLE_MIN_SIZE,
 	[AT_EV_TASK_SAMPLE] = sizeof(struct at_task_sample),
+	[AT_EV_STACK] = sizeof(struct at_stack),
 };
 
 int model__init(struct model *m, uint32_t pid, const char *comm, uint64_t t0)

@@ -73,6 +73,11 @@ struct model_counts {
 typedef int (*model_read_str_fn)(void *ctx, uint64_t addr, char *buf, size_t len);
 /* Fills comm with the name of thread tid; 0 or -errno. */
 typedef int (*model_thread_comm_fn)(void *ctx, uint32_t tid, char *comm, size_t len);
+struct at_stack;
+struct stack_frame;
+/* Unwinds a sampled stack of the live target into frames, innermost first: how many. */
+typedef int (*model_unwind_fn)(void *ctx, const struct at_stack *s, struct stack_frame *frames,
+			       int max);
 
 struct model {
 	uint32_t pid;
@@ -91,6 +96,8 @@ struct model {
 	model_read_str_fn read_str;
 	model_thread_comm_fn thread_comm;
 	void *target_ctx;
+	model_unwind_fn unwind;	/* NULL: stacks are not unwound (no --stacks, or a capture) */
+	void *unwind_ctx;
 };
 
 int model__init(struct model *m, uint32_t pid, const char *comm, uint64_t t0);

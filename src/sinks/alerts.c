@@ -33,9 +33,54 @@ static const char *comm_of(const struct model *m, uint32_t tid)
 	return th ? th->comm : "?";
 }
 
+/*
+ * Whether a frame is the program's own code, not its runtime's or its
+ * libraries': in the executable, or a library of the program's, and not in
+ * Rust's std, core, alloc or tokio, nor the C library's start.
+ */
+static bool own_frame(const struct alert_frame *f)
+{
+	static const char *const runtime[] = { "std::", "core::", "alloc::", "tokio::", "<std::",
+					       "<core::", "<alloc::", "<tokio::", "__rust",
+					       "__libc", "_start" };
+
+	if (!f->function[0] || f->module[0] == '[') /* [vdso] */
+		return false;
+	if (!strncmp(f->module, "libc.so", 7) || !strncmp(f->module, "libstd-", 7) ||
+	    !strncmp(f->module, "ld-linux", 8) || !strncmp(f->module, "libpthread", 10))
+		return false;
+	for (size_t i = 0; i < sizeof(runtime) / sizeof(runtime[0]); i++)
+		if (!strncmp(f->function, runtime[i], strlen(runtime[i])))
+			return false;
+	return true;
+}
+
+/* " in f <- caller": where in its own code the program was, when a stack says. */
+static void format_where(char *buf, size_t size, const struct alert *a)
+{
+	int first = -1, second = -1;
+
+	for (uint32_t i = 0; i < a->nr_stack && second < 0; i++) {
+		if (!own_frame(&a->stack[i]))
+			continue;
+		if (first < 0)
+			first = (int)i;
+		else if (strcmp(a->stack[i].function, a->stack[first].function))
+			second = (int)i;
+	}
+	if (first < 0)
+		return;
+	if (second < 0)
+		snprintf(buf, size, " in %s", a->stack[first].function);
+	else
+		snprintf(buf, size, " in %s <- %s", a->stack[first].function,
+			 a->stack[second].function);
+}
+
 static void format_begin(char *buf, size_t size, const struct model *m, const struct alert *a)
 {
 	char q[32];
+	size_t len;
 
 	switch (a->kind) {
 	case ALERT_LONG_POLL:
@@ -45,6 +90,8 @@ static void format_begin(char *buf, size_t size, const struct model *m, const st
 			 a->task_name, (unsigned long long)a->task, a->worker, a->tid,
 			 comm_of(m, a->tid), ms(a->value_ns), poll_cause_str(a->cause),
 			 ms(a->oncpu_ns), ms(a->blocked_ns), ms(a->runnable_ns));
+		len = strlen(buf);
+		format_where(buf + len, size - len, a);
 		return;
 	case ALERT_SCHED_DELAY:
 		queue_name(q, sizeof(q), a->queued_on);
@@ -245,6 +292,24 @@ void alert__json_object(struct outbuf *ob, const struct model *m, const struct a
 		ob_key_u64(ob, ",\"on_cpu_ns\":", a->oncpu_ns);
 		ob_key_u64(ob, ",\"blocked_ns\":", a->blocked_ns);
 		ob_key_u64(ob, ",\"runnable_ns\":", a->runnable_ns);
+		if (a->nr_stack) {
+			/* where it was when sampled, innermost first */
+			ob_puts(ob, ",\"stack\":[");
+			for (uint32_t i = 0; i < a->nr_stack; i++) {
+				const struct alert_frame *f = &a->stack[i];
+
+				ob_key_str(ob, i ? ",{\"function\":" : "{\"function\":", f->function);
+				ob_key_str(ob, ",\"module\":", f->module);
+				if (f->file[0]) {
+					ob_key_str(ob, ",\"file\":", f->file);
+					ob_key_u64(ob, ",\"line\":", f->line);
+				}
+				if (f->inlined)
+					ob_puts(ob, ",\"inlined\":true");
+				ob_putc(ob, '}');
+			}
+			ob_putc(ob, ']');
+		}
 		if (a->state != ALERT_END)
 			break;
 		/* the tasks it kept waiting, the longest waits first */

@@ -27,6 +27,7 @@ static const char *const kind_name[AT_EV_KIND_MAX] = {
 	[AT_EV_PARK] = "park",
 	[AT_EV_WORKER_SAMPLE] = "worker-sample",
 	[AT_EV_TASK_SAMPLE] = "task-sample",
+	[AT_EV_STACK] = "stack",
 };
 
 uint64_t report__dropped(const struct run_info *run)

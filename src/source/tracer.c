@@ -2,6 +2,7 @@
 #include "tracer.h"
 
 #include <errno.h>
+#include <linux/perf_event.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -147,7 +148,7 @@ static struct bpf_program *sched_prog(struct asynctraced_bpf *skel, bool empty,
  * the one sched_switch hook asked for.
  */
 static int choose_programs(struct asynctraced_bpf *skel, bool empty, enum sched_hook hook,
-			   bool births)
+			   bool births, bool stacks)
 {
 	struct bpf_program *prog;
 	int err = 0;
@@ -168,6 +169,8 @@ static int choose_programs(struct asynctraced_bpf *skel, bool empty, enum sched_
 		err = bpf_program__set_autoload(skel->progs.on_exec, births);
 	if (!err)
 		err = bpf_program__set_autoload(skel->progs.on_fork, births);
+	if (!err)
+		err = bpf_program__set_autoload(skel->progs.on_cpu_sample, stacks && !empty);
 	return err;
 }
 
@@ -192,6 +195,7 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	skel->rodata->long_poll_ns = o->long_poll_ns;
 	skel->rodata->sched_delay_ns = o->sched_delay_ns;
 	skel->rodata->starve_depth = o->starve_depth;
+	skel->rodata->stack_after_ns = o->stack_after_ns;
 	skel->rodata->task_slot_bits = (__u32)__builtin_ctz(o->task_slots);
 	if (o->usdt_specs)
 		memcpy((void *)skel->rodata->usdt_fixed, o->usdt_specs,
@@ -204,7 +208,8 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.task_slots, o->task_slots);
 	if (!err)
-		err = choose_programs(skel, o->empty_programs, hook, o->births != NULL);
+		err = choose_programs(skel, o->empty_programs, hook, o->births != NULL,
+				      o->stack_after_ns != 0);
 	for (int u = 0; multi && !err && u <= UPROBE_TOKIO_STEAL_RET; u++) {
 		bool ret;
 
@@ -368,6 +373,37 @@ int tracer__attach_sched(struct tracer *t)
 	if (!err)
 		err = add_link(t, 0, bpf_program__attach(t->skel->progs.on_fork));
 	return err;
+}
+
+int tracer__attach_stacks(struct tracer *t, uint32_t hz)
+{
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_SOFTWARE,
+		.size = sizeof(attr),
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		.sample_freq = hz,
+		.freq = 1,
+	};
+	int ncpus = libbpf_num_possible_cpus(), attached = 0, err = 0;
+
+	if (!bpf_program__autoload(t->skel->progs.on_cpu_sample))
+		return 0;
+	for (int cpu = 0; cpu < ncpus; cpu++) {
+		int fd = (int)syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+
+		if (fd < 0) {
+			err = -errno;
+			continue; /* a CPU that is not online */
+		}
+		err = add_link(t, 0, bpf_program__attach_perf_event(t->skel->progs.on_cpu_sample,
+								  fd));
+		if (err) {
+			close(fd);
+			return err;
+		}
+		attached++;
+	}
+	return attached ? 0 : err;
 }
 
 int tracer__births_fd(const struct tracer *t)

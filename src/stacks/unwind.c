@@ -75,6 +75,17 @@ static Dwfl *report(uint32_t pid)
 	return dwfl;
 }
 
+static int load_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+		    void *arg)
+{
+	Dwarf_Addr bias;
+
+	/* and its DWARF, which may be in a separate debug file found by its build id */
+	if (dwfl_module_getelf(mod, &bias))
+		dwfl_module_getdwarf(mod, &bias);
+	return DWARF_CB_OK;
+}
+
 static struct proc *proc_of(struct unwinder *u, uint32_t pid)
 {
 	struct proc *p = u64map__get(&u->procs, (uint64_t)pid + 1);
@@ -298,6 +309,16 @@ int unwinder__unwind(struct unwinder *u, const struct stack_sample *s, struct st
 	for (int i = 0; i < w.n && n < max; i++)
 		n += symbolise(p, w.pcs[i], frames + n, max - n);
 	return n;
+}
+
+int unwinder__prime(struct unwinder *u, uint32_t pid)
+{
+	struct proc *p = proc_of(u, pid);
+
+	if (!p)
+		return -errno ? -errno : -ENOENT;
+	dwfl_getmodules(p->dwfl, load_elf, NULL, 0);
+	return 0;
 }
 
 void unwinder__forget(struct unwinder *u, uint32_t pid)

@@ -45,6 +45,12 @@ int unwinder__new(struct unwinder **u);
  */
 int unwinder__unwind(struct unwinder *u, const struct stack_sample *s, struct stack_frame *frames,
 		     int max);
+/*
+ * Reads what process pid maps, and each image, now: while the tracer may
+ * still read the process's maps (it gives up that right once attached:
+ * docs/security.md). 0, or -errno.
+ */
+int unwinder__prime(struct unwinder *u, uint32_t pid);
 /* A process that exited or exec'd: what was read of it goes. */
 void unwinder__forget(struct unwinder *u, uint32_t pid);
 void unwinder__free(struct unwinder *u);

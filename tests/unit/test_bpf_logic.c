@@ -193,6 +193,14 @@ struct task_struct *bpf_get_current_task_btf(void)
 	return &current_task;
 }
 
+/* the user registers the kernel saved at its entry, for --stacks' samples */
+static struct pt_regs user_regs;
+
+long bpf_task_pt_regs(struct task_struct *task)
+{
+	return (long)&user_regs;
+}
+
 __u64 bpf_get_attach_cookie(void *ctx)
 {
 	return cookie;

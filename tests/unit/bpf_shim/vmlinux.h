@@ -20,6 +20,13 @@ struct pt_regs {
 	unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
 };
 
+/* what a perf_event program is given (--stacks' CPU-clock samples) */
+struct bpf_perf_event_data {
+	struct pt_regs regs;
+	unsigned long long sample_period;
+	unsigned long long addr;
+};
+
 struct sched_info {
 	unsigned long long run_delay;	/* ns on a run queue, up to its latest arrival */
 	unsigned long long last_arrival;	/* run queue clock when it last took a CPU */
