@@ -866,12 +866,28 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	e->sp = sp;
 	e->bp = BPF_CORE_READ(regs, bp);
 	e->flags = AT_STACK_ONCPU;
+	/* the return addresses our uretprobes replaced, for the unwinder to see through */
+	{
+		struct uprobe_task *ut = BPF_CORE_READ(task, utask);
+		struct return_instance *ri = ut ? BPF_CORE_READ(ut, return_instances) : NULL;
+		__u32 n = 0;
+
+		for (int i = 0; i < AT_STACK_RETURNS; i++) {
+			if (!ri)
+				break;
+			e->returns[i].slot = BPF_CORE_READ(ri, stack);
+			e->returns[i].ret = BPF_CORE_READ(ri, orig_ret_vaddr);
+			ri = BPF_CORE_READ(ri, next);
+			n++;
+		}
+		e->nr_returns = n;
+		e->pad = 0;
+	}
 	/*
 	 * As much as is mapped, a piece at a time: a thread's stack may end less
 	 * than a whole copy above sp (a worker a few frames deep into its loop).
 	 */
 	len = 0;
-#pragma unroll
 	for (int i = 0; i < AT_STACK_BYTES / AT_STACK_PIECE; i++) {
 		if (bpf_probe_read_user(e->stack + i * AT_STACK_PIECE, AT_STACK_PIECE,
 					(void *)(sp + i * AT_STACK_PIECE)))

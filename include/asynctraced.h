@@ -575,6 +575,8 @@ struct at_worker_sample {
  * sampled.
  */
 #define AT_STACK_BYTES 8192
+/* Return addresses a uretprobe took over, given back to the unwinder: at most this many. */
+#define AT_STACK_RETURNS 4
 
 enum at_stack_flag {
 	AT_STACK_ONCPU = 1,	/* a CPU-clock sample: the poll was running */
@@ -589,6 +591,18 @@ struct at_stack {
 	__u64 bp;
 	__u32 len;		/* bytes of stack copied, from sp */
 	__u32 flags;		/* enum at_stack_flag */
+	/*
+	 * A function with a uretprobe (tokio's raw::poll, ours) returns to the
+	 * kernel's trampoline: its return address on the stack was replaced.
+	 * The kernel keeps the real ones; these are the newest: where on the
+	 * stack (slot) and what was there (ret).
+	 */
+	__u32 nr_returns;
+	__u32 pad;
+	struct {
+		__u64 slot;
+		__u64 ret;
+	} returns[AT_STACK_RETURNS];
 	__u8 stack[AT_STACK_BYTES];
 };
 
@@ -870,7 +884,7 @@ AT_PIN_OFF(struct at_worker_sample, pad, 89);
 AT_PIN_OFF(struct at_worker_sample, asleep_ns, AT_WORKER_SAMPLE_MIN_SIZE);
 AT_PIN_OFF(struct at_worker_sample, cpu_wait_ns, 104);
 
-AT_PIN_SIZE(struct at_stack, 8264);
+AT_PIN_SIZE(struct at_stack, 8336);
 AT_PIN_OFF(struct at_stack, task, 24);
 AT_PIN_OFF(struct at_stack, poll_begin, 32);
 AT_PIN_OFF(struct at_stack, ip, 40);
@@ -878,7 +892,9 @@ AT_PIN_OFF(struct at_stack, sp, 48);
 AT_PIN_OFF(struct at_stack, bp, 56);
 AT_PIN_OFF(struct at_stack, len, 64);
 AT_PIN_OFF(struct at_stack, flags, 68);
-AT_PIN_OFF(struct at_stack, stack, 72);
+AT_PIN_OFF(struct at_stack, nr_returns, 72);
+AT_PIN_OFF(struct at_stack, returns, 80);
+AT_PIN_OFF(struct at_stack, stack, 144);
 
 AT_PIN_SIZE(struct at_task_sample, 96);
 AT_PIN_OFF(struct at_task_sample, hdr, 0);

@@ -137,9 +137,16 @@ static void on_sample(void *ctx, const void *rec, size_t size);
 
 static int unwind_stack(void *ctx, const struct at_stack *st, struct stack_frame *frames, int max)
 {
+	struct stack_return returns[AT_STACK_RETURNS];
 	struct stack_sample s = { .pid = st->hdr.pid, .tid = st->hdr.tid, .ip = st->ip,
 				  .sp = st->sp, .bp = st->bp, .stack = st->stack,
-				  .len = st->len <= AT_STACK_BYTES ? st->len : 0 };
+				  .len = st->len <= AT_STACK_BYTES ? st->len : 0, .returns = returns,
+				  .nr_returns = st->nr_returns <= AT_STACK_RETURNS ? st->nr_returns : 0 };
+
+	for (size_t i = 0; i < s.nr_returns; i++) {
+		returns[i].slot = st->returns[i].slot;
+		returns[i].ret = st->returns[i].ret;
+	}
 
 	return unwinder__unwind(ctx, &s, frames, max);
 }

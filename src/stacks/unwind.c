@@ -130,6 +130,10 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *a
 	if (addr < s->sp || addr - s->sp > s->len || s->len - (addr - s->sp) < sizeof(*result))
 		return false;
 	memcpy(result, s->stack + (addr - s->sp), sizeof(*result));
+	/* a return address a uretprobe took over: the kernel's trampoline there, not the caller */
+	for (size_t i = 0; i < s->nr_returns; i++)
+		if (s->returns[i].slot == addr)
+			*result = s->returns[i].ret;
 	return true;
 }
 

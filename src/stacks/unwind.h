@@ -24,6 +24,12 @@ struct stack_sample {
 	uint64_t bp;
 	const uint8_t *stack;	/* the bytes at sp, sp + 1, ... */
 	size_t len;
+	/* return addresses a uretprobe replaced: read at slot, ret is the real one */
+	const struct stack_return {
+		uint64_t slot;
+		uint64_t ret;
+	} *returns;
+	size_t nr_returns;
 };
 
 struct stack_frame {

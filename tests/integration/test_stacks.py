@@ -5,7 +5,11 @@ its user stack sampled by a CPU-clock BPF program, unwound by the call-frame
 information (the sample executor is built at -O2, without frame pointers) and
 named in the alert: the line says where in the program's own code, the JSON
 gives every frame. A healthy run takes no sample at all. Needs root."""
+import json
+import os
+import subprocess
 import tempfile
+import time
 import unittest
 
 from tests.integration import harness
@@ -49,6 +53,39 @@ class CpuBound(unittest.TestCase):
     def test_every_begin_has_its_stack(self):
         for a in long_poll_begins(self.traced):
             self.assertIn("stack", a)
+
+
+class Tokio(unittest.TestCase):
+    """A release tokio program (no frame pointers, no DWARF but .eh_frame): the
+    stack of burn_cpu's long poll unwinds through tokio's raw::poll, whose
+    return address our uretprobe replaced (the kernel's real one is used), on
+    to the worker's loop."""
+
+    def test_unwinds_through_the_probed_poll(self):
+        harness.require_root()
+        tmp = tempfile.mkdtemp(prefix="at-stacks-")
+        alerts = os.path.join(tmp, "alerts")
+        app = subprocess.Popen([os.path.join(harness.BUILD, "tokio-app"), "--duration", "3"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(0.3)
+            r = harness.run_tracer("-p", str(app.pid), "--stacks", "-q", "--alerts", alerts,
+                                   *harness.DETECTOR_ARGS, timeout=60)
+        finally:
+            app.wait(timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(alerts) as f:
+            begins = [json.loads(line) for line in f]
+        cpu = [a for a in begins if a["kind"] == "long-poll" and a["state"] == "begin"
+               and a["cause"] == "cpu-bound" and "burn_cpu" in a["task"]["name"]]
+        self.assertTrue(cpu, r.stderr)
+        functions = [f["function"] for f in cpu[0]["stack"]]
+        harness_at = [i for i, f in enumerate(functions) if "harness::Harness" in f]
+        run_task = [i for i, f in enumerate(functions) if "worker::Context::run_task" in f]
+        self.assertTrue(harness_at and run_task, functions)
+        self.assertLess(harness_at[0], run_task[0])
+        # and on, to the worker's loop (16 frames are kept: the deepest may be cut)
+        self.assertTrue([f for f in functions[run_task[0]:] if "worker::run" in f], functions)
 
 
 class Healthy(unittest.TestCase):

@@ -33,6 +33,17 @@ struct sched_info {
 	unsigned long long last_queued;	/* run queue clock when it was queued; 0: not queued */
 };
 
+/* the return addresses uretprobes took over, newest first */
+struct return_instance {
+	unsigned long stack;		/* where the return address was */
+	unsigned long orig_ret_vaddr;	/* what it was */
+	struct return_instance *next;
+};
+
+struct uprobe_task {
+	struct return_instance *return_instances;
+};
+
 struct task_struct {
 	int pid;
 	int tgid;
@@ -40,6 +51,7 @@ struct task_struct {
 	unsigned int __state;
 	struct sched_info sched_info;
 	unsigned long long utime, stime;	/* CPU time charged, a tick at a time */
+	struct uprobe_task *utask;
 };
 
 #endif
