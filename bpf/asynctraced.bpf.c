@@ -827,25 +827,19 @@ int BPF_PROG(handle_sched_switch_raw, bool preempt, struct task_struct *prev,
 
 /* ---- stacks of long polls (--stacks) ------------------------------------ */
 
-/* Sample a poll's stack once it has run this long; 0: stacks are off. */
-#define AT_STACK_PIECE 512
-const volatile __u64 stack_after_ns = 0;
-
 /*
  * A CPU-clock sample on every CPU: a thread of a traced process inside a
  * poll that has run stack_after_ns already gets its user registers and the
  * top of its stack recorded; anything else returns at once (a map lookup).
+ * (The blocked half is in on_switch: core.bpf.h.)
  */
 SEC("?perf_event")
 int on_cpu_sample(struct bpf_perf_event_data *ctx)
 {
 	__u32 tid = current_tid();
 	struct thread_state *t = thread_find(tid);
-	struct task_struct *task;
-	struct pt_regs *regs;
 	struct at_stack *e;
-	__u64 now, sp;
-	__u32 len;
+	__u64 now;
 
 	if (!stack_after_ns || !t || !t->task)
 		return 0;
@@ -855,46 +849,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	e = event_reserve(AT_EV_STACK, sizeof(*e), t);
 	if (!e)
 		return 0;
-	/* the registers user space had when it entered the kernel (this interrupt, or a call) */
-	task = bpf_get_current_task_btf();
-	regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	e->hdr.ts = now;
-	e->task = t->task;
-	e->poll_begin = t->begin;
-	e->ip = BPF_CORE_READ(regs, ip);
-	sp = BPF_CORE_READ(regs, sp);
-	e->sp = sp;
-	e->bp = BPF_CORE_READ(regs, bp);
-	e->flags = AT_STACK_ONCPU;
-	/* the return addresses our uretprobes replaced, for the unwinder to see through */
-	{
-		struct uprobe_task *ut = BPF_CORE_READ(task, utask);
-		struct return_instance *ri = ut ? BPF_CORE_READ(ut, return_instances) : NULL;
-		__u32 n = 0;
-
-		for (int i = 0; i < AT_STACK_RETURNS; i++) {
-			if (!ri)
-				break;
-			e->returns[i].slot = BPF_CORE_READ(ri, stack);
-			e->returns[i].ret = BPF_CORE_READ(ri, orig_ret_vaddr);
-			ri = BPF_CORE_READ(ri, next);
-			n++;
-		}
-		e->nr_returns = n;
-		e->pad = 0;
-	}
-	/*
-	 * As much as is mapped, a piece at a time: a thread's stack may end less
-	 * than a whole copy above sp (a worker a few frames deep into its loop).
-	 */
-	len = 0;
-	for (int i = 0; i < AT_STACK_BYTES / AT_STACK_PIECE; i++) {
-		if (bpf_probe_read_user(e->stack + i * AT_STACK_PIECE, AT_STACK_PIECE,
-					(void *)(sp + i * AT_STACK_PIECE)))
-			break;
-		len += AT_STACK_PIECE;
-	}
-	e->len = len;
+	stack_fill(e, t, bpf_get_current_task_btf(), now, AT_STACK_ONCPU);
 	event_submit(e);
 	return 0;
 }

@@ -1662,6 +1662,110 @@ static __always_inline void between_polls(struct thread_state *t, struct task_st
  * into on-CPU, blocked and runnable time, a worker between polls counts its
  * waits for a CPU. The tgid test keeps the rest of the system cheap.
  */
+/* ---- stacks of long polls (--stacks) ------------------------------------ */
+
+/* Sample a poll's stack once it has run (or slept) this long; 0: stacks are off. */
+const volatile __u64 stack_after_ns = 0;
+#define AT_STACK_PIECE 512
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct at_stack);
+} stack_scratch SEC(".maps");
+
+/* A thread's stack where it went to sleep inside a poll, until it wakes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct at_stack);
+} asleep_stacks SEC(".maps");
+
+/* The current thread's user registers and the top of its stack, into e (not its header). */
+static __always_inline void stack_fill(struct at_stack *e, const struct thread_state *t,
+				       struct task_struct *task, __u64 now, __u32 flags)
+{
+	/* the registers user space had when it entered the kernel (an interrupt, or a call) */
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	struct uprobe_task *ut = BPF_CORE_READ(task, utask);
+	struct return_instance *ri = ut ? BPF_CORE_READ(ut, return_instances) : NULL;
+	__u64 sp = BPF_CORE_READ(regs, sp);
+	__u32 n = 0, len = 0;
+
+	e->hdr.ts = now;
+	e->task = t->task;
+	e->poll_begin = t->begin;
+	e->ip = BPF_CORE_READ(regs, ip);
+	e->sp = sp;
+	e->bp = BPF_CORE_READ(regs, bp);
+	e->flags = flags;
+	/* the return addresses our uretprobes replaced, for the unwinder to see through */
+	for (int i = 0; i < AT_STACK_RETURNS; i++) {
+		if (!ri)
+			break;
+		e->returns[i].slot = BPF_CORE_READ(ri, stack);
+		e->returns[i].ret = BPF_CORE_READ(ri, orig_ret_vaddr);
+		ri = BPF_CORE_READ(ri, next);
+		n++;
+	}
+	e->nr_returns = n;
+	e->pad = 0;
+	/*
+	 * As much as is mapped, a piece at a time: a thread's stack may end less
+	 * than a whole copy above sp (a worker a few frames deep into its loop).
+	 */
+	for (int i = 0; i < AT_STACK_BYTES / AT_STACK_PIECE; i++) {
+		if (bpf_probe_read_user(e->stack + i * AT_STACK_PIECE, AT_STACK_PIECE,
+					(void *)(sp + i * AT_STACK_PIECE)))
+			break;
+		len += AT_STACK_PIECE;
+	}
+	e->len = len;
+}
+
+/*
+ * A thread going to sleep inside a poll (prev, the current task): its stack
+ * is kept until it wakes, when it goes out if it slept stack_after_ns. The
+ * copy is paid only by polls that block, which async code should not do.
+ */
+static __always_inline void stack_asleep(struct thread_state *t, struct task_struct *prev,
+					 __u32 tid, __u64 now)
+{
+	__u32 zero = 0;
+	struct at_stack *e;
+
+	if (!stack_after_ns)
+		return;
+	e = bpf_map_lookup_elem(&stack_scratch, &zero);
+	if (!e)
+		return;
+	stack_fill(e, t, prev, now, AT_STACK_BLOCKED);
+	bpf_map_update_elem(&asleep_stacks, &tid, e, BPF_ANY);
+}
+
+/* It woke: if it slept long, where it slept goes out. */
+static __always_inline void stack_awake(struct thread_state *t, __u32 tid, __u64 now)
+{
+	struct at_stack *kept, *e;
+	struct at_hdr h;
+
+	if (!stack_after_ns || now - t->since < stack_after_ns)
+		return;
+	kept = bpf_map_lookup_elem(&asleep_stacks, &tid);
+	if (!kept || kept->poll_begin != t->begin)
+		return;
+	e = event_reserve(AT_EV_STACK, sizeof(*e), t);
+	if (!e)
+		return;
+	h = e->hdr;
+	bpf_probe_read_kernel(e, sizeof(*e), kept);
+	h.ts = kept->hdr.ts;
+	e->hdr = h;
+	event_submit(e);
+}
+
 static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				      struct task_struct *next, const bool direct)
 {
@@ -1688,6 +1792,8 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				t->since = now;
 				t->off_cpu = 1;
 				t->off_blocked = asleep;
+				if (asleep)
+					stack_asleep(t, prev, tid, now);
 			}
 		}
 	}
@@ -1699,6 +1805,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 			if (t->task && t->off_cpu) {
 				now = bpf_ktime_get_ns();
 				if (t->off_blocked) {
+					stack_awake(t, tid, now);
 					t->arrived_at = now;
 					back_after_wake(t, now, woken_at(next, now, t->run_delay_seen, direct),
 							false);

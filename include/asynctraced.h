@@ -580,6 +580,7 @@ struct at_worker_sample {
 
 enum at_stack_flag {
 	AT_STACK_ONCPU = 1,	/* a CPU-clock sample: the poll was running */
+	AT_STACK_BLOCKED = 2,	/* where the poll went to sleep (hdr.ts), sent when it woke */
 };
 
 struct at_stack {

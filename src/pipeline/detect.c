@@ -368,6 +368,7 @@ static void stack_of(struct detector *d, struct model *m, const struct at_poll *
 		f->inlined = frames[i].inlined;
 	}
 	a->nr_stack = n > 0 ? (uint32_t)n : 0;
+	a->stack_blocked = s->flags & AT_STACK_BLOCKED;
 }
 
 static void long_poll(struct detector *d, struct model *m, const struct at_poll *p)

@@ -82,6 +82,7 @@ struct alert {
 	uint64_t oncpu_ns, blocked_ns, runnable_ns;
 	struct alert_frame stack[ALERT_STACK_FRAMES]; /* its stack, when sampled */
 	uint32_t nr_stack;
+	bool stack_blocked;	/* where it went to sleep, not a sample on the CPU */
 	/*
 	 * END: the tasks that waited in the held worker's queue while a poll of
 	 * the episode held it (its victims), the longest waits first

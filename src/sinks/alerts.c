@@ -55,11 +55,18 @@ static bool own_frame(const struct alert_frame *f)
 	return true;
 }
 
-/* " in f <- caller": where in its own code the program was, when a stack says. */
+/*
+ * " in f <- caller": where in its own code the program was, when a stack
+ * says; asleep, the call it slept in (clock_nanosleep, read...) and the
+ * program's function that made it.
+ */
 static void format_where(char *buf, size_t size, const struct alert *a)
 {
 	int first = -1, second = -1;
 
+	if (a->stack_blocked && a->nr_stack && a->stack[0].function[0] &&
+	    a->stack[0].module[0] != '[')
+		first = 0;
 	for (uint32_t i = 0; i < a->nr_stack && second < 0; i++) {
 		if (!own_frame(&a->stack[i]))
 			continue;
@@ -68,6 +75,12 @@ static void format_where(char *buf, size_t size, const struct alert *a)
 		else if (strcmp(a->stack[i].function, a->stack[first].function))
 			second = (int)i;
 	}
+	/* asleep in code that is all std's or tokio's: the first caller outside libc */
+	for (uint32_t i = (uint32_t)first + 1; first >= 0 && second < 0 && a->stack_blocked &&
+					       i < a->nr_stack; i++)
+		if (a->stack[i].function[0] && a->stack[i].module[0] != '[' &&
+		    strncmp(a->stack[i].module, "libc.so", 7))
+			second = (int)i;
 	if (first < 0)
 		return;
 	if (second < 0)
@@ -294,6 +307,8 @@ void alert__json_object(struct outbuf *ob, const struct model *m, const struct a
 		ob_key_u64(ob, ",\"runnable_ns\":", a->runnable_ns);
 		if (a->nr_stack) {
 			/* where it was when sampled, innermost first */
+			ob_puts(ob, a->stack_blocked ? ",\"stack_when\":\"asleep\""
+						     : ",\"stack_when\":\"on-cpu\"");
 			ob_puts(ob, ",\"stack\":[");
 			for (uint32_t i = 0; i < a->nr_stack; i++) {
 				const struct alert_frame *f = &a->stack[i];

@@ -16,6 +16,13 @@ so that one run's disk writeback does not land in the next):
              live (model, detectors and writer run as the events come)
   record     asynctraced record -o FILE.atcap: every event, copied to a
              capture (the full trace at its cheapest; convert it later)
+  stacks     maps with --stacks: the CPU-clock samples on every CPU, which
+             record a stack only in a poll that has run long (spin has none;
+             tokio-app, below, a 20 ms poll every 250 ms)
+
+tokio-app, the tokio test program (requests, a CPU-bound long poll every
+250 ms, a blocking one, a starved worker), runs the same ways with
+--targets tokio-app: what --stacks costs with long polls to sample.
 
 tokio's everyday paths, from tests/tokio/src/bin/tokio-paths.rs: tokio-yield
 (a yield_now() loop: the deferred wake), tokio-mpsc (ping-pong over bounded
@@ -62,7 +69,7 @@ import time
 
 BUILD = os.environ.get("BUILD", "build")
 TRACER = os.path.join(BUILD, "asynctraced")
-MODES = ["untraced", "floor", "maps", "full", "record"]
+MODES = ["untraced", "floor", "maps", "full", "record", "stacks"]
 # tokio built with CET (every function starts with endbr64, single-stepped
 # under a uprobe): the probes past it (the default) against at the entry.
 CET_MODES = ["untraced", "floor", "maps", "floor@entry", "maps@entry"]
@@ -92,6 +99,11 @@ def start_target(target, seconds, traced, rate="max"):
         args += ["--wait-traced", "30"] if traced else []
         return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                 text=True)
+    if target == "tokio-app":
+        args = [os.path.join(BUILD, "tokio-app"), "--duration", str(seconds), "--workers", "2"]
+        args += ["--wait-stdin"] if traced else []
+        return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
     if target in PATHS:
         binary = "tokio-paths-lto" if target.endswith("-lto") else "tokio-paths"
         args = [os.path.join(BUILD, binary), PATHS[target], "--duration", str(seconds),
@@ -120,6 +132,8 @@ def tracer_args(mode, pid, tmp):
         return args + ["--empty-programs"]
     if mode == "maps":
         return args + ["--no-trace"]
+    if mode == "stacks":
+        return args + ["--no-trace", "--stacks"]
     if mode == "record":
         return [TRACER, "record"] + args[1:] + ["-o", os.path.join(tmp, "capture.atcap")]
     return args + ["-o", os.path.join(tmp, "trace.pftrace")]
@@ -172,7 +186,8 @@ def run(target, mode, seconds, tmp, rate="max", tracer_out=None, watch_rss=False
     out = ex.stdout.read()
     _, ex_cpu, _ = wait_usage(ex)
     polls = int(re.search(r"polls=(\d+)", out).group(1))
-    pps = float(re.search(r"polls_per_s=(\d+)", out).group(1))
+    m = re.search(r"polls_per_s=(\d+)", out)
+    pps = float(m.group(1)) if m else polls / float(re.search(r"duration=([\d.]+)", out).group(1))
     r = dict(polls_s=pps, cpu_poll=1e9 * ex_cpu / max(polls, 1), cpu_pct=100 * ex_cpu / seconds,
              tracer_cpu=0.0, rss=0.0,
              events_s=0.0, dropped=0, rss_seen=rss_seen)
@@ -194,7 +209,7 @@ def run(target, mode, seconds, tmp, rate="max", tracer_out=None, watch_rss=False
     return r
 
 
-def compare(targets, seconds, rounds):
+def compare(targets, seconds, rounds, only=None):
     print(f"# {seconds:g} s per run, 2 workers, {rounds} interleaved rounds; CPU/poll is the "
           f"target's user+system time per poll (median); added and x floor are the medians "
           f"of each round's own, x floor's lowest and highest after it")
@@ -203,7 +218,7 @@ def compare(targets, seconds, rounds):
           f"{'events/s':>9} {'dropped':>7}")
     with scratch() as tmp:
         for target in targets:
-            modes = CET_MODES if target == "tokio-cet" else MODES
+            modes = CET_MODES if target == "tokio-cet" else (MODES if not only else only)
             runs = {m: [] for m in modes}
             for i in range(rounds):
                 for mode in rotated(modes, i):
@@ -279,9 +294,12 @@ def main():
     ap.add_argument("--sustain-seconds", type=float, default=60)
     ap.add_argument("--sustain-rate", type=int, default=250000)
     ap.add_argument("--no-100k", action="store_true")
+    ap.add_argument("--modes", help="only these modes (comma-separated), e.g. "
+                    "untraced,floor,maps,stacks")
     a = ap.parse_args()
     if a.rounds:
-        compare(a.targets.split(","), a.seconds, a.rounds)
+        compare(a.targets.split(","), a.seconds, a.rounds,
+                a.modes.split(",") if a.modes else None)
     if a.rounds and not a.no_100k:
         at_100k(a.seconds, a.rounds)
     if a.sustain_seconds:

@@ -55,6 +55,50 @@ class CpuBound(unittest.TestCase):
             self.assertIn("stack", a)
 
 
+class Blocked(unittest.TestCase):
+    """A poll asleep in the kernel: its stack is taken where it went to sleep
+    and sent when it wakes, if it slept long; the line names the sleeping call
+    and the program's function that made it."""
+
+    def test_the_sleeping_call_and_its_caller(self):
+        harness.require_root()
+        run = harness.traced_run("blocking", duration=2, tracer_args=["--stacks"],
+                                 tmpdir=tempfile.mkdtemp(prefix="at-stacks-"), trace=False)
+        self.assertEqual(run.tracer_rc, 0, run.describe())
+        begins = long_poll_begins(run)
+        self.assertTrue(begins, run.describe())
+        a = begins[0]
+        self.assertEqual(a["cause"], "blocked")
+        self.assertEqual(a["stack_when"], "asleep")
+        functions = [f["function"] for f in a["stack"]]
+        self.assertIn(functions[0], ("clock_nanosleep", "__nanosleep", "nanosleep"), functions)
+        self.assertLess(functions.index("sleep_ns"), functions.index("blocking_poll"))
+        self.assertRegex(a["message"], r" in (clock_nanosleep|__nanosleep|nanosleep) <- sleep_ns$")
+
+    def test_tokio_std_thread_sleep(self):
+        harness.require_root()
+        tmp = tempfile.mkdtemp(prefix="at-stacks-")
+        alerts = os.path.join(tmp, "alerts")
+        app = subprocess.Popen([os.path.join(harness.BUILD, "tokio-neighbour"), "--duration",
+                                "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(0.3)
+            r = harness.run_tracer("-p", str(app.pid), "--stacks", "-q", "--alerts", alerts,
+                                   *harness.DETECTOR_ARGS, timeout=60)
+        finally:
+            app.wait(timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(alerts) as f:
+            begins = [a for a in map(json.loads, f)
+                      if a["kind"] == "long-poll" and a["state"] == "begin"]
+        self.assertTrue(begins, r.stderr)
+        a = begins[0]
+        self.assertEqual(a["stack_when"], "asleep")
+        functions = [f["function"] for f in a["stack"]]
+        self.assertIn("std::thread::sleep", functions)
+        self.assertRegex(a["message"], r" in \S*nanosleep <- std::thread::sleep$")
+
+
 class Tokio(unittest.TestCase):
     """A release tokio program (no frame pointers, no DWARF but .eh_frame): the
     stack of burn_cpu's long poll unwinds through tokio's raw::poll, whose
