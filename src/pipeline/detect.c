@@ -330,10 +330,16 @@ static void note_victim(struct detector *d, struct model *m, const struct at_pol
 			   p->wake_ts >= w->hold_begin && p->wake_ts < w->hold_end);
 }
 
-/* A thread's latest stack sample, kept until its poll ends (one buffer per thread). */
+/* Where a thread's latest stack of one kind is kept: on the CPU, or asleep. */
+static uint64_t stack_key(uint32_t tid, bool asleep)
+{
+	return ((uint64_t)tid + 1) | (asleep ? 1ull << 63 : 0);
+}
+
+/* A thread's latest stack of each kind, kept until its poll ends (a buffer each). */
 static void on_stack(struct detector *d, const struct at_stack *s)
 {
-	uint64_t key = (uint64_t)s->hdr.tid + 1;
+	uint64_t key = stack_key(s->hdr.tid, s->flags & AT_STACK_BLOCKED);
 	struct at_stack *kept = u64map__get(&d->stacks, key);
 
 	if (!kept) {
@@ -346,15 +352,28 @@ static void on_stack(struct detector *d, const struct at_stack *s)
 	memcpy(kept, s, sizeof(*kept));
 }
 
-/* The stack sampled in poll p, unwound into the alert (--stacks, live). */
+static bool stack_of_poll(const struct at_stack *s, const struct at_poll *p)
+{
+	return s && s->poll_begin == p->hdr.ts && s->task == p->task;
+}
+
+/*
+ * A stack taken in poll p, unwound into the alert (--stacks, live): where
+ * it slept for a poll that mostly slept, else where it ran, else either.
+ */
 static void stack_of(struct detector *d, struct model *m, const struct at_poll *p,
 		     struct alert *a)
 {
-	const struct at_stack *s = u64map__get(&d->stacks, (uint64_t)p->hdr.tid + 1);
+	const struct at_stack *ran = u64map__get(&d->stacks, stack_key(p->hdr.tid, false));
+	const struct at_stack *slept = u64map__get(&d->stacks, stack_key(p->hdr.tid, true));
+	const struct at_stack *s;
 	struct stack_frame frames[ALERT_STACK_FRAMES];
 	int n;
 
-	if (!s || !m->unwind || s->poll_begin != p->hdr.ts || s->task != p->task)
+	ran = stack_of_poll(ran, p) ? ran : NULL;
+	slept = stack_of_poll(slept, p) ? slept : NULL;
+	s = a->cause == CAUSE_BLOCKED ? (slept ? slept : ran) : (ran ? ran : slept);
+	if (!s || !m->unwind)
 		return;
 	n = m->unwind(m->unwind_ctx, s, frames, ALERT_STACK_FRAMES);
 	for (int i = 0; i < n; i++) {

@@ -196,6 +196,9 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	skel->rodata->sched_delay_ns = o->sched_delay_ns;
 	skel->rodata->starve_depth = o->starve_depth;
 	skel->rodata->stack_after_ns = o->stack_after_ns;
+	/* 8 KiB a kept stack: without --stacks, room for none (one entry, unused) */
+	if (!o->stack_after_ns)
+		bpf_map__set_max_entries(skel->maps.asleep_stacks, 1);
 	skel->rodata->task_slot_bits = (__u32)__builtin_ctz(o->task_slots);
 	if (o->usdt_specs)
 		memcpy((void *)skel->rodata->usdt_fixed, o->usdt_specs,
