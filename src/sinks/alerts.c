@@ -241,6 +241,29 @@ static void format_end(char *buf, size_t size, const struct alert *a)
 	snprintf(buf, size, "%s %s", alert_kind_str(a->kind), a->ongoing ? stopped : "over");
 }
 
+void alert__stack_text(char *buf, size_t size, const struct alert *a)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (uint32_t i = 0; i < a->nr_stack && len < size; i++) {
+		const struct alert_frame *f = &a->stack[i];
+		int n;
+
+		if (f->file[0])
+			n = snprintf(buf + len, size - len, "%s%s%s (%s %s:%u)", i ? "\n" : "",
+				     f->inlined ? "[inlined] " : "",
+				     f->function[0] ? f->function : "?", f->module, f->file, f->line);
+		else
+			n = snprintf(buf + len, size - len, "%s%s%s (%s)", i ? "\n" : "",
+				     f->inlined ? "[inlined] " : "",
+				     f->function[0] ? f->function : "?", f->module);
+		if (n < 0)
+			break;
+		len += (size_t)n;
+	}
+}
+
 void alert__format(char *buf, size_t size, const struct model *m, const struct alert *a)
 {
 	if (a->state == ALERT_END)

@@ -19,6 +19,11 @@ void alert__format(char *buf, size_t size, const struct model *m, const struct a
  * "long-poll still going: noisy #5" (tracing stopped first).
  */
 void alert__title(char *buf, size_t size, const struct alert *a);
+/*
+ * A long poll's stack (--stacks) as text for a trace's arguments, a frame a
+ * line, innermost first: "function (module file:line)". "" without one.
+ */
+void alert__stack_text(char *buf, size_t size, const struct alert *a);
 /* One alert as a JSON object, on one line; alert__json adds a newline. */
 void alert__json_object(struct outbuf *ob, const struct model *m, const struct alert *a);
 void alert__json(struct outbuf *ob, const struct model *m, const struct alert *a);

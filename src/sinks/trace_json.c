@@ -459,6 +459,12 @@ static void tj_alert(struct sink *s, struct model *m, const struct alert *a)
 		ob_puts(ob, poll_cause_str(a->cause));
 		ob_putc(ob, '"');
 	}
+	if (a->nr_stack) {
+		char stack[ALERT_STACK_FRAMES * 280];
+
+		alert__stack_text(stack, sizeof(stack), a);
+		ob_key_str(ob, ",\"stack\":", stack);
+	}
 	ob_puts(ob, ",\"message\":");
 	ob_json_str(ob, msg);
 	ob_putc(ob, '}');

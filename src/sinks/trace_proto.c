@@ -114,7 +114,8 @@ enum { ORDER_EXPLICIT = 3, MERGE_NEVER = 2, UNIT_COUNT = 2 };
 	X(EPISODE, "episode")                                                                      \
 	X(STATE, "state")                                                                          \
 	X(CAUSE, "cause")                                                                          \
-	X(MESSAGE, "message")
+	X(MESSAGE, "message")                                                                      \
+	X(STACK, "stack")
 
 #define ANN_ENUM(id, str) ANN_##id,
 enum annotation { ANN_NONE, ANNOTATIONS(ANN_ENUM) ANN_NR };
@@ -932,6 +933,12 @@ static void tp_alert(struct sink *s, struct model *m, const struct alert *a)
 		ann_u64(tp, ANN_WORKER, (uint64_t)a->worker);
 	if (a->kind == ALERT_LONG_POLL)
 		ann_istr(tp, ANN_CAUSE, poll_cause_str(a->cause));
+	if (a->nr_stack) {
+		char stack[ALERT_STACK_FRAMES * 280];
+
+		alert__stack_text(stack, sizeof(stack), a);
+		ann_str(tp, ANN_STACK, stack);
+	}
 	ann_str(tp, ANN_MESSAGE, msg);
 	event_end(tp);
 }

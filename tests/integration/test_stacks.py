@@ -12,7 +12,7 @@ import tempfile
 import time
 import unittest
 
-from tests.integration import harness
+from tests.integration import harness, pftrace_check
 
 
 def long_poll_begins(run):
@@ -25,7 +25,7 @@ class CpuBound(unittest.TestCase):
         harness.require_root()
         cls.tmp = tempfile.mkdtemp(prefix="at-stacks-")
         cls.traced = harness.traced_run("noisy", duration=2.5, tracer_args=["--stacks"],
-                                     tmpdir=cls.tmp, trace=False)
+                                        tmpdir=cls.tmp)
 
     def test_runs_clean(self):
         self.assertEqual(self.traced.tracer_rc, 0, self.traced.describe())
@@ -50,9 +50,36 @@ class CpuBound(unittest.TestCase):
         # the line says where in the program's own code (libc and the vDSO skipped)
         self.assertRegex(a["message"], r" in (clock_ns <- burn_cpu_ns|burn_cpu_ns <- noisy_poll)$")
 
+    def test_the_json_trace_has_it_on_the_alert(self):
+        instants = [e for e in self.traced.events if e.get("ph") == "i"
+                    and e.get("cat") == "alert" and e["args"].get("cause") == "cpu-bound"]
+        with_stack = [e for e in instants if "stack" in e.get("args", {})]
+        self.assertTrue(with_stack, instants[:3])
+        lines = with_stack[0]["args"]["stack"].split("\n")
+        self.assertTrue([ln for ln in lines if ln.startswith("burn_cpu_ns (sample-executor ")
+                         and "executor/util.c:" in ln], lines)
+
     def test_every_begin_has_its_stack(self):
         for a in long_poll_begins(self.traced):
             self.assertIn("stack", a)
+
+
+class Perfetto(unittest.TestCase):
+    def test_the_alert_instant_carries_the_stack(self):
+        harness.require_root()
+        tmp = tempfile.mkdtemp(prefix="at-stacks-")
+        trace = os.path.join(tmp, "noisy.pftrace")
+        ex = harness.start_executor("noisy", 2)
+        r = harness.run_tracer("-p", str(ex.pid), "--stacks", "-q", "-o", trace,
+                               *harness.DETECTOR_ARGS, timeout=60)
+        ex.communicate(timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        packets = pftrace_check.decode(trace)
+        self.assertEqual(pftrace_check.check(packets), [])
+        stacks = [e["annotations"]["stack"] for e in pftrace_check.events(packets)
+                  if "stack" in e["annotations"]]
+        self.assertTrue(stacks)
+        self.assertIn("burn_cpu_ns (sample-executor", stacks[0])
 
 
 class Blocked(unittest.TestCase):
