@@ -1279,8 +1279,6 @@ out:
 
 int session__run(const struct options *o)
 {
-	uint64_t key;
-	void *val;
 	struct session s = { .o = o, .sfd = -1, .ret = EXIT_OK };
 	sigset_t sigs;
 	const char *why;
@@ -1319,9 +1317,7 @@ int session__run(const struct options *o)
 	capture_writer__free(s.cap);
 	u64map__clear(&s.by_pid);
 	u64map__clear(&s.seen);
-	for (size_t i = 0; u64map__next(&s.files, &i, &key, &val);)
-		free(val);
-	u64map__clear(&s.files);
+	u64map__clear_free(&s.files);
 	image_cache__free(&s.images);
 	free(s.births);
 	if (s.filter_set)

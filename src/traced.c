@@ -12,9 +12,6 @@
 
 void traced__free(struct traced *tr)
 {
-	uint64_t key;
-	void *val;
-
 	if (!tr)
 		return;
 	if (tr->piped) {
@@ -22,9 +19,7 @@ void traced__free(struct traced *tr)
 		sampler__free(&tr->sampler);
 	}
 	stats__free(&tr->snap);
-	for (size_t i = 0; u64map__next(&tr->dumps, &i, &key, &val);)
-		free(val);
-	u64map__clear(&tr->dumps);
+	u64map__clear_free(&tr->dumps);
 	free(tr->files);
 	discovery__free(&tr->disc);
 	target__close(&tr->target);

@@ -474,12 +474,7 @@ void replay__end(struct replay *rp)
 
 void replay__free(struct replay *rp)
 {
-	uint64_t key;
-	void *val;
-
-	for (size_t i = 0; u64map__next(&rp->threads, &i, &key, &val);)
-		free(val);
-	u64map__clear(&rp->threads);
+	u64map__clear_free(&rp->threads);
 	for (size_t i = 0; i < rp->nr; i++) {
 		pipeline__free(&rp->procs[i]->pipe);
 		stats__free(&rp->procs[i]->stats);

@@ -25,6 +25,14 @@ void u64map__clear(struct u64map *m)
 	u64map__init(m);
 }
 
+void u64map__clear_free(struct u64map *m)
+{
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->slots[i].key)
+			free(m->slots[i].val);
+	u64map__clear(m);
+}
+
 void *u64map__get(const struct u64map *m, uint64_t key)
 {
 	if (!m->cap || !key)

@@ -23,6 +23,8 @@ struct u64map {
 
 void u64map__init(struct u64map *m);
 void u64map__clear(struct u64map *m); /* frees the table, not the values */
+/* Frees every value (each one malloc'd, nothing else holding it), then the table. */
+void u64map__clear_free(struct u64map *m);
 void *u64map__get(const struct u64map *m, uint64_t key);
 /* Inserts or replaces; returns 0 or -ENOMEM. */
 int u64map__set(struct u64map *m, uint64_t key, void *val);

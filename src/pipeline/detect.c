@@ -65,25 +65,23 @@ void detector__init(struct detector *d, const struct detect_opts *opts, alert_fn
 	u64map__init(&d->stacks);
 }
 
-static void free_values(struct u64map *m, bool watches)
+/* The thrash watches, and the episode each may hold. */
+static void free_watches(struct u64map *m)
 {
 	uint64_t key;
 	void *val;
 
-	for (size_t i = 0; u64map__next(m, &i, &key, &val);) {
-		if (watches)
-			free(((struct task_watch *)val)->ep);
-		free(val);
-	}
-	u64map__clear(m);
+	for (size_t i = 0; u64map__next(m, &i, &key, &val);)
+		free(((struct task_watch *)val)->ep);
+	u64map__clear_free(m);
 }
 
 void detector__free(struct detector *d)
 {
-	free_values(&d->long_polls, false);
-	free_values(&d->thrash, true);
-	free_values(&d->lost, false);
-	free_values(&d->stacks, false);
+	u64map__clear_free(&d->long_polls);
+	free_watches(&d->thrash);
+	u64map__clear_free(&d->lost);
+	u64map__clear_free(&d->stacks);
 	for (uint32_t i = 0; i < d->nr_workers; i++)
 		free(d->workers[i].ep);
 	free(d->workers);

@@ -37,18 +37,9 @@ int model__init(struct model *m, uint32_t pid, const char *comm, uint64_t t0)
 
 void model__free(struct model *m)
 {
-	uint64_t key;
-	void *val;
-
-	for (size_t i = 0; u64map__next(&m->tasks, &i, &key, &val);)
-		free(val);
-	for (size_t i = 0; u64map__next(&m->threads, &i, &key, &val);)
-		free(val);
-	for (size_t i = 0; u64map__next(&m->names, &i, &key, &val);)
-		free(val);
-	u64map__clear(&m->names);
-	u64map__clear(&m->tasks);
-	u64map__clear(&m->threads);
+	u64map__clear_free(&m->names);
+	u64map__clear_free(&m->tasks);
+	u64map__clear_free(&m->threads);
 	free(m->workers);
 	m->workers = NULL;
 	m->nr_workers = 0;

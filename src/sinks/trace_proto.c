@@ -971,18 +971,11 @@ static int tp_finish(struct sink *s, struct model *m)
 static void tp_free(struct sink *s)
 {
 	struct trace_proto *tp = tp_of(s);
-	uint64_t key;
-	void *val;
 
 	pftrace_file__free(tp->file);
-	for (size_t i = 0; u64map__next(&tp->tasks, &i, &key, &val);)
-		free(val);
-	for (int k = 0; k < INTERN_KINDS; k++) {
-		for (size_t i = 0; u64map__next(&tp->interned[k].map, &i, &key, &val);)
-			free(val);
-		u64map__clear(&tp->interned[k].map);
-	}
-	u64map__clear(&tp->tasks);
+	u64map__clear_free(&tp->tasks);
+	for (int k = 0; k < INTERN_KINDS; k++)
+		u64map__clear_free(&tp->interned[k].map);
 	for (size_t i = 0; i < DONE_TASKS; i++)
 		free(tp->done_ring[i]);
 	u64map__clear(&tp->done);

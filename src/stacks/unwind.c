@@ -47,14 +47,9 @@ int unwinder__new(struct unwinder **up)
 
 static void proc_free(struct proc *p)
 {
-	uint64_t key;
-	void *val;
-
 	if (!p)
 		return;
-	for (size_t i = 0; u64map__next(&p->demangled, &i, &key, &val);)
-		free(val);
-	u64map__clear(&p->demangled);
+	u64map__clear_free(&p->demangled);
 	if (p->dwfl)
 		dwfl_end(p->dwfl);
 	free(p);

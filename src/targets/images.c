@@ -25,12 +25,7 @@ void image_cache__init(struct image_cache *c)
 
 void image_cache__free(struct image_cache *c)
 {
-	uint64_t key;
-	void *val;
-
-	for (size_t i = 0; u64map__next(&c->files, &i, &key, &val);)
-		free(val);
-	u64map__clear(&c->files);
+	u64map__clear_free(&c->files);
 }
 
 /* The map's key: (dev, inode) hashed, never 0; the entry holds the whole identity. */

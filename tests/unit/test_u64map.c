@@ -32,6 +32,25 @@ static void sequential(void **state)
 	u64map__clear(&m);
 }
 
+/* Values and table freed: an empty map after, as good as new; an empty one too. */
+static void clear_free(void **state)
+{
+	struct u64map m;
+
+	u64map__init(&m);
+	u64map__clear_free(&m);
+	for (uint64_t k = 1; k <= 100; k++)
+		assert_int_equal(u64map__set(&m, k, malloc(16)), 0);
+	for (uint64_t k = 1; k <= 100; k += 3)
+		free(u64map__del(&m, k));
+	u64map__clear_free(&m);
+	assert_int_equal(m.len, 0);
+	assert_null(m.slots);
+	assert_null(u64map__get(&m, 2));
+	assert_int_equal(u64map__set(&m, 2, malloc(16)), 0);
+	u64map__clear_free(&m);
+}
+
 /* Random operations against a plain array as the reference. */
 static void random_ops(void **state)
 {
@@ -75,6 +94,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(sequential),
 		cmocka_unit_test(random_ops),
+		cmocka_unit_test(clear_free),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
