@@ -15,8 +15,30 @@ import unittest
 from tests.integration import harness, pftrace_check
 
 
+def is_long_poll_begin(a):
+    return a["kind"] == "long-poll" and a["state"] == "begin"
+
+
 def long_poll_begins(run):
-    return [a for a in run.alert_log if a["kind"] == "long-poll" and a["state"] == "begin"]
+    return [a for a in run.alert_log if is_long_poll_begin(a)]
+
+
+def tokio_long_poll_begins(test, binary, seconds):
+    """Runs a tokio test program traced with --stacks: its long polls' BEGIN alerts."""
+    alerts = os.path.join(tempfile.mkdtemp(prefix="at-stacks-"), "alerts")
+    app = subprocess.Popen([os.path.join(harness.BUILD, binary), "--duration", str(seconds)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        r = harness.run_tracer("-p", str(app.pid), "--stacks", "-q", "--alerts", alerts,
+                               *harness.DETECTOR_ARGS, timeout=60)
+    finally:
+        app.wait(timeout=30)
+    test.assertEqual(r.returncode, 0, r.stderr)
+    with open(alerts) as f:
+        begins = [a for a in map(json.loads, f) if is_long_poll_begin(a)]
+    test.assertTrue(begins, r.stderr)
+    return begins
 
 
 class CpuBound(unittest.TestCase):
@@ -104,22 +126,7 @@ class Blocked(unittest.TestCase):
 
     def test_tokio_std_thread_sleep(self):
         harness.require_root()
-        tmp = tempfile.mkdtemp(prefix="at-stacks-")
-        alerts = os.path.join(tmp, "alerts")
-        app = subprocess.Popen([os.path.join(harness.BUILD, "tokio-neighbour"), "--duration",
-                                "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            time.sleep(0.3)
-            r = harness.run_tracer("-p", str(app.pid), "--stacks", "-q", "--alerts", alerts,
-                                   *harness.DETECTOR_ARGS, timeout=60)
-        finally:
-            app.wait(timeout=30)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        with open(alerts) as f:
-            begins = [a for a in map(json.loads, f)
-                      if a["kind"] == "long-poll" and a["state"] == "begin"]
-        self.assertTrue(begins, r.stderr)
-        a = begins[0]
+        a = tokio_long_poll_begins(self, "tokio-neighbour", 2)[0]
         self.assertEqual(a["stack_when"], "asleep")
         functions = [f["function"] for f in a["stack"]]
         self.assertIn("std::thread::sleep", functions)
@@ -134,22 +141,9 @@ class Tokio(unittest.TestCase):
 
     def test_unwinds_through_the_probed_poll(self):
         harness.require_root()
-        tmp = tempfile.mkdtemp(prefix="at-stacks-")
-        alerts = os.path.join(tmp, "alerts")
-        app = subprocess.Popen([os.path.join(harness.BUILD, "tokio-app"), "--duration", "3"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            time.sleep(0.3)
-            r = harness.run_tracer("-p", str(app.pid), "--stacks", "-q", "--alerts", alerts,
-                                   *harness.DETECTOR_ARGS, timeout=60)
-        finally:
-            app.wait(timeout=30)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        with open(alerts) as f:
-            begins = [json.loads(line) for line in f]
-        cpu = [a for a in begins if a["kind"] == "long-poll" and a["state"] == "begin"
-               and a["cause"] == "cpu-bound" and "burn_cpu" in a["task"]["name"]]
-        self.assertTrue(cpu, r.stderr)
+        begins = tokio_long_poll_begins(self, "tokio-app", 3)
+        cpu = [a for a in begins if a["cause"] == "cpu-bound" and "burn_cpu" in a["task"]["name"]]
+        self.assertTrue(cpu, begins)
         functions = [f["function"] for f in cpu[0]["stack"]]
         harness_at = [i for i, f in enumerate(functions) if "harness::Harness" in f]
         run_task = [i for i, f in enumerate(functions) if "worker::Context::run_task" in f]
