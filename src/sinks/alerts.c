@@ -250,14 +250,13 @@ void alert__stack_text(char *buf, size_t size, const struct alert *a)
 		const struct alert_frame *f = &a->stack[i];
 		int n;
 
+		char where[sizeof(f->file) + 16] = "";
+
 		if (f->file[0])
-			n = snprintf(buf + len, size - len, "%s%s%s (%s %s:%u)", i ? "\n" : "",
-				     f->inlined ? "[inlined] " : "",
-				     f->function[0] ? f->function : "?", f->module, f->file, f->line);
-		else
-			n = snprintf(buf + len, size - len, "%s%s%s (%s)", i ? "\n" : "",
-				     f->inlined ? "[inlined] " : "",
-				     f->function[0] ? f->function : "?", f->module);
+			snprintf(where, sizeof(where), " %s:%u", f->file, f->line);
+		n = snprintf(buf + len, size - len, "%s%s%s (%s%s)", i ? "\n" : "",
+			     f->inlined ? "[inlined] " : "", f->function[0] ? f->function : "?",
+			     f->module, where);
 		if (n < 0)
 			break;
 		len += (size_t)n;

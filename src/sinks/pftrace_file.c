@@ -36,8 +36,8 @@ int pftrace_file__new(struct pftrace_file **fp, struct outbuf *ob, bool deflate)
 	if (deflate) {
 		f->z = libdeflate_alloc_compressor(1);
 		f->batch = malloc(PFTRACE_BATCH);
-		f->zroom = libdeflate_zlib_compress_bound(f->z, PFTRACE_BATCH);
-		f->zbuf = malloc(f->zroom);
+		f->zroom = f->z ? libdeflate_zlib_compress_bound(f->z, PFTRACE_BATCH) : 0;
+		f->zbuf = f->zroom ? malloc(f->zroom) : NULL;
 		if (!f->z || !f->batch || !f->zbuf) {
 			pftrace_file__free(f);
 			return -ENOMEM;
