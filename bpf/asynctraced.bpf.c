@@ -813,7 +813,7 @@ SEC("?tp_btf/sched_switch")
 int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev,
 	     struct task_struct *next)
 {
-	on_switch(preempt, prev, next, true);
+	on_switch(ctx, preempt, prev, next, true);
 	return 0;
 }
 
@@ -821,7 +821,7 @@ SEC("?raw_tp/sched_switch")
 int BPF_PROG(handle_sched_switch_raw, bool preempt, struct task_struct *prev,
 	     struct task_struct *next)
 {
-	on_switch(preempt, prev, next, false);
+	on_switch(ctx, preempt, prev, next, false);
 	return 0;
 }
 

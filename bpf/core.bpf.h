@@ -1712,6 +1712,9 @@ static __always_inline void stack_fill(struct at_stack *e, const struct thread_s
 	}
 	e->nr_returns = n;
 	e->pad = 0;
+	e->woke = 0;
+	e->nr_kstack = 0;
+	e->pad2 = 0;
 	/*
 	 * As much as is mapped, a piece at a time: a thread's stack may end less
 	 * than a whole copy above sp (a worker a few frames deep into its loop).
@@ -1730,11 +1733,12 @@ static __always_inline void stack_fill(struct at_stack *e, const struct thread_s
  * is kept until it wakes, when it goes out if it slept stack_after_ns. The
  * copy is paid only by polls that block, which async code should not do.
  */
-static __always_inline void stack_asleep(struct thread_state *t, struct task_struct *prev,
-					 __u32 tid, __u64 now)
+static __always_inline void stack_asleep(void *ctx, struct thread_state *t,
+					 struct task_struct *prev, __u32 tid, __u64 now)
 {
 	__u32 zero = 0;
 	struct at_stack *e;
+	long n;
 
 	if (!stack_after_ns)
 		return;
@@ -1742,6 +1746,9 @@ static __always_inline void stack_asleep(struct thread_state *t, struct task_str
 	if (!e)
 		return;
 	stack_fill(e, t, prev, now, AT_STACK_BLOCKED);
+	/* which wait: the kernel stack of prev, still the current task here */
+	n = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
+	e->nr_kstack = n > 0 ? (__u32)n / sizeof(e->kstack[0]) : 0;
 	bpf_map_update_elem(&asleep_stacks, &tid, e, BPF_ANY);
 }
 
@@ -1763,10 +1770,11 @@ static __always_inline void stack_awake(struct thread_state *t, __u32 tid, __u64
 	bpf_probe_read_kernel(e, sizeof(*e), kept);
 	h.ts = kept->hdr.ts;
 	e->hdr = h;
+	e->woke = now;
 	event_submit(e);
 }
 
-static __always_inline void on_switch(bool preempt, struct task_struct *prev,
+static __always_inline void on_switch(void *ctx, bool preempt, struct task_struct *prev,
 				      struct task_struct *next, const bool direct)
 {
 	struct thread_state *t;
@@ -1793,7 +1801,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				t->off_cpu = 1;
 				t->off_blocked = asleep;
 				if (asleep)
-					stack_asleep(t, prev, tid, now);
+					stack_asleep(ctx, t, prev, tid, now);
 			}
 		}
 	}

@@ -577,6 +577,8 @@ struct at_worker_sample {
 #define AT_STACK_BYTES 8192
 /* Return addresses a uretprobe took over, given back to the unwinder: at most this many. */
 #define AT_STACK_RETURNS 4
+/* Kernel frames kept of a stack that went to sleep. */
+#define AT_KSTACK_FRAMES 32
 
 enum at_stack_flag {
 	AT_STACK_ONCPU = 1,	/* a CPU-clock sample: the poll was running */
@@ -604,6 +606,10 @@ struct at_stack {
 		__u64 slot;
 		__u64 ret;
 	} returns[AT_STACK_RETURNS];
+	__u64 woke;		/* AT_STACK_BLOCKED: when it woke */
+	__u32 nr_kstack;	/* AT_STACK_BLOCKED: kernel frames in kstack, innermost first */
+	__u32 pad2;
+	__u64 kstack[AT_KSTACK_FRAMES]; /* where in the kernel it waited */
 	__u8 stack[AT_STACK_BYTES];
 };
 
@@ -885,7 +891,7 @@ AT_PIN_OFF(struct at_worker_sample, pad, 89);
 AT_PIN_OFF(struct at_worker_sample, asleep_ns, AT_WORKER_SAMPLE_MIN_SIZE);
 AT_PIN_OFF(struct at_worker_sample, cpu_wait_ns, 104);
 
-AT_PIN_SIZE(struct at_stack, 8336);
+AT_PIN_SIZE(struct at_stack, 8608);
 AT_PIN_OFF(struct at_stack, task, 24);
 AT_PIN_OFF(struct at_stack, poll_begin, 32);
 AT_PIN_OFF(struct at_stack, ip, 40);
@@ -895,7 +901,10 @@ AT_PIN_OFF(struct at_stack, len, 64);
 AT_PIN_OFF(struct at_stack, flags, 68);
 AT_PIN_OFF(struct at_stack, nr_returns, 72);
 AT_PIN_OFF(struct at_stack, returns, 80);
-AT_PIN_OFF(struct at_stack, stack, 144);
+AT_PIN_OFF(struct at_stack, woke, 144);
+AT_PIN_OFF(struct at_stack, nr_kstack, 152);
+AT_PIN_OFF(struct at_stack, kstack, 160);
+AT_PIN_OFF(struct at_stack, stack, 416);
 
 AT_PIN_SIZE(struct at_task_sample, 96);
 AT_PIN_OFF(struct at_task_sample, hdr, 0);

@@ -44,6 +44,7 @@
 #include "traced.h"
 #include "tracer.h"
 #include "u64map.h"
+#include "ksyms.h"
 #include "unwind.h"
 #include "util.h"
 
@@ -121,6 +122,7 @@ struct session {
 	struct metrics *metrics;	/* --metrics: the series it serves */
 	struct flight *flight;		/* --flight-recorder */
 	struct unwinder *unwinder;	/* --stacks: unwinds the long polls' stacks */
+	struct ksyms *ksyms;		/* --stacks: names their kernel frames; NULL unknown */
 	uint64_t malformed;		/* records too short to say whose they are */
 	uint64_t dropped;		/* record: records the rings had no room for */
 	uint64_t start;
@@ -135,8 +137,37 @@ static void on_sample(void *ctx, const void *rec, size_t size);
 #define STACK_HZ 250
 #define STACK_AFTER_NS (5 * 1000000ull)
 
+/*
+ * The kernel frames of a stack that slept, innermost first, from the wait
+ * itself (those of the sched_switch tracepoint that took them are left out).
+ */
+static int kernel_frames(const struct ksyms *k, const struct at_stack *st,
+			 struct stack_frame *frames, int max)
+{
+	static const char *const tracing[] = { "bpf_", "__bpf", "__traceiter", "trace_" };
+	uint32_t nr = st->nr_kstack <= AT_KSTACK_FRAMES ? st->nr_kstack : 0;
+	bool above_tracing = false;
+	int n = 0;
+
+	for (uint32_t i = 0; k && i < nr && n < max; i++) {
+		const char *module = NULL, *fn = ksyms__find(k, st->kstack[i], &module);
+		bool tracing_frame = false;
+
+		for (size_t j = 0; fn && !above_tracing && j < sizeof(tracing) / sizeof(tracing[0]); j++)
+			tracing_frame |= !strncmp(fn, tracing[j], strlen(tracing[j]));
+		if (tracing_frame)
+			continue;
+		above_tracing = true;
+		frames[n++] = (struct stack_frame){ .pc = st->kstack[i], .function = fn,
+						    .module = module ? module : "[kernel]",
+						    .kernel = true };
+	}
+	return n;
+}
+
 static int unwind_stack(void *ctx, const struct at_stack *st, struct stack_frame *frames, int max)
 {
+	struct session *ss = ctx;
 	struct stack_return returns[AT_STACK_RETURNS];
 	struct stack_sample s = { .pid = st->hdr.pid, .tid = st->hdr.tid, .ip = st->ip,
 				  .sp = st->sp, .bp = st->bp, .stack = st->stack,
@@ -148,7 +179,11 @@ static int unwind_stack(void *ctx, const struct at_stack *st, struct stack_frame
 		returns[i].ret = st->returns[i].ret;
 	}
 
-	return unwinder__unwind(ctx, &s, frames, max);
+	int k = kernel_frames(ss->ksyms, st, frames, max);
+	int u = unwinder__unwind(ss->unwinder, &s, frames + k, max - k);
+
+	/* a wait with no user frames to say who made it is not worth showing */
+	return u > 0 ? k + u : 0;
 }
 
 /* record: a record and, the first time they show up, its thread's and task's names. */
@@ -615,7 +650,8 @@ static int traced_start(struct session *s, struct traced *tr)
 	tr->pipe.model.target_ctx = &tr->target;
 	if (s->unwinder) {
 		tr->pipe.model.unwind = unwind_stack;
-		tr->pipe.model.unwind_ctx = s->unwinder;
+		tr->pipe.model.unwind_ctx = s;
+		tr->pipe.model.stack_period_ns = 1000000000ull / STACK_HZ;
 		/* its images now: once attached, the tracer may no longer read its maps */
 		if (unwinder__prime(s->unwinder, (uint32_t)tr->target.pid))
 			warn_msg("pid %d: its stacks cannot be unwound (its memory map could not "
@@ -1244,6 +1280,13 @@ static int start(struct session *s)
 			err_msg("cannot sample stacks (--stacks): %s\n", strerror(-err));
 			goto out;
 		}
+		err = ksyms__load(&s->ksyms, NULL);
+		if (err)
+			warn_msg("the kernel's symbols cannot be read (/proc/kallsyms: %s): "
+				 "blocked polls' stacks show no kernel frames\n",
+				 err == -EPERM ? "addresses hidden, see kptr_restrict"
+					       : strerror(-err));
+		err = 0;
 	}
 	if (s->follow) {
 		err = examiner__new(&s->examiner, s, &s->ex_opts);
@@ -1314,6 +1357,7 @@ int session__run(const struct options *o)
 	metrics__close(s.metrics);
 	flight__free(s.flight);
 	unwinder__free(s.unwinder);
+	ksyms__free(s.ksyms);
 	capture_writer__free(s.cap);
 	u64map__clear(&s.by_pid);
 	u64map__clear(&s.seen);

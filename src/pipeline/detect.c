@@ -62,7 +62,6 @@ void detector__init(struct detector *d, const struct detect_opts *opts, alert_fn
 	u64map__init(&d->long_polls);
 	u64map__init(&d->thrash);
 	u64map__init(&d->lost);
-	u64map__init(&d->stacks);
 }
 
 /* The thrash watches, and the episode each may hold. */
@@ -81,7 +80,6 @@ void detector__free(struct detector *d)
 	u64map__clear_free(&d->long_polls);
 	free_watches(&d->thrash);
 	u64map__clear_free(&d->lost);
-	u64map__clear_free(&d->stacks);
 	for (uint32_t i = 0; i < d->nr_workers; i++)
 		free(d->workers[i].ep);
 	free(d->workers);
@@ -328,66 +326,6 @@ static void note_victim(struct detector *d, struct model *m, const struct at_pol
 			   p->wake_ts >= w->hold_begin && p->wake_ts < w->hold_end);
 }
 
-/* Where a thread's latest stack of one kind is kept: on the CPU, or asleep. */
-static uint64_t stack_key(uint32_t tid, bool asleep)
-{
-	return ((uint64_t)tid + 1) | (asleep ? 1ull << 63 : 0);
-}
-
-/* A thread's latest stack of each kind, kept until its poll ends (a buffer each). */
-static void on_stack(struct detector *d, const struct at_stack *s)
-{
-	uint64_t key = stack_key(s->hdr.tid, s->flags & AT_STACK_BLOCKED);
-	struct at_stack *kept = u64map__get(&d->stacks, key);
-
-	if (!kept) {
-		kept = malloc(sizeof(*kept));
-		if (!kept || u64map__set(&d->stacks, key, kept)) {
-			free(kept);
-			return;
-		}
-	}
-	memcpy(kept, s, sizeof(*kept));
-}
-
-static bool stack_of_poll(const struct at_stack *s, const struct at_poll *p)
-{
-	return s && s->poll_begin == p->hdr.ts && s->task == p->task;
-}
-
-/*
- * A stack taken in poll p, unwound into the alert (--stacks, live): where
- * it slept for a poll that mostly slept, else where it ran, else either.
- */
-static void stack_of(struct detector *d, struct model *m, const struct at_poll *p,
-		     struct alert *a)
-{
-	const struct at_stack *ran = u64map__get(&d->stacks, stack_key(p->hdr.tid, false));
-	const struct at_stack *slept = u64map__get(&d->stacks, stack_key(p->hdr.tid, true));
-	const struct at_stack *s;
-	struct stack_frame frames[ALERT_STACK_FRAMES];
-	int n;
-
-	ran = stack_of_poll(ran, p) ? ran : NULL;
-	slept = stack_of_poll(slept, p) ? slept : NULL;
-	s = a->cause == CAUSE_BLOCKED ? (slept ? slept : ran) : (ran ? ran : slept);
-	if (!s || !m->unwind)
-		return;
-	n = m->unwind(m->unwind_ctx, s, frames, ALERT_STACK_FRAMES);
-	for (int i = 0; i < n; i++) {
-		struct alert_frame *f = &a->stack[i];
-
-		snprintf(f->function, sizeof(f->function), "%s",
-			 frames[i].function ? frames[i].function : "");
-		snprintf(f->module, sizeof(f->module), "%s", frames[i].module ? frames[i].module : "");
-		snprintf(f->file, sizeof(f->file), "%s", frames[i].file ? frames[i].file : "");
-		f->line = frames[i].line > 0 ? (uint32_t)frames[i].line : 0;
-		f->inlined = frames[i].inlined;
-	}
-	a->nr_stack = n > 0 ? (uint32_t)n : 0;
-	a->stack_blocked = s->flags & AT_STACK_BLOCKED;
-}
-
 static void long_poll(struct detector *d, struct model *m, const struct at_poll *p)
 {
 	uint64_t end_ts = p->hdr.ts + p->duration_ns;
@@ -412,7 +350,7 @@ static void long_poll(struct detector *d, struct model *m, const struct at_poll 
 	a.oncpu_ns = p->oncpu_ns;
 	a.blocked_ns = p->blocked_ns;
 	a.runnable_ns = p->runnable_ns;
-	stack_of(d, m, p, &a);
+	a.stack = model__poll_stack(m, p, a.cause == CAUSE_BLOCKED, &a.stack_blocked);
 	ep = begin(d, &a);
 	if (ep && u64map__set(&d->long_polls, p->task, ep))
 		free(ep);
@@ -859,9 +797,6 @@ void detector__event(struct detector *d, struct model *m, const struct at_hdr *e
 			thrash(d, m, (const struct at_task_sample *)ev);
 		if (d->opts.lost_waker_ns)
 			lost_waker(d, m, (const struct at_task_sample *)ev);
-		break;
-	case AT_EV_STACK:
-		on_stack(d, (const struct at_stack *)ev);
 		break;
 	}
 }

@@ -50,17 +50,6 @@ enum thrash_reason {
 
 #define ALERT_VICTIMS 3
 
-/* Where a long poll spent its time: frames of a sampled stack (--stacks), innermost first. */
-#define ALERT_STACK_FRAMES 16
-
-struct alert_frame {
-	char function[112];	/* "" unknown */
-	char module[48];
-	char file[96];		/* "" unknown */
-	uint32_t line;
-	bool inlined;
-};
-
 struct alert {
 	enum alert_kind kind;
 	enum alert_state state;
@@ -80,8 +69,7 @@ struct alert {
 	/* long poll */
 	enum poll_cause cause;
 	uint64_t oncpu_ns, blocked_ns, runnable_ns;
-	struct alert_frame stack[ALERT_STACK_FRAMES]; /* its stack, when sampled */
-	uint32_t nr_stack;
+	uint32_t stack;		/* where it spent its time (--stacks): the model's callstack, 0 none */
 	bool stack_blocked;	/* where it went to sleep, not a sample on the CPU */
 	/*
 	 * END: the tasks that waited in the held worker's queue while a poll of
@@ -152,7 +140,6 @@ struct detector {
 	size_t nr_pending, cap_pending;
 	struct u64map thrash;		/* task -> struct task_watch */
 	struct u64map lost;		/* task -> struct episode */
-	struct u64map stacks;		/* tid + 1 -> its latest struct at_stack (--stacks) */
 	struct worker_watch *workers;	/* by worker id */
 	uint32_t nr_workers;
 	/*

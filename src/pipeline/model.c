@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "unwind.h"
+
 /* Worker ids index an array: refuse absurd ones from a confused executor. */
 #define MODEL_MAX_WORKERS 4096
 /* Distinct task-name addresses remembered. */
@@ -32,6 +34,9 @@ int model__init(struct model *m, uint32_t pid, const char *comm, uint64_t t0)
 	u64map__init(&m->tasks);
 	u64map__init(&m->threads);
 	u64map__init(&m->names);
+	callstacks__init(&m->stacks);
+	u64map__init(&m->thread_stacks);
+	u64map__init(&m->task_stacks);
 	return 0;
 }
 
@@ -40,6 +45,9 @@ void model__free(struct model *m)
 	u64map__clear_free(&m->names);
 	u64map__clear_free(&m->tasks);
 	u64map__clear_free(&m->threads);
+	u64map__clear_free(&m->thread_stacks);
+	u64map__clear_free(&m->task_stacks);
+	callstacks__free(&m->stacks);
 	free(m->workers);
 	m->workers = NULL;
 	m->nr_workers = 0;
@@ -304,6 +312,106 @@ static void apply_worker_sample(struct model *m, const struct at_worker_sample *
 		worker_on(m, s->worker, s->hdr.tid);
 }
 
+/* Where a thread's latest stack of one kind is kept: on the CPU, or asleep. */
+static uint64_t thread_stack_key(uint32_t tid, bool asleep)
+{
+	return ((uint64_t)tid + 1) | (asleep ? 1ull << 63 : 0);
+}
+
+/* Time task spent in stack id: added to its entry, or a new one while there is room. */
+static void count_stack(struct model *m, uint64_t task, uint32_t id, bool asleep, uint64_t ns)
+{
+	struct task_stacks *ts = u64map__get(&m->task_stacks, task);
+	uint32_t i;
+
+	if (!ts) {
+		if (m->task_stacks.len >= MODEL_STACK_TASKS ||
+		    !(ts = calloc(1, sizeof(*ts)))) {
+			m->stacks_lost++;
+			return;
+		}
+		if (u64map__set(&m->task_stacks, task, ts)) {
+			free(ts);
+			m->stacks_lost++;
+			return;
+		}
+	}
+	for (i = 0; i < ts->nr; i++)
+		if (ts->s[i].id == id && ts->s[i].asleep == asleep)
+			break;
+	if (i == ts->nr) {
+		if (ts->nr == TASK_STACKS) {
+			ts->untracked_ns += ns;
+			return;
+		}
+		ts->s[ts->nr++] = (struct task_stack){ .id = id, .asleep = asleep };
+	}
+	ts->s[i].samples++;
+	ts->s[i].ns += ns;
+}
+
+/*
+ * A stack record (--stacks, live): unwound now, while the process and its
+ * maps are still there, and kept once in the session's stacks.
+ */
+static void apply_stack(struct model *m, const struct at_stack *st)
+{
+	struct stack_frame frames[CALLSTACK_FRAMES];
+	bool asleep = st->flags & AT_STACK_BLOCKED;
+	uint64_t key = thread_stack_key(st->hdr.tid, asleep);
+	struct thread_stack *kept;
+	int n;
+
+	if (!m->unwind)
+		return;
+	n = m->unwind(m->unwind_ctx, st, frames, CALLSTACK_FRAMES);
+	m->cur_stack = n > 0 ? callstacks__intern(&m->stacks, frames, n) : 0;
+	if (!m->cur_stack) {
+		m->stacks_lost++;
+		return;
+	}
+	m->stacks_unwound++;
+	count_stack(m, st->task, m->cur_stack, asleep,
+		    asleep ? (st->woke > st->hdr.ts ? st->woke - st->hdr.ts : 0)
+			   : m->stack_period_ns);
+	kept = u64map__get(&m->thread_stacks, key);
+	if (!kept) {
+		kept = malloc(sizeof(*kept));
+		if (!kept || u64map__set(&m->thread_stacks, key, kept)) {
+			free(kept);
+			return;
+		}
+	}
+	*kept = (struct thread_stack){ .id = m->cur_stack, .task = st->task,
+				       .poll_begin = st->poll_begin };
+}
+
+uint32_t model__poll_stack(const struct model *m, const struct at_poll *p, bool prefer_asleep,
+			  bool *asleep)
+{
+	const struct thread_stack *ran, *slept;
+
+	ran = u64map__get(&m->thread_stacks, thread_stack_key(p->hdr.tid, false));
+	slept = u64map__get(&m->thread_stacks, thread_stack_key(p->hdr.tid, true));
+	if (ran && (ran->poll_begin != p->hdr.ts || ran->task != p->task))
+		ran = NULL;
+	if (slept && (slept->poll_begin != p->hdr.ts || slept->task != p->task))
+		slept = NULL;
+	*asleep = slept && (prefer_asleep || !ran);
+	return *asleep ? slept->id : ran ? ran->id : 0;
+}
+
+const struct task_stack *model__hottest_stack(const struct model *m, uint64_t task)
+{
+	const struct task_stacks *ts = u64map__get(&m->task_stacks, task);
+	const struct task_stack *best = NULL;
+
+	for (uint32_t i = 0; ts && i < ts->nr; i++)
+		if (!best || ts->s[i].ns > best->ns)
+			best = &ts->s[i];
+	return best;
+}
+
 void model__apply(struct model *m, const struct at_hdr *ev)
 {
 	m->n.by_kind[ev->kind]++;
@@ -331,6 +439,9 @@ void model__apply(struct model *m, const struct at_hdr *ev)
 		break;
 	case AT_EV_WORKER_SAMPLE:
 		apply_worker_sample(m, (const struct at_worker_sample *)ev);
+		break;
+	case AT_EV_STACK:
+		apply_stack(m, (const struct at_stack *)ev);
 		break;
 	}
 }
@@ -360,6 +471,9 @@ void model__retire(struct model *m, const struct at_hdr *ev)
 	struct task *t;
 
 	switch (ev->kind) {
+	case AT_EV_STACK:
+		m->cur_stack = 0;
+		break;
 	case AT_EV_SPAWN:
 		t = model__task(m, s->task);
 		if (t && s->wake_id)

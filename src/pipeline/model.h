@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "asynctraced.h"
+#include "callstacks.h"
 #include "u64map.h"
 
 #define MODEL_COMM_LEN 16
@@ -98,7 +99,36 @@ struct model {
 	void *target_ctx;
 	model_unwind_fn unwind;	/* NULL: stacks are not unwound (no --stacks, or a capture) */
 	void *unwind_ctx;
+
+	/* --stacks: every stack unwound, once each, and where each was taken */
+	struct callstacks stacks;
+	uint64_t stack_period_ns; /* the time a CPU sample stands for */
+	uint32_t cur_stack;	/* the stack record being applied: its callstack, 0 none */
+	struct u64map thread_stacks; /* a thread's latest of each kind: struct thread_stack */
+	struct u64map task_stacks; /* task -> struct task_stacks: time seen in each stack */
+	uint64_t stacks_unwound, stacks_lost; /* lost: not unwound, or not kept */
 };
+
+/* A thread's latest stack of one kind (on the CPU, or asleep): in which poll. */
+struct thread_stack {
+	uint32_t id;		/* callstack */
+	uint64_t task, poll_begin;
+};
+
+/* The stacks a task was seen in (CPU samples, sleeps), the most time first once sorted. */
+#define TASK_STACKS 16
+struct task_stacks {
+	uint32_t nr;
+	uint64_t untracked_ns;	/* in stacks past the TASK_STACKS kept */
+	struct task_stack {
+		uint32_t id;
+		bool asleep;	/* where it slept, not a CPU sample */
+		uint32_t samples;
+		uint64_t ns;	/* CPU: samples times the period; asleep: the sleeps */
+	} s[TASK_STACKS];
+};
+/* Tasks whose stacks are counted; past this, their stacks count as lost. */
+#define MODEL_STACK_TASKS 4096
 
 int model__init(struct model *m, uint32_t pid, const char *comm, uint64_t t0);
 void model__free(struct model *m);
@@ -136,6 +166,15 @@ void model__name(struct model *m, uint64_t addr, const char *name);
 void model__task_name(struct model *m, uint64_t id, uint64_t name_addr, char *buf,
 		      size_t len);
 struct thread *model__thread(struct model *m, uint32_t tid);
+/*
+ * The stack taken in poll p (--stacks, live), 0 if none: where it slept
+ * when asleep is preferred and it did, else where it ran, else either;
+ * *asleep says which it is.
+ */
+uint32_t model__poll_stack(const struct model *m, const struct at_poll *p, bool prefer_asleep,
+			  bool *asleep);
+/* The stack task spent the most time in (--stacks), NULL when none was seen. */
+const struct task_stack *model__hottest_stack(const struct model *m, uint64_t task);
 struct worker *model__worker(const struct model *m, uint32_t id);
 
 #endif

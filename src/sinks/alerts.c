@@ -33,63 +33,6 @@ static const char *comm_of(const struct model *m, uint32_t tid)
 	return th ? th->comm : "?";
 }
 
-/*
- * Whether a frame is the program's own code, not its runtime's or its
- * libraries': in the executable, or a library of the program's, and not in
- * Rust's std, core, alloc or tokio, nor the C library's start.
- */
-static bool own_frame(const struct alert_frame *f)
-{
-	static const char *const runtime[] = { "std::", "core::", "alloc::", "tokio::", "<std::",
-					       "<core::", "<alloc::", "<tokio::", "__rust",
-					       "__libc", "_start" };
-
-	if (!f->function[0] || f->module[0] == '[') /* [vdso] */
-		return false;
-	if (!strncmp(f->module, "libc.so", 7) || !strncmp(f->module, "libstd-", 7) ||
-	    !strncmp(f->module, "ld-linux", 8) || !strncmp(f->module, "libpthread", 10))
-		return false;
-	for (size_t i = 0; i < sizeof(runtime) / sizeof(runtime[0]); i++)
-		if (!strncmp(f->function, runtime[i], strlen(runtime[i])))
-			return false;
-	return true;
-}
-
-/*
- * " in f <- caller": where in its own code the program was, when a stack
- * says; asleep, the call it slept in (clock_nanosleep, read...) and the
- * program's function that made it.
- */
-static void format_where(char *buf, size_t size, const struct alert *a)
-{
-	int first = -1, second = -1;
-
-	if (a->stack_blocked && a->nr_stack && a->stack[0].function[0] &&
-	    a->stack[0].module[0] != '[')
-		first = 0;
-	for (uint32_t i = 0; i < a->nr_stack && second < 0; i++) {
-		if (!own_frame(&a->stack[i]))
-			continue;
-		if (first < 0)
-			first = (int)i;
-		else if (strcmp(a->stack[i].function, a->stack[first].function))
-			second = (int)i;
-	}
-	/* asleep in code that is all std's or tokio's: the first caller outside libc */
-	for (uint32_t i = (uint32_t)first + 1; first >= 0 && second < 0 && a->stack_blocked &&
-					       i < a->nr_stack; i++)
-		if (a->stack[i].function[0] && a->stack[i].module[0] != '[' &&
-		    strncmp(a->stack[i].module, "libc.so", 7))
-			second = (int)i;
-	if (first < 0)
-		return;
-	if (second < 0)
-		snprintf(buf, size, " in %s", a->stack[first].function);
-	else
-		snprintf(buf, size, " in %s <- %s", a->stack[first].function,
-			 a->stack[second].function);
-}
-
 static void format_begin(char *buf, size_t size, const struct model *m, const struct alert *a)
 {
 	char q[32];
@@ -104,7 +47,7 @@ static void format_begin(char *buf, size_t size, const struct model *m, const st
 			 comm_of(m, a->tid), ms(a->value_ns), poll_cause_str(a->cause),
 			 ms(a->oncpu_ns), ms(a->blocked_ns), ms(a->runnable_ns));
 		len = strlen(buf);
-		format_where(buf + len, size - len, a);
+		callstacks__where(&m->stacks, a->stack, a->stack_blocked, buf + len, size - len);
 		return;
 	case ALERT_SCHED_DELAY:
 		queue_name(q, sizeof(q), a->queued_on);
@@ -241,28 +184,6 @@ static void format_end(char *buf, size_t size, const struct alert *a)
 	snprintf(buf, size, "%s %s", alert_kind_str(a->kind), a->ongoing ? stopped : "over");
 }
 
-void alert__stack_text(char *buf, size_t size, const struct alert *a)
-{
-	size_t len = 0;
-
-	buf[0] = '\0';
-	for (uint32_t i = 0; i < a->nr_stack && len < size; i++) {
-		const struct alert_frame *f = &a->stack[i];
-		int n;
-
-		char where[sizeof(f->file) + 16] = "";
-
-		if (f->file[0])
-			snprintf(where, sizeof(where), " %s:%u", f->file, f->line);
-		n = snprintf(buf + len, size - len, "%s%s%s (%s%s)", i ? "\n" : "",
-			     f->inlined ? "[inlined] " : "", f->function[0] ? f->function : "?",
-			     f->module, where);
-		if (n < 0)
-			break;
-		len += (size_t)n;
-	}
-}
-
 void alert__format(char *buf, size_t size, const struct model *m, const struct alert *a)
 {
 	if (a->state == ALERT_END)
@@ -292,6 +213,29 @@ static void wall_time(char *buf, size_t size, const struct model *m, uint64_t ts
 	snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%06lluZ", tm.tm_year + 1900,
 		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
 		 (unsigned long long)(wall % 1000000000ull / 1000));
+}
+
+void alert__stack_json(struct outbuf *ob, const struct callstacks *c, uint32_t id)
+{
+	const struct callstack *cs = callstacks__get(c, id);
+
+	ob_putc(ob, '[');
+	for (uint32_t i = 0; cs && i < cs->nr; i++) {
+		const struct cs_frame *f = callstacks__frame(c, cs->frames[i]);
+
+		ob_key_str(ob, i ? ",{\"function\":" : "{\"function\":", f->function);
+		ob_key_str(ob, ",\"module\":", f->module);
+		if (f->file[0]) {
+			ob_key_str(ob, ",\"file\":", f->file);
+			ob_key_u64(ob, ",\"line\":", f->line);
+		}
+		if (f->inlined)
+			ob_puts(ob, ",\"inlined\":true");
+		if (f->kernel)
+			ob_puts(ob, ",\"kernel\":true");
+		ob_putc(ob, '}');
+	}
+	ob_putc(ob, ']');
 }
 
 void alert__json_object(struct outbuf *ob, const struct model *m, const struct alert *a)
@@ -327,25 +271,12 @@ void alert__json_object(struct outbuf *ob, const struct model *m, const struct a
 		ob_key_u64(ob, ",\"on_cpu_ns\":", a->oncpu_ns);
 		ob_key_u64(ob, ",\"blocked_ns\":", a->blocked_ns);
 		ob_key_u64(ob, ",\"runnable_ns\":", a->runnable_ns);
-		if (a->nr_stack) {
+		if (a->stack) {
 			/* where it was when sampled, innermost first */
 			ob_puts(ob, a->stack_blocked ? ",\"stack_when\":\"asleep\""
 						     : ",\"stack_when\":\"on-cpu\"");
-			ob_puts(ob, ",\"stack\":[");
-			for (uint32_t i = 0; i < a->nr_stack; i++) {
-				const struct alert_frame *f = &a->stack[i];
-
-				ob_key_str(ob, i ? ",{\"function\":" : "{\"function\":", f->function);
-				ob_key_str(ob, ",\"module\":", f->module);
-				if (f->file[0]) {
-					ob_key_str(ob, ",\"file\":", f->file);
-					ob_key_u64(ob, ",\"line\":", f->line);
-				}
-				if (f->inlined)
-					ob_puts(ob, ",\"inlined\":true");
-				ob_putc(ob, '}');
-			}
-			ob_putc(ob, ']');
+			ob_puts(ob, ",\"stack\":");
+			alert__stack_json(ob, &m->stacks, a->stack);
 		}
 		if (a->state != ALERT_END)
 			break;

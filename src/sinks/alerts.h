@@ -20,10 +20,11 @@ void alert__format(char *buf, size_t size, const struct model *m, const struct a
  */
 void alert__title(char *buf, size_t size, const struct alert *a);
 /*
- * A long poll's stack (--stacks) as text for a trace's arguments, a frame a
- * line, innermost first: "function (module file:line)". "" without one.
+ * A stack (--stacks) as a JSON array of frames, innermost first: function,
+ * module, file and line where known, inlined and kernel when so.
  */
-void alert__stack_text(char *buf, size_t size, const struct alert *a);
+struct callstacks;
+void alert__stack_json(struct outbuf *ob, const struct callstacks *c, uint32_t id);
 /* One alert as a JSON object, on one line; alert__json adds a newline. */
 void alert__json_object(struct outbuf *ob, const struct model *m, const struct alert *a);
 void alert__json(struct outbuf *ob, const struct model *m, const struct alert *a);

@@ -326,6 +326,63 @@ static void text_tasks(const struct text *tx, struct model *m, const struct stat
 	free(top);
 }
 
+/* Frames of a hottest stack the text report shows, innermost first. */
+#define REPORT_STACK_FRAMES 8
+
+/*
+ * --stacks: where each top task spent the time its stacks were taken in
+ * (CPU samples, sleeps inside polls): the stack it spent the most in.
+ */
+static void text_stacks(const struct text *tx, struct model *m, const struct stats *st)
+{
+	size_t nr;
+	struct task_entry *top = top_tasks(st, REPORT_TOP_TASKS, &nr);
+	bool any = false;
+
+	for (size_t i = 0; i < nr; i++) {
+		const struct task_stack *hot = model__hottest_stack(m, top[i].id);
+		const struct callstack *cs = hot ? callstacks__get(&m->stacks, hot->id) : NULL;
+		char name[AT_TASK_NAME_LEN], where[512], t[16];
+		uint32_t shown = 0;
+
+		if (!cs)
+			continue;
+		if (!any) {
+			fputc('\n', tx->out);
+			say(tx, 1, "hottest stacks of the top tasks (--stacks)");
+			any = true;
+		}
+		model__task_name(m, top[i].id, top[i].s.name_addr, name, sizeof(name));
+		callstacks__where(&m->stacks, hot->id, hot->asleep, where, sizeof(where));
+		fmt_ns(t, sizeof(t), hot->ns);
+		say(tx, 6, "  %s #%llu: %s %s%s (%u %s)", name, (unsigned long long)top[i].id, t,
+		    hot->asleep ? "asleep" : "on the CPU", where, hot->samples,
+		    hot->asleep ? plural(hot->samples, "sleep", "sleeps")
+				: plural(hot->samples, "sample", "samples"));
+		for (uint32_t j = 0; j < cs->nr && shown < REPORT_STACK_FRAMES; j++) {
+			const struct cs_frame *f = callstacks__frame(&m->stacks, cs->frames[j]);
+			char at[160] = "";
+
+			if (f->kernel && !hot->asleep)
+				continue;
+			if (f->file[0])
+				snprintf(at, sizeof(at), " %s:%u", f->file, f->line);
+			say(tx, 8, "      %s%s (%s%s)", f->inlined ? "[inlined] " : "",
+			    f->function[0] ? f->function : "?", f->module, at);
+			shown++;
+		}
+	}
+	if (m->stacks_lost && !any) {
+		fputc('\n', tx->out);
+		say(tx, 1, "hottest stacks of the top tasks (--stacks)");
+	}
+	if (m->stacks_lost)
+		say(tx, 4, "  %llu of %llu stacks could not be unwound or kept",
+		    (unsigned long long)m->stacks_lost,
+		    (unsigned long long)(m->stacks_lost + m->stacks_unwound));
+	free(top);
+}
+
 static uint64_t steal_tasks(const struct stats *st, uint32_t thief, uint32_t victim)
 {
 	for (size_t i = 0; i < st->nr_steals; i++)
@@ -463,6 +520,7 @@ void report__text(FILE *out, struct model *m, const struct detector *d, const st
 		return;
 	text_workers(&tx, st, run->seconds);
 	text_tasks(&tx, m, st);
+	text_stacks(&tx, m, st);
 	text_steals(&tx, st);
 	text_alerts(&tx, m, d);
 	fflush(out);
@@ -485,6 +543,22 @@ static void j_hist(struct outbuf *ob, const char *key, const struct at_hist *h)
 		ob_u64(ob, h->slot[i]);
 	}
 	ob_puts(ob, "]}");
+}
+
+/* --stacks: the stack the task spent the most time in, when one was taken. */
+static void j_hottest_stack(struct outbuf *ob, const struct model *m, uint64_t task)
+{
+	const struct task_stack *hot = model__hottest_stack(m, task);
+
+	if (!hot)
+		return;
+	ob_puts(ob, hot->asleep ? ",\"hottest_stack\":{\"when\":\"asleep\""
+				: ",\"hottest_stack\":{\"when\":\"on-cpu\"");
+	ob_key_u64(ob, ",\"ns\":", hot->ns);
+	ob_key_u64(ob, ",\"samples\":", hot->samples);
+	ob_puts(ob, ",\"frames\":");
+	alert__stack_json(ob, &m->stacks, hot->id);
+	ob_putc(ob, '}');
 }
 
 void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
@@ -593,10 +667,17 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 		j_hist(ob, ",\"poll\":", &h);
 		hist_widen(&h, &s->delay);
 		j_hist(ob, ",\"delay\":", &h);
+		j_hottest_stack(ob, m, top[i].id);
 		ob_putc(ob, '}');
 	}
 	free(top);
 	ob_puts(ob, "]");
+	if (m->stacks_unwound || m->stacks_lost) {
+		ob_key_u64(ob, ",\"stacks\":{\"unwound\":", m->stacks_unwound);
+		ob_key_u64(ob, ",\"lost\":", m->stacks_lost);
+		ob_key_u64(ob, ",\"distinct\":", m->stacks.nr_stacks);
+		ob_putc(ob, '}');
+	}
 
 	ob_puts(ob, ",\"steals\":[");
 	for (size_t i = 0; i < st->nr_steals; i++) {

@@ -248,6 +248,23 @@ static void write_wake(struct trace_json *tj, struct model *m, const struct at_w
 	end_event(ob);
 }
 
+/*
+ * A poll that ran long enough to have its stack taken (--stacks): where it
+ * slept if it mostly slept, else where it ran, a frame a line.
+ */
+static void put_stack(struct outbuf *ob, struct model *m, const struct at_poll *p)
+{
+	bool asleep;
+	uint32_t id = model__poll_stack(m, p, p->blocked_ns > p->oncpu_ns, &asleep);
+	char text[CALLSTACK_FRAMES * 320];
+
+	if (!id)
+		return;
+	callstacks__text(&m->stacks, id, text, sizeof(text));
+	ob_key_str(ob, ",\"stack\":", text);
+	ob_puts(ob, asleep ? ",\"stack_when\":\"asleep\"" : ",\"stack_when\":\"on-cpu\"");
+}
+
 static void on_poll(struct trace_json *tj, struct model *m, const struct at_poll *p)
 {
 	struct outbuf *ob = tj->ob;
@@ -278,6 +295,7 @@ static void on_poll(struct trace_json *tj, struct model *m, const struct at_poll
 		put_arg_us(ob, ",\"wake_delay_us\":", p->hdr.ts - p->wake_ts);
 	ob_key_u64(ob, ",\"queue_depth\":", p->depth);
 	ob_puts(ob, p->ready ? ",\"result\":\"ready\"" : ",\"result\":\"pending\"");
+	put_stack(ob, m, p);
 	ob_putc(ob, '}');
 	if (linked)
 		put_flow(ob, p->wake_id, false);
@@ -459,10 +477,10 @@ static void tj_alert(struct sink *s, struct model *m, const struct alert *a)
 		ob_puts(ob, poll_cause_str(a->cause));
 		ob_putc(ob, '"');
 	}
-	if (a->nr_stack) {
-		char stack[ALERT_STACK_FRAMES * 280];
+	if (a->stack) {
+		char stack[CALLSTACK_FRAMES * 320];
 
-		alert__stack_text(stack, sizeof(stack), a);
+		callstacks__text(&m->stacks, a->stack, stack, sizeof(stack));
 		ob_key_str(ob, ",\"stack\":", stack);
 	}
 	ob_puts(ob, ",\"message\":");

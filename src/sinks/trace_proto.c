@@ -24,6 +24,12 @@ enum {
 	PACKET_TIMESTAMP_CLOCK_ID = 58,
 	PACKET_DEFAULTS = 59,
 	PACKET_TRACK_DESCRIPTOR = 60,
+	PACKET_PERF_SAMPLE = 66,
+
+	PERF_PID = 2,
+	PERF_TID = 3,
+	PERF_CALLSTACK_IID = 4,
+	PERF_CPU_MODE = 5,
 
 	DEFAULTS_TIMESTAMP_CLOCK_ID = 58,
 
@@ -69,6 +75,19 @@ enum {
 	INTERNED_EVENT_NAMES = 2,
 	INTERNED_ANNOTATION_NAMES = 3,
 	INTERNED_ANNOTATION_STRINGS = 29,
+	INTERNED_FUNCTION_NAMES = 5,
+	INTERNED_FRAMES = 6,
+	INTERNED_CALLSTACKS = 7,
+	INTERNED_MAPPING_PATHS = 17,
+	INTERNED_MAPPINGS = 19,
+	FRAME_IID = 1,
+	FRAME_FUNCTION_NAME_ID = 2,
+	FRAME_MAPPING_ID = 3,
+	FRAME_REL_PC = 4,
+	CALLSTACK_IID = 1,
+	CALLSTACK_FRAME_IDS = 2,
+	MAPPING_IID = 1,
+	MAPPING_PATH_STRING_IDS = 7,
 	INTERNED_IID = 1,
 	INTERNED_NAME = 2,	/* EventName.name, DebugAnnotationName.name, InternedString.str */
 };
@@ -85,6 +104,7 @@ enum { CLOCK_BOOTTIME = 6, CLOCK_INCREMENTAL_ID = 64 };
 enum { SLICE_BEGIN = 1, SLICE_END = 2, INSTANT = 3, COUNTER = 4 };
 enum { SEQ_CLEARED = 1, SEQ_NEEDS_STATE = 2 };
 enum { ORDER_EXPLICIT = 3, MERGE_NEVER = 2, UNIT_COUNT = 2 };
+enum { CPU_MODE_USER = 2 };
 
 /* Finished tasks whose tracks new children may still nest under. */
 #define DONE_TASKS 4096
@@ -115,7 +135,8 @@ enum { ORDER_EXPLICIT = 3, MERGE_NEVER = 2, UNIT_COUNT = 2 };
 	X(STATE, "state")                                                                          \
 	X(CAUSE, "cause")                                                                          \
 	X(MESSAGE, "message")                                                                      \
-	X(STACK, "stack")
+	X(STACK, "stack")                                                                          \
+	X(STACK_WHEN, "stack_when")
 
 #define ANN_ENUM(id, str) ANN_##id,
 enum annotation { ANN_NONE, ANNOTATIONS(ANN_ENUM) ANN_NR };
@@ -186,6 +207,14 @@ struct trace_proto {
 	int64_t inject_depth;
 	int64_t runnable;	/* sum of every queue's depth, last written */
 	uint64_t steal_seq;
+	/*
+	 * --stacks: what this sequence has interned of the model's stacks (their
+	 * ids are the iids: callstacks, frames and each frame's function name),
+	 * and the images as mappings, each with its path
+	 */
+	struct u64map sent_stacks, sent_frames;
+	struct u64map mappings;		/* hash of an image's name -> struct interned */
+	uint64_t next_mapping;
 	struct pb pb;
 };
 
@@ -713,6 +742,20 @@ static void write_wake(struct trace_proto *tp, struct model *m, const struct at_
 	event_end(tp);
 }
 
+/* A poll whose stack was taken (--stacks): where it slept if it mostly slept, else where it ran. */
+static void ann_stack(struct trace_proto *tp, struct model *m, const struct at_poll *p)
+{
+	bool asleep;
+	uint32_t id = model__poll_stack(m, p, p->blocked_ns > p->oncpu_ns, &asleep);
+	char text[CALLSTACK_FRAMES * 320];
+
+	if (!id)
+		return;
+	callstacks__text(&m->stacks, id, text, sizeof(text));
+	ann_str(tp, ANN_STACK, text);
+	ann_istr(tp, ANN_STACK_WHEN, asleep ? "asleep" : "on-cpu");
+}
+
 static void on_poll(struct trace_proto *tp, struct model *m, const struct at_poll *p)
 {
 	struct task *t = model__task(m, p->task);
@@ -770,6 +813,7 @@ static void on_poll(struct trace_proto *tp, struct model *m, const struct at_pol
 	if (p->wake_ts && p->wake_ts <= p->hdr.ts)
 		ann_u64(tp, ANN_WAKE_DELAY, p->hdr.ts - p->wake_ts);
 	ann_istr(tp, ANN_RESULT, p->ready ? "ready" : "pending");
+	ann_stack(tp, m, p);
 	if (linked)
 		pb_fixed64(&tp->pb, EVENT_TERMINATING_FLOW_IDS, p->wake_id);
 	if (self) {
@@ -885,6 +929,105 @@ static void on_park(struct trace_proto *tp, struct model *m, const struct at_par
 	event_end(tp);
 }
 
+/* The iid of the mapping of an image (its path interned with the same iid), new or not. */
+static uint64_t mapping_of(struct trace_proto *tp, const char *module, bool *fresh)
+{
+	uint64_t h = hash_name(module);
+	struct interned *in = u64map__get(&tp->mappings, h);
+	size_t n = strlen(module) + 1;
+
+	*fresh = false;
+	if (in)
+		return strcmp(in->name, module) ? 0 : in->iid;
+	in = malloc(sizeof(*in) + n);
+	if (!in)
+		return 0;
+	in->iid = ++tp->next_mapping;
+	memcpy(in->name, module, n);
+	if (u64map__set(&tp->mappings, h, in)) {
+		free(in);
+		return 0;
+	}
+	*fresh = true;
+	return in->iid;
+}
+
+/* A frame for InternedData: its function's name, its image (a mapping), itself. */
+static void intern_frame(struct trace_proto *tp, const struct cs_frame *f)
+{
+	struct pb *pb = &tp->pb;
+	bool fresh;
+	uint64_t mapping = mapping_of(tp, f->module[0] ? f->module : "?", &fresh);
+
+	if (fresh) {
+		pb_begin(pb, INTERNED_MAPPING_PATHS);
+		pb_varint(pb, INTERNED_IID, mapping);
+		pb_string(pb, INTERNED_NAME, f->module[0] ? f->module : "?");
+		pb_end(pb);
+		pb_begin(pb, INTERNED_MAPPINGS);
+		pb_varint(pb, MAPPING_IID, mapping);
+		pb_varint(pb, MAPPING_PATH_STRING_IDS, mapping);
+		pb_end(pb);
+	}
+	if (f->function[0]) {
+		pb_begin(pb, INTERNED_FUNCTION_NAMES);
+		pb_varint(pb, INTERNED_IID, f->id);
+		pb_string(pb, INTERNED_NAME, f->function);
+		pb_end(pb);
+	}
+	pb_begin(pb, INTERNED_FRAMES);
+	pb_varint(pb, FRAME_IID, f->id);
+	if (f->function[0])
+		pb_varint(pb, FRAME_FUNCTION_NAME_ID, f->id);
+	if (mapping) {
+		pb_varint(pb, FRAME_MAPPING_ID, mapping);
+		pb_varint(pb, FRAME_REL_PC, f->rel_pc);
+	}
+	pb_end(pb);
+}
+
+/*
+ * A CPU sample of a poll's stack (--stacks): a PerfSample on its thread,
+ * its callstack interned with it the first time, so that Perfetto's UI
+ * draws the samples of a selected range as a flame graph. (Where a poll
+ * slept is not a CPU sample: it goes on the poll's slice.)
+ */
+static void on_stack(struct trace_proto *tp, struct model *m, const struct at_stack *st)
+{
+	const struct callstack *cs = callstacks__get(&m->stacks, m->cur_stack);
+	bool new_stack = cs && !u64map__get(&tp->sent_stacks, cs->id);
+	struct pb *pb = &tp->pb;
+
+	if (!cs || !(st->flags & AT_STACK_ONCPU))
+		return;
+	packet_begin(tp, SEQ_NEEDS_STATE);
+	put_timestamp(tp, model__rel(m, st->hdr.ts));
+	if (new_stack) {
+		pb_begin(pb, PACKET_INTERNED_DATA);
+		for (uint32_t i = 0; i < cs->nr; i++)
+			if (!u64map__get(&tp->sent_frames, cs->frames[i]))
+				intern_frame(tp, callstacks__frame(&m->stacks, cs->frames[i]));
+		pb_begin(pb, INTERNED_CALLSTACKS);
+		pb_varint(pb, CALLSTACK_IID, cs->id);
+		for (uint32_t i = cs->nr; i-- > 0;) /* the outermost frame first */
+			pb_varint(pb, CALLSTACK_FRAME_IDS, cs->frames[i]);
+		pb_end(pb);
+		pb_end(pb);
+	}
+	pb_begin(pb, PACKET_PERF_SAMPLE);
+	pb_varint(pb, PERF_PID, st->hdr.pid);
+	pb_varint(pb, PERF_TID, st->hdr.tid);
+	pb_varint(pb, PERF_CALLSTACK_IID, cs->id);
+	pb_varint(pb, PERF_CPU_MODE, CPU_MODE_USER);
+	pb_end(pb);
+	if (new_stack && !pb->overflow) {
+		u64map__set(&tp->sent_stacks, cs->id, (void *)1);
+		for (uint32_t i = 0; i < cs->nr; i++)
+			u64map__set(&tp->sent_frames, cs->frames[i], (void *)1);
+	}
+	packet_end(tp);
+}
+
 static void tp_event(struct sink *s, struct model *m, const struct at_hdr *ev)
 {
 	struct trace_proto *tp = tp_of(s);
@@ -906,6 +1049,9 @@ static void tp_event(struct sink *s, struct model *m, const struct at_hdr *ev)
 		break;
 	case AT_EV_PARK:
 		on_park(tp, m, (const struct at_park *)ev);
+		break;
+	case AT_EV_STACK:
+		on_stack(tp, m, (const struct at_stack *)ev);
 		break;
 	}
 	if (tp->nr_extra)
@@ -933,10 +1079,10 @@ static void tp_alert(struct sink *s, struct model *m, const struct alert *a)
 		ann_u64(tp, ANN_WORKER, (uint64_t)a->worker);
 	if (a->kind == ALERT_LONG_POLL)
 		ann_istr(tp, ANN_CAUSE, poll_cause_str(a->cause));
-	if (a->nr_stack) {
-		char stack[ALERT_STACK_FRAMES * 280];
+	if (a->stack) {
+		char stack[CALLSTACK_FRAMES * 320];
 
-		alert__stack_text(stack, sizeof(stack), a);
+		callstacks__text(&m->stacks, a->stack, stack, sizeof(stack));
 		ann_str(tp, ANN_STACK, stack);
 	}
 	ann_str(tp, ANN_MESSAGE, msg);
@@ -974,6 +1120,9 @@ static void tp_free(struct sink *s)
 
 	pftrace_file__free(tp->file);
 	u64map__clear_free(&tp->tasks);
+	u64map__clear(&tp->sent_stacks);
+	u64map__clear(&tp->sent_frames);
+	u64map__clear_free(&tp->mappings);
 	for (int k = 0; k < INTERN_KINDS; k++)
 		u64map__clear_free(&tp->interned[k].map);
 	for (size_t i = 0; i < DONE_TASKS; i++)
@@ -1007,6 +1156,9 @@ int trace_proto__new(struct sink **s, struct pftrace_file *file, uint32_t seq)
 	u64map__init(&tp->threads);
 	u64map__init(&tp->tasks);
 	u64map__init(&tp->done);
+	u64map__init(&tp->sent_stacks);
+	u64map__init(&tp->sent_frames);
+	u64map__init(&tp->mappings);
 	for (int k = 0; k < INTERN_KINDS; k++)
 		u64map__init(&tp->interned[k].map);
 	*s = &tp->sink;

@@ -202,10 +202,13 @@ static const char *demangle(struct proc *p, const char *name)
 	return d;
 }
 
+/* An image's file name; libdwfl calls the vDSO "[vdso: PID]": one name for all. */
 static const char *base_name(const char *path)
 {
 	const char *slash = path ? strrchr(path, '/') : NULL;
 
+	if (path && !strncmp(path, "[vdso", 5))
+		return "[vdso]";
 	return slash ? slash + 1 : path;
 }
 
@@ -243,14 +246,14 @@ static int symbolise(struct proc *p, uint64_t pc, struct stack_frame *out, int r
 	Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, pc);
 	const char *module = NULL, *file = NULL, *name;
 	Dwarf_Die *cu, *scopes = NULL;
-	Dwarf_Addr bias;
+	Dwarf_Addr bias, start = 0;
 	Dwfl_Line *src;
 	GElf_Off off;
 	GElf_Sym sym;
 	int line = 0, n = 0, nscopes;
 
 	if (mod) {
-		module = base_name(dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL,
+		module = base_name(dwfl_module_info(mod, NULL, &start, NULL, NULL, NULL, NULL,
 						    NULL));
 		src = dwfl_module_getsrc(mod, pc);
 		if (src)
@@ -263,15 +266,16 @@ static int symbolise(struct proc *p, uint64_t pc, struct stack_frame *out, int r
 			if (dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine)
 				continue;
 			out[n++] = (struct stack_frame){ .pc = pc, .function = die_name(p, &scopes[i]),
-							 .module = module, .file = file, .line = line,
-							 .inlined = true };
+							 .rel_pc = pc - start, .module = module,
+							 .file = file, .line = line, .inlined = true };
 			file = call_file(cu, &scopes[i], &line);
 		}
 		free(scopes);
 	}
 	name = mod ? dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL) : NULL;
-	out[n++] = (struct stack_frame){ .pc = pc, .function = demangle(p, name),
-					 .module = module, .file = file, .line = line };
+	out[n++] = (struct stack_frame){ .pc = pc, .rel_pc = pc - start,
+					 .function = demangle(p, name), .module = module,
+					 .file = file, .line = line };
 	return n;
 }
 

@@ -34,11 +34,13 @@ struct stack_sample {
 
 struct stack_frame {
 	uint64_t pc;		/* the sampled ip, or a return address */
+	uint64_t rel_pc;	/* pc from the start of its image's mapping */
 	const char *function;	/* demangled; NULL: no symbol covers pc */
 	const char *module;	/* the image's file name (no directory) */
 	const char *file;	/* the source file, NULL when DWARF does not say */
 	int line;
 	bool inlined;		/* inlined into the frame after it */
+	bool kernel;		/* a kernel frame: module is "kernel" or a module's name */
 };
 
 struct unwinder;

@@ -32,6 +32,10 @@ as summarized in ../shared/reference/perfetto.md, are enforced:
     balanced per track (in timestamp order, as the importer sorts), counters
     only on counter tracks and nothing else there; extra counter values one
     for each extra counter track, each a counter track;
+  * stack samples: a perf_sample names its pid and tid and a callstack
+    interned earlier on its sequence (flag 2); a callstack's frames, a
+    frame's function name and mapping, a mapping's path are each interned
+    no later than what refers to them, and an iid keeps its first meaning;
   * flows: an id starts once in the whole trace (never reused, not even after
     it ended), and a terminating id ends a flow started no later (judged in
     timestamp order). Flows never ended are allowed and only counted.
@@ -99,10 +103,36 @@ def _schema(fields):
 
 _NAME_ENTRY = _schema({1: ("iid", U, False, None), 2: ("name", STR, False, None)})
 _STRING_ENTRY = _schema({1: ("iid", U, False, None), 2: ("str", STR, False, None)})
+FRAME = _schema({
+    1: ("iid", U, False, None),
+    2: ("function_name_id", U, False, None),
+    3: ("mapping_id", U, False, None),
+    4: ("rel_pc", U, False, None),
+})
+CALLSTACK = _schema({
+    1: ("iid", U, False, None),
+    2: ("frame_ids", U, True, None),
+})
+MAPPING = _schema({
+    1: ("iid", U, False, None),
+    7: ("path_string_ids", U, True, None),
+})
 INTERNED_DATA = _schema({
     2: ("event_names", MSG, True, _NAME_ENTRY),
     3: ("debug_annotation_names", MSG, True, _NAME_ENTRY),
     29: ("debug_annotation_string_values", MSG, True, _STRING_ENTRY),
+    5: ("function_names", MSG, True, _STRING_ENTRY),
+    6: ("frames", MSG, True, FRAME),
+    7: ("callstacks", MSG, True, CALLSTACK),
+    17: ("mapping_paths", MSG, True, _STRING_ENTRY),
+    19: ("mappings", MSG, True, MAPPING),
+})
+PERF_SAMPLE = _schema({
+    1: ("cpu", U, False, None),
+    2: ("pid", U, False, None),
+    3: ("tid", U, False, None),
+    4: ("callstack_iid", U, False, None),
+    5: ("cpu_mode", U, False, None),
 })
 DEBUG_ANNOTATION = _schema({
     1: ("name_iid", U, False, None),
@@ -176,6 +206,7 @@ TRACE_PACKET = _schema({
     58: ("timestamp_clock_id", U, False, None),
     59: ("trace_packet_defaults", MSG, False, TRACE_PACKET_DEFAULTS),
     60: ("track_descriptor", MSG, False, TRACK_DESCRIPTOR),
+    66: ("perf_sample", MSG, False, PERF_SAMPLE),
 })
 
 TRACE = _schema({1: ("packet", MSG, True, TRACE_PACKET)})
@@ -659,6 +690,9 @@ def check(packets, allow_open=False, stats=None, limit=20):
             te = p.get("track_event")
             if te is not None:
                 _check_event(rep, i, p, te, state, tracks, slice_events, flow_events)
+            ps = p.get("perf_sample")
+            if ps is not None:
+                _check_perf_sample(rep, i, p, ps, state)
         # In timestamp order: what the importer sees once it has sorted.
         still_open = _check_slices(rep, slice_events, allow_open)
         unterminated = _check_flows(rep, flow_events)
@@ -679,7 +713,7 @@ def _check_sequence(rep, i, p, seqs):
         rep.add("sequence", f"packet {i}: first packet of sequence {seq} does not "
                             "clear incremental state (sequence_flags bit 1)")
     if state is None or flags & SEQ_INCREMENTAL_STATE_CLEARED:
-        state = seqs[seq] = ({}, {}, {}, [False])
+        state = seqs[seq] = ({}, {}, {}, [False], defaultdict(dict))
     elif state[3][0] and not flags & SEQ_NEEDS_INCREMENTAL_STATE:
         rep.add("sequence", f"packet {i}: sequence {seq} has packet defaults, but this "
                             "packet does not say it needs incremental state (flag 2)")
@@ -700,7 +734,81 @@ def _check_sequence(rep, i, p, seqs):
                     rep.add("interning", f"packet {i}: {key} iid {iid} redefined as "
                                          f"{name!r} (was {old!r})")
                 table[iid] = name
+        _check_profile_interning(rep, i, interned, state[4])
     return state
+
+
+# InternedData of stack samples: {table: what its entries refer to, (field, table)}
+_PROFILE_REFS = {
+    "function_names": (), "mapping_paths": (),
+    "mappings": (("path_string_ids", "mapping_paths"),),
+    "frames": (("function_name_id", "function_names"), ("mapping_id", "mappings")),
+    "callstacks": (("frame_ids", "frames"),),
+}
+
+
+def _check_profile_interning(rep, i, interned, tables):
+    """Callstacks, frames, mappings and their strings: each iid defined once, and
+    what an entry refers to defined earlier on the sequence or in this packet
+    (entries of one packet are read in the order above: names, then what uses them)."""
+    for key, refs in _PROFILE_REFS.items():
+        for entry in interned.get(key, ()):
+            iid = entry.get("iid")
+            if not iid:
+                rep.add("interning", f"packet {i}: {key} entry without iid")
+                continue
+            value = {k: v for k, v in entry.items() if not k.startswith("_")}
+            old = tables[key].get(iid)
+            if old is not None and old != value:
+                rep.add("interning", f"packet {i}: {key} iid {iid} redefined")
+            for field, table in refs:
+                ids = entry.get(field, ())
+                for ref in ids if isinstance(ids, list) else (ids,):
+                    if ref not in tables[table]:
+                        rep.add("interning", f"packet {i}: {key} iid {iid}: {field} {ref} "
+                                             f"is not in {table} defined earlier")
+            if key == "frames" and entry.get("mapping_id") and "rel_pc" not in entry:
+                rep.add("interning", f"packet {i}: frame {iid} has a mapping but no rel_pc")
+            tables[key][iid] = value
+
+
+def _check_perf_sample(rep, i, p, ps, state):
+    """A stack sample: its thread, and a callstack interned earlier on its sequence."""
+    at = f"packet {i} (perf_sample at {p.get('timestamp')})"
+    if p.get("timestamp") is None:
+        rep.add("perf_sample", f"{at}: no timestamp")
+    if not ps.get("pid") or not ps.get("tid"):
+        rep.add("perf_sample", f"{at}: without its pid and tid")
+    if "callstack_iid" not in ps:
+        rep.add("perf_sample", f"{at}: no callstack_iid")
+    elif ps["callstack_iid"] not in state[4]["callstacks"]:
+        rep.add("interning", f"{at}: callstack_iid {ps['callstack_iid']} not defined earlier "
+                             f"on sequence {p.get('trusted_packet_sequence_id')}")
+    if not p.get("sequence_flags", 0) & SEQ_NEEDS_INCREMENTAL_STATE:
+        rep.add("interning", f"{at}: uses an interned callstack without sequence_flags bit 2")
+
+
+def perf_samples(packets):
+    """[(ts, pid, tid, [function names, innermost first])] of every stack sample."""
+    out, tables = [], {}
+    for p in packets:
+        seq = p.get("trusted_packet_sequence_id")
+        if p.get("sequence_flags", 0) & SEQ_INCREMENTAL_STATE_CLEARED or seq not in tables:
+            tables[seq] = defaultdict(dict)
+        t = tables[seq]
+        for key in _PROFILE_REFS:
+            for entry in (p.get("interned_data") or {}).get(key, ()):
+                t[key][entry.get("iid")] = entry
+        ps = p.get("perf_sample")
+        if ps is None:
+            continue
+        cs = t["callstacks"].get(ps.get("callstack_iid"), {})
+        names = []
+        for fid in reversed(cs.get("frame_ids", [])):
+            fn = t["function_names"].get(t["frames"].get(fid, {}).get("function_name_id"), {})
+            names.append(fn.get("str", "?"))
+        out.append((p.get("timestamp"), ps.get("pid"), ps.get("tid"), names))
+    return out
 
 
 def _at(i, typ, ts):

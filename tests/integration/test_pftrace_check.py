@@ -29,7 +29,14 @@ FIELDS = {
                     "clock_snapshot": (6, "m", "ClockSnapshot"),
                     "timestamp_clock_id": (58, "v"),
                     "trace_packet_defaults": (59, "m", "TracePacketDefaults"),
-                    "track_descriptor": (60, "m", "TrackDescriptor")},
+                    "track_descriptor": (60, "m", "TrackDescriptor"),
+                    "perf_sample": (66, "m", "PerfSample")},
+    "PerfSample": {"cpu": (1, "v"), "pid": (2, "v"), "tid": (3, "v"), "callstack_iid": (4, "v"),
+                   "cpu_mode": (5, "v")},
+    "Frame": {"iid": (1, "v"), "function_name_id": (2, "v"), "mapping_id": (3, "v"),
+              "rel_pc": (4, "v")},
+    "Callstack": {"iid": (1, "v"), "frame_ids": (2, "v")},
+    "Mapping": {"iid": (1, "v"), "path_string_ids": (7, "v")},
     "ClockSnapshot": {"clocks": (1, "m", "Clock")},
     "Clock": {"clock_id": (1, "v"), "timestamp": (2, "v"), "is_incremental": (3, "v")},
     "TracePacketDefaults": {"timestamp_clock_id": (58, "v")},
@@ -51,7 +58,11 @@ FIELDS = {
                         "uint_value": (3, "v"), "int_value": (4, "v"), "double_value": (5, "d"),
                         "string_value": (6, "s"), "string_value_iid": (17, "v")},
     "InternedData": {"event_names": (2, "m", "Name"), "debug_annotation_names": (3, "m", "Name"),
-                     "debug_annotation_string_values": (29, "m", "InternedString")},
+                     "debug_annotation_string_values": (29, "m", "InternedString"),
+                     "function_names": (5, "m", "InternedString"), "frames": (6, "m", "Frame"),
+                     "callstacks": (7, "m", "Callstack"),
+                     "mapping_paths": (17, "m", "InternedString"),
+                     "mappings": (19, "m", "Mapping")},
     "Name": {"iid": (1, "v"), "name": (2, "s")},
     "InternedString": {"iid": (1, "v"), "str": (2, "s")},
 }
@@ -810,6 +821,75 @@ class BadTraces(Base):
         problems = self.problems(packets, limit=5)
         self.assertEqual(len(problems), 6, problems)
         self.assertEqual(problems[-1], "slice: 45 more problems not shown")
+
+
+
+def sample_packets():
+    """Stack samples as asynctraced writes them: the first interns its callstack with its
+    frames, their names and images; the second refers to it."""
+    interned = {"function_names": [{"iid": 1, "str": "burn"}, {"iid": 2, "str": "main"}],
+                "mapping_paths": [{"iid": 1, "str": "app"}],
+                "mappings": [{"iid": 1, "path_string_ids": [1]}],
+                "frames": [{"iid": 1, "function_name_id": 1, "mapping_id": 1, "rel_pc": 16},
+                           {"iid": 2, "function_name_id": 2, "mapping_id": 1, "rel_pc": 32}],
+                "callstacks": [{"iid": 1, "frame_ids": [2, 1]}]}
+    return [{"trusted_packet_sequence_id": 1, "sequence_flags": 1},
+            {"timestamp": 100, "trusted_packet_sequence_id": 1, "sequence_flags": 2,
+             "interned_data": interned,
+             "perf_sample": {"pid": 100, "tid": 101, "callstack_iid": 1, "cpu_mode": 2}},
+            {"timestamp": 200, "trusted_packet_sequence_id": 1, "sequence_flags": 2,
+             "perf_sample": {"pid": 100, "tid": 101, "callstack_iid": 1, "cpu_mode": 2}}]
+
+
+class StackSamples(Base):
+    def test_good(self):
+        self.assertEqual(self.problems(sample_packets()), [])
+        self.assertEqual(self.protoc(trace_bytes(sample_packets())), [])
+        self.assertEqual(pc.perf_samples(self.decode(sample_packets())),
+                         [(100, 100, 101, ["burn", "main"]), (200, 100, 101, ["burn", "main"])])
+
+    def test_callstack_not_interned(self):
+        p = sample_packets()
+        p[2]["perf_sample"]["callstack_iid"] = 2
+        self.assertProblem(p, "callstack_iid 2 not defined earlier")
+
+    def test_callstack_on_another_sequence(self):
+        p = sample_packets()
+        p[2]["trusted_packet_sequence_id"] = 2
+        p[2]["sequence_flags"] = 3
+        self.assertProblem(p, "callstack_iid 1 not defined earlier on sequence 2")
+
+    def test_without_flag_2(self):
+        p = sample_packets()
+        p[2]["sequence_flags"] = 0
+        self.assertProblem(p, "interned callstack without sequence_flags bit 2")
+
+    def test_without_thread(self):
+        p = sample_packets()
+        del p[2]["perf_sample"]["tid"]
+        self.assertProblem(p, "without its pid and tid")
+
+    def test_frame_not_interned(self):
+        p = sample_packets()
+        p[1]["interned_data"]["callstacks"][0]["frame_ids"] = [2, 3]
+        self.assertProblem(p, "callstacks iid 1: frame_ids 3 is not in frames")
+
+    def test_name_and_mapping_not_interned(self):
+        p = sample_packets()
+        p[1]["interned_data"]["frames"][0]["function_name_id"] = 5
+        p[1]["interned_data"]["frames"][1]["mapping_id"] = 4
+        self.assertProblem(p, "frames iid 1: function_name_id 5 is not in function_names")
+        self.assertProblem(p, "frames iid 2: mapping_id 4 is not in mappings")
+
+    def test_mapping_without_rel_pc(self):
+        p = sample_packets()
+        del p[1]["interned_data"]["frames"][0]["rel_pc"]
+        self.assertProblem(p, "frame 1 has a mapping but no rel_pc")
+
+    def test_callstack_redefined(self):
+        p = sample_packets()
+        p[2]["interned_data"] = {"callstacks": [{"iid": 1, "frame_ids": [1]}]}
+        self.assertProblem(p, "callstacks iid 1 redefined")
 
 
 if __name__ == "__main__":

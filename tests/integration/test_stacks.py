@@ -85,6 +85,36 @@ class CpuBound(unittest.TestCase):
         for a in long_poll_begins(self.traced):
             self.assertIn("stack", a)
 
+    def test_the_json_trace_has_it_on_the_long_polls(self):
+        polls = [e for e in self.traced.events if e.get("ph") == "X" and e.get("cat") == "poll"
+                 and e.get("name") == "noisy" and e["dur"] >= 20000]
+        self.assertTrue(polls, self.traced.describe())
+        with_stack = [e for e in polls if "stack" in e["args"]]
+        # every long poll ran past half the threshold, sampled at 250 Hz: most have one
+        self.assertGreater(len(with_stack) * 2, len(polls), polls[:2])
+        for e in with_stack:
+            self.assertEqual(e["args"]["stack_when"], "on-cpu")
+            self.assertIn("noisy_poll (sample-executor ", e["args"]["stack"])
+        # short polls were never sampled
+        self.assertFalse([e for e in self.traced.events if e.get("ph") == "X"
+                          and e.get("cat") == "poll" and e["dur"] < 2000
+                          and "stack" in e["args"]])
+
+    def test_the_report_names_the_hottest_stack(self):
+        tasks = [t for t in self.traced.report["tasks"] if t["name"] == "noisy"]
+        self.assertTrue(tasks, self.traced.report["tasks"])
+        hot = tasks[0]["hottest_stack"]
+        self.assertEqual(hot["when"], "on-cpu")
+        self.assertGreater(hot["samples"], 3)
+        self.assertEqual(hot["ns"], hot["samples"] * 4000000)  # 250 Hz: 4 ms a sample
+        self.assertIn("burn_cpu_ns", [f["function"] for f in hot["frames"]])
+        stacks = self.traced.report["stacks"]
+        self.assertGreaterEqual(stacks["unwound"], hot["samples"])
+        self.assertEqual(stacks["lost"], 0)
+        # the tasks never sampled have none
+        self.assertFalse([t for t in self.traced.report["tasks"]
+                          if t["name"] in ("echo", "ticker") and "hottest_stack" in t])
+
 
 class Perfetto(unittest.TestCase):
     def test_the_alert_instant_carries_the_stack(self):
@@ -98,6 +128,24 @@ class Perfetto(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         packets = pftrace_check.decode(trace)
         self.assertEqual(pftrace_check.check(packets), [])
+        self.assertEqual(pftrace_check.protoc_check(trace), [])
+        # the CPU samples as Perfetto stack samples on the worker that ran the poll
+        samples = pftrace_check.perf_samples(packets)
+        self.assertTrue(samples)
+        threads = {u: td["thread"]["tid"] for u, td in pftrace_check.tracks(packets).items()
+                   if "thread" in td}
+        polls = [(threads[u], b, e) for u, b, e, name, _ in pftrace_check.slices(packets)
+                 if u in threads and name == "noisy"]
+        for ts, pid, tid, functions in samples:
+            self.assertEqual(pid, ex.pid)
+            self.assertIn("burn_cpu_ns", functions)
+            self.assertLess(functions.index("burn_cpu_ns"), functions.index("noisy_poll"))
+            self.assertTrue([p for p in polls if p[0] == tid and p[1] <= ts <= p[2]], (ts, tid))
+        # and on the long poll's slice, as text
+        with_stack = [a for _, _, _, name, a in pftrace_check.slices(packets)
+                      if name == "noisy" and "stack" in a]
+        self.assertTrue(with_stack)
+        self.assertEqual(with_stack[0]["stack_when"], "on-cpu")
         stacks = [e["annotations"]["stack"] for e in pftrace_check.events(packets)
                   if "stack" in e["annotations"]]
         self.assertTrue(stacks)
@@ -119,7 +167,14 @@ class Blocked(unittest.TestCase):
         a = begins[0]
         self.assertEqual(a["cause"], "blocked")
         self.assertEqual(a["stack_when"], "asleep")
-        functions = [f["function"] for f in a["stack"]]
+        # the kernel's frames first: which wait (no frame of the tracepoint that took them)
+        kernel = [f["function"] for f in a["stack"] if f.get("kernel")]
+        self.assertTrue(kernel, a["stack"])
+        self.assertEqual(kernel, [f["function"] for f in a["stack"][:len(kernel)]])
+        self.assertIn("schedule", kernel)
+        self.assertTrue([f for f in kernel if "nanosleep" in f], kernel)
+        self.assertFalse([f for f in kernel if f.startswith(("bpf_", "__traceiter"))], kernel)
+        functions = [f["function"] for f in a["stack"] if not f.get("kernel")]
         self.assertIn(functions[0], ("clock_nanosleep", "__nanosleep", "nanosleep"), functions)
         self.assertLess(functions.index("sleep_ns"), functions.index("blocking_poll"))
         self.assertRegex(a["message"], r" in (clock_nanosleep|__nanosleep|nanosleep) <- sleep_ns$")

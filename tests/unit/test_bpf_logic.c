@@ -201,6 +201,19 @@ long bpf_task_pt_regs(struct task_struct *task)
 	return (long)&user_regs;
 }
 
+/* The kernel's stack where a thread went to sleep: three frames. */
+static const __u64 kernel_stack[] = { 0xffffffff81001000, 0xffffffff81002000,
+				      0xffffffff81003000 };
+
+long bpf_get_stack(void *ctx, void *buf, __u32 size, __u64 flags)
+{
+	__u32 n = size < sizeof(kernel_stack) ? size : sizeof(kernel_stack);
+
+	assert_int_equal(flags, 0); /* the kernel's, not the user's */
+	memcpy(buf, kernel_stack, n);
+	return n;
+}
+
 __u64 bpf_get_attach_cookie(void *ctx)
 {
 	return cookie;
@@ -405,6 +418,8 @@ static int setup(void **state)
 	MAP(target_flags);
 	MAP(tokio_next_worker);
 	MAP(tokio_bases);
+	MAP(stack_scratch);
+	MAP(asleep_stacks);
 	spec = bpf_map_lookup_elem(&__bpf_usdt_specs, &zero);
 	spec->arg_cnt = 6;
 	for (int i = 0; i < 6; i++) {
@@ -1032,6 +1047,49 @@ static void blocked_until_woken_then_runnable(void **state)
 }
 
 /*
+ * --stacks: a poll that sleeps long sends where it went to sleep, the
+ * kernel's frames with the user's, when it wakes; a short sleep sends nothing.
+ */
+static void a_long_sleep_in_a_poll_sends_where_it_slept(void **state)
+{
+	__u64 after = 1000000, slept_at;
+	struct task_struct kthread_w1 = { .pid = 102, .tgid = TGID };
+	struct at_stack *st;
+	size_t before;
+
+	set_config(&stack_after_ns, &after, sizeof(after));
+	follow(TGID);
+	poll_begin(&w1, 9, 1);
+	kthread_w1.__state = 1;
+	sched_switch(false, &kthread_w1, &kthread_else);
+	clock_ns += 500000; /* half the threshold */
+	kthread_w1.__state = 0;
+	before = nr_records;
+	sched_switch(false, &kthread_else, &kthread_w1);
+	assert_int_equal(nr_records, before);
+
+	kthread_w1.__state = 1;
+	slept_at = clock_ns;
+	sched_switch(false, &kthread_w1, &kthread_else);
+	clock_ns += 3000000;
+	kthread_w1.__state = 0;
+	sched_switch(false, &kthread_else, &kthread_w1);
+	assert_int_equal(nr_records, before + 1);
+	st = records[nr_records - 1];
+	assert_int_equal(st->hdr.kind, AT_EV_STACK);
+	assert_int_equal(st->flags, AT_STACK_BLOCKED);
+	assert_int_equal(st->task, 9);
+	/* (the shim's clock ticks 100 ns a read) */
+	assert_in_range(st->hdr.ts, slept_at, slept_at + 1000);
+	assert_in_range(st->woke - st->hdr.ts, 3000000, 3001000);
+	assert_int_equal(st->nr_kstack, 3);
+	assert_memory_equal(st->kstack, kernel_stack, sizeof(kernel_stack));
+	poll_end(&w1, 9, 1, 0, AT_QUEUE_NONE);
+	after = 0;
+	set_config(&stack_after_ns, &after, sizeof(after));
+}
+
+/*
  * With park probes, a worker is idle only while parked: a sleep between
  * polls outside them (a lock whose holder was preempted) is no room to
  * spare, and a late poll meanwhile is not blamed on the runtime.
@@ -1291,6 +1349,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(waiting_for_a_cpu_is_not_sleeping, setup, teardown),
 		cmocka_unit_test_setup_teardown(blocked_until_woken_then_runnable, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_long_sleep_in_a_poll_sends_where_it_slept, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(abort_at_a_reused_header, setup, teardown),
 		cmocka_unit_test_setup_teardown(abort_at_a_reused_header_cached, setup, teardown),
 		cmocka_unit_test_setup_teardown(births_told, setup, teardown),

@@ -38,6 +38,7 @@ long bpf_probe_read_user_str(void *dst, __u32 size, const void *src);
 long bpf_probe_read_kernel(void *dst, __u32 size, const void *src);
 struct task_struct *bpf_get_current_task_btf(void);
 long bpf_task_pt_regs(struct task_struct *task);
+long bpf_get_stack(void *ctx, void *buf, __u32 size, __u64 flags);
 /* callback_fn: long (*)(__u32 index, void *ctx), as the programs pass it */
 long bpf_loop(__u32 nr_loops, void *callback_fn, void *callback_ctx, __u64 flags);
 

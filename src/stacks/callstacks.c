@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: MIT
+#include "callstacks.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unwind.h"
+
+/* FNV-1a, over a string with its end, or over raw bytes. */
+static uint64_t mix(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
+static uint64_t mix_str(uint64_t h, const char *s)
+{
+	return mix(h, s ? s : "", (s ? strlen(s) : 0) + 1);
+}
+
+static const char *or_empty(const char *s)
+{
+	return s ? s : "";
+}
+
+/*
+ * A frame is its function in its image: samples a few instructions apart
+ * in one function are one frame, so that a task's time adds up by where it
+ * was, as in a flame graph. Only a frame no symbol names keeps its address.
+ */
+static uint64_t frame_pc(const struct stack_frame *f)
+{
+	return f->function && *f->function ? 0 : f->rel_pc;
+}
+
+static uint64_t frame_hash(const struct stack_frame *f)
+{
+	uint64_t h = 0xcbf29ce484222325ull, pc = frame_pc(f);
+	uint8_t bits = (uint8_t)(f->inlined | f->kernel << 1);
+
+	h = mix_str(h, f->function);
+	h = mix_str(h, f->module);
+	h = mix(h, &pc, sizeof(pc));
+	h = mix(h, &bits, sizeof(bits));
+	return h ? h : 1;
+}
+
+static bool frame_is(const struct cs_frame *k, const struct stack_frame *f)
+{
+	return !strcmp(k->function, or_empty(f->function)) &&
+	       !strcmp(k->module, or_empty(f->module)) &&
+	       (k->function[0] || k->rel_pc == f->rel_pc) && k->inlined == f->inlined &&
+	       k->kernel == f->kernel;
+}
+
+/* Room for one more in a growing array of pointers. */
+static int grow(void *arr, uint32_t nr, uint32_t *cap)
+{
+	void ***a = arr;
+	uint32_t n = *cap ? *cap * 2 : 256;
+	void **p;
+
+	if (nr < *cap)
+		return 0;
+	p = realloc(*a, n * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	*a = p;
+	*cap = n;
+	return 0;
+}
+
+/*
+ * Finds the entry of hash h that eq() says is the same, or the free key it
+ * would take: the next after h that is not used (a collision, vanishingly rare).
+ */
+static void *find(const struct u64map *m, uint64_t *h, bool (*eq)(const void *, const void *),
+		  const void *what)
+{
+	void *v;
+
+	while ((v = u64map__get(m, *h))) {
+		if (eq(v, what))
+			return v;
+		*h = *h + 1 ? *h + 1 : 1;
+	}
+	return NULL;
+}
+
+static bool frame_eq(const void *k, const void *f)
+{
+	return frame_is(k, f);
+}
+
+static uint32_t frame_id(struct callstacks *c, const struct stack_frame *f)
+{
+	uint64_t h = frame_hash(f);
+	struct cs_frame *k = find(&c->frame_by_hash, &h, frame_eq, f);
+	size_t fn = strlen(or_empty(f->function)) + 1, mod = strlen(or_empty(f->module)) + 1;
+	size_t file = strlen(or_empty(f->file)) + 1;
+	char *s;
+
+	if (k)
+		return k->id;
+	if (grow(&c->frames, c->nr_frames, &c->cap_frames))
+		return 0;
+	/* the frame and its strings in one block */
+	k = malloc(sizeof(*k) + fn + mod + file);
+	if (!k)
+		return 0;
+	s = (char *)(k + 1);
+	*k = (struct cs_frame){ .id = c->nr_frames + 1, .hash = h,
+				.function = memcpy(s, or_empty(f->function), fn),
+				.module = memcpy(s + fn, or_empty(f->module), mod),
+				.file = memcpy(s + fn + mod, or_empty(f->file), file),
+				.line = f->line > 0 ? (uint32_t)f->line : 0, .rel_pc = f->rel_pc,
+				.inlined = f->inlined, .kernel = f->kernel };
+	if (u64map__set(&c->frame_by_hash, h, k)) {
+		free(k);
+		return 0;
+	}
+	c->frames[c->nr_frames++] = k;
+	return k->id;
+}
+
+struct stack_key {
+	const uint32_t *ids;
+	uint32_t nr;
+};
+
+static bool stack_eq(const void *k, const void *what)
+{
+	const struct callstack *cs = k;
+	const struct stack_key *w = what;
+
+	return cs->nr == w->nr && !memcmp(cs->frames, w->ids, w->nr * sizeof(*w->ids));
+}
+
+uint32_t callstacks__intern(struct callstacks *c, const struct stack_frame *f, int n)
+{
+	uint32_t ids[CALLSTACK_FRAMES];
+	struct stack_key key = { .ids = ids };
+	struct callstack *cs;
+	uint64_t h;
+
+	if (n <= 0)
+		return 0;
+	for (int i = 0; i < n && key.nr < CALLSTACK_FRAMES; i++) {
+		ids[key.nr] = frame_id(c, &f[i]);
+		if (!ids[key.nr])
+			goto drop;
+		key.nr++;
+	}
+	h = mix(0xcbf29ce484222325ull, ids, key.nr * sizeof(*ids));
+	h = h ? h : 1;
+	cs = find(&c->stack_by_hash, &h, stack_eq, &key);
+	if (cs)
+		return cs->id;
+	if (c->nr_stacks >= CALLSTACKS_MAX || grow(&c->stacks, c->nr_stacks, &c->cap_stacks))
+		goto drop;
+	cs = malloc(sizeof(*cs) + key.nr * sizeof(*ids));
+	if (!cs)
+		goto drop;
+	*cs = (struct callstack){ .id = c->nr_stacks + 1, .nr = key.nr, .hash = h };
+	memcpy(cs->frames, ids, key.nr * sizeof(*ids));
+	if (u64map__set(&c->stack_by_hash, h, cs)) {
+		free(cs);
+		goto drop;
+	}
+	c->stacks[c->nr_stacks++] = cs;
+	return cs->id;
+drop:
+	c->dropped++;
+	return 0;
+}
+
+const struct callstack *callstacks__get(const struct callstacks *c, uint32_t id)
+{
+	return id && id <= c->nr_stacks ? c->stacks[id - 1] : NULL;
+}
+
+const struct cs_frame *callstacks__frame(const struct callstacks *c, uint32_t id)
+{
+	return id && id <= c->nr_frames ? c->frames[id - 1] : NULL;
+}
+
+void callstacks__init(struct callstacks *c)
+{
+	memset(c, 0, sizeof(*c));
+	u64map__init(&c->frame_by_hash);
+	u64map__init(&c->stack_by_hash);
+}
+
+void callstacks__free(struct callstacks *c)
+{
+	for (uint32_t i = 0; i < c->nr_frames; i++)
+		free(c->frames[i]);
+	for (uint32_t i = 0; i < c->nr_stacks; i++)
+		free(c->stacks[i]);
+	free(c->frames);
+	free(c->stacks);
+	u64map__clear(&c->frame_by_hash);
+	u64map__clear(&c->stack_by_hash);
+	memset(c, 0, sizeof(*c));
+}
+
+bool callstacks__own_frame(const struct cs_frame *f)
+{
+	static const char *const runtime[] = { "std::", "core::", "alloc::", "tokio::", "<std::",
+					       "<core::", "<alloc::", "<tokio::", "__rust",
+					       "__libc", "_start" };
+
+	if (!f->function[0] || f->kernel || f->module[0] == '[') /* [vdso] */
+		return false;
+	if (!strncmp(f->module, "libc.so", 7) || !strncmp(f->module, "libstd-", 7) ||
+	    !strncmp(f->module, "ld-linux", 8) || !strncmp(f->module, "libpthread", 10))
+		return false;
+	for (size_t i = 0; i < sizeof(runtime) / sizeof(runtime[0]); i++)
+		if (!strncmp(f->function, runtime[i], strlen(runtime[i])))
+			return false;
+	return true;
+}
+
+void callstacks__where(const struct callstacks *c, uint32_t id, bool asleep, char *buf,
+		       size_t size)
+{
+	const struct callstack *cs = callstacks__get(c, id);
+	const struct cs_frame *f[CALLSTACK_FRAMES];
+	int nr = cs ? (int)cs->nr : 0, user = 0, first = -1, second = -1;
+
+	buf[0] = '\0';
+	for (int i = 0; i < nr; i++)
+		f[i] = callstacks__frame(c, cs->frames[i]);
+	while (user < nr && f[user]->kernel)
+		user++;
+	/* asleep: the call it slept in, the first frame out of the kernel */
+	if (asleep && user < nr && f[user]->function[0] && f[user]->module[0] != '[')
+		first = user;
+	for (int i = user; i < nr && second < 0; i++) {
+		if (!callstacks__own_frame(f[i]))
+			continue;
+		if (first < 0)
+			first = i;
+		else if (strcmp(f[i]->function, f[first]->function))
+			second = i;
+	}
+	/* asleep in code that is all std's or tokio's: the first caller outside libc */
+	for (int i = first + 1; first >= 0 && second < 0 && asleep && i < nr; i++)
+		if (f[i]->function[0] && f[i]->module[0] != '[' &&
+		    strncmp(f[i]->module, "libc.so", 7))
+			second = i;
+	if (first < 0)
+		return;
+	if (second < 0)
+		snprintf(buf, size, " in %s", f[first]->function);
+	else
+		snprintf(buf, size, " in %s <- %s", f[first]->function, f[second]->function);
+}
+
+void callstacks__text(const struct callstacks *c, uint32_t id, char *buf, size_t size)
+{
+	const struct callstack *cs = callstacks__get(c, id);
+	size_t len = 0;
+
+	if (!size)
+		return;
+	buf[0] = '\0';
+	for (uint32_t i = 0; cs && i < cs->nr && len < size; i++) {
+		const struct cs_frame *f = callstacks__frame(c, cs->frames[i]);
+		char where[256] = "";
+		int n;
+
+		if (f->file[0])
+			snprintf(where, sizeof(where), " %s:%u", f->file, f->line);
+		n = snprintf(buf + len, size - len, "%s%s%s (%s%s)", i ? "\n" : "",
+			     f->inlined ? "[inlined] " : "", f->function[0] ? f->function : "?",
+			     f->module, where);
+		if (n < 0)
+			break;
+		len += (size_t)n;
+	}
+}
