@@ -240,12 +240,49 @@ static const char *call_file(Dwarf_Die *cu, Dwarf_Die *inlined, int *line)
 	return dwarf_filesrc(files, idx, NULL, NULL);
 }
 
+/* Functions, inlined calls and blocks nested deeper than this are not looked into. */
+#define MAX_SCOPES 64
+
+/*
+ * The DIEs whose code holds pc, below parent, outermost first, from out[n]
+ * on: the function, the calls inlined into it, their blocks. It looks
+ * inside namespaces and modules, where Rust (and C++) nest their functions
+ * and libdw's dwarf_getscopes() does not look. How many there are then.
+ */
+static int scopes_at(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *out, int n)
+{
+	Dwarf_Die c;
+	int deeper;
+
+	if (n >= MAX_SCOPES || dwarf_child(parent, &c) != 0)
+		return n;
+	do {
+		switch (dwarf_tag(&c)) {
+		case DW_TAG_subprogram:
+		case DW_TAG_inlined_subroutine:
+		case DW_TAG_lexical_block:
+			if (dwarf_haspc(&c, pc) == 1) {
+				out[n] = c;
+				return scopes_at(&c, pc, out, n + 1);
+			}
+			break;
+		case DW_TAG_namespace:
+		case DW_TAG_module:
+			deeper = scopes_at(&c, pc, out, n);
+			if (deeper > n)
+				return deeper;
+			break;
+		}
+	} while (dwarf_siblingof(&c, &c) == 0);
+	return n;
+}
+
 /* pc's frames: the inlined calls at pc, innermost first, then the function. */
 static int symbolise(struct proc *p, uint64_t pc, struct stack_frame *out, int room)
 {
 	Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, pc);
 	const char *module = NULL, *file = NULL, *name;
-	Dwarf_Die *cu, *scopes = NULL;
+	Dwarf_Die *cu, scopes[MAX_SCOPES];
 	Dwarf_Addr bias, start = 0;
 	Dwfl_Line *src;
 	GElf_Off off;
@@ -259,8 +296,8 @@ static int symbolise(struct proc *p, uint64_t pc, struct stack_frame *out, int r
 		if (src)
 			file = dwfl_lineinfo(src, NULL, &line, NULL, NULL, NULL);
 		cu = dwfl_module_addrdie(mod, pc, &bias);
-		nscopes = cu ? dwarf_getscopes(cu, pc - bias, &scopes) : 0;
-		for (int i = 0; i < nscopes && n < room - 1; i++) {
+		nscopes = cu ? scopes_at(cu, pc - bias, scopes, 0) : 0;
+		for (int i = nscopes - 1; i >= 0 && n < room - 1; i--) {
 			if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram)
 				break;
 			if (dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine)
@@ -270,7 +307,6 @@ static int symbolise(struct proc *p, uint64_t pc, struct stack_frame *out, int r
 							 .file = file, .line = line, .inlined = true };
 			file = call_file(cu, &scopes[i], &line);
 		}
-		free(scopes);
 	}
 	name = mod ? dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL) : NULL;
 	out[n++] = (struct stack_frame){ .pc = pc, .rel_pc = pc - start,

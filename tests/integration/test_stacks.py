@@ -208,6 +208,53 @@ class Tokio(unittest.TestCase):
         self.assertTrue([f for f in functions[run_task[0]:] if "worker::run" in f], functions)
 
 
+class FatLto(unittest.TestCase):
+    """tokio-app built with fat LTO (the whole program one unit, most of it
+    inlined into a few functions) and limited DWARF (line tables, inlined
+    calls): the frames LTO flattened come back from the DWARF as inlined
+    calls, in order, each with its file and line."""
+
+    @classmethod
+    def setUpClass(cls):
+        harness.require_root()
+        cls.begins = tokio_long_poll_begins(cls(), "tokio-app-lto", 3)
+
+    def own_frames(self, a):
+        return [f for f in a["stack"] if not f.get("kernel")]
+
+    def test_the_spin_inlined_into_the_poll(self):
+        cpu = [a for a in self.begins if a["cause"] == "cpu-bound"]
+        self.assertTrue(cpu, self.begins)
+        frames = self.own_frames(cpu[0])
+        functions = [f["function"] for f in frames]
+        spin = functions.index("tokio_app::workload::spin")
+        closure = functions.index("tokio_app::workload::burn_cpu::{{closure}}")
+        poll = [i for i, f in enumerate(functions) if f.startswith("<tokio_app::counted::Counted")]
+        self.assertTrue(poll, functions)
+        self.assertLess(spin, closure)
+        self.assertLess(closure, poll[0])
+        # spin and the async fn were inlined into Counted's poll, which was not
+        self.assertTrue(frames[spin].get("inlined") and frames[closure].get("inlined"))
+        self.assertFalse(frames[poll[0]].get("inlined"))
+        self.assertTrue(frames[spin]["file"].endswith("src/workload.rs"), frames[spin])
+        self.assertTrue(frames[closure]["file"].endswith("src/workload.rs"), frames[closure])
+        self.assertEqual(frames[closure]["line"], 79)  # round = spin(...)
+        self.assertRegex(cpu[0]["message"],
+                         r" in tokio_app::workload::spin <- tokio_app::workload::burn_cpu")
+
+    def test_the_sleep_inlined_into_the_poll(self):
+        blocked = [a for a in self.begins if a["cause"] == "blocked"]
+        self.assertTrue(blocked, self.begins)
+        frames = self.own_frames(blocked[0])
+        functions = [f["function"] for f in frames]
+        sleep = functions.index("std::thread::sleep")
+        closure = functions.index("tokio_app::workload::blocking_call::{{closure}}")
+        self.assertLess(sleep, closure)
+        self.assertEqual(frames[closure]["line"], 93)  # std::thread::sleep(...)
+        self.assertRegex(blocked[0]["message"],
+                         r" in \S*nanosleep <- tokio_app::workload::blocking_call")
+
+
 class Healthy(unittest.TestCase):
     """No poll runs long: no alert is raised, and samples are taken only of the
     rare poll this busy machine held up half the threshold (a preempted one),
