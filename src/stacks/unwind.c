@@ -22,6 +22,31 @@ struct proc {
 	bool attached;		/* dwfl_attach_state done */
 	bool refreshed;		/* its modules read again for a pc none covered */
 	struct u64map demangled; /* a mangled name's address -> its demangled copy */
+	struct u64map funcs;	/* a Dwfl_Module's address -> its struct func_index */
+	struct u64map frames;	/* pc -> struct pc_frames: what symbolise() made of it */
+};
+
+/* A pc symbolised: its frames, innermost first (the strings are the proc's). */
+struct pc_frames {
+	int n;
+	struct stack_frame f[];
+};
+/* pcs whose frames are kept, a process; past this, symbolised each time. */
+#define MAX_PC_FRAMES 65536
+
+/*
+ * Where an image's functions are, by address: each function with code in
+ * its DWARF, its address ranges sorted, found once per image, so that a
+ * pc's function is a binary search and not a walk of its compile unit.
+ */
+struct func_index {
+	Dwarf *dwarf;		/* NULL: the image has no DWARF */
+	Dwarf_Addr bias;
+	struct func_range {
+		Dwarf_Addr lo, hi;	/* [lo, hi), in DWARF addresses */
+		Dwarf_Off die;
+	} *r;
+	size_t nr, cap;
 };
 
 struct unwinder {
@@ -45,11 +70,23 @@ int unwinder__new(struct unwinder **up)
 	return 0;
 }
 
+static void funcs_clear(struct proc *p)
+{
+	uint64_t key;
+	void *val;
+
+	for (size_t i = 0; u64map__next(&p->funcs, &i, &key, &val);)
+		free(((struct func_index *)val)->r);
+	u64map__clear_free(&p->funcs);
+}
+
 static void proc_free(struct proc *p)
 {
 	if (!p)
 		return;
 	u64map__clear_free(&p->demangled);
+	u64map__clear_free(&p->frames);
+	funcs_clear(p);
 	if (p->dwfl)
 		dwfl_end(p->dwfl);
 	free(p);
@@ -91,6 +128,8 @@ static struct proc *proc_of(struct unwinder *u, uint32_t pid)
 	if (!p)
 		return NULL;
 	u64map__init(&p->demangled);
+	u64map__init(&p->funcs);
+	u64map__init(&p->frames);
 	p->dwfl = report(pid);
 	if (!p->dwfl || u64map__set(&u->procs, (uint64_t)pid + 1, p)) {
 		proc_free(p);
@@ -244,37 +283,125 @@ static const char *call_file(Dwarf_Die *cu, Dwarf_Die *inlined, int *line)
 #define MAX_SCOPES 64
 
 /*
- * The DIEs whose code holds pc, below parent, outermost first, from out[n]
- * on: the function, the calls inlined into it, their blocks. It looks
- * inside namespaces and modules, where Rust (and C++) nest their functions
- * and libdw's dwarf_getscopes() does not look. How many there are then.
+ * The DIEs inside a function whose code holds pc, from out[n] on, outermost
+ * first: the calls inlined into it and their blocks. How many there are then.
  */
 static int scopes_at(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *out, int n)
 {
 	Dwarf_Die c;
-	int deeper;
 
 	if (n >= MAX_SCOPES || dwarf_child(parent, &c) != 0)
 		return n;
 	do {
-		switch (dwarf_tag(&c)) {
-		case DW_TAG_subprogram:
-		case DW_TAG_inlined_subroutine:
-		case DW_TAG_lexical_block:
-			if (dwarf_haspc(&c, pc) == 1) {
-				out[n] = c;
-				return scopes_at(&c, pc, out, n + 1);
-			}
-			break;
-		case DW_TAG_namespace:
-		case DW_TAG_module:
-			deeper = scopes_at(&c, pc, out, n);
-			if (deeper > n)
-				return deeper;
-			break;
+		int tag = dwarf_tag(&c);
+
+		if ((tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block) &&
+		    dwarf_haspc(&c, pc) == 1) {
+			out[n] = c;
+			return scopes_at(&c, pc, out, n + 1);
 		}
 	} while (dwarf_siblingof(&c, &c) == 0);
 	return n;
+}
+
+static int add_range(struct func_index *ix, Dwarf_Addr lo, Dwarf_Addr hi, Dwarf_Off die)
+{
+	if (ix->nr == ix->cap) {
+		size_t cap = ix->cap ? ix->cap * 2 : 1024;
+		struct func_range *r = realloc(ix->r, cap * sizeof(*r));
+
+		if (!r)
+			return -ENOMEM;
+		ix->r = r;
+		ix->cap = cap;
+	}
+	ix->r[ix->nr++] = (struct func_range){ .lo = lo, .hi = hi, .die = die };
+	return 0;
+}
+
+/*
+ * The functions with code below parent, inside namespaces and modules too,
+ * where Rust and C++ nest them (and libdw's dwarf_getscopes() does not look).
+ */
+static int add_funcs(struct func_index *ix, Dwarf_Die *parent)
+{
+	Dwarf_Addr base, lo, hi;
+	ptrdiff_t off;
+	Dwarf_Die c;
+
+	if (dwarf_child(parent, &c) != 0)
+		return 0;
+	do {
+		switch (dwarf_tag(&c)) {
+		case DW_TAG_namespace:
+		case DW_TAG_module:
+			if (add_funcs(ix, &c))
+				return -ENOMEM;
+			break;
+		case DW_TAG_subprogram:
+			off = 0;
+			while ((off = dwarf_ranges(&c, off, &base, &lo, &hi)) > 0)
+				if (lo < hi && add_range(ix, lo, hi, dwarf_dieoffset(&c)))
+					return -ENOMEM;
+			break;
+		}
+	} while (dwarf_siblingof(&c, &c) == 0);
+	return 0;
+}
+
+static int by_lo(const void *a, const void *b)
+{
+	const struct func_range *x = a, *y = b;
+
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* mod's index, built the first time it is asked for; NULL: no memory. */
+static struct func_index *func_index_of(struct proc *p, Dwfl_Module *mod)
+{
+	struct func_index *ix = u64map__get(&p->funcs, (uintptr_t)mod);
+	Dwarf_Die *cu = NULL;
+	Dwarf_Addr bias;
+
+	if (ix)
+		return ix;
+	ix = calloc(1, sizeof(*ix));
+	if (!ix)
+		return NULL;
+	ix->dwarf = dwfl_module_getdwarf(mod, &ix->bias);
+	while (ix->dwarf && (cu = dwfl_module_nextcu(mod, cu, &bias)))
+		if (add_funcs(ix, cu))
+			break;
+	qsort(ix->r, ix->nr, sizeof(*ix->r), by_lo);
+	if (u64map__set(&p->funcs, (uintptr_t)mod, ix)) {
+		free(ix->r);
+		free(ix);
+		return NULL;
+	}
+	return ix;
+}
+
+/*
+ * The function whose code holds pc (a DWARF address) and what is inlined
+ * into it there, outermost first, into out; their compile unit into cu.
+ * How many.
+ */
+static int scopes_of(const struct func_index *ix, Dwarf_Addr pc, Dwarf_Die *out, Dwarf_Die *cu)
+{
+	size_t lo = 0, hi = ix->nr;
+
+	while (lo < hi) { /* the last range beginning at or below pc */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (ix->r[mid].lo <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo || pc >= ix->r[lo - 1].hi || !dwarf_offdie(ix->dwarf, ix->r[lo - 1].die, &out[0]) ||
+	    !dwarf_diecu(&out[0], cu, NULL, NULL))
+		return 0;
+	return scopes_at(&out[0], pc, out, 1);
 }
 
 /* pc's frames: the inlined calls at pc, innermost first, then the function. */
@@ -282,8 +409,9 @@ static int symbolise(struct proc *p, uint64_t pc, struct stack_frame *out, int r
 {
 	Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, pc);
 	const char *module = NULL, *file = NULL, *name;
-	Dwarf_Die *cu, scopes[MAX_SCOPES];
-	Dwarf_Addr bias, start = 0;
+	Dwarf_Die cu, scopes[MAX_SCOPES];
+	const struct func_index *ix;
+	Dwarf_Addr start = 0;
 	Dwfl_Line *src;
 	GElf_Off off;
 	GElf_Sym sym;
@@ -295,8 +423,8 @@ static int symbolise(struct proc *p, uint64_t pc, struct stack_frame *out, int r
 		src = dwfl_module_getsrc(mod, pc);
 		if (src)
 			file = dwfl_lineinfo(src, NULL, &line, NULL, NULL, NULL);
-		cu = dwfl_module_addrdie(mod, pc, &bias);
-		nscopes = cu ? scopes_at(cu, pc - bias, scopes, 0) : 0;
+		ix = func_index_of(p, mod);
+		nscopes = ix && ix->nr ? scopes_of(ix, pc - ix->bias, scopes, &cu) : 0;
 		for (int i = nscopes - 1; i >= 0 && n < room - 1; i--) {
 			if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram)
 				break;
@@ -305,13 +433,47 @@ static int symbolise(struct proc *p, uint64_t pc, struct stack_frame *out, int r
 			out[n++] = (struct stack_frame){ .pc = pc, .function = die_name(p, &scopes[i]),
 							 .rel_pc = pc - start, .module = module,
 							 .file = file, .line = line, .inlined = true };
-			file = call_file(cu, &scopes[i], &line);
+			file = call_file(&cu, &scopes[i], &line);
 		}
 	}
 	name = mod ? dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL) : NULL;
 	out[n++] = (struct stack_frame){ .pc = pc, .rel_pc = pc - start,
 					 .function = demangle(p, name), .module = module,
 					 .file = file, .line = line };
+	return n;
+}
+
+/*
+ * pc's frames, as symbolise() makes them, into out (at most room: the
+ * innermost inlined calls and the function); kept per pc, as the same
+ * return addresses come back in sample after sample.
+ */
+static int frames_of(struct proc *p, uint64_t pc, struct stack_frame *out, int room)
+{
+	struct pc_frames *c = pc ? u64map__get(&p->frames, pc) : NULL;
+	struct stack_frame f[MAX_SCOPES + 1];
+	int n;
+
+	if (!c) {
+		n = symbolise(p, pc, f, MAX_SCOPES + 1);
+		if (pc && p->frames.len < MAX_PC_FRAMES &&
+		    (c = malloc(sizeof(*c) + (size_t)n * sizeof(*f)))) {
+			c->n = n;
+			memcpy(c->f, f, (size_t)n * sizeof(*f));
+			if (u64map__set(&p->frames, pc, c)) {
+				free(c);
+				c = NULL;
+			}
+		}
+	}
+	if (c)
+		memcpy(f, c->f, (size_t)c->n * sizeof(*f));
+	n = c ? c->n : n;
+	if (n > room) { /* the function itself stays */
+		f[room - 1] = f[n - 1];
+		n = room;
+	}
+	memcpy(out, f, (size_t)n * sizeof(*f));
 	return n;
 }
 
@@ -330,6 +492,10 @@ int unwinder__unwind(struct unwinder *u, const struct stack_sample *s, struct st
 
 		p->refreshed = true;
 		if (fresh) {
+			/* what was kept of the old modules (their names' addresses too) goes with them */
+			u64map__clear_free(&p->demangled);
+			u64map__clear_free(&p->frames);
+			funcs_clear(p);
 			dwfl_end(p->dwfl);
 			p->dwfl = fresh;
 			p->attached = false;
@@ -346,7 +512,7 @@ int unwinder__unwind(struct unwinder *u, const struct stack_sample *s, struct st
 	if (!w.n) /* not even the first frame: the sampled ip alone */
 		w.pcs[w.n++] = s->ip;
 	for (int i = 0; i < w.n && n < max; i++)
-		n += symbolise(p, w.pcs[i], frames + n, max - n);
+		n += frames_of(p, w.pcs[i], frames + n, max - n);
 	return n;
 }
 
