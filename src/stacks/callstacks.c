@@ -226,6 +226,25 @@ bool callstacks__own_frame(const struct cs_frame *f)
 	return true;
 }
 
+/* The crate (Rust) or namespace (C++) a function's name begins with; "" for C. */
+static size_t crate_len(const char *fn)
+{
+	const char *colons = strstr(fn, "::");
+
+	return colons ? (size_t)(colons - fn) : 0;
+}
+
+/* Whether two functions are of the same crate: "std::thread::sleep", "<std::fs::File ..." */
+static bool same_crate(const char *a, const char *b)
+{
+	size_t n;
+
+	a += *a == '<';
+	b += *b == '<';
+	n = crate_len(a);
+	return n && n == crate_len(b) && !strncmp(a, b, n);
+}
+
 void callstacks__where(const struct callstacks *c, uint32_t id, bool asleep, char *buf,
 		       size_t size)
 {
@@ -249,11 +268,19 @@ void callstacks__where(const struct callstacks *c, uint32_t id, bool asleep, cha
 		else if (strcmp(f[i]->function, f[first]->function))
 			second = i;
 	}
-	/* asleep in code that is all std's or tokio's: the first caller outside libc */
-	for (int i = first + 1; first >= 0 && second < 0 && asleep && i < nr; i++)
-		if (f[i]->function[0] && f[i]->module[0] != '[' &&
-		    strncmp(f[i]->module, "libc.so", 7))
-			second = i;
+	/*
+	 * Asleep in code that is all std's or tokio's (or the program's own
+	 * without the DWARF to say so): the library call the program made,
+	 * the outermost frame of the first library outside libc.
+	 */
+	for (int i = first + 1; first >= 0 && second < 0 && asleep && i < nr; i++) {
+		if (!f[i]->function[0] || f[i]->module[0] == '[' ||
+		    !strncmp(f[i]->module, "libc.so", 7))
+			continue;
+		second = i;
+		while (second + 1 < nr && same_crate(f[second + 1]->function, f[i]->function))
+			second++;
+	}
 	if (first < 0)
 		return;
 	if (second < 0)

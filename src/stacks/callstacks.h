@@ -67,9 +67,11 @@ const struct cs_frame *callstacks__frame(const struct callstacks *c, uint32_t id
  */
 bool callstacks__own_frame(const struct cs_frame *f);
 /*
- * " in f <- caller": where in its own code the program was (asleep: the call
- * it slept in and the program's function that made it); "" when the stack
- * does not say.
+ * " in f <- caller": where in its own code the program was; asleep, the call
+ * it slept in and the program's function that made it, or, when none is
+ * named as the program's (all std's, or a release build's generic async
+ * poll), the library function it called (std::thread::sleep); "" when the
+ * stack does not say.
  */
 void callstacks__where(const struct callstacks *c, uint32_t id, bool asleep, char *buf,
 		       size_t size);

@@ -141,6 +141,13 @@ static void test_where_asleep(void **state)
 	struct stack_frame std_only[] = { K("schedule"), F("read", "libc.so.6", 1),
 					  F("std::io::Read::read", "app", 2),
 					  F("tokio::runtime::task::raw::poll", "app", 3) };
+	struct stack_frame rust_std[] = {
+		K("schedule"), F("clock_nanosleep", "libc.so.6", 1), F("__nanosleep", "libc.so.6", 2),
+		F("std::sys::unix::thread::Thread::sleep", "app", 3),
+		F("std::thread::sleep", "app", 4),
+		F("<core::future::from_generator::GenFuture<T> as core::future::future::Future>::poll",
+		  "app", 5)
+	};
 
 	(void)state;
 	callstacks__init(&c);
@@ -150,6 +157,9 @@ static void test_where_asleep(void **state)
 	/* all std's and tokio's: the first caller outside libc */
 	callstacks__where(&c, callstacks__intern(&c, std_only, 4), true, where, sizeof(where));
 	assert_string_equal(where, " in read <- std::io::Read::read");
+	/* the library call the program made: the outermost of std's frames */
+	callstacks__where(&c, callstacks__intern(&c, rust_std, 6), true, where, sizeof(where));
+	assert_string_equal(where, " in clock_nanosleep <- std::thread::sleep");
 	callstacks__text(&c, 1, text, sizeof(text));
 	assert_non_null(strstr(text, "__schedule ([kernel])\ndo_nanosleep ([kernel])\n"
 				     "clock_nanosleep (libc.so.6)\n"));
