@@ -68,6 +68,9 @@ EXEC_OBJS   := $(patsubst executor/%.c,$(BUILD)/executor/%.o,$(EXEC_SRCS))
 # mapped library rather than in its executable, inlined at every call site.
 EXEC_SO_OBJS := $(patsubst executor/%.c,$(BUILD)/executor-pic/%.o,\
 		  $(filter-out executor/main.c,$(EXEC_SRCS)))
+# The same with frame pointers in every function, leaves too: --stacks then
+# takes the kernel's frame-pointer walk (tests/integration/test_stacks.py).
+EXEC_FP_OBJS := $(patsubst executor/%.c,$(BUILD)/executor-fp/%.o,$(EXEC_SRCS))
 BPF_SRCS    := $(wildcard bpf/*.bpf.c)
 BPF_SKELS   := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 
@@ -103,13 +106,18 @@ FUZZ_MAX_LEN_placement   := 65536
 # Keep BPF objects: they are worth inspecting with bpftool and llvm-objdump.
 .SECONDARY:
 
-all: $(BUILD)/asynctraced $(BUILD)/sample-executor $(BUILD)/sample-executor-shared
+all: $(BUILD)/asynctraced $(BUILD)/sample-executor $(BUILD)/sample-executor-shared \
+	$(BUILD)/sample-executor-fp
 
 $(BUILD)/asynctraced: $(TRACER_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS_TRACER) -o $@
 
 $(BUILD)/sample-executor: $(EXEC_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS_EXEC) -o $@
+
+$(BUILD)/sample-executor-fp: $(EXEC_FP_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS_EXEC) -o $@
 
@@ -211,6 +219,11 @@ $(BUILD)/executor/%.o: executor/%.c | $(BUILD)/executor
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(DEPFLAGS) -pthread -c $< -o $@
 
+$(BUILD)/executor-fp/%.o: executor/%.c | $(BUILD)/executor-fp
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer \
+		$(DEPFLAGS) -pthread -c $< -o $@
+
 $(BUILD)/executor-pic/%.o: executor/%.c | $(BUILD)/executor-pic
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(DEPFLAGS) -DSAMPLE_EXECUTOR_INLINE_PROBES -fPIC -pthread \
@@ -254,7 +267,7 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS) | $(BUILD)/fuzz/src
 		-D_GNU_SOURCE $(DEPFLAGS) -MT $@ -MF $(BUILD)/fuzz/fuzz_$*.d $< $(FUZZ_OBJS) \
 		$(LDLIBS_TRACER) -o $@
 
-$(BUILD)/src $(BUILD)/executor $(BUILD)/executor-pic $(BUILD)/bpf $(BUILD)/tests $(BUILD)/fuzz/src:
+$(BUILD)/src $(BUILD)/executor $(BUILD)/executor-pic $(BUILD)/executor-fp $(BUILD)/bpf $(BUILD)/tests $(BUILD)/fuzz/src:
 	$(Q)mkdir -p $@
 
 # The two entry points of the README: each installs what is missing first.
@@ -353,4 +366,4 @@ clean:
 	$(Q)rm -rf $(BUILD)
 
 -include $(wildcard $(BUILD)/src/*.d $(BUILD)/src/*/*.d $(BUILD)/fuzz/*.d $(BUILD)/fuzz/src/*.d \
-	$(BUILD)/fuzz/src/*/*.d $(BUILD)/executor/*.d $(BUILD)/executor-pic/*.d $(BUILD)/bpf/*.d $(BUILD)/tests/*.d)
+	$(BUILD)/fuzz/src/*/*.d $(BUILD)/executor/*.d $(BUILD)/executor-pic/*.d $(BUILD)/executor-fp/*.d $(BUILD)/bpf/*.d $(BUILD)/tests/*.d)

@@ -849,7 +849,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	e = event_reserve(AT_EV_STACK, sizeof(*e), t);
 	if (!e)
 		return 0;
-	stack_fill(e, t, bpf_get_current_task_btf(), now, AT_STACK_ONCPU);
+	stack_fill(ctx, e, t, bpf_get_current_task_btf(), now, AT_STACK_ONCPU);
 	event_submit(e);
 	return 0;
 }

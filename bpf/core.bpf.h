@@ -1683,9 +1683,13 @@ struct {
 	__type(value, struct at_stack);
 } asleep_stacks SEC(".maps");
 
-/* The current thread's user registers and the top of its stack, into e (not its header). */
-static __always_inline void stack_fill(struct at_stack *e, const struct thread_state *t,
-				       struct task_struct *task, __u64 now, __u32 flags)
+/*
+ * The current thread's user registers, the top of its stack and its
+ * frame-pointer walk, into e (not its header).
+ */
+static __always_inline void stack_fill(void *ctx, struct at_stack *e,
+				       const struct thread_state *t, struct task_struct *task,
+				       __u64 now, __u32 flags)
 {
 	/* the registers user space had when it entered the kernel (an interrupt, or a call) */
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
@@ -1693,6 +1697,7 @@ static __always_inline void stack_fill(struct at_stack *e, const struct thread_s
 	struct return_instance *ri = ut ? BPF_CORE_READ(ut, return_instances) : NULL;
 	__u64 sp = BPF_CORE_READ(regs, sp);
 	__u32 n = 0, len = 0;
+	long got;
 
 	e->hdr.ts = now;
 	e->task = t->task;
@@ -1714,7 +1719,8 @@ static __always_inline void stack_fill(struct at_stack *e, const struct thread_s
 	e->pad = 0;
 	e->woke = 0;
 	e->nr_kstack = 0;
-	e->pad2 = 0;
+	got = bpf_get_stack(ctx, e->fp, sizeof(e->fp), BPF_F_USER_STACK);
+	e->nr_fp = got > 0 ? (__u32)got / sizeof(e->fp[0]) : 0;
 	/*
 	 * As much as is mapped, a piece at a time: a thread's stack may end less
 	 * than a whole copy above sp (a worker a few frames deep into its loop).
@@ -1745,7 +1751,7 @@ static __always_inline void stack_asleep(void *ctx, struct thread_state *t,
 	e = bpf_map_lookup_elem(&stack_scratch, &zero);
 	if (!e)
 		return;
-	stack_fill(e, t, prev, now, AT_STACK_BLOCKED);
+	stack_fill(ctx, e, t, prev, now, AT_STACK_BLOCKED);
 	/* which wait: the kernel stack of prev, still the current task here */
 	n = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
 	e->nr_kstack = n > 0 ? (__u32)n / sizeof(e->kstack[0]) : 0;

@@ -579,6 +579,8 @@ struct at_worker_sample {
 #define AT_STACK_RETURNS 4
 /* Kernel frames kept of a stack that went to sleep. */
 #define AT_KSTACK_FRAMES 32
+/* User frames kept of the frame-pointer walk of a stack. */
+#define AT_FP_FRAMES 32
 
 enum at_stack_flag {
 	AT_STACK_ONCPU = 1,	/* a CPU-clock sample: the poll was running */
@@ -608,8 +610,13 @@ struct at_stack {
 	} returns[AT_STACK_RETURNS];
 	__u64 woke;		/* AT_STACK_BLOCKED: when it woke */
 	__u32 nr_kstack;	/* AT_STACK_BLOCKED: kernel frames in kstack, innermost first */
-	__u32 pad2;
+	__u32 nr_fp;		/* pcs in fp: the kernel's frame-pointer walk of the user stack */
 	__u64 kstack[AT_KSTACK_FRAMES]; /* where in the kernel it waited */
+	/*
+	 * The user stack by its frame pointers (bpf_get_stack), innermost first:
+	 * the unwinder takes it as it is where every link is sound
+	 */
+	__u64 fp[AT_FP_FRAMES];
 	__u8 stack[AT_STACK_BYTES];
 };
 
@@ -891,7 +898,7 @@ AT_PIN_OFF(struct at_worker_sample, pad, 89);
 AT_PIN_OFF(struct at_worker_sample, asleep_ns, AT_WORKER_SAMPLE_MIN_SIZE);
 AT_PIN_OFF(struct at_worker_sample, cpu_wait_ns, 104);
 
-AT_PIN_SIZE(struct at_stack, 8608);
+AT_PIN_SIZE(struct at_stack, 8864);
 AT_PIN_OFF(struct at_stack, task, 24);
 AT_PIN_OFF(struct at_stack, poll_begin, 32);
 AT_PIN_OFF(struct at_stack, ip, 40);
@@ -904,7 +911,9 @@ AT_PIN_OFF(struct at_stack, returns, 80);
 AT_PIN_OFF(struct at_stack, woke, 144);
 AT_PIN_OFF(struct at_stack, nr_kstack, 152);
 AT_PIN_OFF(struct at_stack, kstack, 160);
-AT_PIN_OFF(struct at_stack, stack, 416);
+AT_PIN_OFF(struct at_stack, nr_fp, 156);
+AT_PIN_OFF(struct at_stack, fp, 416);
+AT_PIN_OFF(struct at_stack, stack, 672);
 
 AT_PIN_SIZE(struct at_task_sample, 96);
 AT_PIN_OFF(struct at_task_sample, hdr, 0);

@@ -165,14 +165,18 @@ static int kernel_frames(const struct ksyms *k, const struct at_stack *st,
 	return n;
 }
 
-static int unwind_stack(void *ctx, const struct at_stack *st, struct stack_frame *frames, int max)
+static int unwind_stack(void *ctx, const struct at_stack *st, struct stack_frame *frames, int max,
+			bool *by_fp)
 {
 	struct session *ss = ctx;
 	struct stack_return returns[AT_STACK_RETURNS];
 	struct stack_sample s = { .pid = st->hdr.pid, .tid = st->hdr.tid, .ip = st->ip,
 				  .sp = st->sp, .bp = st->bp, .stack = st->stack,
 				  .len = st->len <= AT_STACK_BYTES ? st->len : 0, .returns = returns,
-				  .nr_returns = st->nr_returns <= AT_STACK_RETURNS ? st->nr_returns : 0 };
+				  .nr_returns = st->nr_returns <= AT_STACK_RETURNS ? st->nr_returns : 0,
+				  /* a walk that filled its room may have been cut: not whole */
+				  .fp = (const uint64_t *)st->fp,
+				  .nr_fp = st->nr_fp < AT_FP_FRAMES ? st->nr_fp : 0 };
 
 	for (size_t i = 0; i < s.nr_returns; i++) {
 		returns[i].slot = st->returns[i].slot;
@@ -180,7 +184,7 @@ static int unwind_stack(void *ctx, const struct at_stack *st, struct stack_frame
 	}
 
 	int k = kernel_frames(ss->ksyms, st, frames, max);
-	int u = unwinder__unwind(ss->unwinder, &s, frames + k, max - k);
+	int u = unwinder__unwind(ss->unwinder, &s, frames + k, max - k, by_fp);
 
 	/* a wait with no user frames to say who made it is not worth showing */
 	return u > 0 ? k + u : 0;

@@ -360,17 +360,19 @@ static void apply_stack(struct model *m, const struct at_stack *st)
 	bool asleep = st->flags & AT_STACK_BLOCKED;
 	uint64_t key = thread_stack_key(st->hdr.tid, asleep);
 	struct thread_stack *kept;
+	bool by_fp = false;
 	int n;
 
 	if (!m->unwind)
 		return;
-	n = m->unwind(m->unwind_ctx, st, frames, CALLSTACK_FRAMES);
+	n = m->unwind(m->unwind_ctx, st, frames, CALLSTACK_FRAMES, &by_fp);
 	m->cur_stack = n > 0 ? callstacks__intern(&m->stacks, frames, n) : 0;
 	if (!m->cur_stack) {
 		m->stacks_lost++;
 		return;
 	}
 	m->stacks_unwound++;
+	m->stacks_by_fp += by_fp;
 	count_stack(m, st->task, m->cur_stack, asleep,
 		    asleep ? (st->woke > st->hdr.ts ? st->woke - st->hdr.ts : 0)
 			   : m->stack_period_ns);

@@ -76,9 +76,13 @@ typedef int (*model_read_str_fn)(void *ctx, uint64_t addr, char *buf, size_t len
 typedef int (*model_thread_comm_fn)(void *ctx, uint32_t tid, char *comm, size_t len);
 struct at_stack;
 struct stack_frame;
-/* Unwinds a sampled stack of the live target into frames, innermost first: how many. */
+/*
+ * Unwinds a sampled stack of the live target into frames, innermost first:
+ * how many; *by_fp: its frame pointers were followed, not its call-frame
+ * information.
+ */
 typedef int (*model_unwind_fn)(void *ctx, const struct at_stack *s, struct stack_frame *frames,
-			       int max);
+			       int max, bool *by_fp);
 
 struct model {
 	uint32_t pid;
@@ -107,6 +111,7 @@ struct model {
 	struct u64map thread_stacks; /* a thread's latest of each kind: struct thread_stack */
 	struct u64map task_stacks; /* task -> struct task_stacks: time seen in each stack */
 	uint64_t stacks_unwound, stacks_lost; /* lost: not unwound, or not kept */
+	uint64_t stacks_by_fp;	/* of those unwound, by their frame pointers */
 };
 
 /* A thread's latest stack of one kind (on the CPU, or asleep): in which poll. */

@@ -672,9 +672,10 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 	}
 	free(top);
 	ob_puts(ob, "]");
-	if (m->stacks_unwound || m->stacks_lost) {
+	if (m->unwind || m->stacks_unwound || m->stacks_lost) { /* --stacks */
 		ob_key_u64(ob, ",\"stacks\":{\"unwound\":", m->stacks_unwound);
 		ob_key_u64(ob, ",\"lost\":", m->stacks_lost);
+		ob_key_u64(ob, ",\"by_frame_pointers\":", m->stacks_by_fp);
 		ob_key_u64(ob, ",\"distinct\":", m->stacks.nr_stacks);
 		ob_putc(ob, '}');
 	}

@@ -29,6 +29,7 @@ struct proc {
 /* A pc symbolised: its frames, innermost first (the strings are the proc's). */
 struct pc_frames {
 	int n;
+	int8_t fp_link;		/* its frame-pointer link is sound: 1 yes, 0 no, -1 not known yet */
 	struct stack_frame f[];
 };
 /* pcs whose frames are kept, a process; past this, symbolised each time. */
@@ -459,6 +460,7 @@ static int frames_of(struct proc *p, uint64_t pc, struct stack_frame *out, int r
 		if (pc && p->frames.len < MAX_PC_FRAMES &&
 		    (c = malloc(sizeof(*c) + (size_t)n * sizeof(*f)))) {
 			c->n = n;
+			c->fp_link = -1;
 			memcpy(c->f, f, (size_t)n * sizeof(*f));
 			if (u64map__set(&p->frames, pc, c)) {
 				free(c);
@@ -477,8 +479,89 @@ static int frames_of(struct proc *p, uint64_t pc, struct stack_frame *out, int r
 	return n;
 }
 
+/*
+ * Whether the frame-pointer walk leaves the function at pc for its caller
+ * soundly: the call-frame information says its frame is the frame
+ * pointer's at pc (CFA = rbp + 16: it pushed rbp and set it), so the return
+ * address and the caller's rbp are where the walk read them. A pc no
+ * call-frame information covers (code built without it, JIT code) is taken
+ * on trust: there is nothing better to go on.
+ */
+static bool fp_link_sound(struct proc *p, uint64_t pc)
+{
+	Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, pc);
+	Dwarf_CFI *cfi = NULL;
+	Dwarf_Frame *frame;
+	Dwarf_Addr bias;
+	Dwarf_Op *ops;
+	size_t nops;
+	bool sound;
+
+	if (mod && !(cfi = dwfl_module_eh_cfi(mod, &bias)))
+		cfi = dwfl_module_dwarf_cfi(mod, &bias);
+	if (!cfi || dwarf_cfi_addrframe(cfi, pc - bias, &frame))
+		return true;
+	sound = !dwarf_frame_cfa(frame, &ops, &nops) && nops == 1 &&
+		((ops[0].atom == DW_OP_breg6 && ops[0].number == 16) ||
+		 (ops[0].atom == DW_OP_bregx && ops[0].number == DWARF_RBP && ops[0].number2 == 16));
+	free(frame);
+	return sound;
+}
+
+/* As fp_link_sound(), kept with pc's frames. */
+static bool fp_link(struct proc *p, uint64_t pc)
+{
+	struct pc_frames *c;
+	struct stack_frame f;
+
+	frames_of(p, pc, &f, 1); /* its entry, if there is room for one */
+	c = u64map__get(&p->frames, pc);
+	if (!c)
+		return fp_link_sound(p, pc);
+	if (c->fp_link < 0)
+		c->fp_link = fp_link_sound(p, pc);
+	return c->fp_link;
+}
+
+/*
+ * Where a thread's own code begins: what is beyond (clone3, _start) is the
+ * same in every stack, and not where frame pointers lead (the C library
+ * sets none up), so a stack ends here whichever way it was unwound.
+ */
+static bool thread_root(const char *function)
+{
+	static const char *const roots[] = { "start_thread", "__libc_start_call_main" };
+
+	for (size_t i = 0; function && i < sizeof(roots) / sizeof(roots[0]); i++)
+		if (!strcmp(function, roots[i]))
+			return true;
+	return false;
+}
+
+/*
+ * The frame-pointer walk as pcs (callers' a byte back, on their call), if
+ * every link of it is sound: each function had its frame on the frame
+ * pointer where it was (see fp_link_sound()), so the walk ended where the
+ * stack does, or at the thread's root. How many, 0: not sound.
+ */
+static int fp_walk(struct proc *p, const struct stack_sample *s, uint64_t *pcs, int max)
+{
+	size_t n = s->nr_fp;
+	struct stack_frame root;
+
+	if (n < 2 || n > (size_t)max || s->fp[0] != s->ip)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		pcs[i] = i ? s->fp[i] - 1 : s->fp[i];
+		if (!s->fp[i] || (i + 1 < n && !fp_link(p, pcs[i])))
+			return 0;
+	}
+	frames_of(p, pcs[n - 1], &root, 1);
+	return thread_root(root.function) || fp_link(p, pcs[n - 1]) ? (int)n : 0;
+}
+
 int unwinder__unwind(struct unwinder *u, const struct stack_sample *s, struct stack_frame *frames,
-		     int max)
+		     int max, bool *by_fp)
 {
 	struct proc *p = proc_of(u, s->pid);
 	struct walk w = { .max = max < MAX_PCS ? max : MAX_PCS };
@@ -501,18 +584,24 @@ int unwinder__unwind(struct unwinder *u, const struct stack_sample *s, struct st
 			p->attached = false;
 		}
 	}
-	if (!p->attached) {
+	*by_fp = (w.n = fp_walk(p, s, w.pcs, w.max)) > 0;
+	if (!w.n && !p->attached) {
 		if (!dwfl_attach_state(p->dwfl, NULL, (pid_t)s->pid, &thread_callbacks, u))
 			return 0;
 		p->attached = true;
 	}
-	u->cur = s;
-	dwfl_getthread_frames(p->dwfl, (pid_t)s->tid, on_frame, &w);
-	u->cur = NULL;
+	if (!w.n) {
+		u->cur = s;
+		dwfl_getthread_frames(p->dwfl, (pid_t)s->tid, on_frame, &w);
+		u->cur = NULL;
+	}
 	if (!w.n) /* not even the first frame: the sampled ip alone */
 		w.pcs[w.n++] = s->ip;
-	for (int i = 0; i < w.n && n < max; i++)
+	for (int i = 0; i < w.n && n < max; i++) {
 		n += frames_of(p, w.pcs[i], frames + n, max - n);
+		if (thread_root(frames[n - 1].function))
+			break;
+	}
 	return n;
 }
 

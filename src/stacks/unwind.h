@@ -30,6 +30,9 @@ struct stack_sample {
 		uint64_t ret;
 	} *returns;
 	size_t nr_returns;
+	/* the kernel's frame-pointer walk from ip, innermost first; nr_fp 0: none */
+	const uint64_t *fp;
+	size_t nr_fp;
 };
 
 struct stack_frame {
@@ -49,10 +52,12 @@ int unwinder__new(struct unwinder **u);
 /*
  * Unwinds s into frames, innermost first: how many (at most max), 0 when not
  * even the first frame is known. The strings live as long as the process
- * is remembered (unwinder__forget).
+ * is remembered (unwinder__forget). The frame-pointer walk is taken as it
+ * is when every link of it is sound (*by_fp set), else the call-frame
+ * information is followed from the registers and the stack's copy.
  */
 int unwinder__unwind(struct unwinder *u, const struct stack_sample *s, struct stack_frame *frames,
-		     int max);
+		     int max, bool *by_fp);
 /*
  * Reads what process pid maps, and each image, now: while the tracer may
  * still read the process's maps (it gives up that right once attached:

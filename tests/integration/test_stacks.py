@@ -255,6 +255,44 @@ class FatLto(unittest.TestCase):
                          r" in \S*nanosleep <- tokio_app::workload::blocking_call")
 
 
+class FramePointers(unittest.TestCase):
+    """The kernel's frame-pointer walk of a sampled stack is taken as it is
+    where every link is sound (each function's call-frame information says
+    its frame is on the frame pointer there): on the sample executor built
+    with frame pointers, the samples in its own code; never on the release
+    build without them, where the call-frame information is followed."""
+
+    def samples(self, exe):
+        tmp = tempfile.mkdtemp(prefix="at-stacks-fp-")
+        trace = os.path.join(tmp, "noisy.pftrace")
+        ex = harness.start_executor("noisy", 2, exe=exe)
+        r = harness.run_tracer("-p", str(ex.pid), "--stacks", "-q", "-o", trace,
+                               "--summary", "json", *harness.DETECTOR_ARGS, timeout=60)
+        ex.communicate(timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        summary = json.loads(r.stdout)
+        self.assertIn("stacks", summary, r.stderr)
+        stacks = summary["stacks"]
+        return stacks, pftrace_check.perf_samples(pftrace_check.decode(trace))
+
+    def test_taken_where_sound(self):
+        harness.require_root()
+        stacks, samples = self.samples(os.path.join(harness.BUILD, "sample-executor-fp"))
+        self.assertGreater(stacks["by_frame_pointers"], 0, stacks)
+        self.assertLess(stacks["by_frame_pointers"], stacks["unwound"], stacks)
+        # both ways give the same stack of a sample in burn_cpu_ns: one, to the thread's root
+        in_burn = {tuple(f) for _, _, _, f in samples if f[0] == "burn_cpu_ns"}
+        self.assertEqual(in_burn, {("burn_cpu_ns", "noisy_poll", "run_task", "worker_main",
+                                    "start_thread")}, in_burn)
+
+    def test_never_without_frame_pointers(self):
+        harness.require_root()
+        stacks, samples = self.samples(None)
+        self.assertGreater(stacks["unwound"], 0, stacks)
+        self.assertEqual(stacks["by_frame_pointers"], 0, stacks)
+        self.assertTrue([f for _, _, _, f in samples if "noisy_poll" in f])
+
+
 class Healthy(unittest.TestCase):
     """No poll runs long: no alert is raised, and samples are taken only of the
     rare poll this busy machine held up half the threshold (a preempted one),

@@ -201,16 +201,19 @@ long bpf_task_pt_regs(struct task_struct *task)
 	return (long)&user_regs;
 }
 
-/* The kernel's stack where a thread went to sleep: three frames. */
+/* The kernel's stack where a thread went to sleep (three frames), and its user stack's walk. */
 static const __u64 kernel_stack[] = { 0xffffffff81001000, 0xffffffff81002000,
 				      0xffffffff81003000 };
+static const __u64 user_walk[] = { 0x401000, 0x402000 };
 
 long bpf_get_stack(void *ctx, void *buf, __u32 size, __u64 flags)
 {
-	__u32 n = size < sizeof(kernel_stack) ? size : sizeof(kernel_stack);
+	const __u64 *from = flags == BPF_F_USER_STACK ? user_walk : kernel_stack;
+	__u32 n = flags == BPF_F_USER_STACK ? sizeof(user_walk) : sizeof(kernel_stack);
 
-	assert_int_equal(flags, 0); /* the kernel's, not the user's */
-	memcpy(buf, kernel_stack, n);
+	assert_true(flags == 0 || flags == BPF_F_USER_STACK);
+	n = size < n ? size : n;
+	memcpy(buf, from, n);
 	return n;
 }
 
@@ -1084,6 +1087,8 @@ static void a_long_sleep_in_a_poll_sends_where_it_slept(void **state)
 	assert_in_range(st->woke - st->hdr.ts, 3000000, 3001000);
 	assert_int_equal(st->nr_kstack, 3);
 	assert_memory_equal(st->kstack, kernel_stack, sizeof(kernel_stack));
+	assert_int_equal(st->nr_fp, 2);
+	assert_memory_equal(st->fp, user_walk, sizeof(user_walk));
 	poll_end(&w1, 9, 1, 0, AT_QUEUE_NONE);
 	after = 0;
 	set_config(&stack_after_ns, &after, sizeof(after));

@@ -73,6 +73,8 @@ static int find(const struct stack_frame *frames, int n, int from, const char *n
 	return -1;
 }
 
+static bool by_fp;
+
 static void unwinds_own_stack(void **state)
 {
 	struct stack_frame frames[64];
@@ -81,7 +83,7 @@ static void unwinds_own_stack(void **state)
 
 	outer();
 	assert_int_equal(unwinder__new(&u), 0);
-	n = unwinder__unwind(u, &sample, frames, 64);
+	n = unwinder__unwind(u, &sample, frames, 64, &by_fp);
 	for (int i = 0; i < n; i++)
 		print_message("  #%d %s%s (%s) %s:%d\n", i, frames[i].inlined ? "[inlined] " : "",
 			      frames[i].function ? frames[i].function : "?",
@@ -124,20 +126,64 @@ static void what_cannot_be_unwound(void **state)
 	s = sample;
 	s.len = 0;
 	assert_int_equal(unwinder__new(&u), 0);
-	n = unwinder__unwind(u, &s, frames, 8);
+	n = unwinder__unwind(u, &s, frames, 8, &by_fp);
 	assert_true(n >= 1);
 	assert_string_equal(frames[0].function, "capture");
 	/* frame pointers are not what it follows: a garbage rbp changes nothing */
 	s = sample;
 	s.bp = 0x5a5a5a5a5a5a5a5aull;
-	assert_true(unwinder__unwind(u, &s, frames, 8) >= 4);
+	assert_true(unwinder__unwind(u, &s, frames, 8, &by_fp) >= 4);
 	assert_string_equal(frames[3].function, "outer");
 	s.pid = 0x7ffffff0; /* no such process */
-	assert_int_equal(unwinder__unwind(u, &s, frames, 8), 0);
+	assert_int_equal(unwinder__unwind(u, &s, frames, 8, &by_fp), 0);
 	unwinder__forget(u, s.pid);
 	unwinder__forget(u, sample.pid);
 	/* forgotten, then read again */
-	assert_true(unwinder__unwind(u, &sample, frames, 8) >= 4);
+	assert_true(unwinder__unwind(u, &sample, frames, 8, &by_fp) >= 4);
+	unwinder__free(u);
+}
+
+/*
+ * A frame-pointer walk is taken only where every link is sound: not over
+ * functions built without frame pointers (as this file is: their call-frame
+ * information says so), but over code no call-frame information covers.
+ */
+static void frame_pointer_walks(void **state)
+{
+	struct stack_frame frames[64], dwarf[64];
+	uint64_t walk[64], nowhere[] = { 0x1000, 0x2004, 0x3008 };
+	struct stack_sample s;
+	struct unwinder *u;
+	int n, d;
+
+	outer();
+	assert_int_equal(unwinder__new(&u), 0);
+	d = unwinder__unwind(u, &sample, dwarf, 64, &by_fp);
+	assert_false(by_fp);
+	/* the right pcs, as a walk would give them, but over frames without a frame pointer */
+	for (int i = 0, j = 0; i < d; i++)
+		if (!dwarf[i].inlined)
+			walk[j++] = i ? dwarf[i].pc + 1 : dwarf[i].pc;
+	s = sample;
+	s.fp = walk;
+	s.nr_fp = 4;
+	n = unwinder__unwind(u, &s, frames, 64, &by_fp);
+	assert_false(by_fp);
+	assert_int_equal(n, d); /* the call-frame information was followed instead */
+	/* pcs in no image: nothing to check them by, so the walk is taken */
+	s.ip = nowhere[0];
+	s.fp = nowhere;
+	s.nr_fp = 3;
+	n = unwinder__unwind(u, &s, frames, 64, &by_fp);
+	assert_true(by_fp);
+	assert_int_equal(n, 3);
+	assert_int_equal(frames[0].pc, 0x1000);
+	assert_int_equal(frames[1].pc, 0x2003); /* a return address: its call, a byte back */
+	assert_null(frames[2].function);
+	/* a walk that does not begin at the sampled ip is not this sample's */
+	s.ip = 0x1001;
+	unwinder__unwind(u, &s, frames, 64, &by_fp);
+	assert_false(by_fp);
 	unwinder__free(u);
 }
 
@@ -146,6 +192,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(unwinds_own_stack),
 		cmocka_unit_test(what_cannot_be_unwound),
+		cmocka_unit_test(frame_pointer_walks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
