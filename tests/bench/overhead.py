@@ -21,8 +21,8 @@ so that one run's disk writeback does not land in the next):
              tokio-app, below, a 20 ms poll every 250 ms)
 
 tokio-app, the tokio test program (requests, a CPU-bound long poll every
-250 ms, a blocking one, a starved worker), runs the same ways with
---targets tokio-app: what --stacks costs with long polls to sample.
+250 ms, a blocking one, a starved worker), runs the same ways: what
+--stacks costs with long polls to sample (spin: with none).
 
 tokio's everyday paths, from tests/tokio/src/bin/tokio-paths.rs: tokio-yield
 (a yield_now() loop: the deferred wake), tokio-mpsc (ping-pong over bounded
@@ -289,8 +289,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=4)
     ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--targets", default="spin,tokio,tokio-yield,tokio-mpsc,tokio-timer,"
-                    "tokio-notify,tokio-join,tokio-all,tokio-all-lto,tokio-cet")
+    ap.add_argument("--targets", default="spin,tokio-app,tokio,tokio-yield,tokio-mpsc,"
+                    "tokio-timer,tokio-notify,tokio-join,tokio-all,tokio-all-lto,tokio-cet")
     ap.add_argument("--sustain-seconds", type=float, default=60)
     ap.add_argument("--sustain-rate", type=int, default=250000)
     ap.add_argument("--no-100k", action="store_true")
