@@ -100,7 +100,7 @@ FUZZ_MAX_LEN_usdt_args   := 256
 FUZZ_MAX_LEN_tokio_names := 65536
 FUZZ_MAX_LEN_placement   := 65536
 
-.PHONY: all clean test test-unit test-integration demo setup bench tokio fuzz fuzz-regress stress \
+.PHONY: all clean test test-unit test-integration demo setup bench tokio go fuzz fuzz-regress stress \
 	soak install uninstall man
 .DELETE_ON_ERROR:
 # Keep BPF objects: they are worth inspecting with bpftool and llvm-objdump.
@@ -134,6 +134,24 @@ $(BUILD)/sample-executor-shared: $(BUILD)/executor/main.o $(BUILD)/libsample-exe
 $(BUILD)/pingpong: tests/bench/pingpong.c | $(BUILD)/tests
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) $< -o $@
+
+# The Go test program (tests/go; issue 17), built offline by Debian's
+# golang-go: with its DWARF, and stripped of it and of .symtab (-s -w: what
+# is left is .gopclntab and .go.buildinfo).
+GO_ENV  := GOCACHE=$(abspath $(BUILD))/go-cache GOPATH=$(abspath $(BUILD))/gopath \
+	   GOPROXY=off GOFLAGS=-mod=mod GOTOOLCHAIN=local
+GO_SRCS := tests/go/go.mod $(wildcard tests/go/cmd/*/*.go)
+GO_APPS := $(BUILD)/go-app $(BUILD)/go-app-stripped
+
+go: $(GO_APPS)
+
+$(BUILD)/go-app: $(GO_SRCS)
+	$(call msg,GO,$@)
+	$(Q)cd tests/go && $(GO_ENV) go build -o $(abspath $@) ./cmd/go-app
+
+$(BUILD)/go-app-stripped: $(GO_SRCS)
+	$(call msg,GO,$@)
+	$(Q)cd tests/go && $(GO_ENV) go build -ldflags='-s -w' -o $(abspath $@) ./cmd/go-app
 
 # The tokio test program (tests/tokio), built three ways: the default release
 # profile (legacy symbol mangling), fat LTO (steal_into inlined away), and v0
@@ -280,7 +298,7 @@ demo: setup
 
 # Unit tests need no root: they feed synthetic events to the real code. The
 # trace they write is then held to Perfetto's import rules.
-test-unit: $(UNIT_BINS) $(BUILD)/sample-executor $(BUILD)/asynctraced fuzz-regress
+test-unit: $(UNIT_BINS) $(BUILD)/sample-executor $(BUILD)/asynctraced fuzz-regress go
 	$(Q)set -e; for t in $(UNIT_BINS); do echo "== $$t"; \
 		BUILD=$(BUILD) $$t; done
 	$(Q)$(PYTHON) tests/integration/trace_check.py $(BUILD)/tests/synthetic.json
@@ -304,7 +322,7 @@ fuzz: $(FUZZ_BINS)
 			-artifact_prefix=$(BUILD)/fuzz/artifacts/$(t)- $(call fuzz_corpus,$(t));)
 
 # Integration tests need root: they load BPF and trace real executors.
-test-integration: all tokio
+test-integration: all tokio go
 	$(Q)BUILD=$(BUILD) $(PYTHON) -m unittest discover -s tests/integration -t . -v
 
 # Numbers, not pass/fail: see docs/performance.md.

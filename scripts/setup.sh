@@ -16,6 +16,7 @@ libcmocka-dev
 libmicrohttpd-dev prometheus scdoc man-db systemd
 python3
 cargo rustc librust-tokio-dev
+golang-go
 "
 
 missing=

@@ -33,6 +33,14 @@ static int check_runtime(const struct traced *tr, pid_t pid, bool quiet)
 
 	if (d->kind == RUNTIME_NONE && quiet)
 		return -ENOENT;
+	if (d->kind == RUNTIME_NONE && d->is_go) {
+		err_msg("pid %d (%s) is a Go program (%s%s): tracing Go's scheduler is not "
+			"built yet (goroutines as tasks: in progress)\n",
+			pid, tr->target.comm, d->go.version,
+			d->go_err ? ", and its runtime's layout is not one this version knows"
+				  : ", its runtime's probe points and layout found");
+		return -ENOENT;
+	}
 	if (d->kind == RUNTIME_NONE && d->stripped) {
 		err_msg("no known runtime in pid %d (%s): no %s USDT probes, and its binary is "
 			"stripped (no symbol table), so tokio cannot be looked for: asynctraced "

@@ -165,9 +165,13 @@ int discover(struct discovery *d, const struct target *t)
 	err = target__for_each_binary(t, scan_tokio, d);
 	if (err < 0)
 		return err;
-	if (err > 0)
+	if (err > 0) {
 		d->kind = RUNTIME_TOKIO;
-	else
+		return 0;
+	}
+	d->go_err = golang__detect(t->exe, &d->go);
+	d->is_go = d->go_err != -ENOENT && d->go_err != -ENOEXEC && d->go.version[0];
+	if (!d->is_go)
 		d->stripped = stripped_rust(d, t);
 	return 0;
 }

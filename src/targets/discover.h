@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "golang.h"
 #include "images.h"
 #include "target.h"
 #include "tokio.h"
@@ -48,6 +49,13 @@ struct discovery {
 	/* no runtime found, and the executable is stripped Rust: tokio may be
 	 * in it, but only symbols would show it (src/targets/elf_image.h) */
 	bool stripped;
+	/*
+	 * no runtime found, and the executable is a Go program: its version and
+	 * what was found of its runtime (tracing it is being built: issue 17)
+	 */
+	bool is_go;
+	struct go_binary go;
+	int go_err;			/* golang__detect()'s: 0, or what it lacked */
 	bool verbose;			/* say why a file was skipped */
 };
 

@@ -81,6 +81,21 @@ class Errors(unittest.TestCase):
                                        "tokio symbols in its ")
                 self.assertNotIn("strip", r.stderr)
 
+    def test_go_program(self):
+        """A Go program, with its symbols and DWARF or stripped of both: found to
+        be Go (its version, its runtime's functions and layout read), and the
+        message says that tracing it is not built yet, not that it has no
+        runtime."""
+        for exe in ("go-app", "go-app-stripped"):
+            with self.subTest(exe=exe):
+                p = self.spawn(os.path.join(harness.BUILD, exe), "-scenario", "pingpong",
+                               "-duration", "30s")
+                time.sleep(0.3)
+                r = harness.run_tracer("-p", p.pid)
+                self.assertFails(r, 1, f"pid {p.pid} ({exe[:15]}) is a Go program (go1.")
+                self.assertIn("its runtime's probe points and layout found", r.stderr)
+                self.assertNotIn("no known runtime", r.stderr)
+
     def test_unwritable_output(self):
         ex = self.executor()
         before = {p["id"] for p in our_progs()}

@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: MIT
+#include "golang.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *const go_func_names[GO_FUNC_MAX] = {
+	[GO_EXECUTE] = "runtime.execute",
+	[GO_CASGSTATUS] = "runtime.casgstatus",
+	[GO_READY] = "runtime.ready",
+	[GO_RUNQSTEAL] = "runtime.runqsteal",
+	[GO_NEWPROC1] = "runtime.newproc1",
+};
+
+/*
+ * The layouts checked here, for binaries without DWARF: each one read from
+ * the DWARF of a program built by that Go (tests/unit/test_golang.c checks
+ * the table against the DWARF of the test program built by the Go here).
+ */
+static const struct {
+	int major, minor;
+	struct go_offsets off;
+} layouts[] = {
+	{ 1, 19, { .g_goid = 152, .g_m = 48, .g_atomicstatus = 144, .m_p = 208, .p_id = 0,
+		   .p_runqhead = 400, .p_runqtail = 404 } },
+};
+
+/* A section's bytes and where it is loaded. */
+struct section {
+	const uint8_t *data;
+	size_t size;
+	uint64_t addr;
+};
+
+static bool section(Elf *elf, const char *name, struct section *out)
+{
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return false;
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *n;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || !(n = elf_strptr(elf, shstrndx, sh.sh_name)) ||
+		    strcmp(n, name))
+			continue;
+		d = sh.sh_type == SHT_NOBITS ? NULL : elf_getdata(scn, NULL);
+		if (!d || !d->d_buf)
+			return false;
+		*out = (struct section){ .data = d->d_buf, .size = d->d_size, .addr = sh.sh_addr };
+		return true;
+	}
+	return false;
+}
+
+static uint64_t read_uint(const uint8_t *p, int size)
+{
+	uint64_t v = 0;
+
+	memcpy(&v, p, size == 4 ? 4 : 8); /* little-endian: x86-64 only */
+	return v;
+}
+
+/*
+ * The Go version in .go.buildinfo: a 16-byte header ("\xff Go buildinf:",
+ * the pointer size, flags), then, since Go 1.18 (flag 2), the version as a
+ * varint-prefixed string at 32; before, a pointer to a string header.
+ */
+static int build_version(Elf *elf, struct go_binary *gb)
+{
+	static const char magic[] = "\xff Go buildinf:";
+	struct section bi, owner;
+	const uint8_t *p;
+	uint64_t len = 0, addr;
+	int shift = 0, ptr;
+	size_t at = 32;
+
+	if (!section(elf, ".go.buildinfo", &bi) || bi.size < 32 ||
+	    memcmp(bi.data, magic, sizeof(magic) - 1))
+		return -ENOENT;
+	ptr = bi.data[14];
+	if (bi.data[15] & 2) {
+		while (at < bi.size && shift < 64) {
+			len |= (uint64_t)(bi.data[at] & 0x7f) << shift;
+			shift += 7;
+			if (!(bi.data[at++] & 0x80))
+				break;
+		}
+		p = bi.data + at;
+		if (len >= sizeof(gb->version) || at + len > bi.size)
+			return -ENOTSUP;
+	} else { /* Go 1.17 and older: the address of a string header in .data */
+		if (ptr != 8 || !section(elf, ".data", &owner))
+			return -ENOTSUP;
+		addr = read_uint(bi.data + 16, 8);
+		if (addr < owner.addr || addr + 16 > owner.addr + owner.size)
+			return -ENOTSUP;
+		p = owner.data + (addr - owner.addr);
+		addr = read_uint(p, 8);
+		len = read_uint(p + 8, 8);
+		if (!section(elf, ".rodata", &owner) || len >= sizeof(gb->version) ||
+		    addr < owner.addr || addr + len > owner.addr + owner.size)
+			return -ENOTSUP;
+		p = owner.data + (addr - owner.addr);
+	}
+	memcpy(gb->version, p, len);
+	gb->version[len] = '\0';
+	if (sscanf(gb->version, "go%d.%d", &gb->major, &gb->minor) != 2)
+		return -ENOTSUP;
+	return 0;
+}
+
+static void func_found(struct go_binary *gb, const char *name, uint64_t addr)
+{
+	for (int i = 0; i < GO_FUNC_MAX; i++)
+		if (!gb->funcs[i] && !strcmp(name, go_func_names[i]))
+			gb->funcs[i] = addr;
+}
+
+static void symtab_funcs(Elf *elf, struct go_binary *gb)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB ||
+		    !(d = elf_getdata(scn, NULL)))
+			continue;
+		gb->has_symtab = true;
+		for (size_t i = 0; i < sh.sh_size / (sh.sh_entsize ? sh.sh_entsize : 1); i++) {
+			GElf_Sym sym;
+			const char *name;
+
+			if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
+			    !(name = elf_strptr(elf, sh.sh_link, sym.st_name)))
+				continue;
+			func_found(gb, name, sym.st_value);
+		}
+	}
+}
+
+/*
+ * The functions from .gopclntab, which the runtime needs (for tracebacks)
+ * and so no strip removes. Go 1.18's layout (magic 0xfffffff0; 1.20 on,
+ * 0xfffffff1, the same header): then a table of (entry, _func offset)
+ * pairs, each _func beginning with its entry's and its name's offsets.
+ */
+static int pclntab_funcs(Elf *elf, struct go_binary *gb)
+{
+	struct section t;
+	uint64_t nfunc, text, names, functab;
+	uint32_t magic;
+	int ptr;
+
+	if (!section(elf, ".gopclntab", &t) || t.size < 8)
+		return -ENOTSUP;
+	memcpy(&magic, t.data, 4);
+	ptr = t.data[7];
+	if ((magic != 0xfffffff0 && magic != 0xfffffff1) || ptr != 8 || t.size < 8 + 8 * 8)
+		return -ENOTSUP;
+	nfunc = read_uint(t.data + 8, 8);
+	text = read_uint(t.data + 8 + 2 * 8, 8);
+	names = read_uint(t.data + 8 + 3 * 8, 8);
+	functab = read_uint(t.data + 8 + 7 * 8, 8);
+	if (functab > t.size || nfunc > (t.size - functab) / 8 || names > t.size)
+		return -ENOTSUP;
+	for (uint64_t i = 0; i < nfunc; i++) {
+		const uint8_t *e = t.data + functab + i * 8;
+		uint32_t entry, off, fentry;
+		int32_t name;
+
+		memcpy(&entry, e, 4);
+		memcpy(&off, e + 4, 4);
+		if (functab + (uint64_t)off + 8 > t.size)
+			continue;
+		memcpy(&fentry, t.data + functab + off, 4);
+		memcpy(&name, t.data + functab + off + 4, 4);
+		if (name < 0 || names + (uint64_t)name >= t.size ||
+		    !memchr(t.data + names + name, '\0', t.size - names - (uint64_t)name))
+			continue;
+		func_found(gb, (const char *)t.data + names + name, text + fentry);
+	}
+	return 0;
+}
+
+/* A member's offset in a structure's DIE, -1 if it has none of that name. */
+static int32_t member_offset(Dwarf_Die *type, const char *member)
+{
+	Dwarf_Attribute attr;
+	Dwarf_Word off;
+	Dwarf_Die c;
+
+	if (dwarf_child(type, &c) != 0)
+		return -1;
+	do {
+		const char *n = dwarf_diename(&c);
+
+		if (dwarf_tag(&c) == DW_TAG_member && n && !strcmp(n, member) &&
+		    !dwarf_formudata(dwarf_attr(&c, DW_AT_data_member_location, &attr), &off))
+			return (int32_t)off;
+	} while (dwarf_siblingof(&c, &c) == 0);
+	return -1;
+}
+
+/* The offsets from DWARF: runtime.g, runtime.m and runtime.p, wherever their CU. */
+static bool dwarf_offsets(Elf *elf, struct go_offsets *o)
+{
+	Dwarf *dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
+	Dwarf_Off off = 0, next;
+	size_t hsize;
+	int found = 0;
+
+	if (!dw)
+		return false;
+	while (found < 3 && dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+		Dwarf_Die cu, c;
+
+		if (dwarf_offdie(dw, off + hsize, &cu) && dwarf_child(&cu, &c) == 0) {
+			do {
+				const char *n = dwarf_diename(&c);
+
+				if (dwarf_tag(&c) != DW_TAG_structure_type || !n ||
+				    dwarf_hasattr(&c, DW_AT_declaration))
+					continue;
+				if (!strcmp(n, "runtime.g")) {
+					o->g_goid = member_offset(&c, "goid");
+					o->g_m = member_offset(&c, "m");
+					o->g_atomicstatus = member_offset(&c, "atomicstatus");
+					found++;
+				} else if (!strcmp(n, "runtime.m")) {
+					o->m_p = member_offset(&c, "p");
+					found++;
+				} else if (!strcmp(n, "runtime.p")) {
+					o->p_id = member_offset(&c, "id");
+					o->p_runqhead = member_offset(&c, "runqhead");
+					o->p_runqtail = member_offset(&c, "runqtail");
+					found++;
+				}
+			} while (dwarf_siblingof(&c, &c) == 0);
+		}
+		off = next;
+	}
+	dwarf_end(dw);
+	return found == 3;
+}
+
+static bool offsets_known(const struct go_offsets *o)
+{
+	return o->g_goid >= 0 && o->g_m >= 0 && o->g_atomicstatus >= 0 && o->m_p >= 0 &&
+	       o->p_id >= 0 && o->p_runqhead >= 0 && o->p_runqtail >= 0;
+}
+
+int golang__detect(const char *path, struct go_binary *gb)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), err;
+	Elf *elf;
+
+	memset(gb, 0, sizeof(*gb));
+	memset(&gb->off, 0xff, sizeof(gb->off)); /* every offset -1 */
+	if (fd < 0)
+		return -errno;
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+		err = -ENOEXEC;
+		goto out;
+	}
+	err = build_version(elf, gb);
+	if (err)
+		goto out;
+	symtab_funcs(elf, gb);
+	if (!gb->has_symtab && (err = pclntab_funcs(elf, gb)))
+		goto out;
+	gb->has_dwarf = dwarf_offsets(elf, &gb->off);
+	for (size_t i = 0; !gb->has_dwarf && i < sizeof(layouts) / sizeof(layouts[0]); i++)
+		if (layouts[i].major == gb->major && layouts[i].minor == gb->minor)
+			gb->off = layouts[i].off;
+	err = offsets_known(&gb->off) ? 0 : -ENOTSUP;
+	for (int i = 0; !err && i < GO_FUNC_MAX; i++)
+		if (!gb->funcs[i])
+			err = -ENOTSUP;
+out:
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return err;
+}

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Finding Go's runtime inside an unmodified binary (issue 17, its first
+ * part): the Go version (.go.buildinfo), the scheduler functions to probe
+ * (from .symtab, or from .gopclntab, which a stripped binary keeps), and
+ * where in the runtime's structures the fields the probes read are (g.goid,
+ * g.m, m.p, p.id, p's run queue): from DWARF, or, for a binary built
+ * without it (-ldflags=-w), from a table of the layouts checked here.
+ */
+#ifndef GOLANG_H
+#define GOLANG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The scheduler functions (docs/go.md says what each one marks). */
+enum go_func {
+	GO_EXECUTE,		/* runtime.execute(gp): gp starts running on a P */
+	GO_CASGSTATUS,		/* runtime.casgstatus(gp, old, new): a status change */
+	GO_READY,		/* runtime.ready(gp): the wake */
+	GO_RUNQSTEAL,		/* runtime.runqsteal(pp, p2): pp steals from p2 */
+	GO_NEWPROC1,		/* runtime.newproc1(fn, callergp): a goroutine is made */
+	GO_FUNC_MAX,
+};
+
+/* Byte offsets of the fields read, -1 unknown. */
+struct go_offsets {
+	int32_t g_goid, g_m, g_atomicstatus;
+	int32_t m_p;
+	int32_t p_id, p_runqhead, p_runqtail;
+};
+
+struct go_binary {
+	char version[32];	/* "go1.19.8" */
+	int major, minor;	/* 1, 19 */
+	bool has_symtab;	/* false: stripped, functions from .gopclntab */
+	bool has_dwarf;		/* false: offsets from the version table */
+	uint64_t funcs[GO_FUNC_MAX]; /* link-time addresses; 0: not found */
+	struct go_offsets off;
+};
+
+extern const char *const go_func_names[GO_FUNC_MAX];
+
+/*
+ * Reads the Go binary at path. 0: Go, with every function and offset
+ * found; -ENOENT: not a Go program; -ENOEXEC: not ELF; -ENOTSUP: Go, but
+ * a layout we do not know (no DWARF, and a version not in the table) or a
+ * function missing; -errno otherwise. gb is filled as far as it was read.
+ */
+int golang__detect(const char *path, struct go_binary *gb);
+
+#endif

@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: MIT
+
+// go-app: the Go test program of asynctraced (issue 17). Each scenario is
+// a pathology, or an everyday path, of Go's scheduler, run for a while on
+// GOMAXPROCS Ps, and ends by printing the program's own counts, one line
+// of key=value pairs, for the tests to hold the tracer's against.
+//
+//	cpu       a goroutine that burns 20 ms of CPU every 250 ms (a long poll,
+//	          cpu-bound; over 10 ms, sysmon preempts it)
+//	syscall   a goroutine blocked 20 ms in a raw nanosleep every 250 ms
+//	pingpong  two goroutines passing a token over unbuffered channels
+//	timers    goroutines sleeping 1 ms, over and over
+//	fanout    a parent spawning 16 children and waiting for them
+//	          (sync.WaitGroup), over and over
+//	leak      a goroutine parked forever on a channel nobody writes to
+//	all       all of the above at once
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+const (
+	hiccupPeriod = 250 * time.Millisecond
+	hiccupLength = 20 * time.Millisecond
+)
+
+type counts struct {
+	burns, sleeps, pings, ticks, fanouts, children int64
+}
+
+var c counts
+
+// spin burns the CPU for d, in the goroutine's own code.
+//
+//go:noinline
+func spin(d time.Duration, seed uint64) uint64 {
+	x := seed | 1
+	for start := time.Now(); time.Since(start) < d; {
+		for i := 0; i < 64; i++ {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+		}
+	}
+	return x
+}
+
+func burnCPU(stop <-chan struct{}) {
+	var x uint64
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(hiccupPeriod):
+		}
+		x = spin(hiccupLength, x)
+		atomic.AddInt64(&c.burns, 1)
+	}
+}
+
+// rawSleep blocks its thread in the kernel without telling the scheduler
+// (syscall.RawSyscall): the P stays held, as a blocking C call would.
+//
+//go:noinline
+func rawSleep(d time.Duration) {
+	ts := syscall.NsecToTimespec(int64(d))
+	syscall.RawSyscall(syscall.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
+}
+
+func blockInSyscall(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(hiccupPeriod):
+		}
+		rawSleep(hiccupLength)
+		atomic.AddInt64(&c.sleeps, 1)
+	}
+}
+
+func pingPong(stop <-chan struct{}) {
+	ping, pong := make(chan int), make(chan int)
+	go func() {
+		for v := range ping {
+			pong <- v + 1
+		}
+		close(pong)
+	}()
+	for v := 0; ; {
+		select {
+		case <-stop:
+			close(ping)
+			return
+		case ping <- v:
+		}
+		v = <-pong
+		atomic.AddInt64(&c.pings, 1)
+	}
+}
+
+func timers(stop <-chan struct{}, n int) {
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Millisecond):
+					atomic.AddInt64(&c.ticks, 1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func child(wg *sync.WaitGroup, n int) {
+	defer wg.Done()
+	spin(20*time.Microsecond, uint64(n))
+	atomic.AddInt64(&c.children, 1)
+}
+
+func fanOut(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+		var wg sync.WaitGroup
+		for i := 0; i < 16; i++ {
+			wg.Add(1)
+			go child(&wg, i)
+		}
+		wg.Wait()
+		atomic.AddInt64(&c.fanouts, 1)
+	}
+}
+
+// leaked waits for a value nobody will ever send.
+func leaked(never <-chan int) {
+	<-never
+}
+
+func main() {
+	scenario := flag.String("scenario", "all", "cpu, syscall, pingpong, timers, fanout, leak or all")
+	duration := flag.Duration("duration", 3*time.Second, "how long to run")
+	procs := flag.Int("procs", 2, "GOMAXPROCS: the Ps, the workers")
+	waitStdin := flag.Bool("wait-stdin", false, "start once a line (or EOF) is read from stdin")
+	flag.Parse()
+	runtime.GOMAXPROCS(*procs)
+	if *waitStdin {
+		var line string
+		fmt.Fscanln(os.Stdin, &line)
+	}
+	fmt.Fprintf(os.Stderr, "go-app: pid %d scenario %s procs %d\n", os.Getpid(), *scenario, *procs)
+
+	run := map[string]func(<-chan struct{}){
+		"cpu":      burnCPU,
+		"syscall":  blockInSyscall,
+		"pingpong": pingPong,
+		"timers":   func(stop <-chan struct{}) { timers(stop, 4) },
+		"fanout":   fanOut,
+		"leak":     func(stop <-chan struct{}) { go leaked(make(chan int)); <-stop },
+	}
+	var todo []func(<-chan struct{})
+	if *scenario == "all" {
+		for _, name := range []string{"cpu", "syscall", "pingpong", "timers", "fanout", "leak"} {
+			todo = append(todo, run[name])
+		}
+	} else if f, ok := run[*scenario]; ok {
+		todo = append(todo, f)
+	} else {
+		fmt.Fprintf(os.Stderr, "go-app: unknown scenario %q\n", *scenario)
+		os.Exit(2)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, f := range todo {
+		wg.Add(1)
+		go func(f func(<-chan struct{})) {
+			defer wg.Done()
+			f(stop)
+		}(f)
+	}
+	time.Sleep(*duration)
+	close(stop)
+	wg.Wait()
+	fmt.Printf("burns=%d sleeps=%d pings=%d ticks=%d fanouts=%d children=%d\n",
+		c.burns, c.sleeps, c.pings, c.ticks, c.fanouts, c.children)
+}

@@ -1,0 +1,3 @@
+module asynctraced/gotests
+
+go 1.19

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Go's runtime found in the Go test program (tests/go, built by `make go`
+ * with Debian's golang-go): its version, the scheduler's functions from
+ * .symtab and, stripped, from .gopclntab (at the same addresses), the
+ * structures' offsets from DWARF and, without it, from the version table
+ * (which must agree with the DWARF); a C program is not Go.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "golang.h"
+
+static char path[4096];
+
+static const char *build_file(const char *name)
+{
+	const char *build = getenv("BUILD");
+
+	snprintf(path, sizeof(path), "%s/%s", build ? build : "build", name);
+	return path;
+}
+
+static void the_version_and_functions(void **state)
+{
+	struct go_binary gb;
+
+	(void)state;
+	assert_int_equal(golang__detect(build_file("go-app"), &gb), 0);
+	assert_true(!strncmp(gb.version, "go1.", 4));
+	assert_int_equal(gb.major, 1);
+	assert_true(gb.minor >= 18);
+	assert_true(gb.has_symtab);
+	assert_true(gb.has_dwarf);
+	for (int i = 0; i < GO_FUNC_MAX; i++)
+		assert_int_not_equal(gb.funcs[i], 0);
+}
+
+static void stripped_keeps_what_is_needed(void **state)
+{
+	struct go_binary full, bare;
+
+	(void)state;
+	assert_int_equal(golang__detect(build_file("go-app"), &full), 0);
+	assert_int_equal(golang__detect(build_file("go-app-stripped"), &bare), 0);
+	assert_string_equal(bare.version, full.version);
+	assert_false(bare.has_symtab);
+	assert_false(bare.has_dwarf);
+	/* the same program: .gopclntab gives the functions .symtab does */
+	for (int i = 0; i < GO_FUNC_MAX; i++) {
+		print_message("  %s: %#llx / %#llx\n", go_func_names[i],
+			      (unsigned long long)full.funcs[i], (unsigned long long)bare.funcs[i]);
+		assert_int_not_equal(bare.funcs[i], 0);
+	}
+	/* and the table's layout is what DWARF says */
+	print_message("  g.goid %d g.m %d g.atomicstatus %d m.p %d p.id %d runqhead %d "
+		      "runqtail %d\n", full.off.g_goid, full.off.g_m, full.off.g_atomicstatus,
+		      full.off.m_p, full.off.p_id, full.off.p_runqhead, full.off.p_runqtail);
+	assert_memory_equal(&bare.off, &full.off, sizeof(full.off));
+}
+
+static void not_go(void **state)
+{
+	struct go_binary gb;
+
+	(void)state;
+	assert_int_equal(golang__detect(build_file("sample-executor"), &gb), -ENOENT);
+	assert_int_equal(golang__detect("/etc/hostname", &gb), -ENOEXEC);
+	assert_int_equal(golang__detect("/nonexistent", &gb), -ENOENT);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(the_version_and_functions),
+		cmocka_unit_test(stripped_keeps_what_is_needed),
+		cmocka_unit_test(not_go),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
