@@ -171,8 +171,10 @@ int discover(struct discovery *d, const struct target *t)
 	}
 	d->go_err = golang__detect(t->exe, &d->go);
 	d->is_go = d->go_err != -ENOENT && d->go_err != -ENOEXEC && d->go.version[0];
-	if (!d->is_go)
+	if (!d->is_go) {
+		golang__free(&d->go);
 		d->stripped = stripped_rust(d, t);
+	}
 	return 0;
 }
 
@@ -199,5 +201,6 @@ void discovery__free(struct discovery *d)
 	free(d->tokio.path);
 	free(d->tokio.target_path);
 	tokio__free(&d->tokio.rt);
+	golang__free(&d->go);
 	memset(d, 0, sizeof(*d));
 }

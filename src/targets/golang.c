@@ -29,8 +29,8 @@ static const struct {
 	int major, minor;
 	struct go_offsets off;
 } layouts[] = {
-	{ 1, 19, { .g_goid = 152, .g_m = 48, .g_atomicstatus = 144, .m_p = 208, .p_id = 0,
-		   .p_runqhead = 400, .p_runqtail = 404 } },
+	{ 1, 19, { .g_goid = 152, .g_m = 48, .g_atomicstatus = 144, .g_startpc = 312,
+		   .m_p = 208, .m_curg = 192, .p_id = 0, .p_runqhead = 400, .p_runqtail = 404 } },
 };
 
 /* A section's bytes and where it is loaded. */
@@ -121,14 +121,73 @@ static int build_version(Elf *elf, struct go_binary *gb)
 	return 0;
 }
 
-static void func_found(struct go_binary *gb, const char *name, uint64_t addr)
+/* Keeps a function (its name copied): 0, or -ENOMEM. */
+static int func_found(struct go_binary *gb, const char *name, uint64_t addr)
 {
+	size_t n = strlen(name) + 1;
+
 	for (int i = 0; i < GO_FUNC_MAX; i++)
 		if (!gb->funcs[i] && !strcmp(name, go_func_names[i]))
 			gb->funcs[i] = addr;
+	if (gb->nr_all == gb->cap_all) {
+		size_t cap = gb->cap_all ? gb->cap_all * 2 : 4096;
+		struct go_func_entry *all = realloc(gb->all, cap * sizeof(*all));
+
+		if (!all)
+			return -ENOMEM;
+		gb->all = all;
+		gb->cap_all = cap;
+	}
+	if (gb->names_len + n > gb->names_cap) {
+		size_t cap = gb->names_cap ? gb->names_cap * 2 : (size_t)1 << 16;
+		char *names;
+
+		while (cap < gb->names_len + n)
+			cap *= 2;
+		if (!(names = realloc(gb->names, cap)))
+			return -ENOMEM;
+		gb->names = names;
+		gb->names_cap = cap;
+	}
+	memcpy(gb->names + gb->names_len, name, n);
+	gb->all[gb->nr_all++] = (struct go_func_entry){ .addr = addr,
+						       .name = (uint32_t)gb->names_len };
+	gb->names_len += n;
+	return 0;
 }
 
-static void symtab_funcs(Elf *elf, struct go_binary *gb)
+static int by_addr(const void *a, const void *b)
+{
+	const struct go_func_entry *x = a, *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+const char *golang__func_at(const struct go_binary *gb, uint64_t addr)
+{
+	size_t lo = 0, hi = gb->nr_all;
+
+	while (lo < hi) { /* the last function starting at or below addr */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (gb->all[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? gb->names + gb->all[lo - 1].name : NULL;
+}
+
+void golang__free(struct go_binary *gb)
+{
+	free(gb->all);
+	free(gb->names);
+	gb->all = NULL;
+	gb->names = NULL;
+	gb->nr_all = gb->cap_all = gb->names_len = gb->names_cap = 0;
+}
+
+static int symtab_funcs(Elf *elf, struct go_binary *gb)
 {
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
@@ -145,11 +204,13 @@ static void symtab_funcs(Elf *elf, struct go_binary *gb)
 			const char *name;
 
 			if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
-			    !(name = elf_strptr(elf, sh.sh_link, sym.st_name)))
+			    !sym.st_value || !(name = elf_strptr(elf, sh.sh_link, sym.st_name)))
 				continue;
-			func_found(gb, name, sym.st_value);
+			if (func_found(gb, name, sym.st_value))
+				return -ENOMEM;
 		}
 	}
+	return 0;
 }
 
 /*
@@ -191,7 +252,8 @@ static int pclntab_funcs(Elf *elf, struct go_binary *gb)
 		if (name < 0 || names + (uint64_t)name >= t.size ||
 		    !memchr(t.data + names + name, '\0', t.size - names - (uint64_t)name))
 			continue;
-		func_found(gb, (const char *)t.data + names + name, text + fentry);
+		if (func_found(gb, (const char *)t.data + names + name, text + fentry))
+			return -ENOMEM;
 	}
 	return 0;
 }
@@ -239,9 +301,11 @@ static bool dwarf_offsets(Elf *elf, struct go_offsets *o)
 					o->g_goid = member_offset(&c, "goid");
 					o->g_m = member_offset(&c, "m");
 					o->g_atomicstatus = member_offset(&c, "atomicstatus");
+					o->g_startpc = member_offset(&c, "startpc");
 					found++;
 				} else if (!strcmp(n, "runtime.m")) {
 					o->m_p = member_offset(&c, "p");
+					o->m_curg = member_offset(&c, "curg");
 					found++;
 				} else if (!strcmp(n, "runtime.p")) {
 					o->p_id = member_offset(&c, "id");
@@ -259,8 +323,9 @@ static bool dwarf_offsets(Elf *elf, struct go_offsets *o)
 
 static bool offsets_known(const struct go_offsets *o)
 {
-	return o->g_goid >= 0 && o->g_m >= 0 && o->g_atomicstatus >= 0 && o->m_p >= 0 &&
-	       o->p_id >= 0 && o->p_runqhead >= 0 && o->p_runqtail >= 0;
+	return o->g_goid >= 0 && o->g_m >= 0 && o->g_atomicstatus >= 0 && o->g_startpc >= 0 &&
+	       o->m_p >= 0 && o->m_curg >= 0 && o->p_id >= 0 && o->p_runqhead >= 0 &&
+	       o->p_runqtail >= 0;
 }
 
 int golang__detect(const char *path, struct go_binary *gb)
@@ -281,9 +346,12 @@ int golang__detect(const char *path, struct go_binary *gb)
 	err = build_version(elf, gb);
 	if (err)
 		goto out;
-	symtab_funcs(elf, gb);
-	if (!gb->has_symtab && (err = pclntab_funcs(elf, gb)))
+	err = symtab_funcs(elf, gb);
+	if (!err && !gb->has_symtab)
+		err = pclntab_funcs(elf, gb);
+	if (err)
 		goto out;
+	qsort(gb->all, gb->nr_all, sizeof(*gb->all), by_addr);
 	gb->has_dwarf = dwarf_offsets(elf, &gb->off);
 	for (size_t i = 0; !gb->has_dwarf && i < sizeof(layouts) / sizeof(layouts[0]); i++)
 		if (layouts[i].major == gb->major && layouts[i].minor == gb->minor)

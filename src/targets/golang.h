@@ -11,6 +11,7 @@
 #define GOLANG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* The scheduler functions (docs/go.md says what each one marks). */
@@ -26,8 +27,15 @@ enum go_func {
 /* Byte offsets of the fields read, -1 unknown. */
 struct go_offsets {
 	int32_t g_goid, g_m, g_atomicstatus;
-	int32_t m_p;
+	int32_t g_startpc;	/* the goroutine's function: what names it */
+	int32_t m_p, m_curg;	/* an M's P, and the goroutine it runs */
 	int32_t p_id, p_runqhead, p_runqtail;
+};
+
+/* A function of the binary: where it starts (link-time) and its name. */
+struct go_func_entry {
+	uint64_t addr;
+	uint32_t name;		/* offset in go_binary.names */
 };
 
 struct go_binary {
@@ -37,6 +45,11 @@ struct go_binary {
 	bool has_dwarf;		/* false: offsets from the version table */
 	uint64_t funcs[GO_FUNC_MAX]; /* link-time addresses; 0: not found */
 	struct go_offsets off;
+	/* every function, by address: goroutines are named by their start function */
+	struct go_func_entry *all;
+	size_t nr_all, cap_all;
+	char *names;
+	size_t names_len, names_cap;
 };
 
 extern const char *const go_func_names[GO_FUNC_MAX];
@@ -48,5 +61,8 @@ extern const char *const go_func_names[GO_FUNC_MAX];
  * function missing; -errno otherwise. gb is filled as far as it was read.
  */
 int golang__detect(const char *path, struct go_binary *gb);
+/* The function whose code holds addr (link-time), NULL if none: "main.handleConn". */
+const char *golang__func_at(const struct go_binary *gb, uint64_t addr);
+void golang__free(struct go_binary *gb);
 
 #endif

@@ -41,6 +41,36 @@ static void the_version_and_functions(void **state)
 	assert_true(gb.has_dwarf);
 	for (int i = 0; i < GO_FUNC_MAX; i++)
 		assert_int_not_equal(gb.funcs[i], 0);
+	golang__free(&gb);
+}
+
+/* Goroutines are named by their start function: any address in a function names it. */
+static void functions_by_address(void **state)
+{
+	const char *files[] = { "go-app", "go-app-stripped" };
+
+	(void)state;
+	for (int f = 0; f < 2; f++) {
+		struct go_binary gb;
+		uint64_t exec;
+
+		assert_int_equal(golang__detect(build_file(files[f]), &gb), 0);
+		assert_true(gb.nr_all > 1000);
+		exec = gb.funcs[GO_EXECUTE];
+		assert_string_equal(golang__func_at(&gb, exec), "runtime.execute");
+		assert_string_equal(golang__func_at(&gb, exec + 8), "runtime.execute");
+		assert_string_equal(golang__func_at(&gb, gb.funcs[GO_CASGSTATUS]),
+				    "runtime.casgstatus");
+		assert_null(golang__func_at(&gb, 0x1000));
+		/* the program's own goroutine functions are there by name */
+		size_t i = 0;
+
+		while (i < gb.nr_all && strcmp(gb.names + gb.all[i].name, "main.burnCPU"))
+			i++;
+		assert_true(i < gb.nr_all);
+		assert_string_equal(golang__func_at(&gb, gb.all[i].addr + 1), "main.burnCPU");
+		golang__free(&gb);
+	}
 }
 
 static void stripped_keeps_what_is_needed(void **state)
@@ -60,10 +90,13 @@ static void stripped_keeps_what_is_needed(void **state)
 		assert_int_not_equal(bare.funcs[i], 0);
 	}
 	/* and the table's layout is what DWARF says */
-	print_message("  g.goid %d g.m %d g.atomicstatus %d m.p %d p.id %d runqhead %d "
-		      "runqtail %d\n", full.off.g_goid, full.off.g_m, full.off.g_atomicstatus,
-		      full.off.m_p, full.off.p_id, full.off.p_runqhead, full.off.p_runqtail);
+	print_message("  g.goid %d g.m %d g.atomicstatus %d g.startpc %d m.p %d m.curg %d "
+		      "p.id %d runqhead %d runqtail %d\n", full.off.g_goid, full.off.g_m,
+		      full.off.g_atomicstatus, full.off.g_startpc, full.off.m_p, full.off.m_curg,
+		      full.off.p_id, full.off.p_runqhead, full.off.p_runqtail);
 	assert_memory_equal(&bare.off, &full.off, sizeof(full.off));
+	golang__free(&full);
+	golang__free(&bare);
 }
 
 static void not_go(void **state)
@@ -81,6 +114,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(the_version_and_functions),
 		cmocka_unit_test(stripped_keeps_what_is_needed),
+		cmocka_unit_test(functions_by_address),
 		cmocka_unit_test(not_go),
 	};
 
