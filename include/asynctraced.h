@@ -64,6 +64,18 @@ enum at_usdt_probe {
 #define AT_TOKIO_DEFER_SITES 8
 
 /* What the programs know of a traced tokio process: the tokio_bases map, by tgid. */
+/*
+ * Where process tgid's Go runtime keeps what its probes read: byte offsets
+ * in runtime.g, runtime.m and runtime.p (userspace sets them before
+ * attaching, from DWARF or its table: src/targets/golang.c).
+ */
+struct at_go_layout {
+	__s32 g_goid, g_m, g_startpc;
+	__s32 m_p;
+	__s32 p_id, p_runqhead, p_runqtail;
+	__s32 pad;
+};
+
 struct at_tokio_process {
 	__u64 base;	/* the address of its binary's file offset 0 */
 	/* the file offsets waker::wake_by_val returns to from the defer loop (0: none) */

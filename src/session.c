@@ -301,6 +301,34 @@ static void on_sample(void *ctx, const void *rec, size_t size)
 	traced_record(ctx, rec, size);
 }
 
+static const char *runtime_name(enum runtime_kind kind)
+{
+	return kind == RUNTIME_TOKIO ? "tokio" : kind == RUNTIME_GO ? "go" : "usdt";
+}
+
+/* A goroutine's name: the function it started in, at addr in the target. */
+static const char *go_code_name(void *ctx, uint64_t addr)
+{
+	const struct discovery *d = ctx;
+	uint64_t bias = d->go.pie ? d->go_map.start - d->go_map.offset : 0;
+
+	if (addr <= bias)
+		return NULL;
+	return d->go_image ? golang__goroutine_name(&d->go, d->go_image, addr - bias)
+			   : golang__func_at(&d->go, addr - bias);
+}
+
+/* Where the Go probes find goid, m, p and the run queue in process tr (bpf side). */
+static int go_layout(struct tracer *t, const struct traced *tr)
+{
+	const struct go_offsets *o = &tr->disc.go.off;
+	struct at_go_layout l = { .g_goid = o->g_goid, .g_m = o->g_m, .g_startpc = o->g_startpc,
+				  .m_p = o->m_p, .p_id = o->p_id, .p_runqhead = o->p_runqhead,
+				  .p_runqtail = o->p_runqtail };
+
+	return tracer__go_layout(t, tr->target.pid, &l);
+}
+
 /* What process tr's runtime offers the programs: enum at_target_flag. */
 static uint32_t target_flags(const struct discovery *d)
 {
@@ -375,6 +403,14 @@ static void say_found(const struct session *s, const struct traced *tr, bool fir
 	if (tr->probes.stepped)
 		snprintf(stepped, sizeof(stepped), "; %zu probes single-stepped (-v says why)",
 			 tr->probes.stepped);
+	if (tr->disc.kind == RUNTIME_GO) {
+		info_msg("%s: Go %s in %s (offsets from %s): casgstatus, newproc1's returns, "
+			"runqsteal%s%s; sched_switch via %s, %s%s\n",
+			what, tr->disc.go.version, tr->disc.go_target_path,
+			tr->disc.go.has_dwarf ? "DWARF" : "the version table", moved, stepped,
+			tracer__sched_hook(s->tracer), mode_str(s->o), ctrl_c);
+		return;
+	}
 	info_msg("%s: tokio in %s (%s mangling): %zu raw::poll instances "
 		"(%zu named by future type%s%s), %zu wake, %zu schedule, %zu spawn, %zu remove, "
 		"%s%s%s%s; sched_switch via %s, %s%s\n",
@@ -412,7 +448,7 @@ static void sample(struct session *s, struct traced *tr, bool tasks, bool show, 
 		struct metrics_target mt = {
 			.pid = (uint32_t)tr->target.pid,
 			.comm = tr->target.comm,
-			.runtime = tr->disc.kind == RUNTIME_TOKIO ? "tokio" : "usdt",
+			.runtime = runtime_name(tr->disc.kind),
 			.snap = &tr->snap,
 			.det = &tr->pipe.detector,
 			.model = &tr->pipe.model,
@@ -640,16 +676,35 @@ static int traced_start(struct session *s, struct traced *tr)
 	err = pipeline__init(&tr->pipe, (uint32_t)tr->target.pid, tr->target.comm, now_ns(),
 			     &o->detect);
 	tr->piped = true;
+	/* a capture names tasks by records of their names; goroutines' are not written yet */
+	if (!err && s->cap && tr->disc.kind == RUNTIME_GO) {
+		err_msg("pid %d (%s) is a Go program: record does not take Go programs yet; "
+			"trace it live (asynctraced -p %d -o TRACE)\n",
+			tr->target.pid, tr->target.comm, tr->target.pid);
+		err = -ENOTSUP;
+	}
 	if (s->flight) {
 		tr->pipe.on_alert = on_alert;
 		tr->pipe.on_alert_ctx = tr;
 	}
 	/* tokio parks a task woken by a poll in that worker's LIFO slot */
 	tr->pipe.detector.lifo_slot = tr->disc.kind == RUNTIME_TOKIO;
+	/*
+	 * A goroutine parked for long is most often one that is meant to be (an
+	 * accept loop, an idle connection, a worker waiting for a job): not
+	 * alerted on as a lost waker until a leak can be told from a wait.
+	 */
+	if (tr->disc.kind == RUNTIME_GO)
+		tr->pipe.detector.opts.lost_waker_ns = 0;
 	sampler__init(&tr->sampler, on_sample, tr);
 	/* USDT runtimes pass name strings; tokio's name_addr is code, named from symbols. */
 	if (tr->disc.kind == RUNTIME_USDT)
 		tr->pipe.model.read_str = target__read_str;
+	/* a goroutine is named by its start function */
+	if (tr->disc.kind == RUNTIME_GO) {
+		tr->pipe.model.code_name = go_code_name;
+		tr->pipe.model.code_ctx = &tr->disc;
+	}
 	tr->pipe.model.thread_comm = target__thread_comm;
 	tr->pipe.model.target_ctx = &tr->target;
 	if (s->unwinder) {
@@ -669,6 +724,8 @@ static int traced_start(struct session *s, struct traced *tr)
 	}
 	if (!err)
 		err = tracer__follow(s->tracer, tr->target.pid, target_flags(&tr->disc));
+	if (!err && tr->disc.kind == RUNTIME_GO)
+		err = go_layout(s->tracer, tr);
 	if (!err && tr->disc.kind == RUNTIME_TOKIO)
 		err = tracer__tokio_base(s->tracer, tr->target.pid,
 					 discovery__tokio_addr(&tr->disc, 0), tr->disc.tokio.rt.defer_ret,
@@ -809,7 +866,8 @@ static void take_examined(struct session *s)
 			warn_msg("pid %d (%s) runs %s, not traced: --max-targets %u processes are "
 				"traced already%s\n",
 				pid, tr->target.comm,
-				tr->disc.kind == RUNTIME_TOKIO ? "tokio" : "asynctrace probes",
+				tr->disc.kind == RUNTIME_USDT ? "asynctrace probes"
+							       : runtime_name(tr->disc.kind),
 				s->max_targets,
 				s->share_files && tr->disc.kind == RUNTIME_USDT
 					? " (a probe of its files attached for a process traced "
@@ -1230,7 +1288,8 @@ static int start(struct session *s)
 		if (err)
 			goto out;
 		for (size_t i = 0; i < nr_first; i++)
-			topts.uprobes |= first[i]->disc.kind == RUNTIME_TOKIO;
+			topts.uprobes |= first[i]->disc.kind == RUNTIME_TOKIO ||
+					 first[i]->disc.kind == RUNTIME_GO;
 		topts.usdt_specs = common_usdt_specs(first, nr_first);
 	}
 	if (o->command == CMD_RECORD) {

@@ -34,11 +34,13 @@ static int check_runtime(const struct traced *tr, pid_t pid, bool quiet)
 	if (d->kind == RUNTIME_NONE && quiet)
 		return -ENOENT;
 	if (d->kind == RUNTIME_NONE && d->is_go) {
-		err_msg("pid %d (%s) is a Go program (%s%s): tracing Go's scheduler is not "
-			"built yet (goroutines as tasks: in progress)\n",
+		err_msg("pid %d (%s) is a Go program (%s), but its runtime is not one this "
+			"version can trace: %s\n",
 			pid, tr->target.comm, d->go.version,
-			d->go_err ? ", and its runtime's layout is not one this version knows"
-				  : ", its runtime's probe points and layout found");
+			d->go_err == -ENOTSUP
+				? "a scheduler function is missing, or the binary has no DWARF and "
+				  "its Go version's layout is not in the table (docs/go.md)"
+				: strerror(-d->go_err));
 		return -ENOENT;
 	}
 	if (d->kind == RUNTIME_NONE && d->stripped) {

@@ -122,6 +122,9 @@ void model__task_name(struct model *m, uint64_t id, uint64_t name_addr, char *bu
 		snprintf(buf, len, "%s", t->name);
 	} else if (known) {
 		snprintf(buf, len, "%s", known);
+	} else if (name_addr && m->code_name && (known = m->code_name(m->code_ctx, name_addr))) {
+		snprintf(buf, len, "%s", known);
+		remember_name(m, name_addr, buf);
 	} else if (name_addr && m->read_str &&
 		   m->read_str(m->target_ctx, name_addr, buf, len) == 0 && buf[0]) {
 		remember_name(m, name_addr, buf);

@@ -72,6 +72,8 @@ struct model_counts {
 
 /* Reads a NUL-terminated string at addr in the target; 0 or -errno. */
 typedef int (*model_read_str_fn)(void *ctx, uint64_t addr, char *buf, size_t len);
+/* The function whose code holds addr in the target (a task named by its code), or NULL. */
+typedef const char *(*model_code_name_fn)(void *ctx, uint64_t addr);
 /* Fills comm with the name of thread tid; 0 or -errno. */
 typedef int (*model_thread_comm_fn)(void *ctx, uint32_t tid, char *comm, size_t len);
 struct at_stack;
@@ -101,6 +103,8 @@ struct model {
 	model_read_str_fn read_str;
 	model_thread_comm_fn thread_comm;
 	void *target_ctx;
+	model_code_name_fn code_name;	/* Go: a goroutine's start function */
+	void *code_ctx;
 	model_unwind_fn unwind;	/* NULL: stacks are not unwound (no --stacks, or a capture) */
 	void *unwind_ctx;
 

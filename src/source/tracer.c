@@ -126,6 +126,9 @@ static struct bpf_program *uprobe_prog(struct asynctraced_bpf *skel, bool empty,
 		[UPROBE_TOKIO_BIND_INNER] = { skel->progs.tokio_bind_inner, false },
 		[UPROBE_TOKIO_REMOVE] = { skel->progs.tokio_remove, false },
 		[UPROBE_TOKIO_STEAL_RET] = { skel->progs.tokio_steal_ret, true },
+		[UPROBE_GO_CASGSTATUS] = { skel->progs.go_casgstatus, false },
+		[UPROBE_GO_NEWPROC1_RET] = { skel->progs.go_newproc1_ret, false },
+		[UPROBE_GO_RUNQSTEAL] = { skel->progs.go_runqsteal, false },
 	};
 
 	*ret = table[which].ret;
@@ -213,7 +216,7 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	if (!err)
 		err = choose_programs(skel, o->empty_programs, hook, o->births != NULL,
 				      o->stack_after_ns != 0);
-	for (int u = 0; multi && !err && u <= UPROBE_TOKIO_STEAL_RET; u++) {
+	for (int u = 0; multi && !err && u < UPROBE_MAX; u++) {
 		bool ret;
 
 		err = bpf_program__set_expected_attach_type(
@@ -319,6 +322,15 @@ int tracer__tokio_base(struct tracer *t, pid_t pid, uint64_t base, const uint64_
 	return 0;
 }
 
+int tracer__go_layout(struct tracer *t, pid_t pid, const struct at_go_layout *l)
+{
+	__u32 tgid = (__u32)pid;
+
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.go_layouts), &tgid, l, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
 void tracer__unfollow(struct tracer *t, pid_t pid)
 {
 	__u32 tgid = (__u32)pid;
@@ -328,6 +340,7 @@ void tracer__unfollow(struct tracer *t, pid_t pid)
 	follow_bit(t, pid, false);
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.target_flags), &tgid);
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.tokio_bases), &tgid);
+	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.go_layouts), &tgid);
 }
 
 static int add_link(struct tracer *t, long owner, struct bpf_link *link)

@@ -65,6 +65,10 @@ enum tracer_uprobe {
 	UPROBE_TOKIO_BIND_INNER,
 	UPROBE_TOKIO_REMOVE,
 	UPROBE_TOKIO_STEAL_RET,
+	UPROBE_GO_CASGSTATUS,
+	UPROBE_GO_NEWPROC1_RET,	/* an entry probe, at each of newproc1's ret instructions */
+	UPROBE_GO_RUNQSTEAL,
+	UPROBE_MAX,
 };
 
 /* Receives each ring-buffer record; returns 0 to go on. */
@@ -100,6 +104,9 @@ int tracer__follow(struct tracer *t, pid_t pid, uint32_t flags);
  */
 int tracer__tokio_base(struct tracer *t, pid_t pid, uint64_t base, const uint64_t *defer_ret,
 		       size_t nr_defer);
+/* Where process pid's Go runtime keeps what the Go probes read (before attaching them). */
+struct at_go_layout;
+int tracer__go_layout(struct tracer *t, pid_t pid, const struct at_go_layout *l);
 /* No longer follows process pid. */
 void tracer__unfollow(struct tracer *t, pid_t pid);
 /*

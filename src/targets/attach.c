@@ -220,10 +220,104 @@ static int attach_tokio(struct tracer *t, const struct discovery *d,
 	return err;
 }
 
+/* newproc1's ret instructions: at most this many are probed. */
+#define GO_RETS 16
+
+/*
+ * Where a Go function's entry probe goes: past the stack-bound check (a
+ * `cmp` the kernel would single-step) to the branch after it, which it
+ * emulates, unless --probe-at entry; the file offset.
+ */
+static int go_entry(const struct discovery *d, const struct elf_image *im,
+		    const struct attach_opts *o, enum go_func f, uint64_t *off,
+		    struct attach_counts *counts)
+{
+	uint64_t addr = d->go.funcs[f], size = golang__func_size(&d->go, addr);
+	const uint8_t *code = size ? elf_image__bytes(im, addr, size) : NULL;
+	struct placement_need need = { .arg = -1 };
+	int64_t at = elf_image__offset(im, addr);
+	struct placement p = { 0 };
+	bool moved;
+
+	if (at < 0)
+		return -ENOENT;
+	moved = !o->probe_at_entry && code && !placement__entry(code, size, addr, &need, &p) &&
+		p.cheap && p.skip && !strcmp(p.entry, "cmp");
+	*off = (uint64_t)at + (moved ? p.skip : 0);
+	counts->moved += moved;
+	counts->stepped += !moved;
+	if (o->verbose)
+		info_msg("attaching %s at %s+0x%llx (%s%s%s)\n", go_func_names[f], d->go_target_path,
+			 (unsigned long long)at, moved ? "past its cmp, at " : "",
+			 moved ? p.at : "single-stepped", moved ? "" : "");
+	return 0;
+}
+
+static int attach_go(struct tracer *t, const struct discovery *d, const struct attach_opts *o,
+		     struct attach_counts *counts)
+{
+	uint64_t off[GO_RETS], cookies[GO_RETS] = { 0 }, rets[GO_RETS];
+	uint64_t addr = d->go.funcs[GO_NEWPROC1], size = golang__func_size(&d->go, addr);
+	static const struct {
+		enum go_func f;
+		enum tracer_uprobe which;
+	} entries[] = { { GO_CASGSTATUS, UPROBE_GO_CASGSTATUS },
+			{ GO_RUNQSTEAL, UPROBE_GO_RUNQSTEAL } };
+	struct elf_image im;
+	pid_t pid = o->pid;
+	long owner = o->pid;
+	int n, err;
+
+	if (o->share) {
+		err = o->share(o->share_ctx, d->go_path, &owner);
+		if (err <= 0)
+			return err;
+		pid = -1;
+	}
+	err = elf_image__open(&im, d->go_path);
+	if (err) {
+		err_msg("cannot read %s: %s\n", d->go_target_path, strerror(-err));
+		return err;
+	}
+	/* newproc1 returns the goroutine it made: probed at its rets, never by a uretprobe */
+	n = size && elf_image__bytes(&im, addr, size)
+		    ? golang__rets(elf_image__bytes(&im, addr, size), size, addr, rets, GO_RETS)
+		    : -ENOENT;
+	for (int i = 0; i < n; i++) {
+		int64_t at = elf_image__offset(&im, rets[i]);
+
+		if (at < 0)
+			n = -ENOENT;
+		else
+			off[i] = (uint64_t)at;
+	}
+	err = n > 0 ? 0 : n < 0 ? n : -ENOENT;
+	if (err)
+		err_msg("cannot find the returns of runtime.newproc1 in %s: %s\n", d->go_target_path,
+			strerror(-err));
+	if (!err)
+		err = tracer__attach_uprobes(t, pid, owner, UPROBE_GO_NEWPROC1_RET, d->go_path, off,
+					     cookies, (size_t)n);
+	counts->stepped += n > 0 ? (size_t)n : 0;
+	for (size_t i = 0; !err && i < sizeof(entries) / sizeof(entries[0]); i++) {
+		err = go_entry(d, &im, o, entries[i].f, &off[0], counts);
+		if (!err)
+			err = tracer__attach_uprobes(t, pid, owner, entries[i].which, d->go_path, off,
+						     cookies, 1);
+	}
+	elf_image__close(&im);
+	if (err)
+		err_msg("failed to attach the Go probes in %s: %s\n", d->go_target_path,
+			strerror(-err));
+	return err;
+}
+
 int attach__probes(struct tracer *t, const struct discovery *d, const struct attach_opts *o,
 		   struct attach_counts *counts)
 {
 	memset(counts, 0, sizeof(*counts));
+	if (d->kind == RUNTIME_GO)
+		return attach_go(t, d, o, counts);
 	return d->kind == RUNTIME_TOKIO ? attach_tokio(t, d, o, counts)
 					: attach_usdt(t, d, o);
 }

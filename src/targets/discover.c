@@ -131,6 +131,32 @@ static int scan_tokio(void *ctx, const char *path, const char *target_path,
 	return 1; /* found: one tokio per process is what we trace */
 }
 
+/* The first Go binary the target maps (its executable, or a c-shared library). */
+static int scan_go(void *ctx, const char *path, const char *target_path,
+		   const struct target_mapping *map)
+{
+	struct discovery *d = ctx;
+
+	d->go_err = golang__detect(path, &d->go);
+	if (d->go_err == -ENOENT || d->go_err == -ENOEXEC || !d->go.version[0]) {
+		golang__free(&d->go);
+		d->go_err = 0;
+		return 0;
+	}
+	d->is_go = true;
+	d->go_image = calloc(1, sizeof(*d->go_image));
+	if (!d->go_image || elf_image__open(d->go_image, path)) {
+		free(d->go_image);
+		d->go_image = NULL;
+	}
+	d->go_path = strdup(path);
+	d->go_target_path = strdup(target_path);
+	d->go_map = *map;
+	if (!d->go_path || !d->go_target_path)
+		return -ENOMEM;
+	return 1;
+}
+
 /*
  * Whether tokio could be in the executable where no symbol shows it: it is
  * stripped, and Rust. Stripped libraries do not count: nearly every
@@ -169,12 +195,13 @@ int discover(struct discovery *d, const struct target *t)
 		d->kind = RUNTIME_TOKIO;
 		return 0;
 	}
-	d->go_err = golang__detect(t->exe, &d->go);
-	d->is_go = d->go_err != -ENOENT && d->go_err != -ENOEXEC && d->go.version[0];
-	if (!d->is_go) {
-		golang__free(&d->go);
+	err = target__for_each_binary(t, scan_go, d);
+	if (err < 0)
+		return err;
+	if (d->is_go && !d->go_err)
+		d->kind = RUNTIME_GO;
+	if (!d->is_go)
 		d->stripped = stripped_rust(d, t);
-	}
 	return 0;
 }
 
@@ -202,5 +229,10 @@ void discovery__free(struct discovery *d)
 	free(d->tokio.target_path);
 	tokio__free(&d->tokio.rt);
 	golang__free(&d->go);
+	free(d->go_path);
+	free(d->go_target_path);
+	if (d->go_image)
+		elf_image__close(d->go_image);
+	free(d->go_image);
 	memset(d, 0, sizeof(*d));
 }

@@ -20,6 +20,7 @@ enum runtime_kind {
 	RUNTIME_NONE = 0,
 	RUNTIME_USDT,
 	RUNTIME_TOKIO,
+	RUNTIME_GO,
 };
 
 struct probe_site {
@@ -50,12 +51,15 @@ struct discovery {
 	 * in it, but only symbols would show it (src/targets/elf_image.h) */
 	bool stripped;
 	/*
-	 * no runtime found, and the executable is a Go program: its version and
-	 * what was found of its runtime (tracing it is being built: issue 17)
+	 * GO, or no runtime found in a Go program (a layout this version does
+	 * not know): its version and what was found of its runtime
 	 */
 	bool is_go;
 	struct go_binary go;
 	int go_err;			/* golang__detect()'s: 0, or what it lacked */
+	char *go_path, *go_target_path;	/* GO: its binary, as for tokio */
+	struct elf_image *go_image;	/* GO: its code, to name goroutines */
+	struct target_mapping go_map;
 	bool verbose;			/* say why a file was skipped */
 };
 

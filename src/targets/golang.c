@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "golang.h"
+#include "elf_image.h"
 
+#include <capstone/capstone.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <errno.h>
@@ -122,7 +124,7 @@ static int build_version(Elf *elf, struct go_binary *gb)
 }
 
 /* Keeps a function (its name copied): 0, or -ENOMEM. */
-static int func_found(struct go_binary *gb, const char *name, uint64_t addr)
+static int func_found(struct go_binary *gb, const char *name, uint64_t addr, uint64_t size)
 {
 	size_t n = strlen(name) + 1;
 
@@ -150,7 +152,7 @@ static int func_found(struct go_binary *gb, const char *name, uint64_t addr)
 		gb->names_cap = cap;
 	}
 	memcpy(gb->names + gb->names_len, name, n);
-	gb->all[gb->nr_all++] = (struct go_func_entry){ .addr = addr,
+	gb->all[gb->nr_all++] = (struct go_func_entry){ .addr = addr, .size = size,
 						       .name = (uint32_t)gb->names_len };
 	gb->names_len += n;
 	return 0;
@@ -176,6 +178,95 @@ const char *golang__func_at(const struct go_binary *gb, uint64_t addr)
 			hi = mid;
 	}
 	return lo ? gb->names + gb->all[lo - 1].name : NULL;
+}
+
+/* Whether name is of a closure or a go statement's wrapper: "...funcN", "...gowrapN". */
+static bool wrapper_name(const char *name)
+{
+	const char *dot = strrchr(name, '.'), *d;
+
+	if (!dot)
+		return false;
+	d = !strncmp(dot + 1, "func", 4) ? dot + 5 : !strncmp(dot + 1, "gowrap", 6) ? dot + 7 : NULL;
+	if (!d || !*d)
+		return false;
+	while (*d >= '0' && *d <= '9')
+		d++;
+	return !*d;
+}
+
+const char *golang__goroutine_name(const struct go_binary *gb, const struct elf_image *im,
+				   uint64_t startpc)
+{
+	const char *name = golang__func_at(gb, startpc), *callee = NULL, *c;
+	uint64_t size = name ? golang__func_size(gb, startpc) : 0, addr = startpc;
+	const uint8_t *code = size && size < 4096 ? elf_image__bytes(im, startpc, size) : NULL;
+	size_t len = size;
+	cs_insn *insn;
+	csh cs;
+
+	if (!code || !wrapper_name(name) || cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK)
+		return name;
+	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
+	insn = cs_malloc(cs);
+	/* a wrapper calls its function and nothing else but the stack's growth */
+	while (insn && len && cs_disasm_iter(cs, &code, &len, &addr, insn)) {
+		const cs_x86 *x = &insn->detail->x86;
+
+		if (insn->id != X86_INS_CALL)
+			continue;
+		c = x->op_count == 1 && x->operands[0].type == X86_OP_IMM
+			    ? golang__func_at(gb, (uint64_t)x->operands[0].imm)
+			    : NULL;
+		if (c && !strncmp(c, "runtime.morestack", 17))
+			continue;
+		if (!c || callee || !strncmp(c, "runtime.", 8)) { /* a closure of its own */
+			callee = NULL;
+			break;
+		}
+		callee = c;
+	}
+	cs_free(insn, 1);
+	cs_close(&cs);
+	return callee ? callee : name;
+}
+
+uint64_t golang__func_size(const struct go_binary *gb, uint64_t addr)
+{
+	size_t lo = 0, hi = gb->nr_all;
+
+	while (lo < hi) { /* the first function starting above addr */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (gb->all[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && gb->all[lo - 1].addr == addr ? gb->all[lo - 1].size : 0;
+}
+
+int golang__rets(const uint8_t *code, size_t len, uint64_t addr, uint64_t *out, size_t max)
+{
+	csh cs;
+	cs_insn *insn;
+	size_t n, found = 0;
+
+	if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK)
+		return -ENOTSUP;
+	insn = cs_malloc(cs);
+	if (!insn) {
+		cs_close(&cs);
+		return -ENOMEM;
+	}
+	/* the whole function in order; padding after its last instruction is int3 */
+	while (len && cs_disasm_iter(cs, &code, &len, &addr, insn))
+		if (insn->id == X86_INS_RET && found < max)
+			out[found++] = insn->address;
+	n = found;
+	cs_free(insn, 1);
+	cs_close(&cs);
+	return (int)n;
 }
 
 void golang__free(struct go_binary *gb)
@@ -206,7 +297,7 @@ static int symtab_funcs(Elf *elf, struct go_binary *gb)
 			if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
 			    !sym.st_value || !(name = elf_strptr(elf, sh.sh_link, sym.st_name)))
 				continue;
-			if (func_found(gb, name, sym.st_value))
+			if (func_found(gb, name, sym.st_value, sym.st_size))
 				return -ENOMEM;
 		}
 	}
@@ -238,13 +329,17 @@ static int pclntab_funcs(Elf *elf, struct go_binary *gb)
 	functab = read_uint(t.data + 8 + 7 * 8, 8);
 	if (functab > t.size || nfunc > (t.size - functab) / 8 || names > t.size)
 		return -ENOTSUP;
+	/* nfunc pairs, then the end of the text: the last function's end */
+	if (nfunc + 1 > (t.size - functab) / 8)
+		return -ENOTSUP;
 	for (uint64_t i = 0; i < nfunc; i++) {
 		const uint8_t *e = t.data + functab + i * 8;
-		uint32_t entry, off, fentry;
+		uint32_t entry, next, off, fentry;
 		int32_t name;
 
 		memcpy(&entry, e, 4);
 		memcpy(&off, e + 4, 4);
+		memcpy(&next, e + 8, 4);
 		if (functab + (uint64_t)off + 8 > t.size)
 			continue;
 		memcpy(&fentry, t.data + functab + off, 4);
@@ -252,7 +347,8 @@ static int pclntab_funcs(Elf *elf, struct go_binary *gb)
 		if (name < 0 || names + (uint64_t)name >= t.size ||
 		    !memchr(t.data + names + name, '\0', t.size - names - (uint64_t)name))
 			continue;
-		if (func_found(gb, (const char *)t.data + names + name, text + fentry))
+		if (func_found(gb, (const char *)t.data + names + name, text + fentry,
+			       next > entry ? next - entry : 0))
 			return -ENOMEM;
 	}
 	return 0;
@@ -346,6 +442,11 @@ int golang__detect(const char *path, struct go_binary *gb)
 	err = build_version(elf, gb);
 	if (err)
 		goto out;
+	{
+		GElf_Ehdr eh;
+
+		gb->pie = gelf_getehdr(elf, &eh) && eh.e_type == ET_DYN;
+	}
 	err = symtab_funcs(elf, gb);
 	if (!err && !gb->has_symtab)
 		err = pclntab_funcs(elf, gb);

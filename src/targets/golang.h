@@ -34,7 +34,7 @@ struct go_offsets {
 
 /* A function of the binary: where it starts (link-time) and its name. */
 struct go_func_entry {
-	uint64_t addr;
+	uint64_t addr, size;
 	uint32_t name;		/* offset in go_binary.names */
 };
 
@@ -43,6 +43,7 @@ struct go_binary {
 	int major, minor;	/* 1, 19 */
 	bool has_symtab;	/* false: stripped, functions from .gopclntab */
 	bool has_dwarf;		/* false: offsets from the version table */
+	bool pie;		/* position-independent: loaded away from its link-time addresses */
 	uint64_t funcs[GO_FUNC_MAX]; /* link-time addresses; 0: not found */
 	struct go_offsets off;
 	/* every function, by address: goroutines are named by their start function */
@@ -63,6 +64,24 @@ extern const char *const go_func_names[GO_FUNC_MAX];
 int golang__detect(const char *path, struct go_binary *gb);
 /* The function whose code holds addr (link-time), NULL if none: "main.handleConn". */
 const char *golang__func_at(const struct go_binary *gb, uint64_t addr);
+/*
+ * A goroutine's name, from the function it starts in (link-time startpc):
+ * a `go f(x)` statement starts the goroutine in a wrapper the compiler makes
+ * (main.main.func1; main.main.gowrap1 from Go 1.21), which calls f: then
+ * f's name, when the wrapper calls one function outside the runtime, as
+ * code of im (the binary) shows. Else the function's own name; NULL if none.
+ */
+struct elf_image;
+const char *golang__goroutine_name(const struct go_binary *gb, const struct elf_image *im,
+				   uint64_t startpc);
+/* The size of the function starting at addr; 0 if unknown. */
+uint64_t golang__func_size(const struct go_binary *gb, uint64_t addr);
+/*
+ * The ret instructions of code (len bytes of a function at link-time
+ * address addr), read with capstone: their addresses into out (at most
+ * max); how many, or -errno.
+ */
+int golang__rets(const uint8_t *code, size_t len, uint64_t addr, uint64_t *out, size_t max);
 void golang__free(struct go_binary *gb);
 
 #endif

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "elf_image.h"
 #include "golang.h"
 
 static char path[4096];
@@ -99,6 +100,43 @@ static void stripped_keeps_what_is_needed(void **state)
 	golang__free(&bare);
 }
 
+/*
+ * A go statement's wrapper (main.main.funcN) is named by the function it
+ * calls; a closure of its own keeps its name.
+ */
+static void goroutines_named_by_their_function(void **state)
+{
+	const char *files[] = { "go-app", "go-app-stripped" };
+
+	(void)state;
+	for (int f = 0; f < 2; f++) {
+		const char *started[] = { "main.burnCPU", "main.blockInSyscall", "main.pingPong",
+					  "main.timers", "main.fanOut", "main.leaked", "main.child" };
+		bool found[7] = { false };
+		struct go_binary gb;
+		struct elf_image im;
+
+		assert_int_equal(golang__detect(build_file(files[f]), &gb), 0);
+		assert_int_equal(elf_image__open(&im, path), 0);
+		for (size_t i = 0; i < gb.nr_all; i++) {
+			const char *name = gb.names + gb.all[i].name;
+			const char *as = golang__goroutine_name(&gb, &im, gb.all[i].addr);
+
+			if (!strncmp(name, "main.", 5) && strcmp(name, as))
+				print_message("  %s: %s\n", name, as);
+			for (int j = 0; j < 7; j++)
+				found[j] |= strcmp(name, as) && !strcmp(as, started[j]);
+			/* closures with work of their own keep their names */
+			if (!strcmp(name, "main.pingPong.func1") || !strcmp(name, "main.timers.func1"))
+				assert_string_equal(as, name);
+		}
+		for (int j = 0; j < 7; j++)
+			assert_true(found[j]);
+		elf_image__close(&im);
+		golang__free(&gb);
+	}
+}
+
 static void not_go(void **state)
 {
 	struct go_binary gb;
@@ -115,6 +153,7 @@ int main(void)
 		cmocka_unit_test(the_version_and_functions),
 		cmocka_unit_test(stripped_keeps_what_is_needed),
 		cmocka_unit_test(functions_by_address),
+		cmocka_unit_test(goroutines_named_by_their_function),
 		cmocka_unit_test(not_go),
 	};
 

@@ -54,7 +54,8 @@ func spin(d time.Duration, seed uint64) uint64 {
 	return x
 }
 
-func burnCPU(stop <-chan struct{}) {
+func burnCPU(stop <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
 	var x uint64
 	for {
 		select {
@@ -76,7 +77,8 @@ func rawSleep(d time.Duration) {
 	syscall.RawSyscall(syscall.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
 }
 
-func blockInSyscall(stop <-chan struct{}) {
+func blockInSyscall(stop <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
 	for {
 		select {
 		case <-stop:
@@ -88,7 +90,8 @@ func blockInSyscall(stop <-chan struct{}) {
 	}
 }
 
-func pingPong(stop <-chan struct{}) {
+func pingPong(stop <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
 	ping, pong := make(chan int), make(chan int)
 	go func() {
 		for v := range ping {
@@ -108,9 +111,10 @@ func pingPong(stop <-chan struct{}) {
 	}
 }
 
-func timers(stop <-chan struct{}, n int) {
+func timers(stop <-chan struct{}, done *sync.WaitGroup) {
+	defer done.Done()
 	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
+	for i := 0; i < 4; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -133,7 +137,8 @@ func child(wg *sync.WaitGroup, n int) {
 	atomic.AddInt64(&c.children, 1)
 }
 
-func fanOut(stop <-chan struct{}) {
+func fanOut(stop <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
 	for {
 		select {
 		case <-stop:
@@ -168,33 +173,46 @@ func main() {
 	}
 	fmt.Fprintf(os.Stderr, "go-app: pid %d scenario %s procs %d\n", os.Getpid(), *scenario, *procs)
 
-	run := map[string]func(<-chan struct{}){
-		"cpu":      burnCPU,
-		"syscall":  blockInSyscall,
-		"pingpong": pingPong,
-		"timers":   func(stop <-chan struct{}) { timers(stop, 4) },
-		"fanout":   fanOut,
-		"leak":     func(stop <-chan struct{}) { go leaked(make(chan int)); <-stop },
-	}
-	var todo []func(<-chan struct{})
-	if *scenario == "all" {
-		for _, name := range []string{"cpu", "syscall", "pingpong", "timers", "fanout", "leak"} {
-			todo = append(todo, run[name])
-		}
-	} else if f, ok := run[*scenario]; ok {
-		todo = append(todo, f)
-	} else {
-		fmt.Fprintf(os.Stderr, "go-app: unknown scenario %q\n", *scenario)
-		os.Exit(2)
-	}
+	// Each scenario is a goroutine started in its own function, as servers
+	// start theirs (go handleConn(c)): the tracer names it by that function.
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, f := range todo {
-		wg.Add(1)
-		go func(f func(<-chan struct{})) {
-			defer wg.Done()
-			f(stop)
-		}(f)
+	all := *scenario == "all"
+	run := func(name string) bool {
+		if all || *scenario == name {
+			wg.Add(1)
+			return true
+		}
+		return false
+	}
+	known := all
+	if run("cpu") {
+		known = true
+		go burnCPU(stop, &wg)
+	}
+	if run("syscall") {
+		known = true
+		go blockInSyscall(stop, &wg)
+	}
+	if run("pingpong") {
+		known = true
+		go pingPong(stop, &wg)
+	}
+	if run("timers") {
+		known = true
+		go timers(stop, &wg)
+	}
+	if run("fanout") {
+		known = true
+		go fanOut(stop, &wg)
+	}
+	if all || *scenario == "leak" {
+		known = true
+		go leaked(make(chan int))
+	}
+	if !known {
+		fmt.Fprintf(os.Stderr, "go-app: unknown scenario %q\n", *scenario)
+		os.Exit(2)
 	}
 	time.Sleep(*duration)
 	close(stop)

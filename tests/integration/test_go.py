@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Go programs, unmodified (issue 17, its first working part): goroutines are
+tasks, Ps workers, Ms threads, from uprobes on runtime.casgstatus, the
+returns of runtime.newproc1 and runtime.runqsteal. The Go test program
+(tests/go, built by Debian's golang-go) waits on stdin until the tracer is
+attached, runs one scenario, and prints its own counts. Needs root."""
+import json
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+from tests.integration import harness
+
+COUNTS = re.compile(r"burns=(\d+) sleeps=(\d+) pings=(\d+) ticks=(\d+) fanouts=(\d+) "
+                    r"children=(\d+)")
+# Go's sysmon preempts a goroutine that ran 10 ms: a CPU hog's slices end there
+# (or at the next sysmon tick, up to 20 ms), so the threshold is under it.
+GO_DETECTOR_ARGS = ["--lost-waker", "1s", "--long-poll", "8ms"]
+
+
+def traced_go_run(scenario, duration=2, exe="go-app", tracer_args=(), trace=True):
+    """Starts the Go program waiting on stdin, attaches, lets it run to its
+    exit: the run, with its counts and the trace's events."""
+    tmp = tempfile.mkdtemp(prefix="at-go-")
+    trace_path = os.path.join(tmp, "trace.json")
+    alerts = os.path.join(tmp, "alerts.jsonl")
+    err_path = os.path.join(tmp, "tracer.err")
+    ex = subprocess.Popen([os.path.join(harness.BUILD, exe), "-scenario", scenario,
+                           "-duration", f"{duration}s", "-wait-stdin"],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True)
+    with open(err_path, "w") as err:
+        tr = subprocess.Popen([harness.TRACER, "-p", str(ex.pid), "--summary", "json",
+                               "--alerts", alerts, *GO_DETECTOR_ARGS, *tracer_args,
+                               *(["-o", trace_path] if trace else ["--no-trace"])],
+                              stdout=subprocess.PIPE, stderr=err, text=True)
+    try:
+        attached = harness.wait_for(lambda: "tracing pid" in harness.read(err_path), 30)
+        ex.stdin.write("go\n")
+        ex.stdin.flush()
+        ex_out, ex_err = ex.communicate(timeout=duration + 60)
+        tr_out, _ = tr.communicate(timeout=60)
+    finally:
+        for p in (ex, tr):
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    run = harness.TracedRun(f"go-{scenario}", ex.returncode, ex_out, ex_err, tr.returncode,
+                            tr_out, harness.read(err_path), trace_path)
+    m = COUNTS.search(ex_out)
+    run.counts = dict(zip(("burns", "sleeps", "pings", "ticks", "fanouts", "children"),
+                          map(int, m.groups()))) if m else {}
+    run.attached = attached
+    return harness.read_outputs(run, alerts)
+
+
+def begins(run, kind="long-poll"):
+    return [a for a in run.alert_log if a["kind"] == kind and a["state"] == "begin"]
+
+
+def task_names(run):
+    """task id -> name, from the polls on the worker threads."""
+    return {e["args"]["task"]: e["name"] for e in run.events
+            if e.get("ph") == "X" and e.get("cat") == "poll"}
+
+
+class GoRun(unittest.TestCase):
+    scenario = None
+    exe = "go-app"
+
+    @classmethod
+    def setUpClass(cls):
+        harness.require_root()
+        cls.run_ = traced_go_run(cls.scenario, exe=cls.exe)
+
+    def test_runs_clean(self):
+        r = self.run_
+        self.assertTrue(r.attached, r.describe())
+        self.assertEqual(r.executor_rc, 0, r.describe())
+        self.assertEqual(r.tracer_rc, 0, r.describe())
+        self.assertIn("Go go1.", r.tracer_stderr)
+        self.assertEqual(r.report["events"]["dropped"], 0)
+        self.assertGreater(r.report["counts"]["polls"], 0)
+
+
+class CpuHog(GoRun):
+    """A goroutine that burns 20 ms every 250 ms: a long poll, cpu-bound, named by
+    its function."""
+    scenario = "cpu"
+
+    def test_long_poll_names_the_goroutine(self):
+        b = begins(self.run_)
+        self.assertTrue(b, self.run_.describe())
+        self.assertEqual({a["task"]["name"] for a in b}, {"main.burnCPU"})
+        self.assertEqual(b[0]["cause"], "cpu-bound")
+        self.assertGreaterEqual(self.run_.counts["burns"], 6)
+
+
+class CpuHogStripped(CpuHog):
+    """The same, stripped of .symtab and DWARF: names from .gopclntab, offsets
+    from the version table."""
+    exe = "go-app-stripped"
+
+    def test_from_the_table(self):
+        self.assertIn("offsets from the version table", self.run_.tracer_stderr)
+
+
+class RawSyscall(GoRun):
+    """A goroutine blocked 20 ms in a raw nanosleep (the P held): blocked."""
+    scenario = "syscall"
+
+    def test_long_poll_blocked(self):
+        b = begins(self.run_)
+        self.assertTrue(b, self.run_.describe())
+        self.assertEqual({a["task"]["name"] for a in b}, {"main.blockInSyscall"})
+        self.assertEqual(b[0]["cause"], "blocked")
+        self.assertGreater(b[0]["blocked_ns"], 8_000_000)
+        self.assertGreater(b[0]["blocked_ns"], 4 * b[0]["on_cpu_ns"])
+
+
+class PingPong(GoRun):
+    """Two goroutines passing a token over unbuffered channels: each wake is
+    made by the other goroutine, arrows link them. (On two Ps they may trade
+    for many milliseconds without parking, a P held the while: a long poll,
+    as Go's own preemption would judge it.)"""
+    scenario = "pingpong"
+
+    def test_wakes_link_the_right_goroutines(self):
+        names = task_names(self.run_)
+        wakes = [e for e in self.run_.events if e.get("ph") == "X" and e.get("cat") == "wake"]
+        self.assertGreater(len(wakes), 100)
+        pairs = {(names.get(e["args"].get("waker_task")), names.get(e["args"]["task"]))
+                 for e in wakes if e["args"].get("waker_task")}
+        self.assertIn(("main.pingPong", "main.pingPong.func1"), pairs)
+        self.assertIn(("main.pingPong.func1", "main.pingPong"), pairs)
+
+
+class Timers(GoRun):
+    """Goroutines sleeping 1 ms over and over: healthy, nothing alerted."""
+    scenario = "timers"
+
+    def test_no_alert(self):
+        self.assertEqual(self.run_.alert_log, [])
+        names = set(task_names(self.run_).values())
+        self.assertIn("main.timers.func1", names)
+
+
+class FanOut(GoRun):
+    """A parent spawning 16 children and waiting for them: every child's spawn
+    is seen, with its parent, as many as the program made."""
+    scenario = "fanout"
+
+    def test_children_and_their_parent(self):
+        names = task_names(self.run_)
+        spawns = [e for e in self.run_.events if e.get("ph") == "X" and e.get("cat") == "spawn"
+                  and e["name"].startswith("spawn main.child")]
+        self.assertEqual(len(spawns), self.run_.counts["children"], self.run_.counts)
+        parents = {names.get(e["args"].get("parent")) for e in spawns}
+        self.assertEqual(parents, {"main.fanOut"})
+
+    def test_no_alert(self):
+        self.assertEqual(begins(self.run_), [])
+
+
+class NotRecorded(unittest.TestCase):
+    def test_record_says_so(self):
+        harness.require_root()
+        ex = subprocess.Popen([os.path.join(harness.BUILD, "go-app"), "-scenario", "timers",
+                               "-duration", "20s"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+        try:
+            harness.wait_for(lambda: False, 0.3)
+            r = harness.run_tracer("record", "-p", ex.pid, "-o",
+                                   os.path.join(tempfile.mkdtemp(prefix="at-go-"), "c.atcap"))
+        finally:
+            ex.kill()
+            ex.wait()
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("record does not take Go programs yet", r.stderr)
+
+
+del GoRun
+
+if __name__ == "__main__":
+    unittest.main()
