@@ -53,7 +53,8 @@ static int check_runtime(const struct traced *tr, pid_t pid, bool quiet)
 	}
 	if (d->kind == RUNTIME_NONE) {
 		err_msg("no known runtime in pid %d (%s): no %s USDT probes (see "
-			"docs/usdt-abi.md) and no tokio symbols in its %zu mapped ELF files\n",
+			"docs/usdt-abi.md), no tokio symbols and no Go runtime in its %zu mapped ELF "
+			"files\n",
 			pid, tr->target.comm, AT_USDT_PROVIDER, d->scanned);
 		return -ENOENT;
 	}

@@ -77,8 +77,8 @@ class Errors(unittest.TestCase):
                 r = harness.run_tracer("-p", p.pid)
                 name = os.path.basename(exe)
                 self.assertFails(r, 1, f"no known runtime in pid {p.pid} ({name}): no "
-                                       "asynctrace USDT probes (see docs/usdt-abi.md) and no "
-                                       "tokio symbols in its ")
+                                       "asynctrace USDT probes (see docs/usdt-abi.md), no "
+                                       "tokio symbols and no Go runtime in its ")
                 self.assertNotIn("strip", r.stderr)
 
     def test_go_program_of_unknown_layout(self):
