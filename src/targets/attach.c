@@ -234,22 +234,30 @@ static int go_entry(const struct discovery *d, const struct elf_image *im,
 {
 	uint64_t addr = d->go.funcs[f], size = golang__func_size(&d->go, addr);
 	const uint8_t *code = size ? elf_image__bytes(im, addr, size) : NULL;
-	struct placement_need need = { .arg = -1 };
+	struct placement_need need = { .arg = -1, .spills = true };
 	int64_t at = elf_image__offset(im, addr);
 	struct placement p = { 0 };
 	bool moved;
 
 	if (at < 0)
 		return -ENOENT;
+	/* placement keeps memory and control flow; the registers read are checked here */
 	moved = !o->probe_at_entry && code && !placement__entry(code, size, addr, &need, &p) &&
-		p.cheap && p.skip && !strcmp(p.entry, "cmp");
+		p.cheap && p.skip && golang__keeps_args(code, p.skip, addr);
 	*off = (uint64_t)at + (moved ? p.skip : 0);
 	counts->moved += moved;
 	counts->stepped += !moved;
-	if (o->verbose)
-		info_msg("attaching %s at %s+0x%llx (%s%s%s)\n", go_func_names[f], d->go_target_path,
-			 (unsigned long long)at, moved ? "past its cmp, at " : "",
-			 moved ? p.at : "single-stepped", moved ? "" : "");
+	if (o->verbose && moved)
+		info_msg("attaching %s at %s+0x%llx (+%llu: past %s, at %s)\n", go_func_names[f],
+			 d->go_target_path, (unsigned long long)at, (unsigned long long)p.skip,
+			 p.entry, p.at);
+	else if (o->verbose)
+		info_msg("attaching %s at %s+0x%llx (%s, single-stepped: %s)\n", go_func_names[f],
+			 d->go_target_path, (unsigned long long)at, p.entry[0] ? p.entry : "?",
+			 o->probe_at_entry ? "--probe-at entry"
+			 : p.why[0]	   ? p.why
+			 : p.skip	   ? "it would move past a register a probe reads"
+					   : "no cheaper instruction before its first side effect");
 	return 0;
 }
 

@@ -269,6 +269,39 @@ int golang__rets(const uint8_t *code, size_t len, uint64_t addr, uint64_t *out, 
 	return (int)n;
 }
 
+bool golang__keeps_args(const uint8_t *code, size_t len, uint64_t addr)
+{
+	static const x86_reg args[] = { X86_REG_RAX, X86_REG_EAX, X86_REG_AX, X86_REG_AL,
+					X86_REG_RBX, X86_REG_EBX, X86_REG_BX, X86_REG_BL,
+					X86_REG_RCX, X86_REG_ECX, X86_REG_CX, X86_REG_CL,
+					X86_REG_R14, X86_REG_R14D, X86_REG_R14W, X86_REG_R14B };
+	bool keeps = true;
+	cs_insn *insn;
+	csh cs;
+
+	if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK)
+		return false;
+	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
+	insn = cs_malloc(cs);
+	keeps = insn != NULL;
+	while (keeps && len && cs_disasm_iter(cs, &code, &len, &addr, insn)) {
+		cs_regs read, written;
+		uint8_t nr_read, nr_written;
+
+		if (cs_regs_access(cs, insn, read, &nr_read, written, &nr_written)) {
+			keeps = false;
+			break;
+		}
+		for (uint8_t i = 0; i < nr_written; i++)
+			for (size_t j = 0; j < sizeof(args) / sizeof(args[0]); j++)
+				keeps &= written[i] != args[j];
+	}
+	keeps &= !len; /* every byte read as whole instructions */
+	cs_free(insn, 1);
+	cs_close(&cs);
+	return keeps;
+}
+
 void golang__free(struct go_binary *gb)
 {
 	free(gb->all);

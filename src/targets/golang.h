@@ -82,6 +82,12 @@ uint64_t golang__func_size(const struct go_binary *gb, uint64_t addr);
  * max); how many, or -errno.
  */
 int golang__rets(const uint8_t *code, size_t len, uint64_t addr, uint64_t *out, size_t max);
+/*
+ * Whether the first len bytes of code (at link-time address addr) leave
+ * the registers the Go probes read as they were: RAX, RBX, RCX (the first
+ * arguments) and R14 (the current g). A probe may then move past them.
+ */
+bool golang__keeps_args(const uint8_t *code, size_t len, uint64_t addr);
 void golang__free(struct go_binary *gb);
 
 #endif

@@ -103,6 +103,9 @@ static bool alu(unsigned id)
 	}
 }
 
+/* Go's spill slots above the return address: 9 integer argument registers. */
+#define SPILL_AREA (9 * 8)
+
 /* Moves of a register to memory (the stores allowed into the frame), and of vectors. */
 static bool vector_or_store(unsigned id)
 {
@@ -146,7 +149,7 @@ static bool harmless(const cs_insn *in, const struct placement_need *need, struc
 	if (x->prefix[0] == X86_PREFIX_LOCK || x->prefix[0] == X86_PREFIX_REP ||
 	    x->prefix[0] == X86_PREFIX_REPNE)
 		goto side_effect;
-	if (in->id == X86_INS_CMP || in->id == X86_INS_TEST)
+	if (in->id == X86_INS_CMP || in->id == X86_INS_TEST || in->id == X86_INS_BT)
 		return true; /* flags only */
 	if (x->op_count != 2)
 		goto side_effect;
@@ -154,7 +157,8 @@ static bool harmless(const cs_insn *in, const struct placement_need *need, struc
 		/* a store into the frame made, or the red zone below it: no probe reads those */
 		if (!vector_or_store(in->id) || dst->mem.base != X86_REG_RSP ||
 		    dst->mem.index != X86_REG_INVALID || dst->mem.segment != X86_REG_INVALID ||
-		    dst->mem.disp < -RED_ZONE || dst->mem.disp + dst->size > r->frame)
+		    dst->mem.disp < -RED_ZONE ||
+		    dst->mem.disp + dst->size > r->frame + (need->spills ? 8 + SPILL_AREA : 0))
 			goto side_effect;
 		return true;
 	}

@@ -32,6 +32,12 @@
 struct placement_need {
 	int arg;	/* the argument it reads (0: the first, ABI order), -1 if none */
 	bool ret;	/* a return probe goes at the same place */
+	/*
+	 * Go's register ABI: the function spills its register arguments into
+	 * the slots its caller keeps above the return address, which the probe
+	 * does not read (it reads registers): stores there are allowed too.
+	 */
+	bool spills;
 };
 
 struct placement {
