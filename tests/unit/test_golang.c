@@ -18,6 +18,7 @@
 
 #include "elf_image.h"
 #include "golang.h"
+#include "placement.h"
 
 static char path[4096];
 
@@ -137,6 +138,46 @@ static void goroutines_named_by_their_function(void **state)
 	}
 }
 
+/*
+ * casgstatus (nosplit: no stack check) begins with its frame and the spills
+ * of its register arguments; its probe moves past them to an instruction the
+ * kernel emulates, the registers it reads untouched. Code that writes one
+ * of them is refused.
+ */
+static void casgstatus_probed_past_its_prologue(void **state)
+{
+	static const uint8_t clobbers[] = { 0x48, 0x31, 0xc0, 0x90 };	/* xor %rax,%rax; nop */
+	static const uint8_t partial[] = { 0x48, 0x83, 0xec };		/* half a sub */
+	struct placement_need need = { .arg = -1, .spills = true };
+	struct placement p;
+	struct go_binary gb;
+	struct elf_image im;
+	const uint8_t *code;
+	uint64_t addr, size;
+
+	(void)state;
+	assert_int_equal(golang__detect(build_file("go-app"), &gb), 0);
+	assert_int_equal(elf_image__open(&im, path), 0);
+	addr = gb.funcs[GO_CASGSTATUS];
+	size = golang__func_size(&gb, addr);
+	code = elf_image__bytes(&im, addr, size);
+	assert_non_null(code);
+	assert_int_equal(placement__entry(code, size, addr, &need, &p), 0);
+	print_message("  casgstatus: +%llu past %s, at %s\n", (unsigned long long)p.skip, p.entry,
+		      p.at);
+	assert_true(p.cheap && p.skip > 0);
+	assert_true(golang__keeps_args(code, p.skip, addr));
+	/* without Go's spill slots, the first spill stops it */
+	need.spills = false;
+	assert_int_equal(placement__entry(code, size, addr, &need, &p), 0);
+	assert_false(p.cheap && p.skip > 0);
+	assert_false(golang__keeps_args(clobbers, 3, 0x1000));
+	assert_true(golang__keeps_args(clobbers + 3, 1, 0x1003));
+	assert_false(golang__keeps_args(partial, sizeof(partial), 0x1000));
+	elf_image__close(&im);
+	golang__free(&gb);
+}
+
 static void not_go(void **state)
 {
 	struct go_binary gb;
@@ -154,6 +195,7 @@ int main(void)
 		cmocka_unit_test(stripped_keeps_what_is_needed),
 		cmocka_unit_test(functions_by_address),
 		cmocka_unit_test(goroutines_named_by_their_function),
+		cmocka_unit_test(casgstatus_probed_past_its_prologue),
 		cmocka_unit_test(not_go),
 	};
 
