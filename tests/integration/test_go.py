@@ -165,6 +165,40 @@ class FanOut(GoRun):
         self.assertEqual(begins(self.run_), [])
 
 
+class FollowingTheHost(unittest.TestCase):
+    """Following the host (no -p), a Go program that starts later is found and
+    traced like any other: its CPU hog alerted, named."""
+
+    def test_a_go_program_that_starts_later(self):
+        harness.require_root()
+        tmp = tempfile.mkdtemp(prefix="at-go-host-")
+        log = os.path.join(tmp, "tracer.log")
+        with open(log, "w") as err:
+            tr = subprocess.Popen([harness.TRACER, "--comm", "^go-app$", "--no-trace", "-q",
+                                   "--summary", "json", *GO_DETECTOR_ARGS],
+                                  stdout=subprocess.PIPE, stderr=err, text=True)
+        try:
+            self.assertTrue(harness.wait_for(lambda: "watching for one" in harness.read(log),
+                                             20), harness.read(log))
+            ex = subprocess.run([os.path.join(harness.BUILD, "go-app"), "-scenario", "cpu",
+                                 "-duration", "2s"], capture_output=True, text=True,
+                                timeout=60)
+            self.assertEqual(ex.returncode, 0, ex.stderr)
+            self.assertTrue(harness.wait_for(lambda: "target exited" in harness.read(log), 20),
+                            harness.read(log))
+        finally:
+            tr.send_signal(2)
+            out, _ = tr.communicate(timeout=30)
+        said = harness.read(log)
+        self.assertEqual(tr.returncode, 0, said)
+        self.assertIn("(go-app): Go go1.", said)
+        reports = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        self.assertEqual([r["comm"] for r in reports], ["go-app"])
+        self.assertGreater(reports[0]["alerts"]["episodes"]["long-poll"], 0)
+        names = {a["task"]["name"] for a in reports[0]["alerts"]["log"] if "task" in a}
+        self.assertEqual(names, {"main.burnCPU"})
+
+
 class NotRecorded(unittest.TestCase):
     def test_record_says_so(self):
         harness.require_root()
