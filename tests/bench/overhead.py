@@ -30,6 +30,11 @@ channels), tokio-timer (1 ms sleeps), tokio-notify (ping-pong over Notify),
 tokio-join (spawn and await a JoinHandle), tokio-all (all of them at once),
 and tokio-all-lto (the same built with fat LTO), with the same five modes.
 
+The Go test program (tests/go) runs two of its scenarios the same ways:
+go-pingpong (two goroutines trading over unbuffered channels: every round
+trip parks and wakes each) and go-timers (goroutines sleeping 1 ms); for
+them polls/s is the program's own work done (round trips, ticks) a second.
+
 A last target, tokio-spin built with CET (tokio-spin-cet: every function
 starts with endbr64, which the kernel single-steps under a uprobe), compares
 the probes placed past it (the default, src/targets/placement.c) with probes at
@@ -104,6 +109,12 @@ def start_target(target, seconds, traced, rate="max"):
         args += ["--wait-stdin"] if traced else []
         return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True)
+    if target.startswith("go-"):
+        args = [os.path.join(BUILD, "go-app"), "-scenario", target[3:], "-duration",
+                f"{seconds}s", "-procs", "2"]
+        args += ["-wait-stdin"] if traced else []
+        return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
     if target in PATHS:
         binary = "tokio-paths-lto" if target.endswith("-lto") else "tokio-paths"
         args = [os.path.join(BUILD, binary), PATHS[target], "--duration", str(seconds),
@@ -174,7 +185,7 @@ def run(target, mode, seconds, tmp, rate="max", tracer_out=None, watch_rss=False
         with open(err_path, "w") as err, open(tracer_out or os.devnull, "wb") as out:
             tr = subprocess.Popen(args, stderr=err, stdout=out if tracer_out else None)
         load_cpu = wait_attached(tr, err_path)
-        if target.startswith("tokio"):
+        if target.startswith(("tokio", "go-")):
             ex.stdin.write("go\n")
             ex.stdin.flush()
         if watch_rss:
@@ -185,7 +196,8 @@ def run(target, mode, seconds, tmp, rate="max", tracer_out=None, watch_rss=False
                 time.sleep(1)
     out = ex.stdout.read()
     _, ex_cpu, _ = wait_usage(ex)
-    polls = int(re.search(r"polls=(\d+)", out).group(1))
+    # Go: the program's units of work (channel round trips, ticks), not its run slices
+    polls = int(re.search(r"(?:polls|ops)=(\d+)", out).group(1))
     m = re.search(r"polls_per_s=(\d+)", out)
     pps = float(m.group(1)) if m else polls / float(re.search(r"duration=([\d.]+)", out).group(1))
     r = dict(polls_s=pps, cpu_poll=1e9 * ex_cpu / max(polls, 1), cpu_pct=100 * ex_cpu / seconds,
@@ -290,7 +302,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=4)
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--targets", default="spin,tokio-app,tokio,tokio-yield,tokio-mpsc,"
-                    "tokio-timer,tokio-notify,tokio-join,tokio-all,tokio-all-lto,tokio-cet")
+                    "tokio-timer,tokio-notify,tokio-join,tokio-all,tokio-all-lto,tokio-cet,"
+                    "go-pingpong,go-timers")
     ap.add_argument("--sustain-seconds", type=float, default=60)
     ap.add_argument("--sustain-rate", type=int, default=250000)
     ap.add_argument("--no-100k", action="store_true")

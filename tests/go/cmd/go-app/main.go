@@ -214,9 +214,13 @@ func main() {
 		fmt.Fprintf(os.Stderr, "go-app: unknown scenario %q\n", *scenario)
 		os.Exit(2)
 	}
+	began := time.Now()
 	time.Sleep(*duration)
 	close(stop)
 	wg.Wait()
-	fmt.Printf("burns=%d sleeps=%d pings=%d ticks=%d fanouts=%d children=%d\n",
-		c.burns, c.sleeps, c.pings, c.ticks, c.fanouts, c.children)
+	// ops: the scenarios' units of work (round trips, ticks, children), for
+	// make bench's throughput
+	fmt.Printf("burns=%d sleeps=%d pings=%d ticks=%d fanouts=%d children=%d ops=%d duration=%.3f\n",
+		c.burns, c.sleeps, c.pings, c.ticks, c.fanouts, c.children,
+		c.pings+c.ticks+c.children, time.Since(began).Seconds())
 }
