@@ -89,7 +89,8 @@ int usdt_poll_end(struct pt_regs *ctx)
 	}
 	ts = task_find(task_key(t->tgid, task), &slot);
 	/* task, worker (known since poll_begin), ready, queue, depth */
-	on_poll_end(t, task, ts, slot, (int)ARG(2), (int)ARG(3), (__u32)ARG(4), true, false);
+	on_poll_end(t, task, ts, slot, (int)ARG(2), (int)ARG(3), (__u32)ARG(4), true, false,
+		    false);
 	return 0;
 }
 
@@ -605,7 +606,7 @@ int BPF_KRETPROBE(tokio_poll_ret)
 	}
 	on_poll_end(t, task, ts, slot, t->completed, queue, depth,
 		    t->flags & AT_TARGET_TOKIO_REMOVE,
-		    !t->completed && queue == AT_QUEUE_NONE && tokio_unwakeable(t, task));
+		    !t->completed && queue == AT_QUEUE_NONE && tokio_unwakeable(t, task), false);
 	t->poll_hdr = 0;
 	return 0;
 }
@@ -837,6 +838,14 @@ static __always_inline __u64 go_read(__u64 addr, __s32 off)
 	return v;
 }
 
+static __always_inline __u8 go_read8(__u64 addr, __s32 off)
+{
+	__u8 v = 0;
+
+	bpf_probe_read_user(&v, sizeof(v), (const void *)(addr + off));
+	return v;
+}
+
 static __always_inline __u32 go_read32(__u64 addr, __s32 off)
 {
 	__u32 v = 0;
@@ -896,9 +905,13 @@ int BPF_KPROBE(go_casgstatus)
 			return 0;
 		}
 		ts = task_find(task_key(t->tgid, goid), &slot);
-		/* preempted or yielding: back on the global run queue */
+		/*
+		 * preempted or yielding: back on the global run queue; preempted
+		 * if a preemption was asked of it (cleared when it runs again)
+		 */
 		on_poll_end(t, goid, ts, slot, to == GO_DEAD,
-			    to == GO_RUNNABLE ? AT_QUEUE_INJECT : AT_QUEUE_NONE, 0, true, false);
+			    to == GO_RUNNABLE ? AT_QUEUE_INJECT : AT_QUEUE_NONE, 0, true, false,
+			    to == GO_RUNNABLE && go_read8(gp, l->g_preempt));
 	} else if (from == GO_WAITING && to == GO_RUNNABLE) {
 		t = thread_self(ctx, true, &tid);
 		if (!t)

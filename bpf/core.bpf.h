@@ -1286,7 +1286,7 @@ static __always_inline void back_on_cpu(struct thread_state *t, __u64 now, const
 static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 					struct at_task_state *ts, struct at_task_slot *slot,
 					int ready, __s32 queue, __u32 depth, bool known_end,
-					bool unwakeable)
+					bool unwakeable, bool preempted)
 {
 	__u64 now = bpf_ktime_get_ns(), dur;
 	struct at_poll_self_wake *pw;
@@ -1324,7 +1324,9 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 			task_queued(task_key(t->tgid, task), ts, queue, depth);
 	}
 
-	if (!poll_wanted(t, dur) && !(flags & AT_POLL_UNWAKEABLE))
+	if (preempted && dur >= AT_PREEMPTED_LONG_NS)
+		flags |= AT_POLL_PREEMPTED;
+	if (!poll_wanted(t, dur) && !(flags & (AT_POLL_UNWAKEABLE | AT_POLL_PREEMPTED)))
 		return;
 	if (t->sw_pending) {
 		/* with the wake the task made of itself in this poll appended */

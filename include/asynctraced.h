@@ -71,9 +71,9 @@ enum at_usdt_probe {
  */
 struct at_go_layout {
 	__s32 g_goid, g_m, g_startpc;
+	__s32 g_preempt;	/* bool: a preemption was asked of it */
 	__s32 m_p;
 	__s32 p_id, p_runqhead, p_runqtail;
-	__s32 pad;
 };
 
 struct at_tokio_process {
@@ -221,6 +221,14 @@ struct at_poll {
 #define AT_POLL_CPU_CHARGED 1	/* cpu_ns is known */
 /* it returned Pending and nothing holds its waker: nothing can wake it (tokio) */
 #define AT_POLL_UNWAKEABLE 2
+/*
+ * the runtime preempted it (Go: sysmon asked it to yield; it ends
+ * runnable): a poll of AT_PREEMPTED_LONG_NS or more is then a long poll,
+ * whatever the threshold, as the runtime judged it so
+ */
+#define AT_POLL_PREEMPTED 4
+/* Go's forcePreemptNS: sysmon preempts a goroutine that has run this long. */
+#define AT_PREEMPTED_LONG_NS 10000000ull
 /* The shortest at_poll a reader takes: before cpu_ns was appended. */
 #define AT_POLL_MIN_SIZE 128
 

@@ -323,8 +323,8 @@ static int go_layout(struct tracer *t, const struct traced *tr)
 {
 	const struct go_offsets *o = &tr->disc.go.off;
 	struct at_go_layout l = { .g_goid = o->g_goid, .g_m = o->g_m, .g_startpc = o->g_startpc,
-				  .m_p = o->m_p, .p_id = o->p_id, .p_runqhead = o->p_runqhead,
-				  .p_runqtail = o->p_runqtail };
+				  .g_preempt = o->g_preempt, .m_p = o->m_p, .p_id = o->p_id,
+				  .p_runqhead = o->p_runqhead, .p_runqtail = o->p_runqtail };
 
 	return tracer__go_layout(t, tr->target.pid, &l);
 }

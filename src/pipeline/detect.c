@@ -241,6 +241,21 @@ static uint64_t poll_own_ns(const struct at_poll *p)
 	return poll_cpu_ns(p) + p->blocked_ns;
 }
 
+/*
+ * How long poll p must be to be a long poll: the threshold, or less for a
+ * poll its runtime preempted for running too long (Go's sysmon, at 10 ms):
+ * the runtime judged it a hog, and its preemption cut it short of any
+ * threshold above that.
+ */
+static uint64_t long_poll_limit(const struct detector *d, const struct at_poll *p)
+{
+	uint64_t limit = d->opts.long_poll_ns;
+
+	if (limit && (p->flags & AT_POLL_PREEMPTED) && AT_PREEMPTED_LONG_NS < limit)
+		limit = AT_PREEMPTED_LONG_NS;
+	return limit;
+}
+
 /* The worker was held that long, whatever the cause: it explains a wait in its queue. */
 static void note_hold(struct detector *d, const struct at_poll *p)
 {
@@ -249,7 +264,7 @@ static void note_hold(struct detector *d, const struct at_poll *p)
 	if (w) {
 		w->hold_begin = p->hdr.ts;
 		w->hold_end = p->hdr.ts + p->duration_ns;
-		w->hold_task = poll_own_ns(p) >= d->opts.long_poll_ns ? p->task : 0;
+		w->hold_task = poll_own_ns(p) >= long_poll_limit(d, p) ? p->task : 0;
 	}
 }
 
@@ -345,11 +360,12 @@ static void long_poll(struct detector *d, struct model *m, const struct at_poll 
 	model__task_name(m, p->task, p->name_addr, a.task_name, sizeof(a.task_name));
 	a.worker = (int32_t)p->worker;
 	a.tid = p->hdr.tid;
-	a.cause = poll_cause(p, d->opts.long_poll_ns);
+	a.cause = poll_cause(p, long_poll_limit(d, p));
 	a.lifo_slot = d->lifo_slot;
 	a.oncpu_ns = p->oncpu_ns;
 	a.blocked_ns = p->blocked_ns;
 	a.runnable_ns = p->runnable_ns;
+	a.runtime_preempted = p->flags & AT_POLL_PREEMPTED;
 	a.stack = model__poll_stack(m, p, a.cause == CAUSE_BLOCKED, &a.stack_blocked);
 	ep = begin(d, &a);
 	if (ep && u64map__set(&d->long_polls, p->task, ep))
@@ -563,9 +579,9 @@ static void on_poll(struct detector *d, struct model *m, const struct at_poll *p
 		unwakeable(d, m, p);
 	if (d->opts.long_poll_ns)
 		note_victim(d, m, p);
-	if (d->opts.long_poll_ns && p->duration_ns >= d->opts.long_poll_ns) {
+	if (d->opts.long_poll_ns && p->duration_ns >= long_poll_limit(d, p)) {
 		note_hold(d, p);
-		if (poll_own_ns(p) >= d->opts.long_poll_ns)
+		if (poll_own_ns(p) >= long_poll_limit(d, p))
 			long_poll(d, m, p);
 	}
 	if (d->opts.sched_delay_ns && p->wake_ts && p->hdr.ts > p->wake_ts &&

@@ -69,6 +69,7 @@ struct alert {
 	/* long poll */
 	enum poll_cause cause;
 	uint64_t oncpu_ns, blocked_ns, runnable_ns;
+	bool runtime_preempted;	/* its runtime preempted it for running too long (Go) */
 	uint32_t stack;		/* where it spent its time (--stacks): the model's callstack, 0 none */
 	bool stack_blocked;	/* where it went to sleep, not a sample on the CPU */
 	/*

@@ -47,6 +47,10 @@ static void format_begin(char *buf, size_t size, const struct model *m, const st
 			 comm_of(m, a->tid), ms(a->value_ns), poll_cause_str(a->cause),
 			 ms(a->oncpu_ns), ms(a->blocked_ns), ms(a->runnable_ns));
 		len = strlen(buf);
+		if (a->runtime_preempted && len < size)
+			len += (size_t)snprintf(buf + len, size - len, ", preempted by its runtime");
+		if (len >= size)
+			return;
 		callstacks__where(&m->stacks, a->stack, a->stack_blocked, buf + len, size - len);
 		return;
 	case ALERT_SCHED_DELAY:
@@ -271,6 +275,8 @@ void alert__json_object(struct outbuf *ob, const struct model *m, const struct a
 		ob_key_u64(ob, ",\"on_cpu_ns\":", a->oncpu_ns);
 		ob_key_u64(ob, ",\"blocked_ns\":", a->blocked_ns);
 		ob_key_u64(ob, ",\"runnable_ns\":", a->runnable_ns);
+		if (a->runtime_preempted)
+			ob_puts(ob, ",\"runtime_preempted\":true");
 		if (a->stack) {
 			/* where it was when sampled, innermost first */
 			ob_puts(ob, a->stack_blocked ? ",\"stack_when\":\"asleep\""

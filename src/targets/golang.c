@@ -32,6 +32,7 @@ static const struct {
 	struct go_offsets off;
 } layouts[] = {
 	{ 1, 19, { .g_goid = 152, .g_m = 48, .g_atomicstatus = 144, .g_startpc = 312,
+		   .g_preempt = 177,
 		   .m_p = 208, .m_curg = 192, .p_id = 0, .p_runqhead = 400, .p_runqtail = 404 } },
 };
 
@@ -431,6 +432,7 @@ static bool dwarf_offsets(Elf *elf, struct go_offsets *o)
 					o->g_m = member_offset(&c, "m");
 					o->g_atomicstatus = member_offset(&c, "atomicstatus");
 					o->g_startpc = member_offset(&c, "startpc");
+					o->g_preempt = member_offset(&c, "preempt");
 					found++;
 				} else if (!strcmp(n, "runtime.m")) {
 					o->m_p = member_offset(&c, "p");
@@ -453,6 +455,7 @@ static bool dwarf_offsets(Elf *elf, struct go_offsets *o)
 static bool offsets_known(const struct go_offsets *o)
 {
 	return o->g_goid >= 0 && o->g_m >= 0 && o->g_atomicstatus >= 0 && o->g_startpc >= 0 &&
+	       o->g_preempt >= 0 &&
 	       o->m_p >= 0 && o->m_curg >= 0 && o->p_id >= 0 && o->p_runqhead >= 0 &&
 	       o->p_runqtail >= 0;
 }

@@ -28,6 +28,7 @@ enum go_func {
 struct go_offsets {
 	int32_t g_goid, g_m, g_atomicstatus;
 	int32_t g_startpc;	/* the goroutine's function: what names it */
+	int32_t g_preempt;	/* a preemption was asked of it */
 	int32_t m_p, m_curg;	/* an M's P, and the goroutine it runs */
 	int32_t p_id, p_runqhead, p_runqtail;
 };

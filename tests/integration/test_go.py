@@ -21,7 +21,8 @@ COUNTS = re.compile(r"burns=(\d+) sleeps=(\d+) pings=(\d+) ticks=(\d+) fanouts=(
 GO_DETECTOR_ARGS = ["--lost-waker", "1s", "--long-poll", "8ms"]
 
 
-def traced_go_run(scenario, duration=2, exe="go-app", tracer_args=(), trace=True):
+def traced_go_run(scenario, duration=2, exe="go-app", tracer_args=(), trace=True,
+                  detector_args=GO_DETECTOR_ARGS):
     """Starts the Go program waiting on stdin, attaches, lets it run to its
     exit: the run, with its counts and the trace's events."""
     tmp = tempfile.mkdtemp(prefix="at-go-")
@@ -34,7 +35,7 @@ def traced_go_run(scenario, duration=2, exe="go-app", tracer_args=(), trace=True
                           text=True)
     with open(err_path, "w") as err:
         tr = subprocess.Popen([harness.TRACER, "-p", str(ex.pid), "--summary", "json",
-                               "--alerts", alerts, *GO_DETECTOR_ARGS, *tracer_args,
+                               "--alerts", alerts, *detector_args, *tracer_args,
                                *(["-o", trace_path] if trace else ["--no-trace"])],
                               stdout=subprocess.PIPE, stderr=err, text=True)
     try:
@@ -97,6 +98,22 @@ class CpuHog(GoRun):
         self.assertEqual({a["task"]["name"] for a in b}, {"main.burnCPU"})
         self.assertEqual(b[0]["cause"], "cpu-bound")
         self.assertGreaterEqual(self.run_.counts["burns"], 6)
+
+
+class PreemptedHog(unittest.TestCase):
+    """With a threshold far above the hog's 20 ms, its slices are long polls all
+    the same when Go preempted it for running too long (sysmon, at 10 ms)."""
+
+    def test_preempted_by_the_runtime(self):
+        harness.require_root()
+        run = traced_go_run("cpu", duration=3, trace=False,
+                            detector_args=["--lost-waker", "1s", "--long-poll", "50ms"])
+        b = begins(run)
+        self.assertTrue(b, run.describe())
+        self.assertEqual({a["task"]["name"] for a in b}, {"main.burnCPU"})
+        self.assertTrue(all(a.get("runtime_preempted") for a in b), b)
+        self.assertTrue(all(10_000_000 <= a["value_ns"] < 50_000_000 for a in b), b)
+        self.assertIn(", preempted by its runtime", b[0]["message"])
 
 
 class CpuHogStripped(CpuHog):

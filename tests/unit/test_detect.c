@@ -413,6 +413,40 @@ static void preemption_alone_makes_no_long_poll(void **state)
 }
 
 /*
+ * A poll its runtime preempted for running too long (Go's sysmon) is a long
+ * poll from 10 ms whatever the threshold; the same poll not preempted is
+ * none under it, and one preempted under 10 ms none either.
+ */
+static void runtime_preemption_makes_a_long_poll(void **state)
+{
+	struct fixture *f = *state;
+	struct at_poll p = {
+		.hdr = { .kind = AT_EV_POLL, .size = sizeof(p), .tid = 100, .ts = T0 + 100 * MS },
+		.task = 7,
+		.duration_ns = 12 * MS,
+		.oncpu_ns = 12 * MS,
+		.requeue = AT_QUEUE_INJECT,
+		.queued_on = AT_QUEUE_NONE,
+	};
+
+	f->d.opts.long_poll_ns = 50 * MS;
+	detector__event(&f->d, &f->m, &p.hdr);
+	assert_int_equal(f->nr, 0);
+	p.hdr.ts = T0 + 200 * MS;
+	p.duration_ns = p.oncpu_ns = 9 * MS;
+	p.flags = AT_POLL_PREEMPTED; /* (the BPF side sets it from 10 ms only; the detector too) */
+	detector__event(&f->d, &f->m, &p.hdr);
+	assert_int_equal(f->nr, 0);
+	p.hdr.ts = T0 + 300 * MS;
+	p.duration_ns = p.oncpu_ns = 12 * MS;
+	detector__event(&f->d, &f->m, &p.hdr);
+	assert_int_equal(f->nr, 1);
+	assert_int_equal(f->got[0].kind, ALERT_LONG_POLL);
+	assert_int_equal(f->got[0].cause, CAUSE_CPU);
+	assert_true(f->got[0].runtime_preempted);
+}
+
+/*
  * Time on the CPU that the kernel did not charge the thread for (a host that
  * paused the virtual CPU while the thread ran, on a guest that reports no
  * steal time) is not the task computing: 15 ms nominally on the CPU, of
@@ -580,6 +614,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(preemption_alone_makes_no_long_poll, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(sched_delay_needs_a_spare_worker, setup, teardown),
+		cmocka_unit_test_setup_teardown(runtime_preemption_makes_a_long_poll, setup, teardown),
 		cmocka_unit_test_setup_teardown(uncharged_cpu_time_is_no_long_poll, setup, teardown),
 		cmocka_unit_test_setup_teardown(host_contention_is_no_spare_worker, setup, teardown),
 		cmocka_unit_test_setup_teardown(spare_measured_by_the_poll, setup, teardown),
