@@ -696,6 +696,9 @@ static int traced_start(struct session *s, struct traced *tr)
 	 */
 	if (tr->disc.kind == RUNTIME_GO)
 		tr->pipe.detector.opts.lost_waker_ns = 0;
+	/* its GC's workers, sweeper and scavenger hold Ps by design: never alerted on */
+	if (tr->disc.kind == RUNTIME_GO)
+		tr->pipe.detector.runtime_tasks = "runtime.";
 	sampler__init(&tr->sampler, on_sample, tr);
 	/* USDT runtimes pass name strings; tokio's name_addr is code, named from symbols. */
 	if (tr->disc.kind == RUNTIME_USDT)

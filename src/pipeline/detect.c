@@ -354,10 +354,12 @@ static void long_poll(struct detector *d, struct model *m, const struct at_poll 
 	if (ep) /* went quiet before the tick noticed */
 		end(d, u64map__del(&d->long_polls, p->task), ep->last_ts, false);
 	alert_init(&a, ALERT_LONG_POLL, end_ts);
+	model__task_name(m, p->task, p->name_addr, a.task_name, sizeof(a.task_name));
+	if (d->runtime_tasks && !strncmp(a.task_name, d->runtime_tasks, strlen(d->runtime_tasks)))
+		return; /* the runtime's own (a GC worker holds its P by design) */
 	a.begin_ts = p->hdr.ts;
 	a.value_ns = p->duration_ns;
 	a.task = p->task;
-	model__task_name(m, p->task, p->name_addr, a.task_name, sizeof(a.task_name));
 	a.worker = (int32_t)p->worker;
 	a.tid = p->hdr.tid;
 	a.cause = poll_cause(p, long_poll_limit(d, p));

@@ -148,6 +148,12 @@ struct detector {
 	 * that no other worker steals from (tokio's LIFO slot): the long poll's
 	 * END says when a victim sat there. Set by whoever knows the runtime.
 	 */
+	/*
+	 * Tasks named with this prefix are the runtime's own work (Go: "runtime.",
+	 * its GC workers, sweeper, scavenger): their long polls are not alerted
+	 * on (NULL: none is)
+	 */
+	const char *runtime_tasks;
 	bool lifo_slot;
 	/* Every alert raised, BEGIN and END, for the report. */
 	struct alert *log;

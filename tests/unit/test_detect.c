@@ -444,6 +444,15 @@ static void runtime_preemption_makes_a_long_poll(void **state)
 	assert_int_equal(f->got[0].kind, ALERT_LONG_POLL);
 	assert_int_equal(f->got[0].cause, CAUSE_CPU);
 	assert_true(f->got[0].runtime_preempted);
+	/* the runtime's own goroutines (a GC worker) are never alerted on */
+	f->d.runtime_tasks = "runtime.";
+	model__name(&f->m, 0x4000, "runtime.gcBgMarkWorker");
+	p.task = 9;
+	p.name_addr = 0x4000;
+	p.hdr.ts = T0 + 400 * MS;
+	p.duration_ns = p.oncpu_ns = 60 * MS;
+	detector__event(&f->d, &f->m, &p.hdr);
+	assert_int_equal(f->nr, 1);
 }
 
 /*
