@@ -190,6 +190,8 @@ static int unwind_stack(void *ctx, const struct at_stack *st, struct stack_frame
 	return u > 0 ? k + u : 0;
 }
 
+static const char *go_code_name(void *ctx, uint64_t addr);
+
 /* record: a record and, the first time they show up, its thread's and task's names. */
 static void capture_record(struct session *s, struct traced *tr, const struct at_hdr *h,
 			   size_t size)
@@ -212,8 +214,12 @@ static void capture_record(struct session *s, struct traced *tr, const struct at
 	else if (h->kind == AT_EV_TASK_SAMPLE && size >= sizeof(struct at_task_sample))
 		addr = ((const struct at_task_sample *)h)->name_addr;
 	if (!capture__has_name(s->cap, pid, addr)) {
-		if (tr->disc.kind == RUNTIME_USDT &&
-		    target__read_str(&tr->target, addr, buf, sizeof(buf)) == 0 && buf[0])
+		const char *code = tr->disc.kind == RUNTIME_GO ? go_code_name(&tr->disc, addr) : NULL;
+
+		if (code)
+			capture__name(s->cap, pid, addr, code);
+		else if (tr->disc.kind == RUNTIME_USDT &&
+			 target__read_str(&tr->target, addr, buf, sizeof(buf)) == 0 && buf[0])
 			capture__name(s->cap, pid, addr, buf);
 		else
 			capture__no_name(s->cap, pid, addr);
@@ -549,6 +555,7 @@ static void begin_capture(struct session *s, struct traced *tr)
 		.hdr.ts = tr->start,
 		.pid = (uint32_t)tr->target.pid,
 		.runtime = tr->disc.kind == RUNTIME_TOKIO ? CAPTURE_RUNTIME_TOKIO
+			   : tr->disc.kind == RUNTIME_GO  ? CAPTURE_RUNTIME_GO
 							  : CAPTURE_RUNTIME_USDT,
 		.realtime_offset = tr->pipe.model.realtime_offset,
 		.maps_only = s->o->no_trace,
@@ -676,13 +683,6 @@ static int traced_start(struct session *s, struct traced *tr)
 	err = pipeline__init(&tr->pipe, (uint32_t)tr->target.pid, tr->target.comm, now_ns(),
 			     &o->detect);
 	tr->piped = true;
-	/* a capture names tasks by records of their names; goroutines' are not written yet */
-	if (!err && s->cap && tr->disc.kind == RUNTIME_GO) {
-		err_msg("pid %d (%s) is a Go program: record does not take Go programs yet; "
-			"trace it live (asynctraced -p %d -o TRACE)\n",
-			tr->target.pid, tr->target.comm, tr->target.pid);
-		err = -ENOTSUP;
-	}
 	if (s->flight) {
 		tr->pipe.on_alert = on_alert;
 		tr->pipe.on_alert_ctx = tr;

@@ -93,6 +93,7 @@ enum capture_kind {
 enum capture_runtime {
 	CAPTURE_RUNTIME_USDT = 1,
 	CAPTURE_RUNTIME_TOKIO = 2,
+	CAPTURE_RUNTIME_GO = 3,
 };
 
 #define CAP_COMM_LEN 16

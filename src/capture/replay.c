@@ -47,6 +47,11 @@ static int proc_begin(struct replay *rp, const struct cap_process *proc)
 	}
 	pr->pid = proc->pid;
 	pr->pipe.detector.lifo_slot = proc->runtime == CAPTURE_RUNTIME_TOKIO;
+	/* as live (session.c): Go's own goroutines, and its long parks, are not alerted on */
+	if (proc->runtime == CAPTURE_RUNTIME_GO) {
+		pr->pipe.detector.runtime_tasks = "runtime.";
+		pr->pipe.detector.opts.lost_waker_ns = 0;
+	}
 	pr->pipe.model.realtime_offset = proc->realtime_offset;
 	pr->pipe.model.thread_comm = thread_comm;
 	pr->pipe.model.target_ctx = rp;

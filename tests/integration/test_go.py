@@ -216,21 +216,41 @@ class FollowingTheHost(unittest.TestCase):
         self.assertEqual(names, {"main.burnCPU"})
 
 
-class NotRecorded(unittest.TestCase):
-    def test_record_says_so(self):
+class Recorded(unittest.TestCase):
+    """record, then convert without the process: the goroutines keep their
+    names (written as name records when recording) and the CPU hog is
+    alerted as live."""
+
+    def test_record_then_convert(self):
         harness.require_root()
-        ex = subprocess.Popen([os.path.join(harness.BUILD, "go-app"), "-scenario", "timers",
-                               "-duration", "20s"], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+        tmp = tempfile.mkdtemp(prefix="at-go-rec-")
+        cap = os.path.join(tmp, "go.atcap")
+        ex = subprocess.Popen([os.path.join(harness.BUILD, "go-app"), "-scenario", "cpu",
+                               "-duration", "2s", "-wait-stdin"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        log = os.path.join(tmp, "record.log")
+        with open(log, "w") as err:
+            tr = subprocess.Popen([harness.TRACER, "record", "-p", str(ex.pid), "-o", cap,
+                                   *GO_DETECTOR_ARGS], stdout=subprocess.DEVNULL, stderr=err)
         try:
-            harness.wait_for(lambda: False, 0.3)
-            r = harness.run_tracer("record", "-p", ex.pid, "-o",
-                                   os.path.join(tempfile.mkdtemp(prefix="at-go-"), "c.atcap"))
+            self.assertTrue(harness.wait_for(lambda: "recording pid" in harness.read(log), 30),
+                            harness.read(log))
+            ex.communicate("go\n", timeout=60)
+            tr.wait(timeout=60)
         finally:
-            ex.kill()
-            ex.wait()
-        self.assertEqual(r.returncode, 1, r.stderr)
-        self.assertIn("record does not take Go programs yet", r.stderr)
+            for p in (ex, tr):
+                if p.poll() is None:
+                    p.kill()
+        self.assertEqual(tr.returncode, 0, harness.read(log))
+        alerts = os.path.join(tmp, "alerts.jsonl")
+        r = harness.run_tracer("convert", cap, "-o", os.path.join(tmp, "go.json"),
+                               "--alerts", alerts)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(alerts) as f:
+            b = [a for a in map(json.loads, f) if a["kind"] == "long-poll"
+                 and a["state"] == "begin"]
+        self.assertTrue(b, r.stderr)
+        self.assertEqual({a["task"]["name"] for a in b}, {"main.burnCPU"})
 
 
 del GoRun
