@@ -136,12 +136,13 @@ $(BUILD)/pingpong: tests/bench/pingpong.c | $(BUILD)/tests
 	$(Q)$(CC) $(CFLAGS) $< -o $@
 
 # The Go test program (tests/go; issue 17), built offline by Debian's
-# golang-go: with its DWARF, and stripped of it and of .symtab (-s -w: what
-# is left is .gopclntab and .go.buildinfo).
+# golang-go: with its DWARF; stripped of it and of .symtab (-s -w: what is
+# left is .gopclntab and .go.buildinfo); and position-independent (PIE, as
+# hardened distributions build Go).
 GO_ENV  := GOCACHE=$(abspath $(BUILD))/go-cache GOPATH=$(abspath $(BUILD))/gopath \
 	   GOPROXY=off GOFLAGS=-mod=mod GOTOOLCHAIN=local
 GO_SRCS := tests/go/go.mod $(wildcard tests/go/cmd/*/*.go)
-GO_APPS := $(BUILD)/go-app $(BUILD)/go-app-stripped
+GO_APPS := $(BUILD)/go-app $(BUILD)/go-app-stripped $(BUILD)/go-app-pie
 
 go: $(GO_APPS)
 
@@ -152,6 +153,10 @@ $(BUILD)/go-app: $(GO_SRCS)
 $(BUILD)/go-app-stripped: $(GO_SRCS)
 	$(call msg,GO,$@)
 	$(Q)cd tests/go && $(GO_ENV) go build -ldflags='-s -w' -o $(abspath $@) ./cmd/go-app
+
+$(BUILD)/go-app-pie: $(GO_SRCS)
+	$(call msg,GO,$@)
+	$(Q)cd tests/go && $(GO_ENV) go build -buildmode=pie -o $(abspath $@) ./cmd/go-app
 
 # The tokio test program (tests/tokio), built three ways: the default release
 # profile (legacy symbol mangling), fat LTO (steal_into inlined away), and v0

@@ -316,7 +316,7 @@ static const char *runtime_name(enum runtime_kind kind)
 static const char *go_code_name(void *ctx, uint64_t addr)
 {
 	const struct discovery *d = ctx;
-	uint64_t bias = d->go.pie ? d->go_map.start - d->go_map.offset : 0;
+	uint64_t bias = d->go_bias;
 
 	if (addr <= bias)
 		return NULL;

@@ -152,6 +152,14 @@ static int scan_go(void *ctx, const char *path, const char *target_path,
 	d->go_path = strdup(path);
 	d->go_target_path = strdup(target_path);
 	d->go_map = *map;
+	/* PIE: where it was loaded, by the file offset of a function in its text */
+	if (d->go.pie && d->go_image) {
+		uint64_t vaddr = d->go.funcs[GO_EXECUTE];
+		int64_t off = vaddr ? elf_image__offset(d->go_image, vaddr) : -1;
+
+		if (off >= 0)
+			d->go_bias = map->start + ((uint64_t)off - map->offset) - vaddr;
+	}
 	if (!d->go_path || !d->go_target_path)
 		return -ENOMEM;
 	return 1;

@@ -125,6 +125,12 @@ class CpuHogStripped(CpuHog):
         self.assertIn("offsets from the version table", self.run_.tracer_stderr)
 
 
+class CpuHogPie(CpuHog):
+    """The same, position-independent: loaded away from its link-time
+    addresses, its goroutines named all the same."""
+    exe = "go-app-pie"
+
+
 class RawSyscall(GoRun):
     """A goroutine blocked 20 ms in a raw nanosleep (the P held): blocked."""
     scenario = "syscall"
