@@ -184,6 +184,13 @@ class FanOut(GoRun):
         parents = {names.get(e["args"].get("parent")) for e in spawns}
         self.assertEqual(parents, {"main.fanOut"})
 
+    def test_steals_between_ps(self):
+        """Sixteen children queued on the parent's P: the other P steals half."""
+        counts = self.run_.report["counts"]
+        self.assertGreater(counts["steals"], 0, counts)
+        self.assertGreaterEqual(counts["stolen"], counts["steals"], counts)
+        self.assertEqual(len([w for w in self.run_.report["workers"] if w["polls"]]), 2)
+
     def test_no_alert(self):
         self.assertEqual(begins(self.run_), [])
 
