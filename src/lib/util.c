@@ -122,3 +122,18 @@ int parse_int(const char *s, int min, int max, int *out)
 	*out = (int)v;
 	return 0;
 }
+
+size_t upper_bound_u64(const void *base, size_t nr, size_t stride, uint64_t key)
+{
+	size_t lo = 0, hi = nr;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (*(const uint64_t *)((const char *)base + mid * stride) <= key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}

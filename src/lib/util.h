@@ -31,5 +31,11 @@ int parse_duration(const char *s, uint64_t default_unit_ns, uint64_t *ns);
 int parse_size(const char *s, uint64_t *bytes);
 /* A positive decimal integer that fits in an int; 0 or -EINVAL. */
 int parse_int(const char *s, int min, int max, int *out);
+/*
+ * Of nr entries stride bytes apart, each beginning with a uint64_t they are
+ * sorted by (an address), how many begin at or below key: the one before
+ * that index is the last at or below key, the one at it the first above.
+ */
+size_t upper_bound_u64(const void *base, size_t nr, size_t stride, uint64_t key);
 
 #endif

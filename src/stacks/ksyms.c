@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 struct ksym {
 	uint64_t addr;
 	uint32_t name;		/* offsets into names: the function, its module */
@@ -141,17 +143,9 @@ fail:
 
 const char *ksyms__find(const struct ksyms *k, uint64_t addr, const char **module)
 {
-	size_t lo = 0, hi = k->nr;
+	/* one past the last symbol at or below addr */
+	size_t lo = upper_bound_u64(k->syms, k->nr, sizeof(*k->syms), addr);
 
-	/* the last symbol at or below addr */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (k->syms[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	if (!lo)
 		return NULL;
 	if (module)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "u64map.h"
+#include "util.h"
 
 /* x86-64's DWARF register numbers */
 enum { DWARF_RBP = 6, DWARF_RSP = 7 };
@@ -389,16 +390,9 @@ static struct func_index *func_index_of(struct proc *p, Dwfl_Module *mod)
  */
 static int scopes_of(const struct func_index *ix, Dwarf_Addr pc, Dwarf_Die *out, Dwarf_Die *cu)
 {
-	size_t lo = 0, hi = ix->nr;
+	/* one past the last range beginning at or below pc */
+	size_t lo = upper_bound_u64(ix->r, ix->nr, sizeof(*ix->r), pc);
 
-	while (lo < hi) { /* the last range beginning at or below pc */
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (ix->r[mid].lo <= pc)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	if (!lo || pc >= ix->r[lo - 1].hi || !dwarf_offdie(ix->dwarf, ix->r[lo - 1].die, &out[0]) ||
 	    !dwarf_diecu(&out[0], cu, NULL, NULL))
 		return 0;

@@ -14,6 +14,8 @@
 
 #include <libiberty/demangle.h>
 
+#include "util.h"
+
 static int by_addr(const void *a, const void *b)
 {
 	const struct elf_func *x = a, *y = b;
@@ -214,17 +216,9 @@ void elf_image__close(struct elf_image *im)
 
 const struct elf_func *elf_image__func_at(const struct elf_image *im, uint64_t addr, bool contains)
 {
-	size_t lo = 0, hi = im->nr_funcs;
+	/* one past the last function starting at or before addr */
+	size_t lo = upper_bound_u64(im->funcs, im->nr_funcs, sizeof(*im->funcs), addr);
 
-	/* the last function starting at or before addr */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (im->funcs[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	if (!lo)
 		return NULL;
 	for (size_t i = lo; i-- > 0 && im->funcs[i].addr == im->funcs[lo - 1].addr;) {

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 #include "golang.h"
-#include "elf_image.h"
 
 #include <capstone/capstone.h>
 #include <dwarf.h>
@@ -13,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "elf_image.h"
+#include "util.h"
 
 const char *const go_func_names[GO_FUNC_MAX] = {
 	[GO_EXECUTE] = "runtime.execute",
@@ -168,16 +170,9 @@ static int by_addr(const void *a, const void *b)
 
 const char *golang__func_at(const struct go_binary *gb, uint64_t addr)
 {
-	size_t lo = 0, hi = gb->nr_all;
+	/* one past the last function starting at or below addr */
+	size_t lo = upper_bound_u64(gb->all, gb->nr_all, sizeof(*gb->all), addr);
 
-	while (lo < hi) { /* the last function starting at or below addr */
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (gb->all[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	return lo ? gb->names + gb->all[lo - 1].name : NULL;
 }
 
@@ -234,16 +229,8 @@ const char *golang__goroutine_name(const struct go_binary *gb, const struct elf_
 
 uint64_t golang__func_size(const struct go_binary *gb, uint64_t addr)
 {
-	size_t lo = 0, hi = gb->nr_all;
+	size_t lo = upper_bound_u64(gb->all, gb->nr_all, sizeof(*gb->all), addr);
 
-	while (lo < hi) { /* the first function starting above addr */
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (gb->all[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	return lo && gb->all[lo - 1].addr == addr ? gb->all[lo - 1].size : 0;
 }
 

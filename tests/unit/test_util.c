@@ -75,6 +75,23 @@ static void ints(void **state)
 	assert_int_not_equal(parse_int("99999999999", 1, 2147483647, &v), 0);
 }
 
+/* Entries sorted by an address at their start, whatever follows it. */
+static void upper_bounds(void **state)
+{
+	struct entry {
+		uint64_t addr;
+		char rest[12];
+	} e[] = { { 10, "a" }, { 20, "b" }, { 20, "c" }, { 30, "d" } };
+
+	(void)state;
+	assert_int_equal(upper_bound_u64(e, 4, sizeof(e[0]), 5), 0);
+	assert_int_equal(upper_bound_u64(e, 4, sizeof(e[0]), 10), 1);
+	assert_int_equal(upper_bound_u64(e, 4, sizeof(e[0]), 19), 1);
+	assert_int_equal(upper_bound_u64(e, 4, sizeof(e[0]), 20), 3);
+	assert_int_equal(upper_bound_u64(e, 4, sizeof(e[0]), 1000), 4);
+	assert_int_equal(upper_bound_u64(e, 0, sizeof(e[0]), 1000), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -82,6 +99,7 @@ int main(void)
 		cmocka_unit_test(bad_durations),
 		cmocka_unit_test(sizes),
 		cmocka_unit_test(ints),
+		cmocka_unit_test(upper_bounds),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
