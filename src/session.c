@@ -315,13 +315,10 @@ static const char *runtime_name(enum runtime_kind kind)
 /* A goroutine's name: the function it started in, at addr in the target. */
 static const char *go_code_name(void *ctx, uint64_t addr)
 {
-	const struct discovery *d = ctx;
-	uint64_t bias = d->go_bias;
+	const struct discovery *d = ctx; /* RUNTIME_GO: its image is read */
 
-	if (addr <= bias)
-		return NULL;
-	return d->go_image ? golang__goroutine_name(&d->go, d->go_image, addr - bias)
-			   : golang__func_at(&d->go, addr - bias);
+	return addr > d->go_bias ? golang__goroutine_name(&d->go, d->go_image, addr - d->go_bias)
+				 : NULL;
 }
 
 /* Where the Go probes find goid, m, p and the run queue in process tr (bpf side). */

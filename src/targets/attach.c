@@ -271,7 +271,7 @@ static int attach_go(struct tracer *t, const struct discovery *d, const struct a
 		enum tracer_uprobe which;
 	} entries[] = { { GO_CASGSTATUS, UPROBE_GO_CASGSTATUS },
 			{ GO_RUNQSTEAL, UPROBE_GO_RUNQSTEAL } };
-	struct elf_image im;
+	const struct elf_image *im = d->go_image; /* read at discovery (RUNTIME_GO has it) */
 	pid_t pid = o->pid;
 	long owner = o->pid;
 	int n, err;
@@ -282,17 +282,12 @@ static int attach_go(struct tracer *t, const struct discovery *d, const struct a
 			return err;
 		pid = -1;
 	}
-	err = elf_image__open(&im, d->go_path);
-	if (err) {
-		err_msg("cannot read %s: %s\n", d->go_target_path, strerror(-err));
-		return err;
-	}
 	/* newproc1 returns the goroutine it made: probed at its rets, never by a uretprobe */
-	n = size && elf_image__bytes(&im, addr, size)
-		    ? golang__rets(elf_image__bytes(&im, addr, size), size, addr, rets, GO_RETS)
+	n = size && elf_image__bytes(im, addr, size)
+		    ? golang__rets(elf_image__bytes(im, addr, size), size, addr, rets, GO_RETS)
 		    : -ENOENT;
 	for (int i = 0; i < n; i++) {
-		int64_t at = elf_image__offset(&im, rets[i]);
+		int64_t at = elf_image__offset(im, rets[i]);
 
 		if (at < 0)
 			n = -ENOENT;
@@ -308,12 +303,11 @@ static int attach_go(struct tracer *t, const struct discovery *d, const struct a
 					     cookies, (size_t)n);
 	counts->stepped += n > 0 ? (size_t)n : 0;
 	for (size_t i = 0; !err && i < sizeof(entries) / sizeof(entries[0]); i++) {
-		err = go_entry(d, &im, o, entries[i].f, &off[0], counts);
+		err = go_entry(d, im, o, entries[i].f, &off[0], counts);
 		if (!err)
 			err = tracer__attach_uprobes(t, pid, owner, entries[i].which, d->go_path, off,
 						     cookies, 1);
 	}
-	elf_image__close(&im);
 	if (err)
 		err_msg("failed to attach the Go probes in %s: %s\n", d->go_target_path,
 			strerror(-err));

@@ -136,18 +136,29 @@ static int scan_go(void *ctx, const char *path, const char *target_path,
 		   const struct target_mapping *map)
 {
 	struct discovery *d = ctx;
+	int err;
 
+	if (d->images && image_cache__lacks(d->images, path, IMAGE_NO_GO))
+		return 0;
 	d->go_err = golang__detect(path, &d->go);
 	if (d->go_err == -ENOENT || d->go_err == -ENOEXEC || !d->go.version[0]) {
 		golang__free(&d->go);
 		d->go_err = 0;
+		if (d->images)
+			image_cache__note(d->images, path, IMAGE_NO_GO);
 		return 0;
 	}
 	d->is_go = true;
+	/* its code, kept: the probes are placed, and goroutines named, by it */
 	d->go_image = calloc(1, sizeof(*d->go_image));
-	if (!d->go_image || elf_image__open(d->go_image, path)) {
+	if (!d->go_image)
+		return -ENOMEM;
+	err = elf_image__open(d->go_image, path);
+	if (err) {
 		free(d->go_image);
 		d->go_image = NULL;
+		if (!d->go_err)
+			d->go_err = err;
 	}
 	d->go_path = strdup(path);
 	d->go_target_path = strdup(target_path);

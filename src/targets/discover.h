@@ -58,7 +58,7 @@ struct discovery {
 	struct go_binary go;
 	int go_err;			/* golang__detect()'s: 0, or what it lacked */
 	char *go_path, *go_target_path;	/* GO: its binary, as for tokio */
-	struct elf_image *go_image;	/* GO: its code, to name goroutines */
+	struct elf_image *go_image;	/* GO: its code, to place probes and name goroutines */
 	uint64_t go_bias;		/* GO: its addresses in the target less link-time ones (PIE) */
 	struct target_mapping go_map;
 	bool verbose;			/* say why a file was skipped */

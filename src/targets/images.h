@@ -20,6 +20,7 @@
 enum image_lack {
 	IMAGE_NO_USDT = 1,	/* no asynctrace USDT probes */
 	IMAGE_NO_TOKIO = 2,	/* no tokio */
+	IMAGE_NO_GO = 4,	/* no Go runtime */
 };
 
 struct image_cache {
