@@ -182,6 +182,12 @@ struct thread *model__thread(struct model *m, uint32_t tid);
  */
 uint32_t model__poll_stack(const struct model *m, const struct at_poll *p, bool prefer_asleep,
 			  bool *asleep);
+/* The stack a trace shows on poll p's slice: where it slept if it mostly slept. */
+static inline uint32_t model__slice_stack(const struct model *m, const struct at_poll *p,
+					  bool *asleep)
+{
+	return model__poll_stack(m, p, p->blocked_ns > p->oncpu_ns, asleep);
+}
 /* The stack task spent the most time in (--stacks), NULL when none was seen. */
 const struct task_stack *model__hottest_stack(const struct model *m, uint64_t task);
 struct worker *model__worker(const struct model *m, uint32_t id);

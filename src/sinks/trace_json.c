@@ -248,14 +248,11 @@ static void write_wake(struct trace_json *tj, struct model *m, const struct at_w
 	end_event(ob);
 }
 
-/*
- * A poll that ran long enough to have its stack taken (--stacks): where it
- * slept if it mostly slept, else where it ran, a frame a line.
- */
+/* A poll that ran long enough to have its stack taken (--stacks): it, a frame a line. */
 static void put_stack(struct outbuf *ob, struct model *m, const struct at_poll *p)
 {
 	bool asleep;
-	uint32_t id = model__poll_stack(m, p, p->blocked_ns > p->oncpu_ns, &asleep);
+	uint32_t id = model__slice_stack(m, p, &asleep);
 	char text[CALLSTACK_FRAMES * 320];
 
 	if (!id)

@@ -742,11 +742,11 @@ static void write_wake(struct trace_proto *tp, struct model *m, const struct at_
 	event_end(tp);
 }
 
-/* A poll whose stack was taken (--stacks): where it slept if it mostly slept, else where it ran. */
+/* A poll whose stack was taken (--stacks): it, a frame a line. */
 static void ann_stack(struct trace_proto *tp, struct model *m, const struct at_poll *p)
 {
 	bool asleep;
-	uint32_t id = model__poll_stack(m, p, p->blocked_ns > p->oncpu_ns, &asleep);
+	uint32_t id = model__slice_stack(m, p, &asleep);
 	char text[CALLSTACK_FRAMES * 320];
 
 	if (!id)
