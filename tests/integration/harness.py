@@ -156,6 +156,36 @@ def traced_run(scenario, duration=3, workers=2, executor_args=(), tracer_args=()
     return read_outputs(run, alerts_path)
 
 
+def traced_gated_run(name, argv, duration, tracer_args, tmpdir):
+    """Starts argv (a program that waits for a line on stdin before it works),
+    attaches the tracer (-p, --summary json, then tracer_args), lets it go
+    once attached and runs it to its exit: the TracedRun, its trace at
+    tmpdir/trace.json when tracer_args write one, and whether it was
+    attached in time (run.attached)."""
+    trace_path = os.path.join(tmpdir, "trace.json")
+    err_path = os.path.join(tmpdir, "tracer.err")
+    ex = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    with open(err_path, "w") as err:
+        tr = subprocess.Popen([TRACER, "-p", str(ex.pid), "--summary", "json", *tracer_args],
+                              stdout=subprocess.PIPE, stderr=err, text=True)
+    try:
+        attached = wait_for(lambda: "tracing pid" in read(err_path), 30)
+        ex.stdin.write("go\n")
+        ex.stdin.flush()
+        ex_out, ex_err = ex.communicate(timeout=duration + 60)
+        tr_out, _ = tr.communicate(timeout=60)
+    finally:
+        for p in (ex, tr):
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    run = TracedRun(name, ex.returncode, ex_out, ex_err, tr.returncode, tr_out, read(err_path),
+                    trace_path)
+    run.attached = attached
+    return run
+
+
 def read_outputs(run, alerts_path):
     """Fills in what the tracer said: summary, alert lines, report, alert log."""
     run.summary = parse_summary(run.tracer_stderr)

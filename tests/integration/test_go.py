@@ -26,35 +26,15 @@ def traced_go_run(scenario, duration=2, exe="go-app", tracer_args=(), trace=True
     """Starts the Go program waiting on stdin, attaches, lets it run to its
     exit: the run, with its counts and the trace's events."""
     tmp = tempfile.mkdtemp(prefix="at-go-")
-    trace_path = os.path.join(tmp, "trace.json")
     alerts = os.path.join(tmp, "alerts.jsonl")
-    err_path = os.path.join(tmp, "tracer.err")
-    ex = subprocess.Popen([os.path.join(harness.BUILD, exe), "-scenario", scenario,
-                           "-duration", f"{duration}s", "-wait-stdin"],
-                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True)
-    with open(err_path, "w") as err:
-        tr = subprocess.Popen([harness.TRACER, "-p", str(ex.pid), "--summary", "json",
-                               "--alerts", alerts, *detector_args, *tracer_args,
-                               *(["-o", trace_path] if trace else ["--no-trace"])],
-                              stdout=subprocess.PIPE, stderr=err, text=True)
-    try:
-        attached = harness.wait_for(lambda: "tracing pid" in harness.read(err_path), 30)
-        ex.stdin.write("go\n")
-        ex.stdin.flush()
-        ex_out, ex_err = ex.communicate(timeout=duration + 60)
-        tr_out, _ = tr.communicate(timeout=60)
-    finally:
-        for p in (ex, tr):
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
-    run = harness.TracedRun(f"go-{scenario}", ex.returncode, ex_out, ex_err, tr.returncode,
-                            tr_out, harness.read(err_path), trace_path)
-    m = COUNTS.search(ex_out)
+    run = harness.traced_gated_run(
+        f"go-{scenario}", [os.path.join(harness.BUILD, exe), "-scenario", scenario,
+                           "-duration", f"{duration}s", "-wait-stdin"], duration,
+        ["--alerts", alerts, *detector_args, *tracer_args,
+         *(["-o", os.path.join(tmp, "trace.json")] if trace else ["--no-trace"])], tmp)
+    m = COUNTS.search(run.executor_stdout)
     run.counts = dict(zip(("burns", "sleeps", "pings", "ticks", "fanouts", "children"),
                           map(int, m.groups()))) if m else {}
-    run.attached = attached
     return harness.read_outputs(run, alerts)
 
 

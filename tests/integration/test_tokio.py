@@ -31,37 +31,16 @@ def traced_tokio_run(variant, duration=3, tracer_args=(), tmpdir=None, trace=Tru
     trace=False traces in maps-only mode; exe: another program of tests/tokio
     (exe_args: its arguments before the common ones)."""
     tmpdir = tmpdir or tempfile.mkdtemp(prefix="asynctraced-")
-    trace_path = os.path.join(tmpdir, "trace.json")
     alerts = os.path.join(tmpdir, "alerts.jsonl")
-    ex = subprocess.Popen([exe or app(variant), *exe_args, "--wait-stdin",
-                           "--duration", str(duration)],
-                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True)
-    err_path = os.path.join(tmpdir, "tracer.err")
-    with open(err_path, "w") as err:
-        tr = subprocess.Popen([harness.TRACER, "-p", str(ex.pid), "--summary", "json",
-                               "--alerts", alerts, *tracer_args,
-                               *(["-o", trace_path] if trace else ["--no-trace"])],
-                              stdout=subprocess.PIPE, stderr=err, text=True)
-    try:
-        attached = harness.wait_for(lambda: "tracing pid" in harness.read(err_path), 30)
-        ex.stdin.write("go\n")
-        ex.stdin.flush()
-        ex_out, ex_err = ex.communicate(timeout=duration + 60)
-        tr_out, _ = tr.communicate(timeout=60)
-    finally:
-        for p in (ex, tr):
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
-    tr_err = harness.read(err_path)
-    run = harness.TracedRun(f"tokio{variant}", ex.returncode, ex_out, ex_err, tr.returncode,
-                            tr_out, tr_err, trace_path)
-    m = APP_LINE.search(ex_out)
+    run = harness.traced_gated_run(
+        f"tokio{variant}", [exe or app(variant), *exe_args, "--wait-stdin", "--duration",
+                            str(duration)], duration,
+        ["--alerts", alerts, *tracer_args,
+         *(["-o", os.path.join(tmpdir, "trace.json")] if trace else ["--no-trace"])], tmpdir)
+    m = APP_LINE.search(run.executor_stdout)
     if m:
         run.counts = dict(workers=int(m[1]), tasks=int(m[3]), polls=int(m[4]),
                           wakes=int(m[5]))
-    run.attached = attached
     return harness.read_outputs(run, alerts)
 
 
