@@ -178,32 +178,28 @@ func main() {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	all := *scenario == "all"
+	known := all
 	run := func(name string) bool {
 		if all || *scenario == name {
+			known = true
 			wg.Add(1)
 			return true
 		}
 		return false
 	}
-	known := all
 	if run("cpu") {
-		known = true
 		go burnCPU(stop, &wg)
 	}
 	if run("syscall") {
-		known = true
 		go blockInSyscall(stop, &wg)
 	}
 	if run("pingpong") {
-		known = true
 		go pingPong(stop, &wg)
 	}
 	if run("timers") {
-		known = true
 		go timers(stop, &wg)
 	}
 	if run("fanout") {
-		known = true
 		go fanOut(stop, &wg)
 	}
 	if all || *scenario == "leak" {
