@@ -382,8 +382,8 @@ static void images_without_a_runtime_are_remembered(void **state)
 	assert_int_equal(discover(&d, &t), 0);
 	assert_int_equal(d.kind, RUNTIME_NONE);
 	assert_int_equal(d.scanned, 0);
-	/* each file skipped twice: no probes, no tokio */
-	assert_int_equal(images.hits, 2 * first);
+	/* each file skipped three times: no probes, no tokio, no Go */
+	assert_int_equal(images.hits, 3 * first);
 	discovery__free(&d);
 	target__close(&t);
 
