@@ -100,7 +100,8 @@ FUZZ_MAX_LEN_usdt_args   := 256
 FUZZ_MAX_LEN_tokio_names := 65536
 FUZZ_MAX_LEN_placement   := 65536
 
-.PHONY: all clean test test-unit test-integration demo setup bench tokio go fuzz fuzz-regress stress \
+.PHONY: all clean test test-unit test-integration demo setup bench tokio go go-versions fuzz \
+	fuzz-regress stress \
 	soak install uninstall man
 .DELETE_ON_ERROR:
 # Keep BPF objects: they are worth inspecting with bpftool and llvm-objdump.
@@ -157,6 +158,34 @@ $(BUILD)/go-app-stripped: $(GO_SRCS)
 $(BUILD)/go-app-pie: $(GO_SRCS)
 	$(call msg,GO,$@)
 	$(Q)cd tests/go && $(GO_ENV) go build -buildmode=pie -o $(abspath $@) ./cmd/go-app
+
+# The same program built by each Go Debian ships beyond bookworm's 1.19
+# (bookworm-backports, trixie, trixie-backports: the last three releases
+# among them), with its DWARF and stripped: the version table is checked
+# against their DWARF (tests/unit/test_golang.c) and the tracer runs them
+# (tests/integration/test_go.py). scripts/go-toolchains.sh fetches them
+# through apt-get into $(BUILD)/go-toolchains; nothing is installed.
+GO_VERSIONS   := 1.21 1.22 1.23 1.24 1.25 1.26 1.27
+GO_TOOLCHAINS := $(BUILD)/go-toolchains
+GO_VERSION_APPS := $(foreach v,$(GO_VERSIONS),$(BUILD)/go-versions/go-app-$(v) \
+			$(BUILD)/go-versions/go-app-$(v)-stripped)
+
+go-versions: $(GO_VERSION_APPS)
+
+$(GO_TOOLCHAINS)/stamp: scripts/go-toolchains.sh
+	$(Q)scripts/go-toolchains.sh $(GO_TOOLCHAINS) $(GO_VERSIONS)
+	$(Q)touch $@
+
+$(BUILD)/go-versions/go-app-%-stripped: $(GO_SRCS) $(GO_TOOLCHAINS)/stamp
+	$(call msg,GO,$@)
+	$(Q)cd tests/go && GOROOT=$(abspath $(GO_TOOLCHAINS))/usr/lib/go-$* $(GO_ENV) \
+		$(abspath $(GO_TOOLCHAINS))/usr/lib/go-$*/bin/go build -ldflags='-s -w' \
+		-o $(abspath $@) ./cmd/go-app
+
+$(BUILD)/go-versions/go-app-%: $(GO_SRCS) $(GO_TOOLCHAINS)/stamp
+	$(call msg,GO,$@)
+	$(Q)cd tests/go && GOROOT=$(abspath $(GO_TOOLCHAINS))/usr/lib/go-$* $(GO_ENV) \
+		$(abspath $(GO_TOOLCHAINS))/usr/lib/go-$*/bin/go build -o $(abspath $@) ./cmd/go-app
 
 # The tokio test program (tests/tokio), built three ways: the default release
 # profile (legacy symbol mangling), fat LTO (steal_into inlined away), and v0
@@ -303,9 +332,9 @@ demo: setup
 
 # Unit tests need no root: they feed synthetic events to the real code. The
 # trace they write is then held to Perfetto's import rules.
-test-unit: $(UNIT_BINS) $(BUILD)/sample-executor $(BUILD)/asynctraced fuzz-regress go
+test-unit: $(UNIT_BINS) $(BUILD)/sample-executor $(BUILD)/asynctraced fuzz-regress go go-versions
 	$(Q)set -e; for t in $(UNIT_BINS); do echo "== $$t"; \
-		BUILD=$(BUILD) $$t; done
+		BUILD=$(BUILD) GO_VERSIONS="$(GO_VERSIONS)" $$t; done
 	$(Q)$(PYTHON) tests/integration/trace_check.py $(BUILD)/tests/synthetic.json
 	$(Q)$(PYTHON) tests/integration/pftrace_check.py $(BUILD)/tests/synthetic.pftrace
 	$(Q)BUILD=$(BUILD) $(PYTHON) -m unittest discover -s tests/offline -t . -v
@@ -327,8 +356,9 @@ fuzz: $(FUZZ_BINS)
 			-artifact_prefix=$(BUILD)/fuzz/artifacts/$(t)- $(call fuzz_corpus,$(t));)
 
 # Integration tests need root: they load BPF and trace real executors.
-test-integration: all tokio go
-	$(Q)BUILD=$(BUILD) $(PYTHON) -m unittest discover -s tests/integration -t . -v
+test-integration: all tokio go go-versions
+	$(Q)BUILD=$(BUILD) GO_VERSIONS="$(GO_VERSIONS)" $(PYTHON) -m unittest discover \
+		-s tests/integration -t . -v
 
 # Numbers, not pass/fail: see docs/performance.md.
 bench: all tokio $(BUILD)/pingpong

@@ -867,6 +867,12 @@ static __always_inline bool go_p_of(const struct at_go_layout *l, __u64 g, __u32
 	return true;
 }
 
+/* Whether wait reason why is in set (256 bits). */
+static __always_inline bool go_in(const __u64 *set, __u8 why)
+{
+	return (set[why >> 6] >> (why & 63)) & 1;
+}
+
 static __always_inline const struct at_go_layout *go_layout(void)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
@@ -885,6 +891,7 @@ int BPF_KPROBE(go_casgstatus)
 	struct thread_state *t;
 	__u64 gp = ctx->ax, goid, waker;
 	bool has_p;
+	__u8 why;
 
 	if (!l || !gp || from == to)
 		return 0;
@@ -909,8 +916,16 @@ int BPF_KPROBE(go_casgstatus)
 		 * preempted or yielding: back on the global run queue; preempted
 		 * if a preemption was asked of it (cleared when it runs again)
 		 */
+		/*
+		 * parked: idle (the lost-waker detector's to judge) only when a
+		 * channel or a lock holds it, unwakeable on a nil channel; in a
+		 * syscall, asleep, waiting on I/O or for the GC, by design
+		 */
+		why = to == GO_WAITING ? go_read8(gp, l->g_waitreason) : 0;
 		on_poll_end(t, goid, ts, slot, to == GO_DEAD,
-			    to == GO_RUNNABLE ? AT_QUEUE_INJECT : AT_QUEUE_NONE, 0, true, false,
+			    to == GO_RUNNABLE ? AT_QUEUE_INJECT : AT_QUEUE_NONE, 0,
+			    to == GO_WAITING && go_in(l->may_lose, why),
+			    to == GO_WAITING && go_in(l->never_woken, why),
 			    to == GO_RUNNABLE && go_read8(gp, l->g_preempt));
 	} else if (from == GO_WAITING && to == GO_RUNNABLE) {
 		t = thread_self(ctx, true, &tid);

@@ -72,8 +72,17 @@ enum at_usdt_probe {
 struct at_go_layout {
 	__s32 g_goid, g_m, g_startpc;
 	__s32 g_preempt;	/* bool: a preemption was asked of it */
+	__s32 g_waitreason;	/* __u8: why it parks */
 	__s32 m_p;
 	__s32 p_id, p_runqhead, p_runqtail;
+	/*
+	 * Wait reasons, bit sets by value: a park for one of may_lose (a
+	 * channel, a lock: only another goroutine ends it) leaves the goroutine
+	 * idle for the lost-waker detector; one of never_woken (a nil channel)
+	 * is a lost waker at once. Other parks (I/O, sleep, the GC's) are waits
+	 * by design: never lost.
+	 */
+	__u64 may_lose[4], never_woken[4];
 };
 
 struct at_tokio_process {

@@ -326,8 +326,12 @@ static int go_layout(struct tracer *t, const struct traced *tr)
 {
 	const struct go_offsets *o = &tr->disc.go.off;
 	struct at_go_layout l = { .g_goid = o->g_goid, .g_m = o->g_m, .g_startpc = o->g_startpc,
-				  .g_preempt = o->g_preempt, .m_p = o->m_p, .p_id = o->p_id,
+				  .g_preempt = o->g_preempt, .g_waitreason = o->g_waitreason,
+				  .m_p = o->m_p, .p_id = o->p_id,
 				  .p_runqhead = o->p_runqhead, .p_runqtail = o->p_runqtail };
+
+	memcpy(l.may_lose, tr->disc.go.may_lose, sizeof(l.may_lose));
+	memcpy(l.never_woken, tr->disc.go.never_woken, sizeof(l.never_woken));
 
 	return tracer__go_layout(t, tr->target.pid, &l);
 }
@@ -687,12 +691,12 @@ static int traced_start(struct session *s, struct traced *tr)
 	/* tokio parks a task woken by a poll in that worker's LIFO slot */
 	tr->pipe.detector.lifo_slot = tr->disc.kind == RUNTIME_TOKIO;
 	/*
-	 * A goroutine parked for long is most often one that is meant to be (an
-	 * accept loop, an idle connection, a worker waiting for a job): not
-	 * alerted on as a lost waker until a leak can be told from a wait.
+	 * A goroutine parked on a channel for long is as often meant to (a
+	 * worker waiting for a job, a ticker's loop) as leaked: Go's lost
+	 * wakers are the nil channels' unless --lost-waker asks for more.
 	 */
 	if (tr->disc.kind == RUNTIME_GO)
-		tr->pipe.detector.opts.lost_waker_ns = 0;
+		tr->pipe.detector.lost_waker_exact_only = !(o->detect_given & GIVEN_LOST_WAKER);
 	/* its GC's workers, sweeper and scavenger hold Ps by design: never alerted on */
 	if (tr->disc.kind == RUNTIME_GO)
 		tr->pipe.detector.runtime_tasks = "runtime.";

@@ -47,10 +47,15 @@ static int proc_begin(struct replay *rp, const struct cap_process *proc)
 	}
 	pr->pid = proc->pid;
 	pr->pipe.detector.lifo_slot = proc->runtime == CAPTURE_RUNTIME_TOKIO;
-	/* as live (session.c): Go's own goroutines, and its long parks, are not alerted on */
+	/*
+	 * as live (session.c): Go's own goroutines are not alerted on, nor its
+	 * long parks unless a --lost-waker was asked for, now or when recording
+	 * (a threshold other than the default)
+	 */
 	if (proc->runtime == CAPTURE_RUNTIME_GO) {
 		pr->pipe.detector.runtime_tasks = "runtime.";
-		pr->pipe.detector.opts.lost_waker_ns = 0;
+		pr->pipe.detector.lost_waker_exact_only =
+			!rp->lost_waker_given && proc->lost_waker_ns == DEFAULT_LOST_WAKER_NS;
 	}
 	pr->pipe.model.realtime_offset = proc->realtime_offset;
 	pr->pipe.model.thread_comm = thread_comm;
@@ -80,6 +85,7 @@ int replay__init(struct replay *rp, const struct capture_reader *r, struct detec
 		opts->thrash_rate = proc->thrash_rate;
 	if (!(given & GIVEN_LOST_WAKER))
 		opts->lost_waker_ns = proc->lost_waker_ns;
+	rp->lost_waker_given = given & GIVEN_LOST_WAKER;
 	if (!(given & GIVEN_EPISODE_GAP))
 		opts->episode_gap_ns = proc->episode_gap_ns;
 	rp->opts = *opts;

@@ -55,6 +55,7 @@ struct replay {
 	struct replay_proc *last;	/* the latest record's */
 	struct replay_ops ops;
 	struct detect_opts opts; /* the thresholds every process is judged by */
+	bool lost_waker_given;	/* --lost-waker was given (Go's lost wakers by silence) */
 	bool ended;		/* the capture's end record was read */
 	uint64_t stop;		/* when recording stopped (or the last timestamp seen) */
 	char reason[CAP_REASON_LEN];

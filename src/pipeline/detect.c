@@ -778,6 +778,8 @@ static void lost_waker(struct detector *d, struct model *m, const struct at_task
 		ep->last_ts = s->hdr.ts;
 		return;
 	}
+	if (d->lost_waker_exact_only)
+		return;
 	if (ep && (!lost || ep->a.begin_ts != s->idle_since)) {
 		/* woken (or done) at last */
 		end(d, u64map__del(&d->lost, s->task), s->hdr.ts, false);

@@ -154,6 +154,12 @@ struct detector {
 	 * on (NULL: none is)
 	 */
 	const char *runtime_tasks;
+	/*
+	 * Lost wakers only on the runtime's word (a task nothing can wake:
+	 * AT_POLL_UNWAKEABLE), never on --lost-waker of silence alone (Go, by
+	 * default: docs/go.md).
+	 */
+	bool lost_waker_exact_only;
 	bool lifo_slot;
 	/* Every alert raised, BEGIN and END, for the report. */
 	struct alert *log;

@@ -26,16 +26,31 @@ const char *const go_func_names[GO_FUNC_MAX] = {
 
 /*
  * The layouts checked here, for binaries without DWARF: each one read from
- * the DWARF of a program built by that Go (tests/unit/test_golang.c checks
- * the table against the DWARF of the test program built by the Go here).
+ * the DWARF of a program built by that Go, x86-64 (Debian's golang-1.N-go:
+ * bookworm's 1.19, its backports' 1.21-1.23, trixie's 1.24 and its
+ * backports' 1.25-1.27; Debian never shipped 1.20). `make go-versions`
+ * builds the test program with each, and tests/unit/test_golang.c checks
+ * this table against their DWARF.
  */
+#define GO_LAYOUT(minor_, goid, m, status, startpc, preempt, waitreason, mp, curg, head)   \
+	{ 1, minor_, { .g_goid = goid, .g_m = m, .g_atomicstatus = status,                  \
+		       .g_startpc = startpc, .g_preempt = preempt, .g_waitreason = waitreason, \
+		       .m_p = mp, .m_curg = curg, .p_id = 0, .p_runqhead = head,          \
+		       .p_runqtail = head + 4 } }
+
 static const struct {
 	int major, minor;
 	struct go_offsets off;
 } layouts[] = {
-	{ 1, 19, { .g_goid = 152, .g_m = 48, .g_atomicstatus = 144, .g_startpc = 312,
-		   .g_preempt = 177,
-		   .m_p = 208, .m_curg = 192, .p_id = 0, .p_runqhead = 400, .p_runqtail = 404 } },
+	/*         minor goid  m  status startpc preempt waitreason m.p curg runqhead */
+	GO_LAYOUT(19, 152, 48, 144, 312, 177, 176, 208, 192, 400),
+	GO_LAYOUT(21, 152, 48, 144, 296, 177, 176, 208, 192, 400),
+	GO_LAYOUT(22, 152, 48, 144, 296, 177, 176, 208, 192, 400),
+	GO_LAYOUT(23, 160, 48, 152, 304, 185, 184, 208, 192, 392),
+	GO_LAYOUT(24, 160, 48, 152, 304, 185, 184, 208, 192, 392),
+	GO_LAYOUT(25, 152, 48, 144, 296, 177, 176, 200, 184, 392),
+	GO_LAYOUT(26, 152, 48, 144, 304, 177, 176, 208, 184, 400),
+	GO_LAYOUT(27, 152, 48, 144, 304, 177, 176, 208, 184, 400),
 };
 
 /* A section's bytes and where it is loaded. */
@@ -328,7 +343,7 @@ static int symtab_funcs(Elf *elf, struct go_binary *gb)
 /*
  * The functions from .gopclntab, which the runtime needs (for tracebacks)
  * and so no strip removes. Go 1.18's layout (magic 0xfffffff0; 1.20 on,
- * 0xfffffff1, the same header): then a table of (entry, _func offset)
+ * 0xfffffff1, the same header, its textStart 0 from 1.26): then a table of (entry, _func offset)
  * pairs, each _func beginning with its entry's and its name's offsets.
  */
 static int pclntab_funcs(Elf *elf, struct go_binary *gb)
@@ -348,6 +363,14 @@ static int pclntab_funcs(Elf *elf, struct go_binary *gb)
 	text = read_uint(t.data + 8 + 2 * 8, 8);
 	names = read_uint(t.data + 8 + 3 * 8, 8);
 	functab = read_uint(t.data + 8 + 7 * 8, 8);
+	/* Go 1.26 leaves textStart 0: the entries count from .text, runtime.text */
+	if (!text) {
+		struct section code;
+
+		if (!section(elf, ".text", &code))
+			return -ENOTSUP;
+		text = code.addr;
+	}
 	if (functab > t.size || nfunc > (t.size - functab) / 8 || names > t.size)
 		return -ENOTSUP;
 	/* nfunc pairs, then the end of the text: the last function's end */
@@ -420,6 +443,7 @@ static bool dwarf_offsets(Elf *elf, struct go_offsets *o)
 					o->g_atomicstatus = member_offset(&c, "atomicstatus");
 					o->g_startpc = member_offset(&c, "startpc");
 					o->g_preempt = member_offset(&c, "preempt");
+					o->g_waitreason = member_offset(&c, "waitreason");
 					found++;
 				} else if (!strcmp(n, "runtime.m")) {
 					o->m_p = member_offset(&c, "p");
@@ -439,10 +463,92 @@ static bool dwarf_offsets(Elf *elf, struct go_offsets *o)
 	return found == 3;
 }
 
+/* The bytes at link-time address addr, len of them, if s holds them all. */
+static const uint8_t *at(const struct section *s, uint64_t addr, uint64_t len)
+{
+	return addr >= s->addr && len <= s->size && addr - s->addr <= s->size - len
+		       ? s->data + (addr - s->addr)
+		       : NULL;
+}
+
+static void set_bit(uint64_t *set, unsigned bit)
+{
+	set[bit / 64] |= 1ull << (bit % 64);
+}
+
+static bool is(const char *name, size_t len, const char *s)
+{
+	return strlen(s) == len && !memcmp(s, name, len);
+}
+
+/* Whether a wait of this name is ended by another goroutine alone (docs/go.md). */
+static bool may_lose(const char *name, size_t len)
+{
+	static const char *const waits[] = {
+		"chan receive", "chan send", "select", "semacquire", "sync.Cond.Wait",
+		"sync.Mutex.Lock", "sync.RWMutex.RLock", "sync.RWMutex.Lock",
+		"sync.WaitGroup.Wait",
+	};
+
+	for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++)
+		if (is(name, len, waits[i]))
+			return true;
+	return false;
+}
+
+/*
+ * The wait reasons: runtime.waitReasonStrings, an array of Go strings
+ * (pointer, length) indexed by the reason, in .data. A stripped binary keeps
+ * it, without its name: it is where the header of its entry 1 ("GC assist
+ * marking", since Go 1.11) is, entry 0 the empty string. Read until an entry
+ * is not a name (the array's end). Without it the sets stay empty: no
+ * goroutine is ever called lost.
+ */
+static void wait_reasons(Elf *elf, struct go_binary *gb)
+{
+	static const char first[] = "GC assist marking";
+	const size_t flen = sizeof(first) - 1;
+	struct section ro, data;
+
+	if (!section(elf, ".rodata", &ro) || !section(elf, ".data", &data))
+		return;
+	for (const uint8_t *s = ro.data; (s = memmem(s, ro.size - (size_t)(s - ro.data), first,
+						     flen)); s++) {
+		uint64_t addr = ro.addr + (uint64_t)(s - ro.data);
+
+		for (uint64_t w = 16; w + 16 <= data.size; w += 8) {
+			const uint8_t *e = data.data + w;
+
+			if (read_uint(e, 8) != addr || read_uint(e + 8, 8) != flen ||
+			    read_uint(e - 8, 8) != 0)
+				continue;
+			e -= 16;
+			bool never;
+
+			for (unsigned r = 1; r < 256 && e + 16 * (r + 1) <= data.data + data.size; r++) {
+				uint64_t len = read_uint(e + 16 * r + 8, 8);
+				const uint8_t *name = len && len < 64
+							      ? at(&ro, read_uint(e + 16 * r, 8), len)
+							      : NULL;
+
+				if (!name)
+					break;
+				never = is((const char *)name, len, "chan receive (nil chan)") ||
+					is((const char *)name, len, "chan send (nil chan)");
+				if (never)
+					set_bit(gb->never_woken, r);
+				if (never || may_lose((const char *)name, len))
+					set_bit(gb->may_lose, r);
+			}
+			return;
+		}
+	}
+}
+
 static bool offsets_known(const struct go_offsets *o)
 {
 	return o->g_goid >= 0 && o->g_m >= 0 && o->g_atomicstatus >= 0 && o->g_startpc >= 0 &&
-	       o->g_preempt >= 0 &&
+	       o->g_preempt >= 0 && o->g_waitreason >= 0 &&
 	       o->m_p >= 0 && o->m_curg >= 0 && o->p_id >= 0 && o->p_runqhead >= 0 &&
 	       o->p_runqtail >= 0;
 }
@@ -481,6 +587,7 @@ int golang__detect(const char *path, struct go_binary *gb)
 		if (layouts[i].major == gb->major && layouts[i].minor == gb->minor)
 			gb->off = layouts[i].off;
 	err = offsets_known(&gb->off) ? 0 : -ENOTSUP;
+	wait_reasons(elf, gb);
 	for (int i = 0; !err && i < GO_FUNC_MAX; i++)
 		if (!gb->funcs[i])
 			err = -ENOTSUP;

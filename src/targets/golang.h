@@ -29,6 +29,7 @@ struct go_offsets {
 	int32_t g_goid, g_m, g_atomicstatus;
 	int32_t g_startpc;	/* the goroutine's function: what names it */
 	int32_t g_preempt;	/* a preemption was asked of it */
+	int32_t g_waitreason;	/* why it is parked (a waitReason, a byte) */
 	int32_t m_p, m_curg;	/* an M's P, and the goroutine it runs */
 	int32_t p_id, p_runqhead, p_runqtail;
 };
@@ -47,6 +48,15 @@ struct go_binary {
 	bool pie;		/* position-independent: loaded away from its link-time addresses */
 	uint64_t funcs[GO_FUNC_MAX]; /* link-time addresses; 0: not found */
 	struct go_offsets off;
+	/*
+	 * The wait reasons (g.waitreason's values, which differ between
+	 * versions; read from the binary's runtime.waitReasonStrings), as
+	 * bit sets: may_lose, the waits only another goroutine ends (a channel,
+	 * a select, a lock, a WaitGroup, a sync.Cond), where a goroutine can be
+	 * leaked; never_woken, those nothing can end (a nil channel's send or
+	 * receive). Both empty if the names were not found.
+	 */
+	uint64_t may_lose[4], never_woken[4];
 	/* every function, by address: goroutines are named by their start function */
 	struct go_func_entry *all;
 	size_t nr_all, cap_all;

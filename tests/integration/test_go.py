@@ -175,6 +175,81 @@ class FanOut(GoRun):
         self.assertEqual(begins(self.run_), [])
 
 
+def lost(run):
+    """name -> the lost-waker alerts begun on goroutines of that name."""
+    out = {}
+    for a in begins(run, "lost-waker"):
+        out.setdefault(a["task"]["name"], []).append(a)
+    return out
+
+
+class Leak(GoRun):
+    """Two goroutines leaked: one parked on a channel nobody writes to, one on
+    a channel never made (nil). With --lost-waker 1s both are lost wakers:
+    the nil channel's at once (nothing can wake it: unwakeable), the other
+    after the threshold. Nothing else is: the main goroutine asleep, the
+    runtime's own parked goroutines (GC workers, sweeper) are waits by
+    design."""
+    scenario = "leak"
+
+    def test_both_leaks_and_nothing_else(self):
+        by_name = lost(self.run_)
+        self.assertEqual(set(by_name), {"main.leaked", "main.leakedOnNil"},
+                         self.run_.alert_log)
+        nil, = by_name["main.leakedOnNil"]
+        self.assertTrue(nil.get("unwakeable"), nil)
+        chan, = by_name["main.leaked"]
+        self.assertFalse(chan.get("unwakeable"), chan)
+        self.assertGreaterEqual(chan["value_ns"], 1_000_000_000)
+        self.assertIn("main.leaked", chan["message"])
+
+
+class LeakByDefault(unittest.TestCase):
+    """Without --lost-waker a goroutine parked on a channel is not called lost
+    (a worker waiting for its next job looks the same): only the one on a
+    nil channel, which nothing can wake, is."""
+
+    def test_only_the_nil_channel(self):
+        harness.require_root()
+        run = traced_go_run("leak", duration=2, trace=False, detector_args=["--long-poll", "8ms"])
+        self.assertEqual(run.tracer_rc, 0, run.describe())
+        by_name = lost(run)
+        self.assertEqual(set(by_name), {"main.leakedOnNil"}, run.alert_log)
+        self.assertTrue(by_name["main.leakedOnNil"][0].get("unwakeable"))
+
+
+class EveryGoVersion(unittest.TestCase):
+    """The same program built by each Go Debian ships (make go-versions:
+    1.21 to 1.27) and stripped (-s -w: no DWARF, no .symtab), so that the
+    offsets come from the version table and the names from .gopclntab:
+    traced as Go 1.19's is. Every scenario at once: the CPU hog alerted by
+    name, the ping-pong's wakes linked, the children counted as the program
+    counts them, the nil channel's leak found and no other lost waker."""
+
+    def test_each_version(self):
+        harness.require_root()
+        versions = os.environ.get("GO_VERSIONS", "").split()
+        self.assertTrue(versions, "GO_VERSIONS is not set: run the tests through make")
+        for v in versions:
+            with self.subTest(go=v):
+                run = traced_go_run("all", duration=2, exe=f"go-versions/go-app-{v}-stripped",
+                                    detector_args=["--long-poll", "8ms"])
+                self.assertEqual((run.executor_rc, run.tracer_rc), (0, 0), run.describe())
+                self.assertIn(f"Go go{v}", run.tracer_stderr)
+                self.assertIn("offsets from the version table", run.tracer_stderr)
+                self.assertEqual(run.report["events"]["dropped"], 0)
+                names = task_names(run)
+                self.assertIn("main.burnCPU", {a["task"]["name"] for a in begins(run)},
+                              run.alert_log)
+                wakes = {(names.get(e["args"].get("waker_task")), names.get(e["args"]["task"]))
+                         for e in run.events if e.get("ph") == "X" and e.get("cat") == "wake"}
+                self.assertIn(("main.pingPong", "main.pingPong.func1"), wakes)
+                spawns = [e for e in run.events if e.get("ph") == "X" and e.get("cat") == "spawn"
+                          and e["name"].startswith("spawn main.child")]
+                self.assertEqual(len(spawns), run.counts["children"], run.counts)
+                self.assertEqual(set(lost(run)), {"main.leakedOnNil"}, run.alert_log)
+
+
 class FollowingTheHost(unittest.TestCase):
     """Following the host (no -p), a Go program that starts later is found and
     traced like any other: its CPU hog alerted, named."""

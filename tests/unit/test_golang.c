@@ -178,6 +178,91 @@ static void casgstatus_probed_past_its_prologue(void **state)
 	golang__free(&gb);
 }
 
+static bool has(const uint64_t *set, unsigned bit)
+{
+	return (set[bit / 64] >> (bit % 64)) & 1;
+}
+
+static bool empty(const uint64_t *set)
+{
+	return !(set[0] | set[1] | set[2] | set[3]);
+}
+
+/*
+ * The wait reasons are read from the binary, stripped or not: the same
+ * sets. Go 1.19's values (runtime2.go): 3 and 4 the nil channels', 9
+ * select, 14 and 15 a channel's receive and send; 2 (I/O) and 19 (sleep)
+ * are waits by design; 10 (select with no cases) is meant forever.
+ */
+static void wait_reasons_from_the_binary(void **state)
+{
+	struct go_binary full, bare;
+
+	(void)state;
+	assert_int_equal(golang__detect(build_file("go-app"), &full), 0);
+	assert_int_equal(golang__detect(build_file("go-app-stripped"), &bare), 0);
+	assert_memory_equal(full.may_lose, bare.may_lose, sizeof(full.may_lose));
+	assert_memory_equal(full.never_woken, bare.never_woken, sizeof(full.never_woken));
+	if (full.minor == 19) {
+		for (unsigned r = 0; r < 256; r++)
+			assert_int_equal(has(full.never_woken, r), r == 3 || r == 4);
+		assert_true(has(full.may_lose, 9) && has(full.may_lose, 14) &&
+			    has(full.may_lose, 15) && has(full.may_lose, 3));
+		assert_false(has(full.may_lose, 2) || has(full.may_lose, 19) ||
+			     has(full.may_lose, 10) || has(full.may_lose, 0));
+	}
+	golang__free(&full);
+	golang__free(&bare);
+}
+
+/*
+ * Each Go Debian ships (GO_VERSIONS, built by make go-versions): its
+ * binary stripped of DWARF and .symtab gets from .gopclntab the functions
+ * its twin's .symtab has, from the table the offsets its DWARF says, and
+ * the same wait reasons.
+ */
+static void every_version_in_the_table(void **state)
+{
+	const char *versions = getenv("GO_VERSIONS");
+	char list[256], *save = NULL;
+	int checked = 0;
+
+	(void)state;
+	if (!versions)
+		fail_msg("GO_VERSIONS is not set: run the unit tests through make");
+	snprintf(list, sizeof(list), "%s", versions);
+	for (char *v = strtok_r(list, " ", &save); v; v = strtok_r(NULL, " ", &save)) {
+		struct go_binary full, bare;
+		char name[64];
+		int minor = atoi(strchr(v, '.') ? strchr(v, '.') + 1 : v);
+
+		snprintf(name, sizeof(name), "go-versions/go-app-%s", v);
+		assert_int_equal(golang__detect(build_file(name), &full), 0);
+		snprintf(name, sizeof(name), "go-versions/go-app-%s-stripped", v);
+		assert_int_equal(golang__detect(build_file(name), &bare), 0);
+		print_message("  %s: goid %d m %d startpc %d waitreason %d m.p %d curg %d "
+			      "runqhead %d\n", full.version, full.off.g_goid, full.off.g_m,
+			      full.off.g_startpc, full.off.g_waitreason, full.off.m_p,
+			      full.off.m_curg, full.off.p_runqhead);
+		assert_int_equal(full.minor, minor);
+		assert_true(full.has_dwarf);
+		assert_false(bare.has_dwarf || bare.has_symtab);
+		assert_memory_equal(&bare.off, &full.off, sizeof(full.off));
+		/* .gopclntab gives the functions .symtab does (1.26 left its textStart 0) */
+		for (int f = 0; f < GO_FUNC_MAX; f++) {
+			assert_int_not_equal(full.funcs[f], 0);
+			assert_int_equal(bare.funcs[f], full.funcs[f]);
+		}
+		assert_false(empty(full.may_lose) || empty(full.never_woken));
+		assert_memory_equal(full.may_lose, bare.may_lose, sizeof(full.may_lose));
+		assert_memory_equal(full.never_woken, bare.never_woken, sizeof(full.never_woken));
+		golang__free(&full);
+		golang__free(&bare);
+		checked++;
+	}
+	assert_true(checked >= 3);
+}
+
 static void not_go(void **state)
 {
 	struct go_binary gb;
@@ -196,6 +281,8 @@ int main(void)
 		cmocka_unit_test(functions_by_address),
 		cmocka_unit_test(goroutines_named_by_their_function),
 		cmocka_unit_test(casgstatus_probed_past_its_prologue),
+		cmocka_unit_test(wait_reasons_from_the_binary),
+		cmocka_unit_test(every_version_in_the_table),
 		cmocka_unit_test(not_go),
 	};
 

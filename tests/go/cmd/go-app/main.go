@@ -12,7 +12,8 @@
 //	timers    goroutines sleeping 1 ms, over and over
 //	fanout    a parent spawning 16 children and waiting for them
 //	          (sync.WaitGroup), over and over
-//	leak      a goroutine parked forever on a channel nobody writes to
+//	leak      a goroutine parked forever on a channel nobody writes to,
+//	          and one on a channel never made (nil)
 //	all       all of the above at once
 package main
 
@@ -160,6 +161,12 @@ func leaked(never <-chan int) {
 	<-never
 }
 
+// leakedOnNil waits on a channel never made: nothing can ever wake it.
+func leakedOnNil() {
+	var never chan int
+	<-never
+}
+
 func main() {
 	scenario := flag.String("scenario", "all", "cpu, syscall, pingpong, timers, fanout, leak or all")
 	duration := flag.Duration("duration", 3*time.Second, "how long to run")
@@ -205,6 +212,7 @@ func main() {
 	if all || *scenario == "leak" {
 		known = true
 		go leaked(make(chan int))
+		go leakedOnNil()
 	}
 	if !known {
 		fmt.Fprintf(os.Stderr, "go-app: unknown scenario %q\n", *scenario)
