@@ -39,7 +39,7 @@ CFLAGS    += -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter \
 	     -Wmissing-prototypes -Wstrict-prototypes -D_GNU_SOURCE
 CPPFLAGS  += -Iinclude -I$(BUILD)
 DEPFLAGS   = -MMD -MP
-LDLIBS_TRACER = -lbpf -ldw -lelf -lz -ldeflate -lm -liberty -lcapstone -lcap -lseccomp -lmicrohttpd -pthread
+LDLIBS_TRACER = -lbpf -ldw -lelf -lz -ldeflate -lm -liberty -lcapstone -lcap -lseccomp -lmicrohttpd -ljson-c -pthread
 LDLIBS_EXEC   = -pthread
 
 # libbpf's usdt.bpf.h includes <asm/errno.h>, which lives under the multiarch dir.
@@ -58,7 +58,8 @@ endif
 
 # The tracer's stages, a folder each (docs/architecture.md); headers are
 # included by name from any of them.
-SRC_DIRS    := src src/targets src/source src/pipeline src/sinks src/capture src/stacks src/lib
+SRC_DIRS    := src src/targets src/source src/pipeline src/sinks src/capture src/stacks src/gate \
+	       src/lib
 TRACER_SRCS := $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))
 TRACER_OBJS := $(patsubst src/%.c,$(BUILD)/src/%.o,$(TRACER_SRCS))
 SRC_INC     := $(addprefix -I,$(SRC_DIRS))
@@ -71,6 +72,8 @@ EXEC_SO_OBJS := $(patsubst executor/%.c,$(BUILD)/executor-pic/%.o,\
 # The same with frame pointers in every function, leaves too: --stacks then
 # takes the kernel's frame-pointer walk (tests/integration/test_stacks.py).
 EXEC_FP_OBJS := $(patsubst executor/%.c,$(BUILD)/executor-fp/%.o,$(EXEC_SRCS))
+# ... and a deliberately slowed build, every poll 1 ms longer: what the CI gate must catch
+EXEC_SLOW_OBJS := $(patsubst executor/%.c,$(BUILD)/executor-slow/%.o,$(EXEC_SRCS))
 BPF_SRCS    := $(wildcard bpf/*.bpf.c)
 BPF_SKELS   := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 
@@ -108,7 +111,7 @@ FUZZ_MAX_LEN_placement   := 65536
 .SECONDARY:
 
 all: $(BUILD)/asynctraced $(BUILD)/sample-executor $(BUILD)/sample-executor-shared \
-	$(BUILD)/sample-executor-fp
+	$(BUILD)/sample-executor-fp $(BUILD)/sample-executor-slow
 
 $(BUILD)/asynctraced: $(TRACER_OBJS)
 	$(call msg,LINK,$@)
@@ -119,6 +122,10 @@ $(BUILD)/sample-executor: $(EXEC_OBJS)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS_EXEC) -o $@
 
 $(BUILD)/sample-executor-fp: $(EXEC_FP_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS_EXEC) -o $@
+
+$(BUILD)/sample-executor-slow: $(EXEC_SLOW_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS_EXEC) -o $@
 
@@ -276,6 +283,10 @@ $(BUILD)/executor-fp/%.o: executor/%.c | $(BUILD)/executor-fp
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer \
 		$(DEPFLAGS) -pthread -c $< -o $@
 
+$(BUILD)/executor-slow/%.o: executor/%.c | $(BUILD)/executor-slow
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -DSLOW_POLL_NS=1000000 $(DEPFLAGS) -pthread -c $< -o $@
+
 $(BUILD)/executor-pic/%.o: executor/%.c | $(BUILD)/executor-pic
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(DEPFLAGS) -DSAMPLE_EXECUTOR_INLINE_PROBES -fPIC -pthread \
@@ -319,7 +330,7 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS) | $(BUILD)/fuzz/src
 		-D_GNU_SOURCE $(DEPFLAGS) -MT $@ -MF $(BUILD)/fuzz/fuzz_$*.d $< $(FUZZ_OBJS) \
 		$(LDLIBS_TRACER) -o $@
 
-$(BUILD)/src $(BUILD)/executor $(BUILD)/executor-pic $(BUILD)/executor-fp $(BUILD)/bpf $(BUILD)/tests $(BUILD)/fuzz/src:
+$(BUILD)/src $(BUILD)/executor $(BUILD)/executor-pic $(BUILD)/executor-fp $(BUILD)/executor-slow $(BUILD)/bpf $(BUILD)/tests $(BUILD)/fuzz/src:
 	$(Q)mkdir -p $@
 
 # The two entry points of the README: each installs what is missing first.

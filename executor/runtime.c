@@ -530,6 +530,10 @@ static void run_task(struct worker *w, struct task *t)
 	atomic_store(&t->state, TASK_RUNNING);
 	cur_task = t;
 	result = t->poll(t, t->data);
+#ifdef SLOW_POLL_NS
+	/* the deliberately slowed build (make sample-executor-slow): a regression to catch */
+	burn_cpu_ns(SLOW_POLL_NS);
+#endif
 
 	if (result == POLL_READY) {
 		atomic_store(&t->state, TASK_COMPLETE);

@@ -5,6 +5,7 @@
  *   sudo asynctraced -p PID [-d SECONDS] [-o FILE] [--no-trace]
  *   sudo asynctraced record -p PID -o CAPTURE       (src/session.c)
  *        asynctraced convert CAPTURE [-o FILE]     (src/capture/convert.c)
+ *   sudo asynctraced run [options] -- CMD [ARGS]   (src/gate/run.c)
  *
  * Only parses the command line and hands it to the command.
  */
@@ -17,6 +18,7 @@
 
 #include "convert.h"
 #include "options.h"
+#include "run.h"
 #include "session.h"
 #include "util.h"
 
@@ -55,5 +57,7 @@ int main(int argc, char **argv)
 	raise_fd_limit();
 	verbose = o.verbose;
 	libbpf_set_print(libbpf_print);
+	if (o.command == CMD_RUN)
+		return run__main(&o);
 	return session__run(&o);
 }

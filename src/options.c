@@ -23,6 +23,7 @@
 #define T (1u << CMD_TRACE)
 #define R (1u << CMD_RECORD)
 #define C (1u << CMD_CONVERT)
+#define U (1u << CMD_RUN)
 
 static const struct {
 	const char *name;
@@ -35,14 +36,17 @@ static const struct {
 		"asynctraced [trace] [-p PID] [options]\n"
 		"       asynctraced record [-p PID] -o CAPTURE [options]\n"
 		"       asynctraced convert CAPTURE [-o TRACE] [options]\n"
+		"       asynctraced run [options] -- CMD [ARGS...]\n"
 		"       asynctraced help [COMMAND]\n",
 		"Trace the async executor running as PID (without -p: the one the host\n"
 		"runs): every poll, wake, spawn, steal and park, aggregated in BPF maps,\n"
 		"with live alerts and a report, and with -o a trace for Perfetto; until\n"
 		"Ctrl-C, -d or the target's exit. `record` writes the raw events to a\n"
 		"capture as cheaply as possible; `convert` turns a capture into a trace,\n"
-		"alerts and the report, exactly as tracing live would have. Each has its\n"
-		"own options: asynctraced help COMMAND.\n",
+		"alerts and the report, exactly as tracing live would have; `run` starts\n"
+		"a command, traces it from its first instruction to its exit and gates\n"
+		"on what was seen, for CI. Each has its own options: asynctraced help\n"
+		"COMMAND.\n",
 		"SIGUSR1 prints the report so far. Exit status: 0 success, 1 failure,\n"
 		"2 usage error.\n",
 	},
@@ -64,6 +68,20 @@ static const struct {
 		"target.\n",
 		"Exit status: 0 success, 1 failure (a damaged capture is converted up to\n"
 		"the damage, then says where), 2 usage error.\n",
+	},
+	[CMD_RUN] = {
+		"run",
+		"asynctraced run [options] -- CMD [ARGS...]\n",
+		"Start CMD and trace it from its first instruction (it waits, stopped at\n"
+		"its entry point, until the probes are attached) until it exits; then\n"
+		"judge the run by the gates asked for: alert kinds that fail it, limits\n"
+		"on its percentiles and counts, a summary saved from an earlier run. A\n"
+		"table of the gates goes to stderr; --junit and GitHub annotations (when\n"
+		"GITHUB_ACTIONS=true) to CI systems.\n",
+		"Exit status: CMD's own when it failed (128+N when killed by signal N);\n"
+		"otherwise 0 when every gate passed, 3 when a gate failed, 4 when a gate\n"
+		"could not be evaluated (no known runtime, an empty trace), 1 when\n"
+		"tracing failed, 2 usage error, 126 CMD cannot be run, 127 CMD not found.\n",
 	},
 };
 
@@ -100,6 +118,12 @@ enum {
 	OPT_EXCLUDE_COMM,
 	OPT_CGROUP,
 	OPT_MAX_TARGETS,
+	OPT_FOLLOW_CHILDREN,
+	OPT_FAIL_ON,
+	OPT_MAX,
+	OPT_BASELINE,
+	OPT_TOLERANCE,
+	OPT_JUNIT,
 };
 
 /*
@@ -135,94 +159,113 @@ static const struct opt_def {
 	{ 'd', "duration", "SECONDS", T | R,
 	  "stop after this long (default: until Ctrl-C or the\n"
 	  "target exits)\n" },
-	{ 'o', "output", "FILE", T | C,
+	{ 'o', "output", "FILE", T | C | U,
 	  "the trace for Perfetto, in the format its name\n"
 	  "says (below) or --format says; - is standard output\n" },
 	{ 'o', "output", "FILE", R, "the capture to write (required; any name)\n" },
-	{ OPT_FORMAT, "format", "FORMAT", T | C,
+	{ OPT_FORMAT, "format", "FORMAT", T | C | U,
 	  "the trace's format whatever its name: json or\n"
 	  "perfetto\n" },
-	{ OPT_TRACE_COMPRESSION, "trace-compression", "HOW", T | C,
+	{ OPT_TRACE_COMPRESSION, "trace-compression", "HOW", T | C | U,
 	  "a protobuf trace's packets: deflate (the default:\n"
 	  "batches deflated, which Perfetto inflates) or none\n" },
-	{ OPT_NO_TRACE, "no-trace", NULL, T,
+	{ OPT_NO_TRACE, "no-trace", NULL, T | U,
 	  "maps only: no per-event traffic, only aggregates and\n"
 	  "alerts (the production mode)\n" },
 	{ OPT_NO_TRACE, "no-trace", NULL, R,
 	  "maps only: the aggregates, and only the polls the\n"
 	  "detectors must see\n" },
-	{ OPT_ALERTS, "alerts", "FILE", T | C, "also write every alert as a JSON line to FILE\n" },
-	{ OPT_METRICS, "metrics", "[ADDR:]PORT", T,
+	{ OPT_ALERTS, "alerts", "FILE", T | C | U, "also write every alert as a JSON line to FILE\n" },
+	{ OPT_METRICS, "metrics", "[ADDR:]PORT", T | U,
 	  "serve Prometheus metrics at http://ADDR:PORT/metrics\n"
 	  "(ADDR: 127.0.0.1 unless given; [ADDR] for IPv6)\n" },
-	{ OPT_METRICS_TASKS, "metrics-tasks", "N", T,
+	{ OPT_METRICS_TASKS, "metrics-tasks", "N", T | U,
 	  "with --metrics: series for each process's N busiest\n"
 	  "tasks too, by id and name (default 0: none)\n" },
-	{ OPT_FLIGHT, "flight-recorder", "SECONDS", T,
+	{ OPT_FLIGHT, "flight-recorder", "SECONDS", T | U,
 	  "keep the last SECONDS of every event in memory; when\n"
 	  "an alert begins, and on SIGUSR2, write them (and 2 s\n"
 	  "after) as a Perfetto trace into --dump-dir\n" },
-	{ OPT_FLIGHT_SIZE, "flight-recorder-size", "SIZE", T,
+	{ OPT_FLIGHT_SIZE, "flight-recorder-size", "SIZE", T | U,
 	  "the flight recorder's memory, the oldest events\n"
 	  "going first (default 256M)\n" },
-	{ OPT_DUMP_DIR, "dump-dir", "DIR", T,
+	{ OPT_DUMP_DIR, "dump-dir", "DIR", T | U,
 	  "where the flight recorder writes its dumps (an\n"
 	  "existing directory)\n" },
-	{ OPT_DUMP_DIR_SIZE, "dump-dir-size", "SIZE", T,
+	{ OPT_DUMP_DIR_SIZE, "dump-dir-size", "SIZE", T | U,
 	  "at most this much of dumps in --dump-dir, the oldest\n"
 	  "removed first (default 1G)\n" },
-	{ OPT_SUMMARY, "summary", "FORMAT", T | C,
+	{ OPT_SUMMARY, "summary", "FORMAT", T | C | U,
 	  "the report at exit: text (stderr, default) or json\n"
 	  "(stdout)\n" },
-	{ OPT_LIVE, "live", NULL, T,
+	{ OPT_LIVE, "live", NULL, T | U,
 	  "redraw a live view every second (default: when\n"
 	  "stderr is a terminal)\n" },
-	{ 'q', "quiet", NULL, T | C, "no live view and no alert lines; the report only\n" },
+	{ 'q', "quiet", NULL, T | C | U, "no live view and no alert lines; the report only\n" },
 	{ 'q', "quiet", NULL, R,
 	  "accepted as by the other commands: record prints\n"
 	  "only its last line anyway\n" },
-	{ 0, NULL, NULL, T, "detectors (a time takes ns, us, ms or s; 0 turns a detector off):\n" },
+	{ 0, NULL, NULL, T | U, "detectors (a time takes ns, us, ms or s; 0 turns a detector off):\n" },
 	{ 0, NULL, NULL, R,
 	  "detectors, kept in the capture as the defaults of convert (a time takes\n"
 	  "ns, us, ms or s; 0 turns a detector off):\n" },
 	{ 0, NULL, NULL, C,
 	  "detectors (a time takes ns, us, ms or s; 0 turns a detector off; each\n"
 	  "defaults to the value the capture was recorded with):\n" },
-	{ OPT_LONG_POLL, "long-poll", "TIME", T | R | C,
+	{ OPT_LONG_POLL, "long-poll", "TIME", T | R | C | U,
 	  "a poll that spends at least this long on the CPU or\nasleep (default 10ms)\n" },
-	{ OPT_SCHED_DELAY, "sched-delay", "TIME", T | R | C,
+	{ OPT_SCHED_DELAY, "sched-delay", "TIME", T | R | C | U,
 	  "wake-to-poll delay nothing else explains (default\n"
 	  "20ms)\n" },
-	{ OPT_STARVE_DEPTH, "starve-depth", "N", T | R | C,
+	{ OPT_STARVE_DEPTH, "starve-depth", "N", T | R | C | U,
 	  "a worker's average queue depth, while another worker\n"
 	  "is idle, that means starvation (default 16)\n" },
-	{ OPT_STARVE_TIME, "starve-time", "TIME", T | R | C,
+	{ OPT_STARVE_TIME, "starve-time", "TIME", T | R | C | U,
 	  "... for at least this long (default 200ms)\n" },
-	{ OPT_THRASH_RATE, "thrash-rate", "N", T | R | C,
+	{ OPT_THRASH_RATE, "thrash-rate", "N", T | R | C | U,
 	  "wakes per second of one task that thrash, when its\n"
 	  "own wakes or its wakes per poll dominate (default\n"
 	  "1000)\n" },
-	{ OPT_LOST_WAKER, "lost-waker", "TIME", T | R | C,
+	{ OPT_LOST_WAKER, "lost-waker", "TIME", T | R | C | U,
 	  "a task not woken this long after it returned Pending\n"
 	  "(default 10s)\n" },
-	{ OPT_EPISODE_GAP, "episode-gap", "TIME", T | R | C,
+	{ OPT_EPISODE_GAP, "episode-gap", "TIME", T | R | C | U,
 	  "quiet this long ends an episode (default 1s)\n" },
-	{ 0, NULL, NULL, T | R, "attaching:\n" },
-	{ OPT_RINGBUF, "ringbuf-size", "SIZE", T | R,
+	{ 0, NULL, NULL, U, "the command, and the gates (a failed one exits 3; see below):\n" },
+	{ OPT_FOLLOW_CHILDREN, "follow-children", NULL, U,
+	  "also trace the processes CMD starts (and theirs)\n"
+	  "that run a known runtime: a test harness's server\n" },
+	{ OPT_FAIL_ON, "fail-on", "KIND[,KIND...]", U,
+	  "alert kinds that fail the run: long-poll,\n"
+	  "scheduling-delay, starvation, waker-thrash,\n"
+	  "lost-waker, or all\n" },
+	{ OPT_MAX, "max", "METRIC=VALUE[,...]", U,
+	  "limits: poll.p99=5ms, delay.p99=2ms, poll.max=50ms,\n"
+	  "dropped=0, ... (help run lists the metrics)\n" },
+	{ OPT_BASELINE, "baseline", "SUMMARY", U,
+	  "compare with a summary saved from an earlier run\n"
+	  "(--summary json): the percentiles, per worker and in\n"
+	  "total, and the rates\n" },
+	{ OPT_TOLERANCE, "tolerance", "PCT", U,
+	  "how much worse than the baseline still passes\n"
+	  "(default 25)\n" },
+	{ OPT_JUNIT, "junit", "FILE", U, "write the gates as JUnit XML, a testcase each\n" },
+	{ 0, NULL, NULL, T | R | U, "attaching:\n" },
+	{ OPT_RINGBUF, "ringbuf-size", "SIZE", T | R | U,
 	  "ring buffer space, shared out between the CPUs\n"
 	  "(default 16M; power of two)\n" },
-	{ OPT_TASK_SLOTS, "task-slots", "N", T | R,
+	{ OPT_TASK_SLOTS, "task-slots", "N", T | R | U,
 	  "live tasks kept in place, cheapest to trace; the rest\n"
 	  "go to hash maps (default 16384; power of two; 704\n"
 	  "bytes each)\n" },
-	{ OPT_BTF, "btf", "FILE", T | R, "kernel BTF to use instead of /sys/kernel/btf/vmlinux\n" },
-	{ OPT_SCHED_HOOK, "sched-hook", "HOOK", T | R,
+	{ OPT_BTF, "btf", "FILE", T | R | U, "kernel BTF to use instead of /sys/kernel/btf/vmlinux\n" },
+	{ OPT_SCHED_HOOK, "sched-hook", "HOOK", T | R | U,
 	  "sched_switch via auto, tp_btf or raw_tp (default\n"
 	  "auto)\n" },
-	{ OPT_PROBE_AT, "probe-at", "WHERE", T | R,
+	{ OPT_PROBE_AT, "probe-at", "WHERE", T | R | U,
 	  "function probes (tokio) at the cheapest equivalent\n"
 	  "instruction (cheapest, default) or at the entry\n" },
-	{ OPT_STACKS, "stacks", NULL, T,
+	{ OPT_STACKS, "stacks", NULL, T | U,
 	  "sample the user stack of a poll that runs long:\n"
 	  "its alert says where in the code (function, file,\n"
 	  "line), unwound without frame pointers\n" },
@@ -233,10 +276,10 @@ static const struct opt_def {
 	{ OPT_EMPTY_PROGRAMS, "empty-programs", NULL, T,
 	  "benchmarks: attach empty BPF programs to the same\n"
 	  "probes and record nothing (the cost floor)\n" },
-	{ 0, NULL, NULL, T | R | C, "" },
-	{ 'v', "verbose", NULL, T | R, "say what is found and attached; show libbpf's log\n" },
-	{ 'h', "help", NULL, T | R | C, "this help\n" },
-	{ 'V', "version", NULL, T | R | C, "version\n" },
+	{ 0, NULL, NULL, T | R | C | U, "" },
+	{ 'v', "verbose", NULL, T | R | U, "say what is found and attached; show libbpf's log\n" },
+	{ 'h', "help", NULL, T | R | C | U, "this help\n" },
+	{ 'V', "version", NULL, T | R | C | U, "version\n" },
 };
 
 static const char *const format_names[] = {
@@ -373,7 +416,7 @@ static void describe(char *buf, size_t size, const struct named_file *f, bool sa
  */
 static int distinct_files(const struct options *o)
 {
-	struct named_file files[5];
+	struct named_file files[7];
 	char a[PATH_MAX + 64], b[PATH_MAX + 64];
 	bool both_stdout;
 	size_t n = 0;
@@ -390,6 +433,10 @@ static int distinct_files(const struct options *o)
 		files[n++] = NAMED("the capture", o->capture, false);
 	if (o->btf_path)
 		files[n++] = NAMED("--btf", o->btf_path, false);
+	if (o->junit)
+		files[n++] = NAMED("--junit", o->junit, true);
+	if (o->gate.baseline)
+		files[n++] = NAMED("--baseline", o->gate.baseline, false);
 #undef NAMED
 	for (size_t i = 0; i < n; i++)
 		identify(&files[i]);
@@ -467,6 +514,8 @@ static void print_help(FILE *f, enum command cmd)
 	}
 	if (cmd != CMD_RECORD)
 		print_trace_names(f);
+	if (cmd == CMD_RUN)
+		fprintf(f, "\nmetrics of --max (times take ns, us, ms or s):\n  %s\n", gate__metrics());
 	fprintf(f, "\n%s", commands[cmd].footer);
 }
 
@@ -516,10 +565,13 @@ static bool first_row(size_t i)
 }
 
 /* getopt's tables, from opt_defs: one entry per option. */
-static void getopt_tables(struct option *longopts, char *shortopts)
+static void getopt_tables(struct option *longopts, char *shortopts, enum command cmd)
 {
 	size_t n = 0, s = 0;
 
+	/* run: the options end where the command begins (its own are not ours) */
+	if (cmd == CMD_RUN)
+		shortopts[s++] = '+';
 	/* ':' first: a missing argument is told apart from an unknown option */
 	shortopts[s++] = ':';
 	for (size_t i = 0; i < ARRAY_LEN(opt_defs); i++) {
@@ -617,7 +669,16 @@ static int uint_opt(const char *opt, const char *arg, uint32_t *v)
 
 static int check(struct options *o)
 {
-	if (o->command == CMD_CONVERT) {
+	if (o->command == CMD_RUN) {
+		if (!o->cmd || !o->cmd[0][0]) {
+			err_msg("run needs a command: asynctraced run [options] -- CMD [ARGS...]\n");
+			return try_help(o->command);
+		}
+		if (o->gate.tolerance_pct && !o->gate.baseline) {
+			err_msg("--tolerance is how far from --baseline: give --baseline SUMMARY\n");
+			return try_help(o->command);
+		}
+	} else if (o->command == CMD_CONVERT) {
 		if (!o->capture) {
 			err_msg("convert needs a capture: asynctraced convert FILE [-o TRACE]\n");
 			return try_help(o->command);
@@ -665,7 +726,7 @@ static int check(struct options *o)
 		err_msg("--flight-recorder keeps every event, which --no-trace turns off: drop one\n");
 		return EXIT_USAGE;
 	}
-	if (o->command == CMD_TRACE && o->output && o->no_trace) {
+	if (o->command != CMD_RECORD && o->output && o->no_trace) {
 		err_msg("--no-trace writes no trace: drop -o %s\n", o->output);
 		return EXIT_USAGE;
 	}
@@ -681,7 +742,7 @@ static int check(struct options *o)
 
 static int unknown_command(const char *name)
 {
-	err_msg("unknown command '%s': the commands are trace, record, convert and help\n", name);
+	err_msg("unknown command '%s': the commands are trace, record, convert, run and help\n", name);
 	return try_help(CMD_TRACE);
 }
 
@@ -920,6 +981,37 @@ static int take_option(struct options *o, int c, const char *arg)
 	case OPT_NO_SANDBOX:
 		o->no_sandbox = true;
 		return 0;
+	case OPT_FOLLOW_CHILDREN:
+		o->follow_children = true;
+		return 0;
+	case OPT_FAIL_ON:
+	case OPT_MAX: {
+		char why[1024];
+
+		if ((c == OPT_FAIL_ON ? gate__parse_fail_on : gate__parse_max)(&o->gate, arg, why,
+									       sizeof(why))) {
+			err_msg("%s\n", why);
+			return EXIT_USAGE;
+		}
+		return 0;
+	}
+	case OPT_BASELINE:
+		o->gate.baseline = arg;
+		o->gate.given = true;
+		return 0;
+	case OPT_TOLERANCE: {
+		char *end;
+
+		errno = 0;
+		o->gate.tolerance_pct = strtod(arg, &end);
+		if (errno || end == arg || *end || !(o->gate.tolerance_pct >= 0) ||
+		    o->gate.tolerance_pct > 10000)
+			return bad("--tolerance", arg, "a percentage, from 0 to 10000");
+		return 0;
+	}
+	case OPT_JUNIT:
+		o->junit = arg;
+		return 0;
 	case OPT_STACKS:
 		o->stacks = true;
 		return 0;
@@ -947,7 +1039,7 @@ static int take_option(struct options *o, int c, const char *arg)
 int options__parse(int argc, char **argv, struct options *o)
 {
 	struct option longopts[ARRAY_LEN(opt_defs) + 1];
-	char shortopts[2 * ARRAY_LEN(opt_defs) + 2];
+	char shortopts[2 * ARRAY_LEN(opt_defs) + 3];
 	enum command cmd;
 	int c, err;
 
@@ -957,7 +1049,7 @@ int options__parse(int argc, char **argv, struct options *o)
 	if (err)
 		return err;
 	defaults(o, cmd);
-	getopt_tables(longopts, shortopts);
+	getopt_tables(longopts, shortopts, cmd);
 	opterr = 0; /* its messages name argv[0], a path: ours say asynctraced */
 	while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
 		const struct opt_def *d;
@@ -973,6 +1065,10 @@ int options__parse(int argc, char **argv, struct options *o)
 	}
 	if (cmd == CMD_CONVERT && optind < argc)
 		o->capture = argv[optind++];
+	if (cmd == CMD_RUN && optind < argc) {
+		o->cmd = argv + optind;
+		optind = argc;
+	}
 	if (optind < argc) {
 		err_msg("unexpected argument '%s'\n", argv[optind]);
 		return try_help(cmd);

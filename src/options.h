@@ -8,9 +8,12 @@
 #include <sys/types.h>
 
 #include "detect.h"
+#include "gate.h"
 #include "tracer.h"
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+/* run: a gate failed; a gate could not be evaluated; the command not found or not runnable */
+enum { EXIT_GATE_FAILED = 3, EXIT_GATE_UNKNOWN = 4, EXIT_CANNOT_EXEC = 126, EXIT_NOT_FOUND = 127 };
 
 enum summary_format {
 	SUMMARY_TEXT = 0,
@@ -33,6 +36,7 @@ enum command {
 	CMD_TRACE = 0,		/* asynctraced [trace] -p PID */
 	CMD_RECORD,		/* asynctraced record -p PID -o CAPTURE */
 	CMD_CONVERT,		/* asynctraced convert CAPTURE */
+	CMD_RUN,		/* asynctraced run [options] -- CMD [ARGS...] */
 };
 
 /* Bits of options.detect_given: the thresholds given on the command line. */
@@ -87,6 +91,11 @@ struct options {
 	bool probe_at_entry;	/* no probe placement past single-stepped entries */
 	bool no_sandbox;	/* no seccomp filter once attached */
 	bool stacks;		/* --stacks: a long poll's stack, unwound */
+	/* run */
+	char **cmd;		/* the command and its arguments (NULL-terminated) */
+	bool follow_children;	/* its descendants traced too */
+	struct gate_opts gate;	/* --fail-on, --max, --baseline, --tolerance */
+	const char *junit;	/* --junit FILE */
 };
 
 /* 0 to run; EXIT_USAGE after a message; -1 when done (--help, --version). */

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -84,6 +86,9 @@ struct shared_file {
 /* Everything one tracing session holds. */
 struct session {
 	const struct options *o;
+	const struct session_hooks *hooks; /* run: the command's (or NULL) */
+	bool released;			/* ... and it was let go */
+	int root_pidfd;			/* ... following its children: it, to end with it */
 	struct tracer *tracer;
 	struct outputs out;
 	struct capture_writer *cap;	/* record: where its one process's records go */
@@ -843,12 +848,26 @@ static void say_watching(struct session *s)
 	if (s->said_watching || s->ever || examiner__pending(s->examiner))
 		return;
 	s->said_watching = true;
+	if (s->hooks) {
+		info_msg("no process of the command runs a known runtime yet: watching those it "
+			 "starts\n");
+		return;
+	}
 	err_msg("no process %s runs a known runtime (%s USDT probes, or tokio) yet: %zu looked "
 		"at; watching for one, Ctrl-C to stop\n",
 		o->comm || o->exclude_comm || o->cgroup
 			? "that --comm, --exclude-comm and --cgroup let through"
 			: "on this host",
 		AT_USDT_PROVIDER, s->seen.len);
+}
+
+/* run: its command, held at its entry point, let go (once traced, or known not to be). */
+static void release_root(struct session *s)
+{
+	if (s->hooks && !s->released) {
+		s->released = true;
+		s->hooks->release(s->hooks->ctx);
+	}
 }
 
 /* Following the host: the processes examined meanwhile, traced if they run a known runtime. */
@@ -858,9 +877,13 @@ static void take_examined(struct session *s)
 	pid_t pid;
 
 	while (examiner__take(s->examiner, &pid, &tr)) {
+		bool root = s->hooks && pid == s->hooks->root;
+
 		if (!tr) {
-			if (s->o->verbose)
+			if (s->o->verbose || root)
 				info_msg("pid %d: no known runtime, or gone\n", pid);
+			if (root)
+				release_root(s);
 			continue;
 		}
 		if (u64map__get(&s->by_pid, (uint64_t)pid)) {
@@ -881,6 +904,8 @@ static void take_examined(struct session *s)
 		} else {
 			traced_start(s, tr); /* a failure is said, and tr let go */
 		}
+		if (root)
+			release_root(s);
 	}
 	say_watching(s);
 }
@@ -994,6 +1019,9 @@ static const char *tick(struct session *s, uint64_t now, int ticks)
 		scan_new(s);
 	if (!s->follow && !s->nr)
 		return "every target exited";
+	if (s->root_pidfd >= 0 && poll(&(struct pollfd){ .fd = s->root_pidfd, .events = POLLIN },
+				       1, 0) > 0)
+		return "the command exited";
 	return NULL;
 }
 
@@ -1209,7 +1237,8 @@ static int confine(struct session *s)
 		err_msg("failed to drop privileges after attaching: %s\n", strerror(-err));
 		return err;
 	}
-	if (!s->o->no_sandbox && !s->follow) {
+	/* run waits for its command and writes its gates after: no filter there either */
+	if (!s->o->no_sandbox && !s->follow && !s->hooks) {
 		err = sandbox__filter((s->metrics ? SANDBOX_SERVE : 0) |
 					      (s->flight ? SANDBOX_DUMPS : 0) |
 					      (s->unwinder ? SANDBOX_STACKS : 0),
@@ -1287,6 +1316,8 @@ static int start(struct session *s)
 			return err;
 		}
 		s->filter_set = true;
+		if (s->hooks)
+			s->filter.ancestor = s->hooks->root;
 	} else {
 		err = examine_pids(s, &first, &nr_first);
 		if (err)
@@ -1307,6 +1338,10 @@ static int start(struct session *s)
 		err = outputs__open(&s->out, o, s->follow || o->nr_pids > 1);
 		if (err)
 			goto out;
+		if (s->hooks) {
+			s->out.on_summary = s->hooks->summary;
+			s->out.summary_ctx = s->hooks->ctx;
+		}
 	}
 
 	/* Signals arrive through the loop's epoll; a second one kills (see run). */
@@ -1389,14 +1424,21 @@ out:
 
 int session__run(const struct options *o)
 {
-	struct session s = { .o = o, .sfd = -1, .ret = EXIT_OK };
+	return session__run_with(o, NULL);
+}
+
+int session__run_with(const struct options *o, const struct session_hooks *h)
+{
+	struct session s = { .o = o, .hooks = h, .sfd = -1, .root_pidfd = -1, .ret = EXIT_OK };
 	sigset_t sigs;
 	const char *why;
 	int ret = EXIT_FAIL;
 
 	s.follow = !o->nr_pids;
 	s.max_targets = o->max_targets ? o->max_targets : DEFAULT_MAX_TARGETS;
-	s.share_files = s.follow && !o->comm && !o->exclude_comm && !o->cgroup;
+	s.share_files = s.follow && !o->comm && !o->exclude_comm && !o->cgroup && !h;
+	if (h && s.follow)
+		s.root_pidfd = (int)syscall(SYS_pidfd_open, h->root, 0);
 	u64map__init(&s.by_pid);
 	u64map__init(&s.seen);
 	u64map__init(&s.files);
@@ -1405,6 +1447,8 @@ int session__run(const struct options *o)
 	s.ex_opts.images = s.follow ? &s.images : NULL;
 	s.ep = epoll_create1(EPOLL_CLOEXEC);
 	if (s.ep >= 0 && start(&s) == 0) {
+		if (!s.follow)
+			release_root(&s); /* -p: traced by now */
 		why = trace_loop(&s, o->duration_ns ? s.start + o->duration_ns : 0);
 		/* From here a second Ctrl-C kills us the default way. */
 		stop_signal_set(&sigs);
@@ -1437,5 +1481,7 @@ int session__run(const struct options *o)
 		close(s.sfd);
 	if (s.ep >= 0)
 		close(s.ep);
+	if (s.root_pidfd >= 0)
+		close(s.root_pidfd);
 	return ret;
 }

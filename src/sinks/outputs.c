@@ -3,7 +3,9 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -95,6 +97,41 @@ int outputs__add_sinks(struct outputs *out, struct pipeline *p, bool live_view)
 	return err;
 }
 
+/* The JSON summary rendered in memory (a memfd), for on_summary. 0, or -errno. */
+static int hand_summary(struct outputs *out, struct pipeline *p, const struct stats *st,
+			const struct run_info *info)
+{
+	int fd = memfd_create("asynctraced-summary", MFD_CLOEXEC), err;
+	struct outbuf *ob;
+	struct stat sb;
+	char *text;
+
+	if (fd < 0)
+		return -errno;
+	err = outbuf__from_fd(&ob, dup(fd));
+	if (err) {
+		close(fd);
+		return err;
+	}
+	report__json(ob, &p->model, &p->detector, st, info);
+	err = outbuf__flush(ob);
+	outbuf__free(ob);
+	if (!err && fstat(fd, &sb))
+		err = -errno;
+	text = err ? NULL : malloc((size_t)sb.st_size + 1);
+	if (!err && !text)
+		err = -ENOMEM;
+	if (!err && pread(fd, text, (size_t)sb.st_size, 0) != sb.st_size)
+		err = -EIO;
+	if (!err) {
+		text[sb.st_size] = '\0';
+		out->on_summary(out->summary_ctx, text, (size_t)sb.st_size);
+	}
+	free(text);
+	close(fd);
+	return err;
+}
+
 int outputs__end(struct outputs *out, struct pipeline *p, uint64_t now, const struct stats *st,
 		 const struct run_info *info)
 {
@@ -112,6 +149,10 @@ int outputs__end(struct outputs *out, struct pipeline *p, uint64_t now, const st
 	if (err)
 		ret = EXIT_FAIL;
 	out->events += p->model.n.events;
+	if (out->on_summary && hand_summary(out, p, st, info)) {
+		err_msg("failed to hand over the summary: out of memory\n");
+		ret = EXIT_FAIL;
+	}
 	if (o->summary == SUMMARY_JSON) {
 		struct outbuf *ob;
 

@@ -33,6 +33,9 @@ struct outputs {
 	bool several;		/* several processes may be traced: alerts name theirs */
 	bool failed;		/* a write failed, and was said */
 	struct board *board;	/* several, on a terminal: the live view, a line each */
+	/* each process's summary (the JSON of --summary json), handed over at its end */
+	void (*on_summary)(void *ctx, const char *json, size_t len);
+	void *summary_ctx;
 };
 
 /*

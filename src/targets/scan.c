@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,8 +97,37 @@ static bool in_cgroup(pid_t pid, const char *want)
 	return in;
 }
 
+/* Whether pid is ancestor or one of its descendants (its parents, up /proc/PID/stat). */
+static bool descends_from(pid_t pid, pid_t ancestor)
+{
+	for (int depth = 0; pid > 1 && depth < 256; depth++) {
+		char path[64], buf[512], *close_paren;
+		ssize_t n;
+		int fd;
+
+		if (pid == ancestor)
+			return true;
+		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return false;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			return false;
+		buf[n] = '\0';
+		/* "pid (comm) state ppid ...": comm may hold anything, ')' too */
+		close_paren = strrchr(buf, ')');
+		if (!close_paren || sscanf(close_paren + 1, " %*c %d", &pid) != 1)
+			return false;
+	}
+	return pid == ancestor;
+}
+
 bool scan_filter__match(const struct scan_filter *f, pid_t pid, const char *comm)
 {
+	if (f->ancestor && !descends_from(pid, f->ancestor))
+		return false;
 	if (f->comm_set && regexec(&f->comm, comm, 0, NULL, 0))
 		return false;
 	if (f->exclude_set && !regexec(&f->exclude, comm, 0, NULL, 0))

@@ -22,6 +22,7 @@ struct scan_filter {
 	regex_t comm;		/* the name must match (extended regex) */
 	regex_t exclude;	/* ... and must not match */
 	char *cgroup;		/* a cgroup v2 path: that subtree only; NULL: any */
+	pid_t ancestor;		/* that process and its descendants only; 0: any */
 };
 
 /*

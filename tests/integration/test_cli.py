@@ -8,7 +8,7 @@ import unittest
 
 from tests.integration import harness
 
-COMMANDS = ("trace", "record", "convert")
+COMMANDS = ("trace", "record", "convert", "run")
 MANUAL = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "cli.md")
 # An option no command takes: what follows an option the command accepts.
 SENTINEL = "--no-such-option"
@@ -21,7 +21,9 @@ VALUES = {"--pid": "1", "--duration": "1", "--output": "x.json", "--format": "js
           "--sched-hook": "auto", "--probe-at": "entry", "--comm": "x",
           "--exclude-comm": "x", "--cgroup": "/x", "--max-targets": "4",
           "--metrics": "9464", "--metrics-tasks": "3", "--flight-recorder": "5", "--flight-recorder-size": "16M",
-          "--dump-dir": "/tmp", "--dump-dir-size": "1G", "--trace-compression": "none"}
+          "--dump-dir": "/tmp", "--dump-dir-size": "1G", "--trace-compression": "none",
+          "--fail-on": "all", "--max": "poll.p99=5ms", "--baseline": "b.json",
+          "--tolerance": "10", "--junit": "j.xml"}
 # An option's line in a help: "  -p, --pid PID ..." or "      --alerts FILE ..."
 OPTION = re.compile(r"^  (?:-(\w), |    )--([a-z][a-z-]+)", re.M)
 
@@ -83,9 +85,9 @@ class Typos(unittest.TestCase):
 
     def test_unknown_command(self):
         self.assertUsage(["recrod", "-p", "1"], "unknown command 'recrod': the commands are "
-                                                 "trace, record, convert and help")
+                                                 "trace, record, convert, run and help")
         self.assertUsage(["help", "recrod"], "unknown command 'recrod': the commands are "
-                                             "trace, record, convert and help")
+                                             "trace, record, convert, run and help")
 
     def test_target_choice(self):
         self.assertUsage(["-p", "1", "--comm", "x"], "--comm, --exclude-comm and --cgroup "

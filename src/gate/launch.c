@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: MIT
+#include "launch.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "options.h"
+#include "util.h"
+
+/* The program's entry point, from its auxiliary vector. */
+static int entry_of(pid_t pid, uint64_t *entry)
+{
+	char path[64];
+	uint64_t av[2];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/auxv", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	while (read(fd, av, sizeof(av)) == sizeof(av) && av[0] != AT_NULL)
+		if (av[0] == AT_ENTRY) {
+			*entry = av[1];
+			close(fd);
+			return 0;
+		}
+	close(fd);
+	return -ENOENT;
+}
+
+/* Waits for pid to stop with SIGTRAP, passing on any other signal. 0, or -ECHILD if it ended. */
+static int until_trap(pid_t pid)
+{
+	int st;
+
+	for (;;) {
+		if (waitpid(pid, &st, 0) < 0)
+			return -errno;
+		if (!WIFSTOPPED(st))
+			return -ECHILD;
+		if (WSTOPSIG(st) == SIGTRAP)
+			return 0;
+		/* a signal it was sent meanwhile: delivered as it would have been */
+		if (ptrace(PTRACE_CONT, pid, 0, (void *)(long)WSTOPSIG(st)))
+			return -errno;
+	}
+}
+
+/*
+ * Stopped just after its execve (PTRACE_TRACEME): on to its entry point, by
+ * a breakpoint put there and taken out again, the instruction pointer set
+ * back on it. A static program (Go) starts at its entry point; a dynamic one
+ * has by then its libraries mapped, and a runtime in one of them is found.
+ */
+static int to_entry(pid_t pid)
+{
+	struct user_regs_struct regs;
+	uint64_t entry = 0;
+	long word;
+	int err;
+
+	err = entry_of(pid, &entry);
+	if (err)
+		return err;
+	errno = 0;
+	word = ptrace(PTRACE_PEEKTEXT, pid, (void *)entry, 0);
+	if (errno)
+		return -errno;
+	if (ptrace(PTRACE_POKETEXT, pid, (void *)entry, (void *)((word & ~0xffl) | 0xcc)) ||
+	    ptrace(PTRACE_CONT, pid, 0, 0))
+		return -errno;
+	err = until_trap(pid);
+	if (err)
+		return err;
+	if (ptrace(PTRACE_GETREGS, pid, 0, &regs))
+		return -errno;
+	if (regs.rip != entry + 1)
+		return -EPROTO; /* a trap elsewhere: not ours */
+	regs.rip = entry;
+	if (ptrace(PTRACE_SETREGS, pid, 0, &regs) ||
+	    ptrace(PTRACE_POKETEXT, pid, (void *)entry, (void *)word))
+		return -errno;
+	return 0;
+}
+
+int launch__start(struct launch *l, char *const argv[])
+{
+	int pfd[2], err = 0;
+	ssize_t n;
+	pid_t pid;
+
+	l->pid = 0;
+	l->held = false;
+	if (pipe2(pfd, O_CLOEXEC)) {
+		err_msg("cannot start '%s': %s\n", argv[0], strerror(errno));
+		return EXIT_FAIL;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		err_msg("cannot start '%s': %s\n", argv[0], strerror(errno));
+		close(pfd[0]);
+		close(pfd[1]);
+		return EXIT_FAIL;
+	}
+	if (!pid) {
+		/* the child: traced, then the command (the pipe closes on success) */
+		close(pfd[0]);
+		if (!ptrace(PTRACE_TRACEME, 0, 0, 0))
+			execvp(argv[0], argv);
+		err = errno;
+		if (write(pfd[1], &err, sizeof(err)) < 0)
+			_exit(EXIT_FAIL);
+		_exit(err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
+	}
+	close(pfd[1]);
+	n = read(pfd[0], &err, sizeof(err));
+	close(pfd[0]);
+	if (n == sizeof(err)) {
+		waitpid(pid, NULL, 0);
+		err_msg("cannot run '%s': %s\n", argv[0],
+			err == ENOENT ? "command not found" : strerror(err));
+		return err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
+	}
+	l->pid = pid;
+	l->held = true;
+	err = until_trap(pid);
+	if (!err) {
+		/* if asynctraced dies while it holds the command, the command goes too */
+		ptrace(PTRACE_SETOPTIONS, pid, 0, (void *)(long)PTRACE_O_EXITKILL);
+		err = to_entry(pid);
+	}
+	if (err) {
+		err_msg("cannot hold '%s' at its entry point: %s\n", argv[0], strerror(-err));
+		if (err != -ECHILD)
+			kill(pid, SIGKILL);
+		launch__wait(l);
+		return EXIT_FAIL;
+	}
+	return 0;
+}
+
+void launch__release(struct launch *l)
+{
+	if (!l->held)
+		return;
+	l->held = false;
+	if (ptrace(PTRACE_DETACH, l->pid, 0, 0))
+		warn_msg("cannot let pid %d go: %s\n", l->pid, strerror(errno));
+}
+
+int launch__wait(struct launch *l)
+{
+	int st;
+
+	if (!l->pid)
+		return EXIT_FAIL;
+	launch__release(l);
+	while (waitpid(l->pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return EXIT_FAIL;
+	l->pid = 0;
+	if (WIFSIGNALED(st))
+		return 128 + WTERMSIG(st);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : EXIT_FAIL;
+}

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: MIT
+#include "run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gate.h"
+#include "launch.h"
+#include "outbuf.h"
+#include "session.h"
+#include "util.h"
+
+struct run {
+	struct launch launch;
+	struct gate gate;
+	size_t summaries;	/* processes whose summary was judged */
+	bool several;		/* --follow-children: gates name their process */
+};
+
+static void release(void *ctx)
+{
+	struct run *r = ctx;
+
+	launch__release(&r->launch);
+}
+
+/* "pid 123 (server)", from the summary itself */
+static void label_of(const char *json, char *buf, size_t len)
+{
+	const char *pid = strstr(json, "\"pid\":"), *comm = strstr(json, "\"comm\":\"");
+	int n = 0;
+
+	if (pid && comm)
+		n = snprintf(buf, len, "pid %ld (%.*s)", strtol(pid + 6, NULL, 10),
+			     (int)strcspn(comm + 8, "\""), comm + 8);
+	if (n <= 0)
+		snprintf(buf, len, "a process");
+}
+
+static void summary(void *ctx, const char *json, size_t len)
+{
+	struct run *r = ctx;
+	char label[96];
+
+	label_of(json, label, sizeof(label));
+	gate__judge(&r->gate, json, len, r->several ? label : NULL);
+	r->summaries++;
+}
+
+/* --junit FILE: the gates, for CI systems to show. */
+static int write_junit(const struct run *r, const char *path, double seconds)
+{
+	FILE *f;
+	int fd, err;
+
+	err = outbuf__check(path);
+	if (err) {
+		err_msg("cannot write '%s': %s\n", path, outbuf__strerror(err));
+		return EXIT_FAIL;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f) {
+		err_msg("cannot write '%s': %s\n", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return EXIT_FAIL;
+	}
+	err = gate__junit(&r->gate, f, seconds);
+	if (fclose(f) || err) {
+		err_msg("failed to write '%s'\n", path);
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
+
+int run__main(struct options *o)
+{
+	struct run r = { .several = o->follow_children };
+	struct session_hooks hooks = { .release = release, .summary = summary, .ctx = &r };
+	uint64_t begin = now_ns();
+	enum gate_verdict verdict;
+	char why[1024];
+	int traced, status, err;
+
+	err = gate__init(&r.gate, &o->gate, why, sizeof(why));
+	if (err) {
+		err_msg("%s\n", why);
+		return err == -EINVAL ? EXIT_USAGE : EXIT_FAIL;
+	}
+	/* a --junit that cannot be written is said before anything runs */
+	err = o->junit ? outbuf__check(o->junit) : 0;
+	if (err) {
+		err_msg("cannot write '%s': %s\n", o->junit, outbuf__strerror(err));
+		gate__free(&r.gate);
+		return EXIT_FAIL;
+	}
+	status = launch__start(&r.launch, o->cmd);
+	if (status) {
+		gate__free(&r.gate);
+		return status;
+	}
+	hooks.root = r.launch.pid;
+	if (!o->follow_children) {
+		o->pids[0] = o->pid = r.launch.pid;
+		o->nr_pids = 1;
+	}
+	traced = session__run_with(o, &hooks);
+	/* tracing failed or never began: the command still runs, to its end */
+	status = launch__wait(&r.launch);
+	if (!r.summaries)
+		gate__nothing(&r.gate, "nothing was traced: the command ran no known runtime, or "
+				       "tracing it failed (said above)");
+	verdict = gate__verdict(&r.gate);
+	if (o->gate.given) {
+		info_msg("gates for '%s'%s:\n", o->cmd[0],
+			 status ? " (the command itself failed)" : "");
+		gate__print(&r.gate, stderr);
+		if (getenv("GITHUB_ACTIONS") && !strcmp(getenv("GITHUB_ACTIONS"), "true"))
+			gate__annotate(&r.gate, stdout);
+	}
+	if (o->junit && write_junit(&r, o->junit, (double)(now_ns() - begin) / 1e9))
+		traced = EXIT_FAIL;
+	gate__free(&r.gate);
+	if (status) {
+		info_msg("'%s' exited with status %d\n", o->cmd[0], status);
+		return status;
+	}
+	if (o->gate.given && verdict == GATE_UNKNOWN)
+		return EXIT_GATE_UNKNOWN;
+	if (o->gate.given && verdict == GATE_FAIL)
+		return EXIT_GATE_FAILED;
+	return traced;
+}

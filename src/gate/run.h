@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * asynctraced run [options] -- CMD [ARGS...]: the CI gate. Starts CMD held
+ * at its entry point (launch.h), traces it (session.h) until it exits, then
+ * judges the run by the gates asked for (gate.h).
+ */
+#ifndef RUN_H
+#define RUN_H
+
+#include "options.h"
+
+/* The exit status: CMD's when it failed, else the gates' (docs/cli.md). */
+int run__main(struct options *o);
+
+#endif
