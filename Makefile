@@ -103,7 +103,7 @@ FUZZ_MAX_LEN_usdt_args   := 256
 FUZZ_MAX_LEN_tokio_names := 65536
 FUZZ_MAX_LEN_placement   := 65536
 
-.PHONY: all clean test test-unit test-integration demo setup bench tokio go go-versions fuzz \
+.PHONY: all clean test test-unit test-integration ci-gate demo setup bench tokio go go-versions fuzz \
 	fuzz-regress stress \
 	soak install uninstall man
 .DELETE_ON_ERROR:
@@ -335,7 +335,12 @@ $(BUILD)/src $(BUILD)/executor $(BUILD)/executor-pic $(BUILD)/executor-fp $(BUIL
 
 # The two entry points of the README: each installs what is missing first.
 test: setup
-	$(Q)$(MAKE) --no-print-directory test-unit test-integration
+	$(Q)$(MAKE) --no-print-directory test-unit test-integration ci-gate
+
+# The project's own CI gate on its sample executor, as users write theirs
+# (asynctraced run; docs/cli.md): JUnit files in $(BUILD)/gate.
+ci-gate: all tokio
+	$(Q)scripts/ci-gate.sh $(BUILD)
 
 demo: setup
 	$(Q)$(MAKE) --no-print-directory all
