@@ -12,7 +12,6 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <sys/resource.h>
 
 #include <bpf/libbpf.h>
 
@@ -31,17 +30,6 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	return vfprintf(stderr, fmt, ap);
 }
 
-/* A uprobe is a file descriptor, and tokio has one raw::poll per future type. */
-static void raise_fd_limit(void)
-{
-	struct rlimit rl;
-
-	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
 int main(int argc, char **argv)
 {
 	struct options o;
@@ -54,7 +42,7 @@ int main(int argc, char **argv)
 		return err < 0 ? EXIT_OK : err;
 	if (o.command == CMD_CONVERT)
 		return convert__run(&o);
-	raise_fd_limit();
+	nofile_raise(); /* a uprobe is a file descriptor, and tokio has many */
 	verbose = o.verbose;
 	libbpf_set_print(libbpf_print);
 	if (o.command == CMD_RUN)

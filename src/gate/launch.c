@@ -115,6 +115,7 @@ int launch__start(struct launch *l, char *const argv[])
 	if (!pid) {
 		/* the child: traced, then the command (the pipe closes on success) */
 		close(pfd[0]);
+		nofile_restore(); /* the command gets the limits it would without us */
 		if (!ptrace(PTRACE_TRACEME, 0, 0, 0))
 			execvp(argv[0], argv);
 		err = errno;

@@ -5,8 +5,10 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -136,4 +138,24 @@ size_t upper_bound_u64(const void *base, size_t nr, size_t stride, uint64_t key)
 			hi = mid;
 	}
 	return lo;
+}
+
+static struct rlimit nofile_was;
+static bool nofile_raised;
+
+void nofile_raise(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= rl.rlim_max)
+		return;
+	nofile_was = rl;
+	rl.rlim_cur = rl.rlim_max;
+	nofile_raised = !setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+void nofile_restore(void)
+{
+	if (nofile_raised)
+		setrlimit(RLIMIT_NOFILE, &nofile_was);
 }

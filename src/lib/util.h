@@ -20,7 +20,10 @@ void log_msg(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 #define warn_msg(...) log_msg(4, __VA_ARGS__)
 #define info_msg(...) log_msg(6, __VA_ARGS__)
 
-uint64_t now_ns(void); /* CLOCK_MONOTONIC: the clock BPF's ktime uses */
+uint64_t now_ns(void);
+/* The soft limit of open files raised to the hard one; and put back as it was (for a child). */
+void nofile_raise(void);
+void nofile_restore(void); /* CLOCK_MONOTONIC: the clock BPF's ktime uses */
 
 /*
  * "20ms", "500us", "1.5s", "250000ns"; a bare number is in default_unit_ns.
