@@ -84,6 +84,9 @@ struct shared_file {
 };
 
 /* Everything one tracing session holds. */
+/* run --follow-children: the longest its command is held, waiting to be looked at */
+#define ROOT_HOLD_MAX_NS (10 * 1000000000ull)
+
 struct session {
 	const struct options *o;
 	const struct session_hooks *hooks; /* run: the command's (or NULL) */
@@ -1019,6 +1022,12 @@ static const char *tick(struct session *s, uint64_t now, int ticks)
 		scan_new(s);
 	if (!s->follow && !s->nr)
 		return "every target exited";
+	/* never held for good: whatever kept it from being looked at, it runs */
+	if (s->hooks && !s->released && now > s->start + ROOT_HOLD_MAX_NS) {
+		warn_msg("pid %d not looked at after %llu s: let go untraced\n", s->hooks->root,
+			 ROOT_HOLD_MAX_NS / 1000000000ull);
+		release_root(s);
+	}
 	if (s->root_pidfd >= 0 && poll(&(struct pollfd){ .fd = s->root_pidfd, .events = POLLIN },
 				       1, 0) > 0)
 		return "the command exited";
