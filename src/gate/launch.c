@@ -140,6 +140,7 @@ int launch__start(struct launch *l, char *const argv[])
 		ptrace(PTRACE_SETOPTIONS, pid, 0, (void *)(long)PTRACE_O_EXITKILL);
 		err = to_entry(pid);
 	}
+	l->held_at = now_ns();
 	if (err) {
 		err_msg("cannot hold '%s' at its entry point: %s\n", argv[0], strerror(-err));
 		if (err != -ECHILD)
@@ -155,6 +156,7 @@ void launch__release(struct launch *l)
 	if (!l->held)
 		return;
 	l->held = false;
+	l->held_ns = now_ns() - l->held_at;
 	if (ptrace(PTRACE_DETACH, l->pid, 0, 0))
 		warn_msg("cannot let pid %d go: %s\n", l->pid, strerror(errno));
 }

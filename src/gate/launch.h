@@ -9,11 +9,14 @@
 #define LAUNCH_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct launch {
 	pid_t pid;		/* 0: not started */
 	bool held;		/* still stopped under ptrace */
+	uint64_t held_at;	/* when it stopped at its entry point (now_ns()) */
+	uint64_t held_ns;	/* how long it was held there */
 };
 
 /*

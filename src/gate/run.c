@@ -110,6 +110,9 @@ int run__main(struct options *o)
 		o->nr_pids = 1;
 	}
 	traced = session__run_with(o, &hooks);
+	if (r.summaries && !o->quiet)
+		info_msg("'%s' was held %.1f ms at its entry point while the probes were attached\n",
+			 o->cmd[0], (double)r.launch.held_ns / 1e6);
 	/* tracing failed or never began: the command still runs, to its end */
 	status = launch__wait(&r.launch);
 	if (!r.summaries)
