@@ -674,7 +674,7 @@ static int check(struct options *o)
 			err_msg("run needs a command: asynctraced run [options] -- CMD [ARGS...]\n");
 			return try_help(o->command);
 		}
-		if (o->gate.tolerance_pct && !o->gate.baseline) {
+		if (o->gate.tolerance_set && !o->gate.baseline) {
 			err_msg("--tolerance is how far from --baseline: give --baseline SUMMARY\n");
 			return try_help(o->command);
 		}
@@ -1004,6 +1004,7 @@ static int take_option(struct options *o, int c, const char *arg)
 
 		errno = 0;
 		o->gate.tolerance_pct = strtod(arg, &end);
+		o->gate.tolerance_set = true;
 		if (errno || end == arg || *end || !(o->gate.tolerance_pct >= 0) ||
 		    o->gate.tolerance_pct > 10000)
 			return bad("--tolerance", arg, "a percentage, from 0 to 10000");

@@ -89,7 +89,8 @@ struct shared_file {
 
 struct session {
 	const struct options *o;
-	const struct session_hooks *hooks; /* run: the command's (or NULL) */
+	struct session_hooks *hooks;	/* run: the command's (or NULL) */
+	int stop_signo;			/* the signal that stopped the session, or 0 */
 	bool released;			/* ... and it was let go */
 	int root_pidfd;			/* ... following its children: it, to end with it */
 	struct tracer *tracer;
@@ -991,6 +992,7 @@ static const char *on_signal(struct session *s)
 				s->o->alerts, strerror(-err));
 		return NULL;
 	}
+	s->stop_signo = (int)si.ssi_signo;
 	return stop_reason(si.ssi_signo);
 }
 
@@ -1024,8 +1026,9 @@ static const char *tick(struct session *s, uint64_t now, int ticks)
 		return "every target exited";
 	/* never held for good: whatever kept it from being looked at, it runs */
 	if (s->hooks && !s->released && now > s->start + ROOT_HOLD_MAX_NS) {
-		warn_msg("pid %d not looked at after %llu s: let go untraced\n", s->hooks->root,
-			 ROOT_HOLD_MAX_NS / 1000000000ull);
+		warn_msg("pid %d not looked at after %llu s: let go (traced still, if it runs a "
+			 "known runtime, from when it is)\n",
+			 s->hooks->root, ROOT_HOLD_MAX_NS / 1000000000ull);
 		release_root(s);
 	}
 	if (s->root_pidfd >= 0 && poll(&(struct pollfd){ .fd = s->root_pidfd, .events = POLLIN },
@@ -1436,7 +1439,7 @@ int session__run(const struct options *o)
 	return session__run_with(o, NULL);
 }
 
-int session__run_with(const struct options *o, const struct session_hooks *h)
+int session__run_with(const struct options *o, struct session_hooks *h)
 {
 	struct session s = { .o = o, .hooks = h, .sfd = -1, .root_pidfd = -1, .ret = EXIT_OK };
 	sigset_t sigs;
@@ -1468,6 +1471,11 @@ int session__run_with(const struct options *o, const struct session_hooks *h)
 	} else if (s.ep < 0) {
 		err_msg("epoll failed: %s\n", strerror(errno));
 	}
+	/* start() may have blocked them and failed: run goes on to wait for its command */
+	stop_signal_set(&sigs);
+	sigprocmask(SIG_UNBLOCK, &sigs, NULL);
+	if (h)
+		h->stopped_by = s.stop_signo;
 	examiner__free(s.examiner); /* before the tracer: it may hold processes to trace */
 	tracer__free(s.tracer);
 	for (size_t i = 0; i < s.nr; i++)

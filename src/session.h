@@ -23,8 +23,9 @@ struct session_hooks {
 	void (*release)(void *ctx);
 	void (*summary)(void *ctx, const char *json, size_t len);
 	void *ctx;
+	int stopped_by;		/* out: the signal that stopped the session, or 0 */
 };
 
-int session__run_with(const struct options *o, const struct session_hooks *h);
+int session__run_with(const struct options *o, struct session_hooks *h);
 
 #endif

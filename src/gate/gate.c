@@ -234,7 +234,7 @@ static double seconds_of(json_object *s)
 static bool value_of(json_object *s, const struct metric *m, int worker, double *out,
 		     double *samples)
 {
-	json_object *ws = get(s, "workers");
+	json_object *ws = get(s, "workers"), *eps;
 	size_t nw = ws && json_object_is_type(ws, json_type_array) ? json_object_array_length(ws)
 								   : 0;
 
@@ -272,8 +272,11 @@ static bool value_of(json_object *s, const struct metric *m, int worker, double 
 		return true;
 	}
 	/* alerts: episodes of every kind */
+	eps = get(get(s, "alerts"), "episodes");
+	if (!eps || !json_object_is_type(eps, json_type_object))
+		return false;
 	*out = 0;
-	json_object_object_foreach(get(get(s, "alerts"), "episodes"), k, v) {
+	json_object_object_foreach(eps, k, v) {
 		(void)k;
 		*out += json_object_get_double(v);
 	}
@@ -306,7 +309,10 @@ static struct gate_result *result(struct gate *g, const char *label, const char 
 		struct gate_result *res = realloc(g->res, cap * sizeof(*res));
 
 		if (!res) {
+			/* a gate that cannot be kept makes the whole verdict unknown */
+			free(lost.detail);
 			memset(&lost, 0, sizeof(lost));
+			g->oom = true;
 			return &lost;
 		}
 		g->res = res;
@@ -315,6 +321,8 @@ static struct gate_result *result(struct gate *g, const char *label, const char 
 	r = &g->res[g->nr++];
 	memset(r, 0, sizeof(*r));
 	n = label ? (size_t)snprintf(r->name, sizeof(r->name), "%s: ", label) : 0;
+	if (n >= sizeof(r->name))
+		n = sizeof(r->name) - 1;
 	va_start(ap, fmt);
 	vsnprintf(r->name + n, sizeof(r->name) - n, fmt, ap);
 	va_end(ap);
@@ -450,7 +458,8 @@ static void compare(struct gate *g, json_object *b, json_object *s, const char *
 static void judge_baseline(struct gate *g, json_object *s, const char *label)
 {
 	json_object *b = baseline_for(g, s), *ws = get(b, "workers");
-	size_t nw = ws ? json_object_array_length(ws) : 0;
+	size_t nw = ws && json_object_is_type(ws, json_type_array) ? json_object_array_length(ws)
+								   : 0;
 
 	if (!b)
 		return;
@@ -563,7 +572,7 @@ int gate__init(struct gate *g, const struct gate_opts *o, char *why, size_t len)
 
 	memset(g, 0, sizeof(*g));
 	g->o = *o;
-	if (!g->o.tolerance_pct)
+	if (!g->o.tolerance_set)
 		g->o.tolerance_pct = GATE_DEFAULT_TOLERANCE;
 	if (!o->baseline)
 		return 0;
@@ -585,8 +594,10 @@ int gate__init(struct gate *g, const struct gate_opts *o, char *why, size_t len)
 			fclose(m);
 	}
 	fclose(f);
-	if (!text)
+	if (!text) {
+		say(why, len, "cannot read the baseline '%s': out of memory", o->baseline);
 		return -ENOMEM;
+	}
 	all = json_object_new_array();
 	tok = json_tokener_new();
 	if (all && tok && !summary_lines(all, text, size))
@@ -625,6 +636,8 @@ parsed:
 	}
 	json_tokener_free(tok);
 	free(text);
+	if (err == -ENOMEM)
+		say(why, len, "cannot read the baseline '%s': out of memory", o->baseline);
 	if (err) {
 		json_object_put(all);
 		return err;
@@ -637,7 +650,7 @@ parsed:
 
 enum gate_verdict gate__verdict(const struct gate *g)
 {
-	enum gate_verdict v = GATE_PASS;
+	enum gate_verdict v = g->oom ? GATE_UNKNOWN : GATE_PASS;
 
 	for (size_t i = 0; i < g->nr; i++)
 		if (g->res[i].verdict == GATE_UNKNOWN)

@@ -32,6 +32,7 @@ struct gate_opts {
 	size_t nr_max;
 	const char *baseline;	/* a summary file, or NULL */
 	double tolerance_pct;
+	bool tolerance_set;	/* --tolerance given (0 is a tolerance too) */
 	bool given;		/* any gate asked for */
 };
 
@@ -54,6 +55,7 @@ struct gate {
 	void *baseline;		/* the baseline's summaries: a json-c array */
 	struct gate_result *res;
 	size_t nr, cap;
+	bool oom;		/* a gate could not be kept: the verdict is unknown */
 };
 
 /* --fail-on KIND[,KIND...]|all into o. 0, or -EINVAL after saying why in why. */

@@ -16,6 +16,15 @@
 #include "options.h"
 #include "util.h"
 
+/* Its exit status as a shell says it: 128 + N when killed by signal N. */
+static int shell_status(int st)
+{
+	if (WIFSIGNALED(st))
+		return 128 + WTERMSIG(st);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : EXIT_FAIL;
+}
+
+#ifdef __x86_64__
 /* The program's entry point, from its auxiliary vector. */
 static int entry_of(pid_t pid, uint64_t *entry)
 {
@@ -37,16 +46,24 @@ static int entry_of(pid_t pid, uint64_t *entry)
 	return -ENOENT;
 }
 
-/* Waits for pid to stop with SIGTRAP, passing on any other signal. 0, or -ECHILD if it ended. */
-static int until_trap(pid_t pid)
+/*
+ * Waits for l's process to stop with SIGTRAP, passing on any other signal.
+ * 0, or -ECHILD if it ended (reaped: its status in l->status).
+ */
+static int until_trap(struct launch *l)
 {
+	pid_t pid = l->pid;
 	int st;
 
 	for (;;) {
 		if (waitpid(pid, &st, 0) < 0)
 			return -errno;
-		if (!WIFSTOPPED(st))
+		if (!WIFSTOPPED(st)) {
+			l->status = shell_status(st);
+			l->pid = 0;
+			l->held = false;
 			return -ECHILD;
+		}
 		if (WSTOPSIG(st) == SIGTRAP)
 			return 0;
 		/* a signal it was sent meanwhile: delivered as it would have been */
@@ -61,8 +78,9 @@ static int until_trap(pid_t pid)
  * back on it. A static program (Go) starts at its entry point; a dynamic one
  * has by then its libraries mapped, and a runtime in one of them is found.
  */
-static int to_entry(pid_t pid)
+static int to_entry(struct launch *l)
 {
+	pid_t pid = l->pid;
 	struct user_regs_struct regs;
 	uint64_t entry = 0;
 	long word;
@@ -78,7 +96,7 @@ static int to_entry(pid_t pid)
 	if (ptrace(PTRACE_POKETEXT, pid, (void *)entry, (void *)((word & ~0xffl) | 0xcc)) ||
 	    ptrace(PTRACE_CONT, pid, 0, 0))
 		return -errno;
-	err = until_trap(pid);
+	err = until_trap(l);
 	if (err)
 		return err;
 	if (ptrace(PTRACE_GETREGS, pid, 0, &regs))
@@ -91,15 +109,26 @@ static int to_entry(pid_t pid)
 		return -errno;
 	return 0;
 }
+#endif
 
+#ifndef __x86_64__
+int launch__start(struct launch *l, char *const argv[])
+{
+	(void)argv;
+	l->pid = 0;
+	l->held = false;
+	err_msg("run holds its command at its entry point by an x86-64 breakpoint: not on this "
+		"architecture yet\n");
+	return EXIT_FAIL;
+}
+#else
 int launch__start(struct launch *l, char *const argv[])
 {
 	int pfd[2], err = 0;
 	ssize_t n;
 	pid_t pid;
 
-	l->pid = 0;
-	l->held = false;
+	memset(l, 0, sizeof(*l));
 	if (pipe2(pfd, O_CLOEXEC)) {
 		err_msg("cannot start '%s': %s\n", argv[0], strerror(errno));
 		return EXIT_FAIL;
@@ -134,22 +163,29 @@ int launch__start(struct launch *l, char *const argv[])
 	}
 	l->pid = pid;
 	l->held = true;
-	err = until_trap(pid);
+	err = until_trap(l);
 	if (!err) {
 		/* if asynctraced dies while it holds the command, the command goes too */
 		ptrace(PTRACE_SETOPTIONS, pid, 0, (void *)(long)PTRACE_O_EXITKILL);
-		err = to_entry(pid);
+		err = to_entry(l);
 	}
 	l->held_at = now_ns();
+	if (err == -ECHILD) {
+		/* it ended before its own code ran (its dynamic loader failed): its status */
+		err_msg("'%s' exited before its entry point, with status %d\n", argv[0], l->status);
+		return l->status ? l->status : EXIT_FAIL;
+	}
 	if (err) {
 		err_msg("cannot hold '%s' at its entry point: %s\n", argv[0], strerror(-err));
-		if (err != -ECHILD)
-			kill(pid, SIGKILL);
+		l->held = false;
+		kill(pid, SIGKILL);
 		launch__wait(l);
 		return EXIT_FAIL;
 	}
 	return 0;
 }
+
+#endif
 
 void launch__release(struct launch *l)
 {
@@ -172,7 +208,5 @@ int launch__wait(struct launch *l)
 		if (errno != EINTR)
 			return EXIT_FAIL;
 	l->pid = 0;
-	if (WIFSIGNALED(st))
-		return 128 + WTERMSIG(st);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : EXIT_FAIL;
+	return shell_status(st);
 }

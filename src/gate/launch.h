@@ -17,6 +17,7 @@ struct launch {
 	bool held;		/* still stopped under ptrace */
 	uint64_t held_at;	/* when it stopped at its entry point (now_ns()) */
 	uint64_t held_ns;	/* how long it was held there */
+	int status;		/* ended before its entry point: its exit status */
 };
 
 /*

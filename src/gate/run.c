@@ -4,8 +4,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "gate.h"
@@ -99,6 +101,13 @@ int run__main(struct options *o)
 		gate__free(&r.gate);
 		return EXIT_FAIL;
 	}
+	/*
+	 * Following its children: those whose parent exits (a daemon's double
+	 * fork, `server &` in a script) become ours, not init's, and so are still
+	 * known as the command's (scan.h's ancestry)
+	 */
+	if (o->follow_children && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0))
+		warn_msg("cannot adopt the command's orphans: %s\n", strerror(errno));
 	status = launch__start(&r.launch, o->cmd);
 	if (status) {
 		gate__free(&r.gate);
@@ -110,6 +119,9 @@ int run__main(struct options *o)
 		o->nr_pids = 1;
 	}
 	traced = session__run_with(o, &hooks);
+	/* stopped by a signal (a CI job's timeout): the command, untraced now, goes too */
+	if (hooks.stopped_by && r.launch.pid)
+		kill(r.launch.pid, hooks.stopped_by);
 	if (r.summaries && !o->quiet)
 		info_msg("'%s' was held %.1f ms at its entry point while the probes were attached\n",
 			 o->cmd[0], (double)r.launch.held_ns / 1e6);

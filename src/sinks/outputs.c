@@ -101,14 +101,16 @@ int outputs__add_sinks(struct outputs *out, struct pipeline *p, bool live_view)
 static int hand_summary(struct outputs *out, struct pipeline *p, const struct stats *st,
 			const struct run_info *info)
 {
-	int fd = memfd_create("asynctraced-summary", MFD_CLOEXEC), err;
+	int fd = memfd_create("asynctraced-summary", MFD_CLOEXEC), copy, err;
 	struct outbuf *ob;
 	struct stat sb;
 	char *text;
 
 	if (fd < 0)
 		return -errno;
-	err = outbuf__from_fd(&ob, dup(fd));
+	copy = dup(fd);
+	/* the copy is the outbuf's, closed with it (or at once, if it fails) */
+	err = copy < 0 ? -errno : outbuf__from_fd(&ob, copy);
 	if (err) {
 		close(fd);
 		return err;
@@ -149,8 +151,9 @@ int outputs__end(struct outputs *out, struct pipeline *p, uint64_t now, const st
 	if (err)
 		ret = EXIT_FAIL;
 	out->events += p->model.n.events;
-	if (out->on_summary && hand_summary(out, p, st, info)) {
-		err_msg("failed to hand over the summary: out of memory\n");
+	err = out->on_summary ? hand_summary(out, p, st, info) : 0;
+	if (err) {
+		err_msg("failed to hand over the summary: %s\n", strerror(-err));
 		ret = EXIT_FAIL;
 	}
 	if (o->summary == SUMMARY_JSON) {

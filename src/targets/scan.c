@@ -97,15 +97,22 @@ static bool in_cgroup(pid_t pid, const char *want)
 	return in;
 }
 
-/* Whether pid is ancestor or one of its descendants (its parents, up /proc/PID/stat). */
+/*
+ * Whether pid is ancestor or one of its descendants (its parents, up
+ * /proc/PID/stat). We may be the child subreaper of ancestor's tree (run
+ * --follow-children): a process whose parent is us, other than ancestor,
+ * is an orphan of that tree.
+ */
 static bool descends_from(pid_t pid, pid_t ancestor)
 {
+	pid_t self = getpid();
+
 	for (int depth = 0; pid > 1 && depth < 256; depth++) {
 		char path[64], buf[512], *close_paren;
 		ssize_t n;
 		int fd;
 
-		if (pid == ancestor)
+		if (pid == ancestor || (depth && pid == self))
 			return true;
 		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 		fd = open(path, O_RDONLY | O_CLOEXEC);

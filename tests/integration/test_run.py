@@ -195,6 +195,19 @@ class Children(unittest.TestCase):
         self.assertIn("no known runtime in pid", r.stderr)
 
 
+    def test_orphans_of_the_command(self):
+        """A server started in a subshell that exits at once (`(server &)`): its
+        parent gone, it is adopted by asynctraced (the child subreaper), still
+        known as the command's, traced and judged."""
+        harness.require_root()
+        script = (f"({harness.EXECUTOR} --scenario noisy --duration 2 --workers 2 &); "
+                  "sleep 3")
+        r = run("--no-trace", "-q", "--follow-children", "--fail-on", "long-poll",
+                "--long-poll", "15ms", "--", "sh", "-c", script)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("task 'noisy'", r.stderr)
+
+
 class ExitStatus(unittest.TestCase):
     def test_the_commands_own_failure_wins(self):
         harness.require_root()
@@ -205,6 +218,45 @@ class ExitStatus(unittest.TestCase):
         self.assertIn("'sh' exited with status 7", r.stderr)
         r = run("--no-trace", "-q", "--", "sh", "-c", "kill -TERM $$")
         self.assertEqual(r.returncode, 128 + 15, r.stderr)
+
+    def test_a_dynamic_loader_failure_is_the_commands_status(self):
+        """A library gone: ld.so exits 127 before the program's entry point."""
+        harness.require_root()
+        lib, prog = os.path.join(TMP, "libgone.so"), os.path.join(TMP, "needs-gone")
+        with open(os.path.join(TMP, "gone.c"), "w") as f:
+            f.write("int gone(void) { return 0; }\n")
+        with open(os.path.join(TMP, "needs.c"), "w") as f:
+            f.write("int gone(void);\nint main(void) { return gone(); }\n")
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", lib, os.path.join(TMP, "gone.c")],
+                       check=True)
+        subprocess.run(["cc", "-o", prog, os.path.join(TMP, "needs.c"), "-L", TMP, "-lgone",
+                        f"-Wl,-rpath,{TMP}"], check=True)
+        os.unlink(lib)
+        r = run("--fail-on", "all", "--", prog)
+        self.assertEqual(r.returncode, 127, r.stderr)
+        self.assertIn("exited before its entry point, with status 127", r.stderr)
+
+    def test_stopped_by_a_signal_the_command_goes_too(self):
+        """A CI job's timeout sends SIGTERM to asynctraced: the command, no
+        longer traced, is stopped too, and its status (killed) is the run's."""
+        harness.require_root()
+        err = os.path.join(TMP, "sigterm.err")
+        with open(err, "w") as f:
+            # Go's default on SIGTERM: killed by it (the sample executor would exit 0)
+            p = subprocess.Popen([harness.TRACER, "run", "--no-trace", "-q", "--fail-on", "all",
+                                  "--", os.path.join(harness.BUILD, "go-app"), "-scenario",
+                                  "timers", "-duration", "30s"],
+                                 stdout=subprocess.DEVNULL, stderr=f)
+        try:
+            self.assertTrue(harness.wait_for(lambda: "tracing pid" in harness.read(err), 30),
+                            harness.read(err))
+            p.send_signal(15)
+            p.wait(timeout=20)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        self.assertEqual(p.returncode, 128 + 15, harness.read(err))
 
     def test_no_runtime_and_an_empty_trace_are_never_a_pass(self):
         harness.require_root()

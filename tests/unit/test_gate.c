@@ -199,6 +199,16 @@ static void against_a_baseline(void **state)
 	assert_int_equal(gate__verdict(&g), GATE_PASS);
 	gate__free(&g);
 
+	/* --tolerance 0 is a tolerance too: what is worse by more than the slack fails */
+	o.tolerance_set = true;
+	o.tolerance_pct = 0;
+	assert_int_equal(gate__init(&g, &o, why, sizeof(why)), 0);
+	assert_true(g.o.tolerance_pct == 0);
+	gate__judge(&g, same, strlen(same), NULL);
+	assert_int_equal(gate__verdict(&g), GATE_PASS);
+	gate__free(&g);
+	o.tolerance_set = false;
+
 	/* 50 polls a worker: the totals only */
 	assert_int_equal(gate__init(&g, &o, why, sizeof(why)), 0);
 	gate__judge(&g, sparse, strlen(sparse), NULL);
