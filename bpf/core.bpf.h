@@ -35,6 +35,9 @@ const volatile __u64 long_poll_ns = 0;
 const volatile __u64 sched_delay_ns = 0;
 const volatile __u32 starve_depth = 0;
 
+/* switch-ins a thread remembers, to tell a late poll's wait for a CPU (host_wait()) */
+#define AT_CPU_MARKS 4
+
 struct thread_state {
 	__u32 tid;		/* whose state this is (in thread_slots: the slot's holder) */
 	__u32 tgid;		/* its process */
@@ -96,6 +99,10 @@ struct thread_state {
 	/* it took a CPU then (ktime), after a sleep: calibrates rq_clock_offset */
 	__u64 arrived_at;
 	__u8 arrived_in_poll;
+	/* its latest switch-ins: when, and its run_delay then (host_wait()) */
+	__u8 in_next;
+	__u64 in_ts[AT_CPU_MARKS];
+	__u64 in_run_delay[AT_CPU_MARKS];
 } __attribute__((aligned(64))); /* whole cache lines: threads run on different CPUs */
 
 /*
@@ -1034,6 +1041,8 @@ static long spare_step(__u32 i, struct spare_walk *w)
  * the walk over the workers (with bpf_loop: the verifier need not follow
  * each step) is paid only by them.
  */
+static __always_inline __u64 host_wait(const struct thread_state *t, __u64 from);
+
 static __always_inline __u8 spare_share(__u32 tgid, __u64 from, __u64 to)
 {
 	struct spare_walk w = { .from = from, .to = to, .tgid = tgid };
@@ -1171,8 +1180,18 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
 		}
 	}
 	t->spare = 0;
-	if (sched_delay_ns && t->wake_ts && now > t->wake_ts && now - t->wake_ts >= sched_delay_ns)
+	if (sched_delay_ns && t->wake_ts && now > t->wake_ts && now - t->wake_ts >= sched_delay_ns) {
 		t->spare = spare_share(t->tgid, t->wake_ts, now);
+		/*
+		 * a worker slept through half the wait, but this one, which took
+		 * the task, spent half of it waiting for a CPU: a host short of CPU
+		 * (whichever worker the runtime had woken would have waited as
+		 * well), not a scheduling fault
+		 */
+		if ((t->spare & ~AT_SPARE_KNOWN) >= 50 &&
+		    2 * host_wait(t, t->wake_ts) >= now - t->wake_ts)
+			t->spare = AT_SPARE_KNOWN;
+	}
 	t->begin = now;
 	t->since = now;
 	barrier();
@@ -1557,6 +1576,40 @@ static __always_inline __u64 run_delay(struct task_struct *p, const bool direct)
 }
 
 /*
+ * How long the current thread (t) waited for a CPU since from, at least: its
+ * run_delay now, less what it was at its latest switch-in before from (a
+ * stretch that began before from counted only after it), or, when it took a
+ * CPU more than AT_CPU_MARKS times since, at the oldest switch-in it keeps.
+ */
+static __always_inline __u64 host_wait(const struct thread_state *t, __u64 from)
+{
+	__u64 total = run_delay((struct task_struct *)bpf_get_current_task(), false);
+	__u64 at = 0, rd = 0, oldest = ~0ull, oldest_rd = 0, w;
+
+	for (int i = 0; i < AT_CPU_MARKS; i++) {
+		__u64 ts = t->in_ts[i];
+
+		if (!ts)
+			continue;
+		if (ts <= from && ts > at) {
+			at = ts;
+			rd = t->in_run_delay[i];
+		}
+		if (ts < oldest) {
+			oldest = ts;
+			oldest_rd = t->in_run_delay[i];
+		}
+	}
+	if (at) {
+		w = total > rd ? total - rd : 0;
+		return w > from - at ? w - (from - at) : 0;
+	}
+	if (oldest == ~0ull)
+		return 0;
+	return total > oldest_rd ? total - oldest_rd : 0;
+}
+
+/*
  * The kernel stamps a thread's wake-up with its run queue's clock
  * (sched_info.last_queued, cleared once it runs), a clock of its own
  * (sched_clock), not bpf_ktime_get_ns(). rq_clock_offset is the one minus
@@ -1817,9 +1870,13 @@ static __always_inline void on_switch(void *ctx, bool preempt, struct task_struc
 		tid = TASK_READ(next, pid, direct);
 		t = thread_find(tid);
 		if (t) {
+			__u32 m = t->in_next++ & (AT_CPU_MARKS - 1);
+
+			now = bpf_ktime_get_ns();
+			t->in_ts[m] = now;
+			t->in_run_delay[m] = run_delay(next, direct);
 			t->arrived_in_poll = t->task != 0;
 			if (t->task && t->off_cpu) {
-				now = bpf_ktime_get_ns();
 				if (t->off_blocked) {
 					stack_awake(t, tid, now);
 					t->arrived_at = now;
@@ -1829,7 +1886,6 @@ static __always_inline void on_switch(void *ctx, bool preempt, struct task_struc
 					back_on_cpu(t, now, false);
 				}
 			} else if (t->asleep_since) {
-				now = bpf_ktime_get_ns();
 				t->arrived_at = now;
 				awake(t, woken_at(next, now, t->run_delay_seen, direct));
 			}
