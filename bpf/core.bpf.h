@@ -1583,7 +1583,7 @@ static __always_inline __u64 run_delay(struct task_struct *p, const bool direct)
  */
 static __always_inline __u64 host_wait(const struct thread_state *t, __u64 from)
 {
-	__u64 total = run_delay((struct task_struct *)bpf_get_current_task(), false);
+	__u64 total = run_delay(bpf_get_current_task_btf(), false);
 	__u64 at = 0, rd = 0, oldest = ~0ull, oldest_rd = 0, w;
 
 	for (int i = 0; i < AT_CPU_MARKS; i++) {

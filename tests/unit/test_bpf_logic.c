@@ -1017,6 +1017,60 @@ static void waiting_for_a_cpu_is_not_sleeping(void **state)
 }
 
 /*
+ * A worker slept through the whole wait, but the one that took the task was
+ * runnable without a CPU for most of it (preempted by the host): the host's
+ * doing, no room to spare (host_wait(): its run_delay over the wait, from
+ * its switch-ins). The same wait with the poller on the CPU is a worker
+ * left asleep.
+ */
+static void a_poller_short_of_cpu_is_the_hosts_doing(void **state)
+{
+	__u32 tgid = TGID;
+	__u64 delay = 20000000;
+	struct task_struct kthread_w1 = { .pid = 102, .tgid = TGID };
+
+	(void)state;
+	follow(tgid);
+	set_config(&sched_delay_ns, &delay, sizeof(delay));
+	for (int preempted = 1; preempted >= 0; preempted--) {
+		kthread_w1.sched_info.run_delay = 1000;
+		current_task.sched_info.run_delay = 1000;
+		poll_begin(&w0, 9, 0);
+		poll_end(&w0, 9, 0, 0, AT_QUEUE_NONE);
+		kthread_w0.__state = 1;
+		sched_switch(false, &kthread_w0, &kthread_else);	/* worker 0 parks */
+		poll_begin(&w1, 8, 1);
+		poll_end(&w1, 8, 1, 0, AT_QUEUE_NONE);
+		sched_switch(true, &kthread_w1, &kthread_else);	/* worker 1 preempted */
+		sched_switch(false, &kthread_else, &kthread_w1);	/* and back */
+		clock_ns += 1000000;
+		if (preempted)
+			sched_switch(true, &kthread_w1, &kthread_else);
+		spawn(&other, 7, AT_QUEUE_INJECT);
+		clock_ns += 30000000;
+		if (preempted) {
+			/* runnable 28 of the 30 ms, then on the CPU again */
+			kthread_w1.sched_info.run_delay += 28000000;
+			sched_switch(false, &kthread_else, &kthread_w1);
+		}
+		current_task.sched_info.run_delay = kthread_w1.sched_info.run_delay;
+		poll_begin(&w1, 7, 1);
+		poll_end(&w1, 7, 1, 0, AT_QUEUE_NONE);
+		if (preempted)
+			assert_int_equal(((struct at_poll *)records[nr_records - 1])->spare,
+					 AT_SPARE_KNOWN);
+		else
+			assert_int_equal(((struct at_poll *)records[nr_records - 1])->spare,
+					 AT_SPARE_KNOWN | 100);
+		kthread_w0.__state = 0;
+		sched_switch(false, &kthread_else, &kthread_w0);
+		clock_ns += 1000000;
+	}
+	delay = 0;
+	set_config(&sched_delay_ns, &delay, sizeof(delay));
+}
+
+/*
  * Inside a poll, the same: blocked until the kernel woke the thread, then
  * runnable (waiting for a CPU) until it ran.
  */
@@ -1353,6 +1407,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(long_poll_says_what_the_kernel_charged, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(waiting_for_a_cpu_is_not_sleeping, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_poller_short_of_cpu_is_the_hosts_doing, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(blocked_until_woken_then_runnable, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_long_sleep_in_a_poll_sends_where_it_slept, setup,
 						teardown),
