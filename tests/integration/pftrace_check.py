@@ -762,7 +762,9 @@ def _check_profile_interning(rep, i, interned, tables):
             if old is not None and old != value:
                 rep.add("interning", f"packet {i}: {key} iid {iid} redefined")
             for field, table in refs:
-                ids = entry.get(field, ())
+                ids = entry.get(field)
+                if ids is None:  # a frame without a name (an address alone) refers to none
+                    continue
                 for ref in ids if isinstance(ids, list) else (ids,):
                     if ref not in tables[table]:
                         rep.add("interning", f"packet {i}: {key} iid {iid}: {field} {ref} "

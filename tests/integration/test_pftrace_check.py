@@ -881,6 +881,14 @@ class StackSamples(Base):
         self.assertProblem(p, "frames iid 1: function_name_id 5 is not in function_names")
         self.assertProblem(p, "frames iid 2: mapping_id 4 is not in mappings")
 
+    def test_a_frame_without_a_name(self):
+        """An address in no function asynctraced could name: a frame with its
+        mapping and pc alone, which refers to no function name."""
+        p = sample_packets()
+        del p[1]["interned_data"]["frames"][0]["function_name_id"]
+        self.assertEqual(self.problems(p), [])
+        self.assertEqual(self.protoc(trace_bytes(p)), [])
+
     def test_mapping_without_rel_pc(self):
         p = sample_packets()
         del p[1]["interned_data"]["frames"][0]["rel_pc"]
