@@ -1033,6 +1033,8 @@ static long spare_step(__u32 i, struct spare_walk *w)
 	return 0;
 }
 
+static __always_inline __u64 host_wait(const struct thread_state *t, __u64 from);
+
 /*
  * A late poll in process tgid: the largest share of its wait one of the
  * process's workers spent asleep (it could have run the task), as a percent
@@ -1041,8 +1043,6 @@ static long spare_step(__u32 i, struct spare_walk *w)
  * the walk over the workers (with bpf_loop: the verifier need not follow
  * each step) is paid only by them.
  */
-static __always_inline __u64 host_wait(const struct thread_state *t, __u64 from);
-
 static __always_inline __u8 spare_share(__u32 tgid, __u64 from, __u64 to)
 {
 	struct spare_walk w = { .from = from, .to = to, .tgid = tgid };
@@ -1870,11 +1870,14 @@ static __always_inline void on_switch(void *ctx, bool preempt, struct task_struc
 		tid = TASK_READ(next, pid, direct);
 		t = thread_find(tid);
 		if (t) {
-			__u32 m = t->in_next++ & (AT_CPU_MARKS - 1);
-
 			now = bpf_ktime_get_ns();
-			t->in_ts[m] = now;
-			t->in_run_delay[m] = run_delay(next, direct);
+			/* only the scheduling-delay detector reads them (host_wait()) */
+			if (sched_delay_ns) {
+				__u32 m = t->in_next++ & (AT_CPU_MARKS - 1);
+
+				t->in_ts[m] = now;
+				t->in_run_delay[m] = run_delay(next, direct);
+			}
 			t->arrived_in_poll = t->task != 0;
 			if (t->task && t->off_cpu) {
 				if (t->off_blocked) {
