@@ -1468,12 +1468,13 @@ int session__run_with(const struct options *o, struct session_hooks *h)
 		ret = finish(&s, why);
 		if (sandbox__say_refused())
 			ret = EXIT_FAIL;
-	} else if (s.ep < 0) {
-		err_msg("epoll failed: %s\n", strerror(errno));
+	} else {
+		if (s.ep < 0)
+			err_msg("epoll failed: %s\n", strerror(errno));
+		/* start() may have blocked them and failed: run goes on to wait for its command */
+		stop_signal_set(&sigs);
+		sigprocmask(SIG_UNBLOCK, &sigs, NULL);
 	}
-	/* start() may have blocked them and failed: run goes on to wait for its command */
-	stop_signal_set(&sigs);
-	sigprocmask(SIG_UNBLOCK, &sigs, NULL);
 	if (h)
 		h->stopped_by = s.stop_signo;
 	examiner__free(s.examiner); /* before the tracer: it may hold processes to trace */
