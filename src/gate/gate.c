@@ -500,13 +500,17 @@ static bool is_summary(json_object *s, char *why, size_t len, const char *what)
 	return true;
 }
 
-int gate__judge(struct gate *g, const char *json, size_t len, const char *label)
+int gate__judge(struct gate *g, const char *json, bool named)
 {
-	json_object *s;
-	char why[256];
+	json_object *s = json_tokener_parse(json), *comm = get(s, "comm");
+	char why[256], name[96];
+	const char *label = NULL;
 
-	s = json_tokener_parse(json);
-	(void)len;
+	if (named) {
+		snprintf(name, sizeof(name), "pid %.0f (%s)", num(s, "pid"),
+			 comm ? json_object_get_string(comm) : "?");
+		label = name;
+	}
 	if (!is_summary(s, why, sizeof(why), "the run's report")) {
 		all_unknown(g, label, why);
 		json_object_put(s);

@@ -68,11 +68,12 @@ const char *gate__metrics(void);
 /* Reads the baseline if o names one. 0, or -errno after saying why in why. */
 int gate__init(struct gate *g, const struct gate_opts *o, char *why, size_t len);
 /*
- * Judges one process's summary (its JSON text); label names it in the
- * gates when several processes were traced (NULL: one). 0, or -EINVAL when
- * the text is not a summary (then every gate is unknown).
+ * Judges one process's summary (its JSON text, NUL-terminated); named: its
+ * gates are named by its process ("pid 42 (server): ..."), for when several
+ * processes were traced. 0, or -EINVAL when the text is not a summary (then
+ * every gate is unknown).
  */
-int gate__judge(struct gate *g, const char *json, size_t len, const char *label);
+int gate__judge(struct gate *g, const char *json, bool named);
 /* No summary at all (no process ran a known runtime): every gate unknown, saying why. */
 void gate__nothing(struct gate *g, const char *why);
 /* The worst verdict of all: GATE_PASS when every gate passed. */

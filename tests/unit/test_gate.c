@@ -106,7 +106,7 @@ static void limits_on_interpolated_percentiles(void **state)
 	assert_int_equal(gate__parse_max(&o, "poll.p50=1540ns,poll.p90=1900ns,poll.max=3000ns,"
 					     "delay.p50=7us,polls_per_s=999", why, sizeof(why)), 0);
 	assert_int_equal(gate__init(&g, &o, why, sizeof(why)), 0);
-	assert_int_equal(gate__judge(&g, s, strlen(s), NULL), 0);
+	assert_int_equal(gate__judge(&g, s, false), 0);
 	assert_int_equal(find(&g, "poll.p50")->verdict, GATE_PASS);   /* 1536 */
 	assert_int_equal(find(&g, "poll.p90")->verdict, GATE_FAIL);   /* 1946 */
 	assert_int_equal(find(&g, "poll.max")->verdict, GATE_FAIL);   /* 3072 */
@@ -128,7 +128,7 @@ static void alert_kinds_name_their_tasks(void **state)
 	(void)state;
 	assert_int_equal(gate__parse_fail_on(&o, "long-poll,starvation", why, sizeof(why)), 0);
 	assert_int_equal(gate__init(&g, &o, why, sizeof(why)), 0);
-	gate__judge(&g, bad, strlen(bad), "pid 42 (app)");
+	gate__judge(&g, bad, true);
 	r = find(&g, "pid 42 (app): fail-on long-poll");
 	assert_int_equal(r->verdict, GATE_FAIL);
 	assert_string_equal(r->now, "2 episodes");
@@ -138,7 +138,7 @@ static void alert_kinds_name_their_tasks(void **state)
 	gate__free(&g);
 
 	assert_int_equal(gate__init(&g, &o, why, sizeof(why)), 0);
-	gate__judge(&g, good, strlen(good), NULL);
+	gate__judge(&g, good, false);
 	assert_int_equal(gate__verdict(&g), GATE_PASS);
 	gate__free(&g);
 	free(bad);
@@ -180,13 +180,13 @@ static void against_a_baseline(void **state)
 	o.baseline = path;
 	assert_int_equal(gate__init(&g, &o, why, sizeof(why)), 0);
 	assert_true(g.o.tolerance_pct == GATE_DEFAULT_TOLERANCE);
-	gate__judge(&g, same, strlen(same), NULL);
+	gate__judge(&g, same, false);
 	assert_int_equal(gate__verdict(&g), GATE_PASS);
 	assert_non_null(find(&g, "baseline poll.p99 worker 1"));
 	gate__free(&g);
 
 	assert_int_equal(gate__init(&g, &o, why, sizeof(why)), 0);
-	gate__judge(&g, slow, strlen(slow), NULL);
+	gate__judge(&g, slow, false);
 	assert_int_equal(find(&g, "baseline poll.p50")->verdict, GATE_FAIL);
 	assert_int_equal(find(&g, "baseline poll.p50 worker 0")->verdict, GATE_FAIL);
 	assert_int_equal(find(&g, "baseline delay.p50")->verdict, GATE_PASS);
@@ -195,7 +195,7 @@ static void against_a_baseline(void **state)
 
 	/* faster: a rate that rises is no regression */
 	assert_int_equal(gate__init(&g, &o, why, sizeof(why)), 0);
-	gate__judge(&g, faster, strlen(faster), NULL);
+	gate__judge(&g, faster, false);
 	assert_int_equal(gate__verdict(&g), GATE_PASS);
 	gate__free(&g);
 
@@ -204,14 +204,14 @@ static void against_a_baseline(void **state)
 	o.tolerance_pct = 0;
 	assert_int_equal(gate__init(&g, &o, why, sizeof(why)), 0);
 	assert_true(g.o.tolerance_pct == 0);
-	gate__judge(&g, same, strlen(same), NULL);
+	gate__judge(&g, same, false);
 	assert_int_equal(gate__verdict(&g), GATE_PASS);
 	gate__free(&g);
 	o.tolerance_set = false;
 
 	/* 50 polls a worker: the totals only */
 	assert_int_equal(gate__init(&g, &o, why, sizeof(why)), 0);
-	gate__judge(&g, sparse, strlen(sparse), NULL);
+	gate__judge(&g, sparse, false);
 	for (size_t i = 0; i < g.nr; i++)
 		assert_null(strstr(g.res[i].name, "worker"));
 	assert_int_equal(find(&g, "baseline poll.p99")->verdict, GATE_FAIL);
@@ -264,12 +264,12 @@ static void what_cannot_be_judged(void **state)
 
 	(void)state;
 	assert_int_equal(gate__init(&g, &o, why, sizeof(why)), 0);
-	assert_int_equal(gate__judge(&g, empty, strlen(empty), NULL), 0);
+	assert_int_equal(gate__judge(&g, empty, false), 0);
 	assert_int_equal(gate__verdict(&g), GATE_UNKNOWN);
 	assert_string_equal(find(&g, "every gate")->detail, "the trace is empty: no poll was seen");
 	gate__free(&g);
 	assert_int_equal(gate__init(&g, &o, why, sizeof(why)), 0);
-	assert_int_equal(gate__judge(&g, "[1,2]", 5, NULL), -EINVAL);
+	assert_int_equal(gate__judge(&g, "[1,2]", false), -EINVAL);
 	assert_int_equal(gate__verdict(&g), GATE_UNKNOWN);
 	gate__free(&g);
 	assert_int_equal(gate__init(&g, &o, why, sizeof(why)), 0);
@@ -292,7 +292,7 @@ static void junit_and_annotations(void **state)
 	assert_int_equal(gate__parse_fail_on(&o, "long-poll", why, sizeof(why)), 0);
 	assert_int_equal(gate__parse_max(&o, "dropped=0", why, sizeof(why)), 0);
 	assert_int_equal(gate__init(&g, &o, why, sizeof(why)), 0);
-	gate__judge(&g, bad, strlen(bad), "pid 42 (a<b)");
+	gate__judge(&g, bad, true);
 	gate__nothing(&g, "100% lost");
 	f = open_memstream(&xml, &size);
 	assert_int_equal(gate__junit(&g, f, 1.5), 0);
