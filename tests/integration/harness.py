@@ -146,10 +146,7 @@ def traced_run(scenario, duration=3, workers=2, executor_args=(), tracer_args=()
         ex_out, ex_err = ex.communicate(timeout=duration + 60)
         tr_out, tr_err = tr.communicate(timeout=60)
     finally:
-        for p in (ex, tr):
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
+        reap(ex, tr)
     run = TracedRun(scenario, ex.returncode, ex_out, ex_err, tr.returncode, tr_out, tr_err,
                     trace_path)
     run.counts = parse_executor(ex_out)
@@ -176,10 +173,7 @@ def traced_gated_run(name, argv, duration, tracer_args, tmpdir):
         ex_out, ex_err = ex.communicate(timeout=duration + 60)
         tr_out, _ = tr.communicate(timeout=60)
     finally:
-        for p in (ex, tr):
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
+        reap(ex, tr)
     run = TracedRun(name, ex.returncode, ex_out, ex_err, tr.returncode, tr_out, read(err_path),
                     trace_path)
     run.attached = attached
@@ -259,6 +253,15 @@ def wait_for(pred, timeout=10.0, step=0.05):
             return True
         time.sleep(step)
     return False
+
+
+def reap(*procs):
+    """After a test's processes, whatever happened: those still running killed, all waited
+    for (their pipes drained)."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
 
 
 def kill(p, sig=signal.SIGKILL):

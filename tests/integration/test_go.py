@@ -309,9 +309,7 @@ class Recorded(unittest.TestCase):
             ex.communicate("go\n", timeout=60)
             tr.wait(timeout=60)
         finally:
-            for p in (ex, tr):
-                if p.poll() is None:
-                    p.kill()
+            harness.reap(ex, tr)
         self.assertEqual(tr.returncode, 0, harness.read(log))
         alerts = os.path.join(tmp, "alerts.jsonl")
         r = harness.run_tracer("convert", cap, "-o", os.path.join(tmp, "go.json"),

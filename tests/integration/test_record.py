@@ -49,10 +49,7 @@ def record_executor(tmp, scenario, duration=2, record_args=(), kill_after=None):
         ex_out, _ = ex.communicate(timeout=duration + 60)
         _, rec_err = rec.communicate(timeout=60)
     finally:
-        for p in (ex, rec):
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
+        harness.reap(ex, rec)
     return cap, harness.parse_executor(ex_out), rec.returncode, rec_err
 
 
@@ -262,10 +259,7 @@ class Record(unittest.TestCase):
             out, _ = ex.communicate(timeout=60)
             rec.wait(timeout=60)
         finally:
-            for p in (ex, rec):
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
+            harness.reap(ex, rec)
         self.assertEqual(rec.returncode, 0, harness.read(err_path))
         m = APP_LINE.search(out)
         js, pf, report, log = self.convert_all(cap)
