@@ -138,6 +138,11 @@ $(BUILD)/sample-executor-shared: $(BUILD)/executor/main.o $(BUILD)/libsample-exe
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< -L$(BUILD) -lsample-executor \
 		-Wl,-rpath,'$$ORIGIN' $(LDLIBS_EXEC) -o $@
 
+# A program taken for tokio whose probes the kernel refuses (tests/refused).
+$(BUILD)/refused-probe: tests/refused/refused.c | $(BUILD)/tests
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) $< -o $@
+
 # Two untraced processes switching on one CPU (tests/bench/switches.py).
 $(BUILD)/pingpong: tests/bench/pingpong.c | $(BUILD)/tests
 	$(call msg,CC,$@)
@@ -372,7 +377,7 @@ fuzz: $(FUZZ_BINS)
 			-artifact_prefix=$(BUILD)/fuzz/artifacts/$(t)- $(call fuzz_corpus,$(t));)
 
 # Integration tests need root: they load BPF and trace real executors.
-test-integration: all tokio go go-versions
+test-integration: all tokio go go-versions $(BUILD)/refused-probe
 	$(Q)BUILD=$(BUILD) GO_VERSIONS="$(GO_VERSIONS)" $(PYTHON) -m unittest discover \
 		-s tests/integration -t . -v
 

@@ -6,6 +6,7 @@
  *   sudo asynctraced record -p PID -o CAPTURE       (src/session.c)
  *        asynctraced convert CAPTURE [-o FILE]     (src/capture/convert.c)
  *   sudo asynctraced run [options] -- CMD [ARGS]   (src/gate/run.c)
+ *   sudo asynctraced probe-rules                   (src/source/probe_learn.c)
  *
  * Only parses the command line and hands it to the command.
  */
@@ -17,6 +18,7 @@
 
 #include "convert.h"
 #include "options.h"
+#include "probe_learn.h"
 #include "run.h"
 #include "session.h"
 #include "util.h"
@@ -42,6 +44,8 @@ int main(int argc, char **argv)
 		return err < 0 ? EXIT_OK : err;
 	if (o.command == CMD_CONVERT)
 		return convert__run(&o);
+	if (o.command == CMD_PROBE_RULES)
+		return probe_learn__print(stdout) ? EXIT_FAIL : EXIT_OK;
 	nofile_raise(); /* a uprobe is a file descriptor, and tokio has many */
 	verbose = o.verbose;
 	libbpf_set_print(libbpf_print);

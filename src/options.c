@@ -24,6 +24,7 @@
 #define R (1u << CMD_RECORD)
 #define C (1u << CMD_CONVERT)
 #define U (1u << CMD_RUN)
+#define K (1u << CMD_PROBE_RULES)
 
 static const struct {
 	const char *name;
@@ -37,6 +38,7 @@ static const struct {
 		"       asynctraced record [-p PID] -o CAPTURE [options]\n"
 		"       asynctraced convert CAPTURE [-o TRACE] [options]\n"
 		"       asynctraced run [options] -- CMD [ARGS...]\n"
+		"       asynctraced probe-rules\n"
 		"       asynctraced help [COMMAND]\n",
 		"Trace the async executor running as PID (without -p: the one the host\n"
 		"runs): every poll, wake, spawn, steal and park, aggregated in BPF maps,\n"
@@ -82,6 +84,17 @@ static const struct {
 		"otherwise 0 when every gate passed, 3 when a gate failed, 4 when a gate\n"
 		"could not be evaluated (no known runtime, an empty trace), 1 when\n"
 		"tracing failed, 2 usage error, 126 CMD cannot be run, 127 CMD not found.\n",
+	},
+	[CMD_PROBE_RULES] = {
+		"probe-rules",
+		"asynctraced probe-rules\n",
+		"Learn from the running kernel what it does with a uprobe on each\n"
+		"instruction form a function probe may be placed on (refused, single-\n"
+		"stepped, emulated, or optimized into a trampoline call, and how much of\n"
+		"the red zone below the stack pointer a hit overwrites), print it, and\n"
+		"keep it for the tracer in /run/asynctraced/uprobe-rules. Tracing learns or\n"
+		"reads the same rules by itself: this command shows them.\n",
+		"Exit status: 0 success, 1 failure (not root, no uprobes), 2 usage error.\n",
 	},
 };
 
@@ -276,10 +289,10 @@ static const struct opt_def {
 	{ OPT_EMPTY_PROGRAMS, "empty-programs", NULL, T,
 	  "benchmarks: attach empty BPF programs to the same\n"
 	  "probes and record nothing (the cost floor)\n" },
-	{ 0, NULL, NULL, T | R | C | U, "" },
+	{ 0, NULL, NULL, T | R | C | U | K, "" },
 	{ 'v', "verbose", NULL, T | R | U, "say what is found and attached; show libbpf's log\n" },
-	{ 'h', "help", NULL, T | R | C | U, "this help\n" },
-	{ 'V', "version", NULL, T | R | C | U, "version\n" },
+	{ 'h', "help", NULL, T | R | C | U | K, "this help\n" },
+	{ 'V', "version", NULL, T | R | C | U | K, "version\n" },
 };
 
 static const char *const format_names[] = {
@@ -669,6 +682,8 @@ static int uint_opt(const char *opt, const char *arg, uint32_t *v)
 
 static int check(struct options *o)
 {
+	if (o->command == CMD_PROBE_RULES)
+		return 0;
 	if (o->command == CMD_RUN) {
 		if (!o->cmd || !o->cmd[0][0]) {
 			err_msg("run needs a command: asynctraced run [options] -- CMD [ARGS...]\n");
@@ -742,7 +757,7 @@ static int check(struct options *o)
 
 static int unknown_command(const char *name)
 {
-	err_msg("unknown command '%s': the commands are trace, record, convert, run and help\n", name);
+	err_msg("unknown command '%s': the commands are trace, record, convert, run, probe-rules and help\n", name);
 	return try_help(CMD_TRACE);
 }
 

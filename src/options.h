@@ -37,6 +37,7 @@ enum command {
 	CMD_RECORD,		/* asynctraced record -p PID -o CAPTURE */
 	CMD_CONVERT,		/* asynctraced convert CAPTURE */
 	CMD_RUN,		/* asynctraced run [options] -- CMD [ARGS...] */
+	CMD_PROBE_RULES,	/* asynctraced probe-rules */
 };
 
 /* Bits of options.detect_given: the thresholds given on the command line. */

@@ -37,6 +37,7 @@
 #include "outbuf.h"
 #include "outputs.h"
 #include "pipeline.h"
+#include "probe_learn.h"
 #include "report.h"
 #include "sampler.h"
 #include "sandbox.h"
@@ -115,6 +116,7 @@ struct session {
 	struct u64map files;		/* share_files: files whose probes processes share */
 	long last_owner;		/* the owner given the last shared file's probes */
 	struct examine_opts ex_opts;
+	struct probe_rules rules;	/* where this kernel lets a uprobe go (probe_learn.h) */
 	struct examiner *examiner;	/* follow: examines processes off the loop */
 	bool said_watching;
 	bool started;			/* attached and confined: the loop may begin */
@@ -345,15 +347,19 @@ static int go_layout(struct tracer *t, const struct traced *tr)
 	return tracer__go_layout(t, tr->target.pid, &l);
 }
 
-/* What process tr's runtime offers the programs: enum at_target_flag. */
-static uint32_t target_flags(const struct discovery *d)
+/*
+ * What process tr's runtime offers the programs: enum at_target_flag. lost:
+ * the probes the kernel refused (NULL: before attaching, none yet).
+ */
+static uint32_t target_flags(const struct discovery *d, const struct attach_counts *lost)
 {
+	const size_t *count = d->tokio.rt.count;
 	uint32_t flags = 0;
 
-	if (d->tokio.rt.count[TOKIO_STEAL])
+	if (count[TOKIO_STEAL] > (lost ? lost->lost[TOKIO_STEAL] : 0))
 		flags |= AT_TARGET_TOKIO_STEAL;
 	/* the Header cache needs remove to say when a Header is let go (docs/tokio.md) */
-	if (d->tokio.rt.count[TOKIO_REMOVE])
+	if (count[TOKIO_REMOVE] > (lost ? lost->lost[TOKIO_REMOVE] : 0))
 		flags |= AT_TARGET_TOKIO_REMOVE | AT_TARGET_TOKIO_HDR_CACHE;
 	if (d->kind == RUNTIME_USDT && discovered(d, "worker_park") &&
 	    discovered(d, "worker_unpark"))
@@ -403,7 +409,8 @@ static void say_found(const struct session *s, const struct traced *tr, bool fir
 {
 	const struct tokio_runtime *rt = &tr->disc.tokio.rt;
 	const char *ctrl_c = first ? "; Ctrl-C to stop" : "";
-	char moved[96] = "", stepped[96] = "", what[PATH_MAX + 64];
+	char moved[96] = "", stepped[96] = "", lost[96] = "", what[PATH_MAX + 64];
+	size_t nr_lost = tr->probes.lost_go;
 
 	say_what(s, tr, what, sizeof(what));
 	if (tr->disc.kind == RUNTIME_USDT) {
@@ -419,17 +426,22 @@ static void say_found(const struct session *s, const struct traced *tr, bool fir
 	if (tr->probes.stepped)
 		snprintf(stepped, sizeof(stepped), "; %zu probes single-stepped (-v says why)",
 			 tr->probes.stepped);
+	for (size_t k = 0; k < TOKIO_KIND_MAX; k++)
+		nr_lost += tr->probes.lost[k];
+	if (nr_lost)
+		snprintf(lost, sizeof(lost), "; %zu probes refused by the kernel (said above)",
+			 nr_lost);
 	if (tr->disc.kind == RUNTIME_GO) {
 		info_msg("%s: Go %s in %s (offsets from %s): casgstatus, newproc1's returns, "
-			"runqsteal%s%s; sched_switch via %s, %s%s\n",
+			"runqsteal%s%s%s; sched_switch via %s, %s%s\n",
 			what, tr->disc.go.version, tr->disc.go_target_path,
-			tr->disc.go.has_dwarf ? "DWARF" : "the version table", moved, stepped,
+			tr->disc.go.has_dwarf ? "DWARF" : "the version table", moved, stepped, lost,
 			tracer__sched_hook(s->tracer), mode_str(s->o), ctrl_c);
 		return;
 	}
 	info_msg("%s: tokio in %s (%s mangling): %zu raw::poll instances "
 		"(%zu named by future type%s%s), %zu wake, %zu schedule, %zu spawn, %zu remove, "
-		"%s%s%s%s; sched_switch via %s, %s%s\n",
+		"%s%s%s%s%s; sched_switch via %s, %s%s\n",
 		what, tr->disc.tokio.target_path, rt->v0 ? "v0" : "legacy",
 		rt->count[TOKIO_POLL], rt->named,
 		rt->ambiguous ? ", some share their code with other futures: v0 mangling names "
@@ -441,7 +453,7 @@ static void say_found(const struct session *s, const struct traced *tr, bool fir
 		rt->count[TOKIO_STEAL] ? "steal_into probed"
 				       : "steal_into inlined: steals inferred from migrations",
 		rt->count[TOKIO_REMOVE] ? "" : ", remove inlined: completions and lost wakers not seen",
-		moved, stepped, tracer__sched_hook(s->tracer), mode_str(s->o), ctrl_c);
+		moved, stepped, lost, tracer__sched_hook(s->tracer), mode_str(s->o), ctrl_c);
 }
 
 /*
@@ -676,6 +688,7 @@ static int traced_start(struct session *s, struct traced *tr)
 		.share_ctx = tr,
 		.probe_at_entry = o->probe_at_entry,
 		.verbose = o->verbose,
+		.memfd = tr->target.memfd,
 	};
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = tr };
 	struct traced **targets;
@@ -736,7 +749,7 @@ static int traced_start(struct session *s, struct traced *tr)
 		err = outputs__add_sinks(&s->out, &tr->pipe, true);
 	}
 	if (!err)
-		err = tracer__follow(s->tracer, tr->target.pid, target_flags(&tr->disc));
+		err = tracer__follow(s->tracer, tr->target.pid, target_flags(&tr->disc, NULL));
 	if (!err && tr->disc.kind == RUNTIME_GO)
 		err = go_layout(s->tracer, tr);
 	if (!err && tr->disc.kind == RUNTIME_TOKIO)
@@ -764,6 +777,9 @@ static int traced_start(struct session *s, struct traced *tr)
 	if (s->cap)
 		begin_capture(s, tr);
 	err = attach__probes(s->tracer, &tr->disc, &ao, &tr->probes);
+	/* a probe the kernel refused takes what it offered away, for threads not met yet */
+	if (!err && target_flags(&tr->disc, &tr->probes) != target_flags(&tr->disc, NULL))
+		err = tracer__follow(s->tracer, tr->target.pid, target_flags(&tr->disc, &tr->probes));
 	if (!err && epoll_ctl(s->ep, EPOLL_CTL_ADD, tr->target.pidfd, &ev))
 		err = -errno;
 	if (err) {
@@ -1304,6 +1320,14 @@ static int start(struct session *s)
 				"CONFIG_DEBUG_INFO_BTF=y, or give --btf FILE\n");
 		return err;
 	}
+	/* before any probe is placed: where the kernel lets them go, cached per boot */
+	if (probe_learn__get(&s->rules, PROBE_RULES_DIR, false, why, sizeof(why)))
+		warn_msg("cannot learn which instructions this kernel emulates under a uprobe "
+			 "(%s): function probes stay at their entries\n",
+			 why);
+	else if (why[0])
+		warn_msg("learning this kernel's uprobe rules: %s: that form is not used\n", why);
+	s->ex_opts.rules = &s->rules;
 	/* its directory first: a bad --dump-dir is said before any process is looked at */
 	if (o->flight_ns) {
 		struct flight_opts fo = {

@@ -80,6 +80,7 @@ int traced__examine(struct traced **out, struct session *s, pid_t pid,
 	tr->s = s;
 	tr->disc.verbose = o->verbose;
 	tr->disc.images = o->images;
+	tr->disc.rules = o->rules;
 	err = target__open(&tr->target, pid);
 	if (err) {
 		if (err == -ESRCH && !quiet)

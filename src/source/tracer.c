@@ -17,6 +17,7 @@
 
 #include "rings.h"
 #include "tracer_priv.h"
+#include "uprobe_multi.h"
 
 /* Threads that remove uprobes at once when detaching (at most 64). */
 #define DETACH_THREADS 32
@@ -88,28 +89,6 @@ int tracer__check_btf(const char *path)
 {
 	return access(path ? path : "/sys/kernel/btf/vmlinux", R_OK) ? -errno : 0;
 }
-
-/*
- * uprobe_multi links (Linux 6.6): many uprobes in one link, removed with one
- * RCU grace period instead of one each. libbpf 1.1 predates them, so the
- * link is made with the bpf syscall; the constants are the kernel's ABI.
- */
-#define AT_BPF_TRACE_UPROBE_MULTI 48
-#define AT_BPF_F_UPROBE_MULTI_RETURN 1u
-
-struct link_create_uprobe_multi {
-	__u32 prog_fd;
-	__u32 target_fd;
-	__u32 attach_type;
-	__u32 flags;
-	__u64 path;
-	__u64 offsets;
-	__u64 ref_ctr_offsets;
-	__u64 cookies;
-	__u32 cnt;
-	__u32 multi_flags;
-	__u32 pid;
-};
 
 static struct bpf_program *uprobe_prog(struct asynctraced_bpf *skel, bool empty,
 				       enum tracer_uprobe which, bool *ret)
@@ -461,26 +440,35 @@ int tracer__attach_usdt(struct tracer *t, pid_t pid, long owner, const char *bin
 			bpf_program__attach_usdt(prog, pid, binary, AT_USDT_PROVIDER, probe, NULL));
 }
 
+int uprobe_multi__link(int prog_fd, const char *path, const uint64_t *offsets, const uint64_t *cookies,
+		       __u32 cnt, bool ret, __u32 pid)
+{
+	union {
+		struct link_create_uprobe_multi uprobe;
+		char attr[144]; /* what union bpf_attr was when uprobe_multi came */
+	} a;
+	int fd;
+
+	memset(&a, 0, sizeof(a));
+	a.uprobe.prog_fd = (__u32)prog_fd;
+	a.uprobe.attach_type = AT_BPF_TRACE_UPROBE_MULTI;
+	a.uprobe.path = (uintptr_t)path;
+	a.uprobe.offsets = (uintptr_t)offsets;
+	a.uprobe.cookies = (uintptr_t)cookies;
+	a.uprobe.cnt = cnt;
+	a.uprobe.multi_flags = ret ? AT_BPF_F_UPROBE_MULTI_RETURN : 0;
+	a.uprobe.pid = pid;
+	fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+	return fd < 0 ? -errno : fd;
+}
+
 static int attach_multi(struct tracer *t, pid_t pid, long owner, struct bpf_program *prog,
 			bool ret, const char *binary, const uint64_t *offsets,
 			const uint64_t *cookies, size_t n)
 {
 	long *owners;
-	union {
-		struct link_create_uprobe_multi uprobe;
-		char attr[144]; /* what union bpf_attr was when uprobe_multi came */
-	} a;
 	int *fds, fd;
 
-	memset(&a, 0, sizeof(a));
-	a.uprobe.prog_fd = (__u32)bpf_program__fd(prog);
-	a.uprobe.attach_type = AT_BPF_TRACE_UPROBE_MULTI;
-	a.uprobe.path = (uintptr_t)binary;
-	a.uprobe.offsets = (uintptr_t)offsets;
-	a.uprobe.cookies = (uintptr_t)cookies;
-	a.uprobe.cnt = (__u32)n;
-	a.uprobe.multi_flags = ret ? AT_BPF_F_UPROBE_MULTI_RETURN : 0;
-	a.uprobe.pid = pid < 0 ? 0 : (__u32)pid; /* 0: every process */
 	fds = realloc(t->multi_fds, (t->nr_multi + 1) * sizeof(*fds));
 	if (!fds)
 		return -ENOMEM;
@@ -489,9 +477,11 @@ static int attach_multi(struct tracer *t, pid_t pid, long owner, struct bpf_prog
 	if (!owners)
 		return -ENOMEM;
 	t->multi_owners = owners;
-	fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+	/* pid 0: every process */
+	fd = uprobe_multi__link(bpf_program__fd(prog), binary, offsets, cookies, (__u32)n, ret,
+				pid < 0 ? 0 : (__u32)pid);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	t->multi_owners[t->nr_multi] = owner;
 	t->multi_fds[t->nr_multi++] = fd;
 	return 0;
@@ -503,6 +493,7 @@ int tracer__attach_uprobes(struct tracer *t, pid_t pid, long owner, enum tracer_
 {
 	bool ret;
 	struct bpf_program *prog = uprobe_prog(t->skel, t->empty, which, &ret);
+	size_t before = t->nr_links;
 
 	if (!n)
 		return 0;
@@ -514,6 +505,9 @@ int tracer__attach_uprobes(struct tracer *t, pid_t pid, long owner, enum tracer_
 				   bpf_program__attach_uprobe_opts(prog, pid, binary, offsets[i],
 								   &opts));
 
+		/* all or none, as a uprobe_multi link: the caller may try them again */
+		while (err && t->nr_links > before)
+			bpf_link__destroy(t->links[--t->nr_links]);
 		if (err)
 			return err;
 	}

@@ -123,7 +123,8 @@ int tracer__attach_usdt(struct tracer *t, pid_t pid, long owner, const char *bin
 /*
  * Attaches a uprobe program (entry or return, as the program wants) at n
  * file offsets of binary, each with its cookie: one uprobe_multi link where
- * the kernel has them, else one link each.
+ * the kernel has them, else one link each. All or none: when one offset
+ * fails (the kernel refuses a probe there: -ENOTSUPP), none is attached.
  */
 int tracer__attach_uprobes(struct tracer *t, pid_t pid, long owner, enum tracer_uprobe which,
 			   const char *binary, const uint64_t *offsets, const uint64_t *cookies,

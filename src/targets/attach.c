@@ -8,6 +8,7 @@
 #include <linux/capability.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attach.h"
 #include "sandbox.h"
@@ -121,6 +122,151 @@ static const enum tokio_kind tokio_attach_order[] = {
 	TOKIO_BIND_INNER,
 };
 
+/* Where learnt rules that disagree with the kernel come from: learn them again. */
+#define PROBE_RULES_HINT "asynctraced probe-rules learns them again"
+
+/* Linux's ENOTSUPP (524): the kernel will not put a uprobe on that instruction. */
+#define ENOTSUPP_KERNEL 524
+
+/* The kernel refusing a probe's place, rather than a failure to attach at all. */
+static bool refused(int err)
+{
+	return err == -ENOTSUPP_KERNEL || err == -EINVAL || err == -ENOTSUP;
+}
+
+/*
+ * Probes of one kind, attached as one link where the kernel takes them all.
+ * Each has the place placement chose and, should the kernel refuse it, the
+ * function's entry.
+ */
+struct probe_set {
+	enum tracer_uprobe which;
+	const char *path;
+	size_t n;
+	uint64_t *at, *cookie;		/* where each goes, and its cookie */
+	uint64_t *entry, *entry_cookie;	/* where it goes instead */
+	bool *optimized;		/* at that place, the kernel makes it a call (probe_rules.h) */
+	bool *fell_back;		/* refused at its place: at the entry */
+	bool *lost;			/* refused at both */
+	size_t to_entry, nr_lost;
+};
+
+static int probe_set__init(struct probe_set *ps, enum tracer_uprobe which, const char *path,
+			   size_t max)
+{
+	memset(ps, 0, sizeof(*ps));
+	ps->which = which;
+	ps->path = path;
+	ps->at = calloc(max + 1, sizeof(*ps->at));
+	ps->cookie = calloc(max + 1, sizeof(*ps->cookie));
+	ps->entry = calloc(max + 1, sizeof(*ps->entry));
+	ps->entry_cookie = calloc(max + 1, sizeof(*ps->entry_cookie));
+	ps->optimized = calloc(max + 1, sizeof(*ps->optimized));
+	ps->fell_back = calloc(max + 1, sizeof(*ps->fell_back));
+	ps->lost = calloc(max + 1, sizeof(*ps->lost));
+	return ps->at && ps->cookie && ps->entry && ps->entry_cookie && ps->optimized &&
+		       ps->fell_back && ps->lost
+		       ? 0
+		       : -ENOMEM;
+}
+
+static void probe_set__free(struct probe_set *ps)
+{
+	free(ps->at);
+	free(ps->cookie);
+	free(ps->entry);
+	free(ps->entry_cookie);
+	free(ps->optimized);
+	free(ps->fell_back);
+	free(ps->lost);
+}
+
+static void probe_set__add(struct probe_set *ps, uint64_t at, uint64_t cookie, uint64_t entry,
+			   uint64_t entry_cookie, bool optimized)
+{
+	ps->at[ps->n] = at;
+	ps->cookie[ps->n] = cookie;
+	ps->entry[ps->n] = entry;
+	ps->entry_cookie[ps->n] = entry_cookie;
+	ps->optimized[ps->n++] = optimized;
+}
+
+/*
+ * Probes [lo, hi) of ps, at once if the kernel takes them all. A link fails
+ * as a whole when one place is refused: then each half on its own, down to
+ * the refused probes alone, which try their function's entry, and are lost
+ * if that is refused too. 0, or -errno when attaching failed for another
+ * reason than a refusal.
+ */
+static int attach_range(struct tracer *t, pid_t pid, long owner, struct probe_set *ps, size_t lo,
+			size_t hi)
+{
+	size_t mid = lo + (hi - lo) / 2;
+	int err = tracer__attach_uprobes(t, pid, owner, ps->which, ps->path, ps->at + lo,
+					 ps->cookie + lo, hi - lo);
+
+	if (!err || !refused(err))
+		return err;
+	if (hi - lo > 1) {
+		err = attach_range(t, pid, owner, ps, lo, mid);
+		return err ? err : attach_range(t, pid, owner, ps, mid, hi);
+	}
+	if (ps->at[lo] != ps->entry[lo]) {
+		err = tracer__attach_uprobes(t, pid, owner, ps->which, ps->path, ps->entry + lo,
+					     ps->entry_cookie + lo, 1);
+		if (!err) {
+			ps->at[lo] = ps->entry[lo];
+			ps->cookie[lo] = ps->entry_cookie[lo];
+			ps->optimized[lo] = false;
+			ps->fell_back[lo] = true;
+			ps->to_entry++;
+			return 0;
+		}
+		if (!refused(err))
+			return err;
+	}
+	ps->lost[lo] = true;
+	ps->nr_lost++;
+	return 0;
+}
+
+static int attach_set(struct tracer *t, pid_t pid, long owner, struct probe_set *ps)
+{
+	return ps->n ? attach_range(t, pid, owner, ps, 0, ps->n) : 0;
+}
+
+/*
+ * Registration can succeed and still place nothing (a process that maps
+ * the file later meets a refusal silently): the breakpoint is looked for in
+ * the process itself, through its /proc/PID/mem. An optimized probe may
+ * already be a call into the trampoline. Each probe not there is lost.
+ */
+static void check_placed(struct probe_set *ps, int memfd, uint64_t (*addr)(const void *, uint64_t),
+			 const void *ctx)
+{
+	for (size_t i = 0; memfd >= 0 && i < ps->n; i++) {
+		uint8_t b = 0;
+
+		if (ps->lost[i] || pread(memfd, &b, 1, (off_t)addr(ctx, ps->at[i])) != 1)
+			continue;
+		if (b != 0xcc && !(b == 0xe8 && ps->optimized[i])) {
+			ps->lost[i] = true;
+			ps->nr_lost++;
+		}
+	}
+}
+
+/* What a process loses with a kind of probe, as the warning says it. */
+static const char *const tokio_loss[TOKIO_KIND_MAX] = {
+	[TOKIO_POLL] = "its polls are not traced",
+	[TOKIO_WAKE] = "wakes and waker thrash not traced",
+	[TOKIO_SCHEDULE] = "wakes that queue a task not counted in queue depths",
+	[TOKIO_BIND] = "spawns not seen",
+	[TOKIO_BIND_INNER] = "spawns not seen",
+	[TOKIO_REMOVE] = "completions not seen",
+	[TOKIO_STEAL] = "steals not seen",
+};
+
 /* -v: where a tokio probe goes, and why it is single-stepped if it is. */
 static void say_site(const struct tokio_binary *tb, enum tokio_kind kind,
 		     const struct tokio_site *site, uint64_t skip)
@@ -129,17 +275,58 @@ static void say_site(const struct tokio_binary *tb, enum tokio_kind kind,
 	char where[256];
 
 	if (skip)
-		snprintf(where, sizeof(where), "+%llu: past %s, at %s%s",
-			 (unsigned long long)skip, p->entry, p->at,
+		snprintf(where, sizeof(where), "+%llu: past %s, at %s, %s%s",
+			 (unsigned long long)skip, p->entry, p->at, probe_verdict_str(p->verdict),
 			 p->arg_reg >= 0 ? ", its argument moved" : "");
 	else if (p->cheap && !p->skip)
-		snprintf(where, sizeof(where), "%s", p->entry);
+		snprintf(where, sizeof(where), "%s, %s", p->entry, probe_verdict_str(p->verdict));
 	else
-		snprintf(where, sizeof(where), "%s, single-stepped: %s", p->entry[0] ? p->entry : "?",
+		snprintf(where, sizeof(where), "%s, %s: %s", p->entry[0] ? p->entry : "?",
+			 probe_verdict_str(p->entry_verdict ? p->entry_verdict : PROBE_STEPPED),
 			 p->cheap ? "--probe-at entry" : p->why[0] ? p->why : "not x86-64");
 	info_msg("attaching %s at %s+0x%llx (%s)%s%s\n", tokio_kind_str(kind), tb->target_path,
 		(unsigned long long)site->offset, where, site->future ? ": " : "",
 		site->future ? site->future : "");
+}
+
+/* Each probe the kernel refused, said; how many were lost. */
+static size_t say_lost(const struct tokio_binary *tb, enum tokio_kind kind,
+		       const struct probe_set *ps, const size_t *site_of, pid_t pid)
+{
+	for (size_t i = 0; i < ps->n; i++) {
+		const struct tokio_site *site = &tb->rt.sites[site_of[i]];
+
+		if (ps->fell_back[i])
+			warn_msg("pid %d: the kernel refused the %s probe at %s+0x%llx+%llu (%s), "
+				 "which its rules said it takes: placed at the entry (%s)\n",
+				 pid, tokio_kind_str(kind), tb->target_path,
+				 (unsigned long long)site->offset,
+				 (unsigned long long)site->place.skip, site->place.at,
+				 PROBE_RULES_HINT);
+		if (ps->lost[i])
+			warn_msg("pid %d: the kernel refused the %s probe at %s+0x%llx%s%s (%s, and "
+				 "at its entry): %s%s%s\n",
+				 pid, tokio_kind_str(kind), tb->target_path,
+				 (unsigned long long)site->offset, site->future ? " of " : "",
+				 site->future ? site->future : "", site->place.at,
+				 tokio_loss[kind], kind == TOKIO_POLL && site->future ? " for " : "",
+				 kind == TOKIO_POLL && site->future ? site->future : "");
+	}
+	return ps->nr_lost;
+}
+
+static uint64_t tokio_addr(const void *d, uint64_t offset)
+{
+	return discovery__tokio_addr(d, offset);
+}
+
+/* The entry probes of the sites whose return probes are attached, at the very same places. */
+static void same_places(const struct probe_set *ret, struct probe_set *entry)
+{
+	for (size_t i = 0; i < ret->n; i++)
+		if (!ret->lost[i])
+			probe_set__add(entry, ret->at[i], ret->cookie[i], ret->at[i], ret->cookie[i],
+				       ret->optimized[i]);
 }
 
 /* Every site of one kind at once: their offsets, and cookies (a poll's address). */
@@ -148,50 +335,65 @@ static int attach_tokio_kind(struct tracer *t, const struct discovery *d,
 			     enum tokio_kind kind, struct attach_counts *counts)
 {
 	const struct tokio_binary *tb = &d->tokio;
-	uint64_t *offsets = calloc(tb->rt.nr + 1, sizeof(*offsets));
-	uint64_t *cookies = calloc(tb->rt.nr + 1, sizeof(*cookies));
-	size_t n = 0, moved = 0, stepped = 0;
-	uint64_t skip;
-	int err = 0;
+	bool has_ret = tokio_uprobes[kind].has_ret, has_entry = tokio_uprobes[kind].has_entry;
+	struct probe_set first, entries = { 0 };
+	size_t *site_of = calloc(tb->rt.nr + 1, sizeof(*site_of));
+	int err;
 
-	if (!offsets || !cookies) {
+	/* a return probe first, where it has both: a poll's end without its beginning is harmless */
+	err = probe_set__init(&first, has_ret ? tokio_uprobes[kind].ret : tokio_uprobes[kind].entry,
+			      tb->path, tb->rt.nr);
+	if (!err && has_ret && has_entry)
+		err = probe_set__init(&entries, tokio_uprobes[kind].entry, tb->path, tb->rt.nr);
+	if (err || !site_of) {
 		err = -ENOMEM;
 		goto out;
 	}
 	for (size_t i = 0; i < tb->rt.nr; i++) {
 		const struct tokio_site *site = &tb->rt.sites[i];
+		/* past a single-stepped entry to the first emulated instruction (placement.h) */
+		uint64_t skip = o->probe_at_entry ? 0 : site->place.skip;
+		/* vtable[0] of a task is its raw::poll: its file offset names the task */
+		uint64_t cookie = site->offset;
 
 		if (site->kind != kind || site->internal)
 			continue;
-		/* past a single-stepped entry to the first emulated instruction (placement.h) */
-		skip = o->probe_at_entry ? 0 : site->place.skip;
-		offsets[n] = site->offset + skip;
-		/* vtable[0] of a task is its raw::poll: its file offset names the task */
-		cookies[n] = site->offset;
 		if (skip && site->place.arg_reg >= 0)
-			cookies[n] |= (uint64_t)(site->place.arg_reg / 8 + 1) << AT_COOKIE_REG_SHIFT;
+			cookie |= (uint64_t)(site->place.arg_reg / 8 + 1) << AT_COOKIE_REG_SHIFT;
 		if (skip)
-			cookies[n] |= (uint64_t)(site->place.frame / 8) << AT_COOKIE_FRAME_SHIFT;
+			cookie |= (uint64_t)(site->place.frame / 8) << AT_COOKIE_FRAME_SHIFT;
 		if (o->verbose)
 			say_site(tb, kind, site, skip);
-		moved += skip != 0;
-		stepped += !skip && !(site->place.cheap && !site->place.skip);
-		n++;
+		site_of[first.n] = i;
+		probe_set__add(&first, site->offset + skip, cookie, site->offset, site->offset,
+			       (skip || !o->probe_at_entry) && site->place.verdict == PROBE_OPTIMIZED);
 	}
-	if (tokio_uprobes[kind].has_entry)
-		err = tracer__attach_uprobes(t, pid, owner, tokio_uprobes[kind].entry, tb->path, offsets,
-					     cookies, n);
-	if (!err && tokio_uprobes[kind].has_ret)
-		err = tracer__attach_uprobes(t, pid, owner, tokio_uprobes[kind].ret, tb->path, offsets,
-					     cookies, n);
-	if (err)
+	err = attach_set(t, pid, owner, &first);
+	if (!err && has_ret && has_entry) {
+		same_places(&first, &entries);
+		err = attach_set(t, pid, owner, &entries);
+	}
+	if (err) {
 		err_msg("failed to attach uprobes on %s in %s: %s\n", tokio_kind_str(kind),
 			tb->target_path, strerror(-err));
-	counts->moved += moved;
-	counts->stepped += stepped;
+		goto out;
+	}
+	check_placed(&first, o->memfd, tokio_addr, d);
+	counts->lost[kind] = say_lost(tb, kind, &first, site_of, o->pid);
+	for (size_t i = 0; i < first.n; i++) {
+		const struct placement *p = &tb->rt.sites[site_of[i]].place;
+
+		if (first.lost[i])
+			continue;
+		if (first.at[i] != first.entry[i])
+			counts->moved++;
+		else if (!(p->cheap && !p->skip)) /* the entry, where it is not cheap itself */
+			counts->stepped++;
+	}
 out:
-	free(offsets);
-	free(cookies);
+	probe_set__free(&first);
+	probe_set__free(&entries);
+	free(site_of);
 	return err;
 }
 
@@ -217,19 +419,29 @@ static int attach_tokio(struct tracer *t, const struct discovery *d,
 	for (size_t k = 0; !err && k < sizeof(tokio_attach_order) / sizeof(tokio_attach_order[0]);
 	     k++)
 		err = attach_tokio_kind(t, d, o, pid, owner, tokio_attach_order[k], counts);
+	/* nothing useful without a poll */
+	if (!err && counts->lost[TOKIO_POLL] == d->tokio.rt.count[TOKIO_POLL])
+		err = -ENOTSUPP_KERNEL;
 	return err;
 }
 
 /* newproc1's ret instructions: at most this many are probed. */
 #define GO_RETS 16
 
+static uint64_t go_addr(const void *d, uint64_t offset)
+{
+	const struct target_mapping *m = &((const struct discovery *)d)->go_map;
+
+	return m->start + (offset - m->offset);
+}
+
 /*
  * Where a Go function's entry probe goes: past the stack-bound check (a
  * `cmp` the kernel would single-step) to the branch after it, which it
- * emulates, unless --probe-at entry; the file offset.
+ * emulates, unless --probe-at entry; into ps, with the entry to fall back to.
  */
 static int go_entry(const struct discovery *d, const struct elf_image *im,
-		    const struct attach_opts *o, enum go_func f, uint64_t *off,
+		    const struct attach_opts *o, enum go_func f, struct probe_set *ps,
 		    struct attach_counts *counts)
 {
 	uint64_t addr = d->go.funcs[f], size = golang__func_size(&d->go, addr);
@@ -242,15 +454,17 @@ static int go_entry(const struct discovery *d, const struct elf_image *im,
 	if (at < 0)
 		return -ENOENT;
 	/* placement keeps memory and control flow; the registers read are checked here */
-	moved = !o->probe_at_entry && code && !placement__entry(code, size, addr, &need, &p) &&
+	moved = !o->probe_at_entry && code &&
+		!placement__entry(code, size, addr, &need, d->rules, &p) &&
 		p.cheap && p.skip && golang__keeps_args(code, p.skip, addr);
-	*off = (uint64_t)at + (moved ? p.skip : 0);
+	probe_set__add(ps, (uint64_t)at + (moved ? p.skip : 0), 0, (uint64_t)at, 0,
+		       moved && p.verdict == PROBE_OPTIMIZED);
 	counts->moved += moved;
 	counts->stepped += !moved;
 	if (o->verbose && moved)
-		info_msg("attaching %s at %s+0x%llx (+%llu: past %s, at %s)\n", go_func_names[f],
+		info_msg("attaching %s at %s+0x%llx (+%llu: past %s, at %s, %s)\n", go_func_names[f],
 			 d->go_target_path, (unsigned long long)at, (unsigned long long)p.skip,
-			 p.entry, p.at);
+			 p.entry, p.at, probe_verdict_str(p.verdict));
 	else if (o->verbose)
 		info_msg("attaching %s at %s+0x%llx (%s, single-stepped: %s)\n", go_func_names[f],
 			 d->go_target_path, (unsigned long long)at, p.entry[0] ? p.entry : "?",
@@ -261,17 +475,45 @@ static int go_entry(const struct discovery *d, const struct elf_image *im,
 	return 0;
 }
 
+/* A Go probe set attached, checked, and its losses said: what each one costs. */
+static int attach_go_set(struct tracer *t, const struct discovery *d,
+			 const struct attach_opts *o, pid_t pid, long owner, struct probe_set *ps,
+			 const char *what, const char *loss, struct attach_counts *counts)
+{
+	int err = attach_set(t, pid, owner, ps);
+
+	if (err)
+		return err;
+	check_placed(ps, o->memfd, go_addr, d);
+	if (ps->to_entry)
+		warn_msg("pid %d: the kernel refused the %s probe past its entry in %s, which its "
+			 "rules said it takes: placed at the entry (%s)\n",
+			 o->pid, what, d->go_target_path, PROBE_RULES_HINT);
+	if (ps->nr_lost)
+		warn_msg("pid %d: the kernel refused %zu of the %zu %s probes in %s (and at the "
+			 "function's entry): %s\n",
+			 o->pid, ps->nr_lost, ps->n, what, d->go_target_path, loss);
+	counts->moved -= ps->to_entry;
+	counts->stepped += ps->to_entry;
+	counts->lost_go += ps->nr_lost;
+	return 0;
+}
+
 static int attach_go(struct tracer *t, const struct discovery *d, const struct attach_opts *o,
 		     struct attach_counts *counts)
 {
-	uint64_t off[GO_RETS], cookies[GO_RETS] = { 0 }, rets[GO_RETS];
 	uint64_t addr = d->go.funcs[GO_NEWPROC1], size = golang__func_size(&d->go, addr);
+	uint64_t rets[GO_RETS];
 	static const struct {
 		enum go_func f;
 		enum tracer_uprobe which;
-	} entries[] = { { GO_CASGSTATUS, UPROBE_GO_CASGSTATUS },
-			{ GO_RUNQSTEAL, UPROBE_GO_RUNQSTEAL } };
+		const char *loss;
+	} entries[] = {
+		{ GO_CASGSTATUS, UPROBE_GO_CASGSTATUS, NULL }, /* nothing useful without it */
+		{ GO_RUNQSTEAL, UPROBE_GO_RUNQSTEAL, "steals not seen" },
+	};
 	const struct elf_image *im = d->go_image; /* read at discovery (RUNTIME_GO has it) */
+	struct probe_set ps;
 	pid_t pid = o->pid;
 	long owner = o->pid;
 	int n, err;
@@ -282,6 +524,8 @@ static int attach_go(struct tracer *t, const struct discovery *d, const struct a
 			return err;
 		pid = -1;
 	}
+	if (probe_set__init(&ps, UPROBE_GO_NEWPROC1_RET, d->go_path, GO_RETS))
+		return -ENOMEM;
 	/* newproc1 returns the goroutine it made: probed at its rets, never by a uretprobe */
 	n = size && elf_image__bytes(im, addr, size)
 		    ? golang__rets(elf_image__bytes(im, addr, size), size, addr, rets, GO_RETS)
@@ -292,25 +536,33 @@ static int attach_go(struct tracer *t, const struct discovery *d, const struct a
 		if (at < 0)
 			n = -ENOENT;
 		else
-			off[i] = (uint64_t)at;
+			probe_set__add(&ps, (uint64_t)at, 0, (uint64_t)at, 0, false);
 	}
 	err = n > 0 ? 0 : n < 0 ? n : -ENOENT;
 	if (err)
 		err_msg("cannot find the returns of runtime.newproc1 in %s: %s\n", d->go_target_path,
 			strerror(-err));
 	if (!err)
-		err = tracer__attach_uprobes(t, pid, owner, UPROBE_GO_NEWPROC1_RET, d->go_path, off,
-					     cookies, (size_t)n);
+		err = attach_go_set(t, d, o, pid, owner, &ps, "newproc1 return",
+				    "goroutines made by the lost returns not seen", counts);
 	counts->stepped += n > 0 ? (size_t)n : 0;
 	for (size_t i = 0; !err && i < sizeof(entries) / sizeof(entries[0]); i++) {
-		err = go_entry(d, im, o, entries[i].f, &off[0], counts);
+		probe_set__free(&ps);
+		err = probe_set__init(&ps, entries[i].which, d->go_path, 1);
 		if (!err)
-			err = tracer__attach_uprobes(t, pid, owner, entries[i].which, d->go_path, off,
-						     cookies, 1);
+			err = go_entry(d, im, o, entries[i].f, &ps, counts);
+		if (!err)
+			err = attach_go_set(t, d, o, pid, owner, &ps, go_func_names[entries[i].f],
+					    entries[i].loss ? entries[i].loss : "nothing to trace",
+					    counts);
+		if (!err && ps.nr_lost && !entries[i].loss)
+			err = -ENOTSUPP_KERNEL;
 	}
+	probe_set__free(&ps);
 	if (err)
 		err_msg("failed to attach the Go probes in %s: %s\n", d->go_target_path,
-			strerror(-err));
+			err == -ENOTSUPP_KERNEL ? "the kernel refused a probe it needs"
+						: strerror(-err));
 	return err;
 }
 

@@ -23,17 +23,28 @@ struct attach_opts {
 	void *share_ctx;
 	bool probe_at_entry;	/* --probe-at entry: tokio probes on the function entries */
 	bool verbose;		/* say each probe attached, and where */
+	/* its /proc/PID/mem, where each probe's breakpoint is looked for; -1: not checked */
+	int memfd;
 };
 
-/* Where the tokio probes went (placement.h). */
+/*
+ * Where the function probes went (placement.h), and those the kernel
+ * refused (each said as a warning, with what it costs): a refused place is
+ * tried again at the function's entry; a probe refused there too is lost,
+ * and the process traced without it.
+ */
 struct attach_counts {
 	size_t moved;		/* past a single-stepped entry, to an emulated instruction */
 	size_t stepped;		/* left on a single-stepped instruction (-v says why) */
+	size_t lost[TOKIO_KIND_MAX];	/* tokio: refused, by kind */
+	size_t lost_go;		/* Go: refused */
 };
 
 /*
  * Attaches every probe of d's runtime to the tracer, counting where they
- * went. Each failure is said on stderr; returns its error.
+ * went. Each failure is said on stderr; returns its error: only when
+ * nothing useful could be traced (no poll probe, or Go's casgstatus) if it
+ * was the kernel's refusal.
  */
 int attach__probes(struct tracer *t, const struct discovery *d, const struct attach_opts *o,
 		   struct attach_counts *counts);

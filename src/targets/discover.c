@@ -115,7 +115,7 @@ static int scan_tokio(void *ctx, const char *path, const char *target_path,
 
 	if (d->images && image_cache__lacks(d->images, path, IMAGE_NO_TOKIO))
 		return 0;
-	err = tokio__detect(path, &tb->rt);
+	err = tokio__detect(path, d->rules, &tb->rt);
 	if (err == -ENOENT || err == -ENOEXEC) {
 		if (d->images)
 			image_cache__note(d->images, path, IMAGE_NO_TOKIO);

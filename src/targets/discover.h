@@ -61,6 +61,7 @@ struct discovery {
 	struct elf_image *go_image;	/* GO: its code, to place probes and name goroutines */
 	uint64_t go_bias;		/* GO: its addresses in the target less link-time ones (PIE) */
 	struct target_mapping go_map;
+	const struct probe_rules *rules; /* where the kernel lets probes go (probe_rules.h) */
 	bool verbose;			/* say why a file was skipped */
 };
 

@@ -14,26 +14,6 @@
 /* The largest frame a probe moves past (its cookie says it in 8-byte words, one byte). */
 #define MAX_FRAME (255 * 8)
 
-/* The kernel emulates these at a probe: no single step. */
-static bool emulated(csh cs, const cs_insn *in)
-{
-	const cs_x86 *x = &in->detail->x86;
-
-	switch (in->id) {
-	case X86_INS_NOP:
-		return true;
-	case X86_INS_PUSH:
-		return x->op_count == 1 && x->operands[0].type == X86_OP_REG;
-	case X86_INS_JMP:
-	case X86_INS_CALL:
-		return x->op_count == 1 && x->operands[0].type == X86_OP_IMM;
-	default:
-		/* conditional jumps: relative, one immediate operand */
-		return cs_insn_group(cs, in, CS_GRP_JUMP) && x->op_count == 1 &&
-		       x->operands[0].type == X86_OP_IMM;
-	}
-}
-
 /* The general registers, by every name (64, 32, 16, 8 bits, high 8), and where pt_regs keeps them. */
 static const struct gpr {
 	x86_reg names[5];
@@ -81,6 +61,7 @@ static int gpr_of(x86_reg r, bool *full)
 struct regs {
 	int holds[NR_GPRS];	/* which register's value at the entry each now holds; -1: another */
 	int64_t frame;		/* bytes the stack pointer moved down (a frame made) */
+	int64_t deepest;	/* the lowest byte stored to, from the entry's stack pointer */
 };
 
 /* Register moves and arithmetic with a general register as destination. */
@@ -149,6 +130,8 @@ static bool harmless(const cs_insn *in, const struct placement_need *need, struc
 	if (x->prefix[0] == X86_PREFIX_LOCK || x->prefix[0] == X86_PREFIX_REP ||
 	    x->prefix[0] == X86_PREFIX_REPNE)
 		goto side_effect;
+	if (in->id == X86_INS_NOP)
+		return true; /* padding the kernel will not probe, or would single-step */
 	if (in->id == X86_INS_CMP || in->id == X86_INS_TEST || in->id == X86_INS_BT)
 		return true; /* flags only */
 	if (x->op_count != 2)
@@ -160,6 +143,8 @@ static bool harmless(const cs_insn *in, const struct placement_need *need, struc
 		    dst->mem.disp < -RED_ZONE ||
 		    dst->mem.disp + dst->size > r->frame + (need->spills ? 8 + SPILL_AREA : 0))
 			goto side_effect;
+		if (dst->mem.disp - r->frame < r->deepest)
+			r->deepest = dst->mem.disp - r->frame;
 		return true;
 	}
 	if (dst->type != X86_OP_REG)
@@ -212,7 +197,10 @@ static int argument_at(const struct placement_need *need, const struct regs *r)
 	return -2;
 }
 
-/* Does any relative branch in the function land strictly inside (addr, addr + skip)? */
+/*
+ * Does any relative branch in the function land in (addr, addr + skip]? At
+ * the probe's own place too: a loop back to it would hit the probe again.
+ */
 static bool branched_into(csh cs, cs_insn *in, const uint8_t *code, size_t len, uint64_t addr,
 			  uint64_t skip)
 {
@@ -231,20 +219,38 @@ static bool branched_into(csh cs, cs_insn *in, const uint8_t *code, size_t len, 
 			/* as an offset into the function: addr + skip may wrap around */
 			uint64_t into = (uint64_t)in->detail->x86.operands[0].imm - addr;
 
-			if (into > 0 && into < skip)
+			if (into > 0 && into <= skip)
 				return true;
 		}
 	}
 	return false;
 }
 
+/*
+ * Is the instruction a cheap place, by what the kernel was seen to do? One
+ * the kernel optimizes into a trampoline call writes below the stack
+ * pointer: only where nothing the function stored lives there.
+ */
+static enum probe_verdict cheap_at(const cs_insn *in, const struct probe_rules *rules,
+				   const struct regs *r)
+{
+	unsigned int clobbers;
+	enum probe_verdict v = probe_rules__lookup(rules, in->bytes, in->size, &clobbers);
+
+	if (v == PROBE_OPTIMIZED && clobbers && r->deepest < -r->frame)
+		return PROBE_UNKNOWN;
+	return v == PROBE_EMULATED || v == PROBE_OPTIMIZED ? v : PROBE_UNKNOWN;
+}
+
 int placement__entry(const uint8_t *code, size_t len, uint64_t addr,
-		     const struct placement_need *need, struct placement *p)
+		     const struct placement_need *need, const struct probe_rules *rules,
+		     struct placement *p)
 {
 	const uint8_t *c = code;
 	size_t left = len;
 	uint64_t pc = addr;
 	struct regs r = { .frame = 0 };
+	enum probe_verdict v;
 	cs_insn *in;
 	csh cs;
 	int n = 0;
@@ -261,19 +267,26 @@ int placement__entry(const uint8_t *code, size_t len, uint64_t addr,
 		cs_close(&cs);
 		return -ENOMEM;
 	}
-	snprintf(p->why, sizeof(p->why), "no instruction the kernel emulates in its first %d",
-		 MAX_SKIP_INSNS);
-	while (n++ < MAX_SKIP_INSNS) {
+	if (!rules || !rules->learnt)
+		snprintf(p->why, sizeof(p->why), "what this kernel emulates is not known");
+	else
+		snprintf(p->why, sizeof(p->why),
+			 "no instruction the kernel emulates in its first %d", MAX_SKIP_INSNS);
+	while (rules && rules->learnt && n++ < MAX_SKIP_INSNS) {
 		if (!cs_disasm_iter(cs, &c, &left, &pc, in)) {
 			snprintf(p->why, sizeof(p->why), "an instruction capstone cannot read at +%llu",
 				 (unsigned long long)(pc - addr));
 			break;
 		}
-		if (n == 1)
+		if (n == 1) {
 			snprintf(p->entry, sizeof(p->entry), "%s", in->mnemonic);
-		if (emulated(cs, in)) {
+			p->entry_verdict = probe_rules__lookup(rules, in->bytes, in->size, NULL);
+		}
+		v = cheap_at(in, rules, &r);
+		if (v != PROBE_UNKNOWN) {
 			p->skip = in->address - addr;
 			p->cheap = 1;
+			p->verdict = v;
 			p->arg_reg = argument_at(need, &r);
 			p->frame = (uint32_t)r.frame;
 			snprintf(p->at, sizeof(p->at), "%s", in->mnemonic);
@@ -297,6 +310,7 @@ int placement__entry(const uint8_t *code, size_t len, uint64_t addr,
 		p->skip = 0;
 		p->arg_reg = -1;
 		p->frame = 0;
+		p->verdict = p->entry_verdict;
 		snprintf(p->at, sizeof(p->at), "%s", p->entry);
 	} else {
 		p->why[0] = '\0';

@@ -373,6 +373,7 @@ static bool matches(const char *path, size_t m)
 
 struct detect {
 	const struct elf_image *im;
+	const struct probe_rules *rules;
 	struct tokio_runtime *rt;
 	int err;
 };
@@ -410,7 +411,7 @@ static int classify(void *ctx, const struct elf_func *f)
 		const uint8_t *code = elf_image__bytes(d->im, f->addr, f->size);
 
 		if (code)
-			placement__entry(code, f->size, f->addr, &needs[site.kind],
+			placement__entry(code, f->size, f->addr, &needs[site.kind], d->rules,
 					 &site.place);
 	}
 	if (site.kind == TOKIO_POLL) {
@@ -494,9 +495,10 @@ static void names_checked(struct tokio_runtime *rt, const struct elf_image *im)
 		rt->named += named_alike(&rt->sites[i], &rt->sites[i]);
 }
 
-int tokio__detect_image(const struct elf_image *im, struct tokio_runtime *rt)
+int tokio__detect_image(const struct elf_image *im, const struct probe_rules *rules,
+			struct tokio_runtime *rt)
 {
-	struct detect d = { .im = im, .rt = rt };
+	struct detect d = { .im = im, .rules = rules, .rt = rt };
 
 	memset(rt, 0, sizeof(*rt));
 	rt->has_symtab = im->has_symtab;
@@ -518,7 +520,7 @@ int tokio__detect_image(const struct elf_image *im, struct tokio_runtime *rt)
 	return 0;
 }
 
-int tokio__detect(const char *path, struct tokio_runtime *rt)
+int tokio__detect(const char *path, const struct probe_rules *rules, struct tokio_runtime *rt)
 {
 	struct elf_image im;
 	int err;
@@ -527,7 +529,7 @@ int tokio__detect(const char *path, struct tokio_runtime *rt)
 	err = elf_image__open(&im, path);
 	if (err)
 		return err;
-	err = tokio__detect_image(&im, rt);
+	err = tokio__detect_image(&im, rules, rt);
 	elf_image__close(&im);
 	return err;
 }

@@ -57,9 +57,13 @@ struct tokio_runtime {
  * -ENOENT when not (rt->has_symtab says whether it could have been seen);
  * other -errno when the file cannot be read.
  */
-int tokio__detect(const char *path, struct tokio_runtime *rt);
-/* The same in an image already read (the sites' futures are copies: it may be closed). */
-int tokio__detect_image(const struct elf_image *im, struct tokio_runtime *rt);
+int tokio__detect(const char *path, const struct probe_rules *rules, struct tokio_runtime *rt);
+/*
+ * The same in an image already read (the sites' futures are copies: it may
+ * be closed). rules: where the kernel lets each probe go (placement.h).
+ */
+int tokio__detect_image(const struct elf_image *im, const struct probe_rules *rules,
+			struct tokio_runtime *rt);
 void tokio__free(struct tokio_runtime *rt);
 /*
  * Where waker::wake_by_val returns to when tokio wakes what a task deferred

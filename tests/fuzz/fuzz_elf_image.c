@@ -74,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			CHECK(im.funcs[i - 1].addr <= im.funcs[i].addr);
 		elf_image__for_each(&im, NULL, visit, &im);
 		/* what the tracer does with a file without USDT probes */
-		if (!tokio__detect_image(&im, &rt))
+		if (!tokio__detect_image(&im, NULL, &rt))
 			tokio__free(&rt);
 		elf_image__close(&im);
 	}

@@ -253,7 +253,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!file)
 		return 0;
 	CHECK(!elf_image__open_mem(&im, file, file_size));
-	if (!tokio__detect_image(&im, &rt)) {
+	if (!tokio__detect_image(&im, NULL, &rt)) {
 		check(&rt);
 		tokio__free(&rt);
 	}

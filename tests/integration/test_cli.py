@@ -85,9 +85,9 @@ class Typos(unittest.TestCase):
 
     def test_unknown_command(self):
         self.assertUsage(["recrod", "-p", "1"], "unknown command 'recrod': the commands are "
-                                                 "trace, record, convert, run and help")
+                                                 "trace, record, convert, run, probe-rules and help")
         self.assertUsage(["help", "recrod"], "unknown command 'recrod': the commands are "
-                                             "trace, record, convert, run and help")
+                                             "trace, record, convert, run, probe-rules and help")
 
     def test_target_choice(self):
         self.assertUsage(["-p", "1", "--comm", "x"], "--comm, --exclude-comm and --cgroup "

@@ -117,7 +117,9 @@ class Install(unittest.TestCase):
 
     def test_bash_completion(self):
         self.assertEqual(self.complete("asynctraced --metr"), {"--metrics", "--metrics-tasks"})
-        self.assertEqual(self.complete("asynctraced "), {"trace", "record", "convert", "help"})
+        self.assertEqual(self.complete("asynctraced "),
+                         {"trace", "record", "convert", "run", "probe-rules", "help"})
+        self.assertIn("--fail-on", self.complete("asynctraced run --fail"))
         self.assertTrue({"--no-trace", "--no-sandbox"} <= self.complete("asynctraced record --no-"))
         # --metrics is not record's: record's own options only
         self.assertNotIn("--metrics", self.complete("asynctraced record --m"))

@@ -19,6 +19,7 @@
 #include "elf_image.h"
 #include "golang.h"
 #include "placement.h"
+#include "rules_fixture.h"
 
 static char path[4096];
 
@@ -149,6 +150,7 @@ static void casgstatus_probed_past_its_prologue(void **state)
 	static const uint8_t clobbers[] = { 0x48, 0x31, 0xc0, 0x90 };	/* xor %rax,%rax; nop */
 	static const uint8_t partial[] = { 0x48, 0x83, 0xec };		/* half a sub */
 	struct placement_need need = { .arg = -1, .spills = true };
+	struct probe_rules rules;
 	struct placement p;
 	struct go_binary gb;
 	struct elf_image im;
@@ -156,20 +158,21 @@ static void casgstatus_probed_past_its_prologue(void **state)
 	uint64_t addr, size;
 
 	(void)state;
+	assert_int_equal(rules_fixture(&rules), 0);
 	assert_int_equal(golang__detect(build_file("go-app"), &gb), 0);
 	assert_int_equal(elf_image__open(&im, path), 0);
 	addr = gb.funcs[GO_CASGSTATUS];
 	size = golang__func_size(&gb, addr);
 	code = elf_image__bytes(&im, addr, size);
 	assert_non_null(code);
-	assert_int_equal(placement__entry(code, size, addr, &need, &p), 0);
+	assert_int_equal(placement__entry(code, size, addr, &need, &rules, &p), 0);
 	print_message("  casgstatus: +%llu past %s, at %s\n", (unsigned long long)p.skip, p.entry,
 		      p.at);
 	assert_true(p.cheap && p.skip > 0);
 	assert_true(golang__keeps_args(code, p.skip, addr));
 	/* without Go's spill slots, the first spill stops it */
 	need.spills = false;
-	assert_int_equal(placement__entry(code, size, addr, &need, &p), 0);
+	assert_int_equal(placement__entry(code, size, addr, &need, &rules, &p), 0);
 	assert_false(p.cheap && p.skip > 0);
 	assert_false(golang__keeps_args(clobbers, 3, 0x1000));
 	assert_true(golang__keeps_args(clobbers + 3, 1, 0x1003));

@@ -5,7 +5,9 @@
  * argument the probe reads into the register it was copied to, and never
  * past anything a probe could see (control flow, memory writes outside the
  * frame the function made, the argument overwritten, the stack pointer when
- * a return probe shares the place), nor past a branch target.
+ * a return probe shares the place), nor past a branch target. What the
+ * kernel emulates, single-steps and refuses is the rule set learnt on 6.18
+ * (rules_fixture.h), and variations of it.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +17,7 @@
 #include <cmocka.h>
 
 #include "placement.h"
+#include "rules_fixture.h"
 
 #define ENDBR64 0xf3, 0x0f, 0x1e, 0xfa
 #define PUSH_RBX 0x53
@@ -25,11 +28,17 @@
 /* What raw::poll's probes need: the first argument, and a return probe. */
 static const struct placement_need poll_need = { .arg = 0, .ret = true };
 
+/* The rules placement follows: the kernel's (rules_fixture.h), or a test's variation. */
+static struct probe_rules rules;
+
 static struct placement place(const uint8_t *code, size_t len, const struct placement_need *need)
 {
 	struct placement p;
 
-	assert_int_equal(placement__entry(code, len, 0x1000, need, &p), 0);
+	assert_int_equal(placement__entry(code, len, 0x1000, need, &rules, &p), 0);
+	/* only where the kernel was seen to emulate (or optimize) a probe */
+	if (p.cheap)
+		assert_true(p.verdict == PROBE_EMULATED || p.verdict == PROBE_OPTIMIZED);
 	/* a reason exactly when the probe stays on a single-stepped entry */
 	assert_int_equal(!p.cheap, p.why[0] != '\0');
 	return p;
@@ -201,11 +210,138 @@ static void never_past_a_branch_target(void **state)
 	/* a branch to the entry itself is fine: the probe stays on the path */
 	p = PLACE(ENDBR64, PUSH_RBX, 0xeb, 0xf9, RET);
 	assert_int_equal(p.skip, 4);
+	/* a loop back onto the new place itself would hit the probe at every turn */
+	p = PLACE(ENDBR64, PUSH_RBX, 0xeb, 0xfd, RET);
+	assert_int_equal(p.skip, 0);
+}
+
+/* A form's verdict changed in the rules, for one test (restored by the setup). */
+static void set_verdict(const uint8_t *insn, size_t len, enum probe_verdict v)
+{
+	int form = probe_forms__match(insn, len);
+
+	assert_true(form >= 0);
+	rules.verdict[form] = (uint8_t)v;
+}
+
+static int load_rules(void **state)
+{
+	(void)state;
+	return rules_fixture(&rules);
+}
+
+/* The kernel's refusals: LLVM's loop padding, and what is learnt single-stepped. */
+static void kernel_refusals(void **state)
+{
+	/*
+	 * tokio 1.24's waker::wake_by_ref built by rustc 1.95: sub $0x18,%rsp;
+	 * mov (%rdi),%rax; lea 0x8(%rsp),%rcx; lea 0x10(%rsp),%rdx; data16 x5
+	 * cs nopw (which the kernel refuses: CS prefix); loop: test $0x6,%al;
+	 * je; ... jne loop. The je is emulated, but the loop comes back above
+	 * it: the entry.
+	 */
+	static const uint8_t wake_by_ref[] = {
+		0x48, 0x83, 0xec, 0x18, 0x48, 0x8b, 0x07, 0x48, 0x8d, 0x4c, 0x24, 0x08, 0x48, 0x8d,
+		0x54, 0x24, 0x10, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00,
+		0x00, 0x00, 0x00, 0x00, 0xa8, 0x06, 0x74, 0x08, 0x31, 0xf6, 0x90, 0x90, 0x90, 0x90,
+		0x75, 0xf4, 0xc3,
+	};
+	static const struct placement_need wake = { .arg = 0 };
+	struct placement p = place(wake_by_ref, sizeof(wake_by_ref), &wake);
+
+	assert_int_equal(p.skip, 0);
+	assert_false(p.cheap);
+	assert_int_equal(p.verdict, PROBE_STEPPED); /* sub: learnt single-stepped */
+	assert_non_null(strstr(p.why, "branch lands"));
+	/* the same padding with no loop after it: past it, to the je */
+	p = PLACE_FOR(&wake, 0x48, 0x8b, 0x07, 0x66, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00,
+		      0x00, 0x00, 0xa8, 0x06, 0x74, 0x01, RET, RET);
+	assert_int_equal(p.skip, 16);
+	assert_string_equal(p.at, "je");
+	/* a refused padding nop at the entry is never the place */
+	p = PLACE_FOR(&wake, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00, PUSH_RBX,
+		      RET);
+	assert_int_equal(p.skip, 10);
+	assert_string_equal(p.at, "push");
+	/* a 9-byte nop is single-stepped here: passed over for the push */
+	p = PLACE_FOR(&wake, 0x66, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00, PUSH_RBX, RET);
+	assert_int_equal(p.skip, 9);
+	/* on a kernel that single-steps push (none known): the entry, nothing cheaper */
+	set_verdict((const uint8_t[]){ PUSH_RBX }, 1, PROBE_STEPPED);
+	p = PLACE(ENDBR64, PUSH_RBX, RET);
+	assert_int_equal(p.skip, 0);
+	assert_false(p.cheap);
+	assert_int_equal(load_rules(NULL), 0);
+}
+
+/*
+ * A probe on a 5-byte nop becomes a call into the kernel's trampoline after
+ * its first hit, which writes below the stack pointer: never where the
+ * function keeps something there.
+ */
+static void optimized_nop5(void **state)
+{
+	static const struct placement_need wake = { .arg = 0 };
+	struct placement p = PLACE(NOP5, RET);
+
+	assert_true(p.cheap);
+	assert_int_equal(p.verdict, PROBE_OPTIMIZED);
+	/* mov %rdi,-0x8(%rsp) (the red zone); nop5; push %rbx: the push, not the nop */
+	p = PLACE_FOR(&wake, 0x48, 0x89, 0x7c, 0x24, 0xf8, NOP5, PUSH_RBX, RET);
+	assert_int_equal(p.skip, 10);
+	assert_string_equal(p.at, "push");
+	/* sub $0x18,%rsp; mov %rdi,0x8(%rsp): into the frame, above the stack pointer */
+	p = PLACE_FOR(&wake, 0x48, 0x83, 0xec, 0x18, 0x48, 0x89, 0x7c, 0x24, 0x08, NOP5, RET);
+	assert_int_equal(p.skip, 9);
+	assert_int_equal(p.verdict, PROBE_OPTIMIZED);
+	/* a store into the red zone, then a frame made over it: above the stack pointer at the nop */
+	p = PLACE_FOR(&wake, 0x48, 0x89, 0x7c, 0x24, 0xf8, 0x48, 0x83, 0xec, 0x18, NOP5, RET);
+	assert_int_equal(p.skip, 9);
+	/* on a kernel that does not optimize nop5 and emulates it: any place */
+	set_verdict((const uint8_t[]){ NOP5 }, 5, PROBE_EMULATED);
+	p = PLACE_FOR(&wake, 0x48, 0x89, 0x7c, 0x24, 0xf8, NOP5, PUSH_RBX, RET);
+	assert_int_equal(p.skip, 5);
+	assert_int_equal(load_rules(NULL), 0);
+}
+
+/* Rules not learnt (not root, no uprobes): every probe at its entry, and why. */
+static void no_rules(void **state)
+{
+	static const uint8_t code[] = { ENDBR64, PUSH_RBX, RET };
+	struct probe_rules none = { .learnt = false };
+	struct placement p;
+
+	assert_int_equal(placement__entry(code, sizeof(code), 0x1000, &poll_need, &none, &p), 0);
+	assert_int_equal(p.skip, 0);
+	assert_false(p.cheap);
+	assert_non_null(strstr(p.why, "not known"));
+	assert_int_equal(placement__entry(code, sizeof(code), 0x1000, &poll_need, NULL, &p), 0);
+	assert_int_equal(p.skip, 0);
+}
+
+/* The rules as the cache keeps them: read back as written; another kernel's or a cut file refused. */
+static void rules_text(void **state)
+{
+	static char text[16384], cut[16384];
+	struct probe_rules back;
+
+	assert_int_equal(probe_rules__format(&rules, "k1", text, sizeof(text)), 0);
+	assert_int_equal(probe_rules__parse(&back, "k1", text), 0);
+	assert_memory_equal(&back, &rules, sizeof(rules));
+	assert_int_equal(probe_rules__parse(&back, "k2", text), -116 /* ESTALE */);
+	memcpy(cut, text, strlen(text) / 2);
+	cut[strlen(text) / 2] = '\0';
+	assert_true(probe_rules__parse(&back, "k1", cut) < 0);
+	assert_int_equal(probe_rules__format(&rules, "k1", text, 64), -28 /* ENOSPC */);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(kernel_refusals),
+		cmocka_unit_test(optimized_nop5),
+		cmocka_unit_test(no_rules),
+		cmocka_unit_test(rules_text),
 		cmocka_unit_test(cheap_entries_stay),
 		cmocka_unit_test(past_endbr64),
 		cmocka_unit_test(past_harmless_moves),
@@ -215,5 +351,5 @@ int main(void)
 		cmocka_unit_test(never_past_a_branch_target),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, load_rules, NULL);
 }

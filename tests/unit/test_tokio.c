@@ -80,9 +80,9 @@ static void not_an_elf(void **state)
 {
 	struct tokio_runtime rt;
 
-	assert_int_equal(tokio__detect("/nonexistent", &rt), -2 /* ENOENT */);
+	assert_int_equal(tokio__detect("/nonexistent", NULL, &rt), -2 /* ENOENT */);
 	/* an ELF file without tokio */
-	assert_int_equal(tokio__detect("/proc/self/exe", &rt), -2);
+	assert_int_equal(tokio__detect("/proc/self/exe", NULL, &rt), -2);
 	assert_true(rt.has_symtab);
 }
 
