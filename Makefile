@@ -103,7 +103,8 @@ FUZZ_MAX_LEN_usdt_args   := 256
 FUZZ_MAX_LEN_tokio_names := 65536
 FUZZ_MAX_LEN_placement   := 65536
 
-.PHONY: all clean test test-unit test-integration ci-gate demo setup bench tokio go go-versions fuzz \
+.PHONY: all clean test test-unit test-integration ci-gate demo setup bench tokio tokio-matrix go \
+	go-versions fuzz \
 	fuzz-regress stress \
 	soak install uninstall man
 .DELETE_ON_ERROR:
@@ -271,6 +272,22 @@ $(BUILD)/tokio-app-stripped: $(BUILD)/tokio-app
 	$(call msg,STRIP,$@)
 	$(Q)strip -o $@ $<
 
+# The tokio build matrix (scripts/tokio-matrix.sh: its table; docs/tokio.md):
+# tokio-app and tokio-paths built the ways users build theirs, by rustc 1.63
+# and by rustc-web, which scripts/rust-web.sh fetches into $(BUILD)/rust-web.
+# Three builds of the matrix are the ones above (release, fat LTO, CET).
+TOKIO_MATRIX      := $(shell scripts/tokio-matrix.sh --list | cut -d' ' -f1)
+TOKIO_MATRIX_BINS := $(foreach b,$(TOKIO_MATRIX),$(BUILD)/matrix/$(b)/tokio-paths)
+
+tokio-matrix: $(TOKIO_MATRIX_BINS) $(BUILD)/tokio-paths-cet
+
+$(BUILD)/matrix/%/tokio-paths: $(TOKIO_SRCS) $(wildcard $(TOKIO_DIR)/src/bin/*.rs) \
+			       scripts/tokio-matrix.sh scripts/rust-web.sh
+	$(Q)scripts/tokio-matrix.sh $(BUILD) $*
+
+$(BUILD)/tokio-paths-cet: $(BUILD)/tokio-app-cet
+	$(Q)cp $(BUILD)/cargo/cet/release/tokio-paths $@
+
 # Userspace objects include the generated skeletons, so those come first.
 $(TRACER_OBJS): | $(BPF_SKELS)
 
@@ -377,8 +394,9 @@ fuzz: $(FUZZ_BINS)
 			-artifact_prefix=$(BUILD)/fuzz/artifacts/$(t)- $(call fuzz_corpus,$(t));)
 
 # Integration tests need root: they load BPF and trace real executors.
-test-integration: all tokio go go-versions $(BUILD)/refused-probe
-	$(Q)BUILD=$(BUILD) GO_VERSIONS="$(GO_VERSIONS)" $(PYTHON) -m unittest discover \
+test-integration: all tokio tokio-matrix go go-versions $(BUILD)/refused-probe
+	$(Q)BUILD=$(BUILD) GO_VERSIONS="$(GO_VERSIONS)" TOKIO_MATRIX="$(TOKIO_MATRIX)" \
+		$(PYTHON) -m unittest discover \
 		-s tests/integration -t . -v
 
 # Numbers, not pass/fail: see docs/performance.md.

@@ -8,7 +8,7 @@
 #include <capstone/capstone.h>
 
 /* How far into the calls of a raw::poll instance to look for its future. */
-#define NAME_SEARCH_DEPTH 3
+#define NAME_SEARCH_DEPTH 5
 #define NAME_SEARCH_BYTES 65536
 
 const char *tokio_kind_str(enum tokio_kind k)
@@ -147,11 +147,26 @@ static bool is_future_body(const char *d)
 	return true;
 }
 
-/* tokio's own layers between raw::poll and the future: look inside them. */
+/*
+ * The layers between raw::poll and the future, generic over it: look inside
+ * them. tokio's task machinery (the harness, the core and its stage: what
+ * opt-level "s" leaves as functions, set_stage among them, reaches the
+ * future's drop glue), and catch_unwind's around the poll
+ * (std::panicking::try, AssertUnwindSafe's call_once). A function of theirs
+ * that is not generic over the future names none: looking costs only time.
+ */
 static bool is_poll_layer(const char *d)
 {
-	return !strncmp(d, "tokio::runtime::task::", 22) &&
-	       (strstr(d, "::poll") || strstr(d, "poll_future") || strstr(d, "poll_inner"));
+	static const char *const layers[] = {
+		"tokio::runtime::task::harness::", "tokio::runtime::task::core::",
+		"tokio::runtime::task::raw::",	   "std::panicking::try",
+		"std::panic::catch_unwind",
+	};
+
+	for (size_t i = 0; i < sizeof(layers) / sizeof(layers[0]); i++)
+		if (!strncmp(d, layers[i], strlen(layers[i])))
+			return true;
+	return strstr(d, "AssertUnwindSafe<") && strstr(d, "::call_once");
 }
 
 struct search {
@@ -159,17 +174,20 @@ struct search {
 	csh cs;
 	cs_insn *insn;
 	char *found;	/* the future the evidence names */
+	int found_depth; /* the calls down it was seen: only the shallowest evidence counts */
 	char *body;	/* a future's body called along the way: second best */
 	bool worker_loop; /* it runs the scheduler's worker loop: not a task */
-	bool ambiguous;	/* evidence shared by several futures was seen */
+	bool ambiguous;	/* evidence shared by several futures was seen, that deep */
 };
+
+static void ambiguity(struct search *s, int depth);
 
 /*
  * The future a callee names, from all the symbols at its address: futures
  * with identical code share one body under several names (identical code
  * folding), and then the callee names none of them.
  */
-static char *future_of_callee(struct search *s, const struct elf_func *callee)
+static char *future_of_callee(struct search *s, const struct elf_func *callee, int depth)
 {
 	const struct elf_func *alias;
 	size_t n = elf_image__aliases(s->im, callee->addr, &alias);
@@ -183,7 +201,7 @@ static char *future_of_callee(struct search *s, const struct elf_func *callee)
 		if (found && strcmp(found, f)) {
 			free(found);
 			free(f);
-			s->ambiguous = true;
+			ambiguity(s, depth);
 			return NULL;
 		}
 		free(found);
@@ -193,21 +211,40 @@ static char *future_of_callee(struct search *s, const struct elf_func *callee)
 }
 
 /*
- * One piece of evidence: the future a callee names. All of it must agree:
- * LLVM merges functions whose code is identical (the drop glue of two
- * futures of the same layout) and keeps one name for all their callers, so
- * a callee can name another future than the instance's. Disagreement
- * leaves the instance unnamed rather than named wrong.
+ * One piece of evidence: the future a callee names, depth calls down from
+ * the instance. All of it must agree: LLVM merges functions whose code is
+ * identical (the drop glue of two futures of the same layout, and tokio's
+ * generic layers over them) and keeps one name for all their callers, so a
+ * callee can name another future than the instance's. Disagreement leaves
+ * the instance unnamed rather than named wrong. The deeper the callee, the
+ * likelier it was merged: evidence counts only from the shallowest depth
+ * that has any (the instance's own calls, unless it is a thunk to layers).
  */
-static void evidence(struct search *s, char *future)
+static void evidence(struct search *s, char *future, int depth)
 {
-	if (!s->found) {
+	if (!s->found || depth < s->found_depth) {
+		free(s->found);
 		s->found = future;
+		s->ambiguous = depth == s->found_depth && s->ambiguous;
+		s->found_depth = depth;
 		return;
 	}
-	if (strcmp(s->found, future))
+	if (depth == s->found_depth && strcmp(s->found, future))
 		s->ambiguous = true;
 	free(future);
+}
+
+/* Symbols that disagree at one address, depth calls down: evidence of several futures. */
+static void ambiguity(struct search *s, int depth)
+{
+	if (depth < s->found_depth) {
+		free(s->found);
+		s->found = NULL;
+		s->found_depth = depth;
+		s->ambiguous = true;
+	} else if (depth == s->found_depth) {
+		s->ambiguous = true;
+	}
 }
 
 /* The multi-thread scheduler's worker loop, inlined into its blocking task. */
@@ -215,6 +252,31 @@ static bool is_worker_loop(const char *d)
 {
 	return strstr(d, "::multi_thread::worker::Context::run_task") ||
 	       strstr(d, "::multi_thread::worker::run");
+}
+
+/*
+ * Where a call or jump goes: its immediate, or the address in the slot
+ * `*disp(%rip)` reads (a thunk through the GOT, as thin LTO at opt-level
+ * "s" makes one: a relative relocation's slot holds its target in the
+ * file); 0 if neither.
+ */
+static uint64_t branch_target(const struct search *s, const cs_x86 *x)
+{
+	const cs_x86_op *op = &x->operands[0];
+	const uint8_t *slot;
+	uint64_t to;
+
+	if (op->type == X86_OP_IMM)
+		return (uint64_t)op->imm;
+	if (op->type != X86_OP_MEM || op->mem.base != X86_REG_RIP ||
+	    op->mem.index != X86_REG_INVALID || op->mem.segment != X86_REG_INVALID)
+		return 0;
+	slot = elf_image__bytes(s->im, s->insn->address + s->insn->size + (uint64_t)op->mem.disp,
+				sizeof(to));
+	if (!slot)
+		return 0;
+	memcpy(&to, slot, sizeof(to));
+	return to;
 }
 
 /* Looks through the direct calls and jumps of the function at addr, and of tokio's poll layers. */
@@ -240,10 +302,9 @@ static void search_code(struct search *s, uint64_t addr, int depth)
 		const char *name;
 		char *found;
 
-		if ((s->insn->id != X86_INS_CALL && s->insn->id != X86_INS_JMP) ||
-		    x->op_count != 1 || x->operands[0].type != X86_OP_IMM)
+		if ((s->insn->id != X86_INS_CALL && s->insn->id != X86_INS_JMP) || x->op_count != 1)
 			continue;
-		callee = elf_image__func_at(s->im, (uint64_t)x->operands[0].imm, false);
+		callee = elf_image__func_at(s->im, branch_target(s, x), false);
 		if (!callee || callee == f)
 			continue;
 		name = elf_image__name(s->im, callee);
@@ -251,9 +312,9 @@ static void search_code(struct search *s, uint64_t addr, int depth)
 			s->worker_loop = true;
 			return;
 		}
-		found = future_of_callee(s, callee);
+		found = future_of_callee(s, callee, depth);
 		if (found) {
-			evidence(s, found);
+			evidence(s, found, depth);
 			continue;
 		}
 		if (!s->body && is_future_body(name)) {
@@ -273,7 +334,7 @@ static void search_code(struct search *s, uint64_t addr, int depth)
 static char *future_from_code(const struct elf_image *im, uint64_t addr, bool *worker_loop,
 			      bool *ambiguous)
 {
-	struct search s = { .im = im };
+	struct search s = { .im = im, .found_depth = NAME_SEARCH_DEPTH + 1 };
 	char *found;
 
 	if (!im->is_x86_64 || cs_open(CS_ARCH_X86, CS_MODE_64, &s.cs) != CS_ERR_OK)

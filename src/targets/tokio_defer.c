@@ -12,10 +12,16 @@
  * the loop that drains the defer list.
  *
  * That loop is found wherever it was inlined: in Defer::wake and the
- * multi-thread scheduler's wake_deferred_tasks when they exist, and in any
- * function that calls the drop glue of a Drain<Waker> (the loop's own
- * cleanup: only a loop draining a Vec of wakers has it). Its return
- * addresses, as file offsets, go to the wake probe (at_tokio_process).
+ * multi-thread scheduler's wake_deferred_tasks when they exist; in any
+ * function that calls the drop of a Drain<Waker> (the loop's own cleanup:
+ * only a loop draining a Vec of wakers has it), which legacy mangling names
+ * only as `<Drain<T,A> as Drop>::drop`: the instance for wakers is the one
+ * that drops what is left through RawWakerVTable's drop (`call *0x18(%reg)`)
+ * or calls its DropGuard<Waker>'s glue; and where panic=abort and fat LTO
+ * inline even that, in the scheduler functions that wake the deferred
+ * tasks (the multi-thread worker's park_timeout and run, current_thread's
+ * park and park_yield). Its return addresses, as file offsets, go to the
+ * wake probe (at_tokio_process).
  */
 #include <string.h>
 
@@ -43,23 +49,70 @@ static void add(uint64_t *set, size_t *nr, size_t max, uint64_t v)
 
 #define ADD(s, field, v) add((s)->field, &(s)->nr_##field, sizeof((s)->field) / sizeof((s)->field[0]), v)
 
+/* The functions that hold the loop, or inline it (wake_deferred_tasks, in the schedulers' parks) */
+static const char *const loop_names[] = {
+	"::Defer::wake",
+	"::wake_deferred_tasks",
+	"::multi_thread::worker::Context::park_timeout",
+	"::multi_thread::worker::run",
+	"::current_thread::Context::park",	/* and park_yield */
+};
+
 static int named_loop(void *ctx, const struct elf_func *f)
 {
 	struct scan *s = ctx;
 	const char *name = elf_image__name(s->im, f);
 
-	if (strstr(name, "::Defer::wake") || strstr(name, "::wake_deferred_tasks"))
-		ADD(s, loops, f->addr);
+	for (size_t i = 0; i < sizeof(loop_names) / sizeof(loop_names[0]); i++)
+		if (strstr(name, loop_names[i]))
+			ADD(s, loops, f->addr);
 	return 0;
 }
 
+/* Does f drop wakers: RawWakerVTable's drop (`call *0x18(%reg)`), or a DropGuard<Waker>? */
+static bool drops_wakers(const struct scan *s, csh cs, cs_insn *in, const struct elf_func *f)
+{
+	const uint8_t *code = elf_image__bytes(s->im, f->addr, f->size);
+	size_t left = code ? f->size : 0;
+	uint64_t pc = f->addr;
+
+	while (left) {
+		const cs_x86_op *op = &in->detail->x86.operands[0];
+		const struct elf_func *callee;
+
+		if (!cs_disasm_iter(cs, &code, &left, &pc, in)) {
+			code++, left--, pc++;
+			continue;
+		}
+		if (in->id != X86_INS_CALL || in->detail->x86.op_count != 1)
+			continue;
+		if (op->type == X86_OP_MEM && op->mem.disp == 0x18 && op->mem.index == X86_REG_INVALID &&
+		    op->mem.base != X86_REG_INVALID && op->mem.base != X86_REG_RIP)
+			return true;
+		callee = op->type == X86_OP_IMM ? elf_image__func_at(s->im, (uint64_t)op->imm, false)
+						: NULL;
+		if (callee && strstr(elf_image__name(s->im, callee), "DropGuard<core::task::wake::Waker"))
+			return true;
+	}
+	return false;
+}
+
+struct drains {
+	struct scan *s;
+	csh cs;
+	cs_insn *in;
+};
+
+/* A Drain of wakers' drop: by its name (v0, or older rustc's glue), or by what it drops. */
 static int drain_glue(void *ctx, const struct elf_func *f)
 {
-	struct scan *s = ctx;
-	const char *name = elf_image__name(s->im, f);
+	struct drains *d = ctx;
+	const char *name = elf_image__name(d->s->im, f);
 
-	if (strstr(name, "drop_in_place") && strstr(name, "vec::drain::Drain<core::task::wake::Waker"))
-		ADD(s, drains, f->addr);
+	if (strstr(name, "vec::drain::Drain<core::task::wake::Waker") ||
+	    (strstr(name, "vec::drain::Drain<T,A> as core::ops::drop::Drop>::drop") &&
+	     !strstr(name, "drop_in_place") && drops_wakers(d->s, d->cs, d->in, f)))
+		ADD(d->s, drains, f->addr);
 	return 0;
 }
 
@@ -115,26 +168,29 @@ static size_t vtable_wakes(const struct elf_image *im, csh cs, cs_insn *in, uint
 size_t tokio__defer_sites(const struct elf_image *im, uint64_t *rets, size_t max)
 {
 	struct scan s = { .im = im };
+	struct drains d = { .s = &s };
 	size_t nr = 0;
-	cs_insn *in;
-	csh cs;
 
-	if (!im->is_x86_64)
+	if (!im->is_x86_64 || cs_open(CS_ARCH_X86, CS_MODE_64, &d.cs) != CS_ERR_OK)
 		return 0;
+	cs_option(d.cs, CS_OPT_DETAIL, CS_OPT_ON);
+	d.in = cs_malloc(d.cs);
+	if (!d.in) {
+		cs_close(&d.cs);
+		return 0;
+	}
 	/* Both manglings spell identifiers with their length. */
 	elf_image__for_each(im, "5Defer4wake", named_loop, &s);
 	elf_image__for_each(im, "19wake_deferred_tasks", named_loop, &s);
-	elf_image__for_each(im, "Drain", drain_glue, &s);
+	elf_image__for_each(im, "12park_timeout", named_loop, &s);
+	elf_image__for_each(im, "6worker3run", named_loop, &s);
+	elf_image__for_each(im, "14current_thread7Context", named_loop, &s);
+	elf_image__for_each(im, "Drain", drain_glue, &d);
 	if (s.nr_drains)
 		elf_image__for_each(im, NULL, calls_drain_glue, &s);
-	if (!s.nr_loops || cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK)
-		return 0;
-	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
-	in = cs_malloc(cs);
-	for (size_t i = 0; in && i < s.nr_loops; i++)
-		nr = vtable_wakes(im, cs, in, s.loops[i], rets, nr, max);
-	if (in)
-		cs_free(in, 1);
-	cs_close(&cs);
+	for (size_t i = 0; i < s.nr_loops; i++)
+		nr = vtable_wakes(im, d.cs, d.in, s.loops[i], rets, nr, max);
+	cs_free(d.in, 1);
+	cs_close(&d.cs);
 	return nr;
 }
