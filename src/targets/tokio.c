@@ -134,17 +134,35 @@ char *tokio__future_of(const char *d)
 	return NULL;
 }
 
-/* A function of the program (not of tokio or the standard library) that is a future's body. */
-static bool is_future_body(const char *d)
-{
-	static const char *const libs[] = { "tokio::", "core::", "std::", "alloc::", "<" };
+static const char *const std_libs[] = { "tokio::", "core::", "std::", "alloc::" };
 
-	if (!strstr(d, "{{closure}}") && !strstr(d, "{closure#"))
-		return false;
-	for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++)
-		if (!strncmp(d, libs[i], strlen(libs[i])))
-			return false;
-	return true;
+static bool of_std(const char *d)
+{
+	for (size_t i = 0; i < sizeof(std_libs) / sizeof(std_libs[0]); i++)
+		if (!strncmp(d, std_libs[i], strlen(std_libs[i])))
+			return true;
+	return false;
+}
+
+/*
+ * The future a function of the program (not of tokio or the standard
+ * library) is the body of: an async fn's state machine
+ * (`my_crate::handler::{{closure}}`), or a type that implements Future by
+ * hand (`<my_crate::Lost as core::future::future::Future>::poll`: the type,
+ * when it is not generic, which legacy mangling would spell `Wrapper<F>`).
+ * NULL if none (malloc'd).
+ */
+static char *future_body(const char *d)
+{
+	static const char poll[] = " as core::future::future::Future>::poll";
+	size_t n = strlen(d), p = sizeof(poll) - 1;
+
+	if (d[0] == '<' && n > p + 1 && !strcmp(d + n - p, poll) && !of_std(d + 1) &&
+	    !memchr(d + 1, '<', n - p - 1))
+		return strndup(d + 1, n - p - 1);
+	if (d[0] == '<' || of_std(d) || (!strstr(d, "{{closure}}") && !strstr(d, "{closure#")))
+		return NULL;
+	return strdup(d);
 }
 
 /*
@@ -317,10 +335,8 @@ static void search_code(struct search *s, uint64_t addr, int depth)
 			evidence(s, found, depth);
 			continue;
 		}
-		if (!s->body && is_future_body(name)) {
-			s->body = strdup(name);
+		if (!s->body && (s->body = future_body(name)))
 			continue;
-		}
 		/* the cursor state is per call: search the callee with its own */
 		if (is_poll_layer(name))
 			search_code(s, callee->addr, depth + 1);
