@@ -258,7 +258,8 @@ static const struct opt_def {
 	{ OPT_BASELINE, "baseline", "SUMMARY", U,
 	  "compare with a summary saved from an earlier run\n"
 	  "(--summary json): the percentiles, per worker and in\n"
-	  "total, and the rates\n" },
+	  "total, the rates, the longest poll and the alert\n"
+	  "episodes of each kind\n" },
 	{ OPT_TOLERANCE, "tolerance", "PCT", U,
 	  "how much worse than the baseline still passes\n"
 	  "(default 25)\n" },

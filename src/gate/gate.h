@@ -19,6 +19,8 @@
 #define GATE_DEFAULT_TOLERANCE 25.0
 /* a percentile this close to its baseline never fails, whatever the ratio */
 #define GATE_SLACK_NS 500000ull
+/* ... nor the longest poll, within the long-poll detector's default threshold */
+#define GATE_MAX_SLACK_NS 10000000ull
 
 struct gate_limit {
 	int metric;		/* index in the metric table (gate__metric_name) */

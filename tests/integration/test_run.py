@@ -81,6 +81,8 @@ class SampleExecutor(unittest.TestCase):
                      "lost-waker"):
             self.assertIn(f"fail-on {kind}", rows)
         self.assertIn("baseline poll.p99", rows)
+        self.assertIn("baseline poll.max", rows)
+        self.assertIn("baseline alert episodes", rows)
         self.assertIn("baseline delay.p99 worker 1", rows)
         suite = ET.parse(junit).getroot()
         self.assertEqual((suite.get("tests"), suite.get("failures"), suite.get("errors")),
@@ -112,6 +114,18 @@ class SampleExecutor(unittest.TestCase):
         self.assertEqual(rows["baseline poll.p50"], "FAIL", r.stderr)
         self.assertEqual(rows["baseline poll.p50 worker 0"], "FAIL", r.stderr)
 
+    def test_a_new_blocking_call_fails_against_the_baseline(self):
+        """The blocking scenario blocks its worker for 20 ms now and then: rare
+        long polls move no percentile, but the baseline saw no long-poll
+        episode and a far shorter longest poll."""
+        r = run("--no-trace", "-q", "--baseline", self.baseline, "--tolerance", "20",
+                *executor("blocking"))
+        self.assertEqual(r.returncode, 3, r.stderr)
+        rows = gate_rows(r.stderr)
+        self.assertEqual(rows["baseline long-poll episodes"], "FAIL", r.stderr)
+        self.assertEqual(rows["baseline poll.max"], "FAIL", r.stderr)
+        self.assertRegex(r.stderr, r"\n      long poll: task 'blocking' #\d+ ")
+
     def test_limits(self):
         r = run("--no-trace", "-q", "--max", "poll.p50=1us,poll.max=1s,dropped=0",
                 *executor("healthy", 1))
@@ -137,15 +151,26 @@ class OtherPrograms(unittest.TestCase):
     """The tokio and Go test programs under their gates."""
 
     def test_tokio_passes_its_gates(self):
-        """Timers, channels, yield_now, JoinHandles: nothing to alert on."""
+        """Timers, channels, Notify, JoinHandles: tasks that only wait, nothing to
+        alert on."""
         harness.require_root()
         r = run("--no-trace", "-q", "--summary", "json", *GATED, "--",
-                os.path.join(harness.BUILD, "tokio-paths"), "all", "--duration", "2")
+                os.path.join(harness.BUILD, "tokio-paths"), "waits", "--duration", "2")
         self.assertEqual(r.returncode, 0, r.stderr)
         s, = summaries(r.stdout)
         own = re.search(r"tasks=(\d+) polls=(\d+)", r.stdout)
         self.assertEqual((s["counts"]["tasks_spawned"], s["counts"]["polls"]),
                          (int(own.group(1)), int(own.group(2))), r.stderr)
+
+    def test_tokio_yield_loop_fails(self):
+        """A task that loops on yield_now() wakes itself at every poll: waker
+        thrash, which --fail-on all fails on."""
+        harness.require_root()
+        r = run("--no-trace", "-q", *GATED, "--", os.path.join(harness.BUILD, "tokio-paths"),
+                "yield", "--duration", "2")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertRegex(r.stderr, r"fail-on waker-thrash .* FAIL")
+        self.assertIn("yielder", r.stderr)
 
     def test_tokio_hog_fails(self):
         harness.require_root()

@@ -225,6 +225,69 @@ static void against_a_baseline(void **state)
 	free(sparse);
 }
 
+/* Replaces the first worker's longest poll in summary s with ns. */
+static void set_max_poll(char *s, const char *ns)
+{
+	char *at = strstr(s, "\"max_poll_ns\":") + strlen("\"max_poll_ns\":");
+	size_t old = strspn(at, "0123456789");
+
+	assert_true(strlen(ns) <= old + 8);
+	memmove(at + strlen(ns), at + old, strlen(at + old) + 1);
+	memcpy(at, ns, strlen(ns));
+}
+
+/*
+ * A build that now and then blocks its worker for 20 ms: one long-poll
+ * episode, one long poll, no percentile moved. The baseline fails it by
+ * what it saw: an alert kind with more episodes than the baseline had, and
+ * a longest poll beyond the tolerance and the slack (10 ms).
+ */
+static void a_new_blocking_call_fails_a_baseline(void **state)
+{
+	char *base = summary("app", 2, 1000, 14, 14, 1.0, 0), *path, why[256];
+	char *blocked = summary("app", 2, 1000, 14, 14, 1.0, 1);
+	char *stretched = summary("app", 2, 1000, 14, 14, 1.0, 0);
+	struct gate_opts o = { .baseline = NULL };
+	const struct gate_result *r;
+	struct gate g;
+
+	(void)state;
+	set_max_poll(blocked, "20000000");
+	set_max_poll(stretched, "5049152"); /* a preemption's 5 ms more: within the slack */
+	o.baseline = path = baseline_file(base);
+	assert_int_equal(gate__init(&g, &o, why, sizeof(why)), 0);
+	gate__judge(&g, blocked, false);
+	r = find(&g, "baseline long-poll episodes");
+	assert_int_equal(r->verdict, GATE_FAIL);
+	assert_string_equal(r->limit, "0");
+	assert_string_equal(r->now, "1");
+	assert_string_equal(r->detail, "long poll: task 'hog' #5 held its worker");
+	assert_int_equal(find(&g, "baseline poll.max")->verdict, GATE_FAIL);
+	assert_int_equal(find(&g, "baseline poll.p99")->verdict, GATE_PASS);
+	assert_int_equal(gate__verdict(&g), GATE_FAIL);
+	gate__free(&g);
+
+	assert_int_equal(gate__init(&g, &o, why, sizeof(why)), 0);
+	gate__judge(&g, stretched, false);
+	assert_int_equal(find(&g, "baseline poll.max")->verdict, GATE_PASS);
+	assert_int_equal(find(&g, "baseline alert episodes")->verdict, GATE_PASS);
+	assert_int_equal(gate__verdict(&g), GATE_PASS);
+	gate__free(&g);
+	unlink(path);
+
+	/* as many episodes as the baseline had: no regression */
+	o.baseline = path = baseline_file(blocked);
+	assert_int_equal(gate__init(&g, &o, why, sizeof(why)), 0);
+	gate__judge(&g, blocked, false);
+	assert_int_equal(find(&g, "baseline long-poll episodes")->verdict, GATE_PASS);
+	assert_int_equal(gate__verdict(&g), GATE_PASS);
+	gate__free(&g);
+	unlink(path);
+	free(base);
+	free(blocked);
+	free(stretched);
+}
+
 static void refused_baselines(void **state)
 {
 	struct gate_opts o = { 0 };
@@ -323,6 +386,7 @@ int main(void)
 		cmocka_unit_test(limits_on_interpolated_percentiles),
 		cmocka_unit_test(alert_kinds_name_their_tasks),
 		cmocka_unit_test(against_a_baseline),
+		cmocka_unit_test(a_new_blocking_call_fails_a_baseline),
 		cmocka_unit_test(refused_baselines),
 		cmocka_unit_test(what_cannot_be_judged),
 		cmocka_unit_test(junit_and_annotations),
