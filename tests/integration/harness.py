@@ -231,6 +231,22 @@ def check_wake_arrows(test, run, at_least):
     return from_tasks
 
 
+def check_every_event_accounted(test, run):
+    """What the product guarantees when the ring buffer overflows (a busy
+    program, a full trace, a 2-CPU host): every event either arrived or is
+    counted as dropped, kind by kind, against the maps' own counts, which
+    are exact whatever the ring lost; and a drop is said. Returns how many
+    were dropped."""
+    ev, counts = run.report["events"], run.report["counts"]
+    got, lost = ev["by_kind"], ev["dropped_by_kind"]
+    for kind, count in (("poll", "polls"), ("wake", "wakes"), ("spawn", "tasks_spawned")):
+        test.assertEqual(got[kind] + lost[kind], counts[count], f"{kind}: {run.describe()}")
+    test.assertEqual(ev["dropped"], sum(lost.values()), run.describe())
+    if ev["dropped"]:
+        test.assertRegex(run.tracer_stderr, rf"dropped +{ev['dropped']} .*ring buffer was full")
+    return ev["dropped"]
+
+
 def begun(run):
     """The kinds of alert episodes that began, from the JSON lines."""
     return {a["kind"] for a in run.alert_log if a["state"] == "begin"}
@@ -268,3 +284,30 @@ def kill(p, sig=signal.SIGKILL):
     if p.poll() is None:
         p.send_signal(sig)
     return p.wait(timeout=30)
+
+
+def wait_line(p, pattern, timeout=30.0, stream="stderr"):
+    """Waits until p's stream (a pipe nothing has read yet) has given a line
+    that pattern (a regex) matches: the match, or None when the stream ended
+    or timeout seconds passed first. Reads the pipe itself, a byte at a time,
+    so that everything after that line is left to communicate(); the lines
+    up to it are not."""
+    import select
+    fd = getattr(p, stream).fileno()
+    end = time.monotonic() + timeout
+    rx = re.compile(pattern)
+    line = b""
+    while True:
+        left = end - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        c = os.read(fd, 1)
+        if not c:
+            return None
+        if c != b"\n":
+            line += c
+            continue
+        m = rx.search(line.decode(errors="replace"))
+        if m:
+            return m
+        line = b""

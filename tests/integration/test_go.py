@@ -228,7 +228,11 @@ class EveryGoVersion(unittest.TestCase):
     offsets come from the version table and the names from .gopclntab:
     traced as Go 1.19's is. Every scenario at once: the CPU hog alerted by
     name, the ping-pong's wakes linked, the children counted as the program
-    counts them, the nil channel's leak found and no other lost waker."""
+    counts them, the nil channel's leak found and no other lost waker. A full
+    trace of this busy program can outrun the ring buffer on a small host:
+    then every event is still either received or counted as dropped, kind by
+    kind, against the maps' exact counts, and no child's spawn is missing
+    from the trace that was not counted as dropped."""
 
     def test_each_version(self):
         harness.require_root()
@@ -240,7 +244,9 @@ class EveryGoVersion(unittest.TestCase):
                 self.assertEqual((run.executor_rc, run.tracer_rc), (0, 0), run.describe())
                 self.assertIn(f"Go go{v}", run.tracer_stderr)
                 self.assertIn("offsets from the version table", run.tracer_stderr)
-                self.assertEqual(run.report["events"]["dropped"], 0)
+                # a busy Go program can outrun the ring: every drop counted, the maps exact
+                harness.check_every_event_accounted(self, run)
+                spawns_lost = run.report["events"]["dropped_by_kind"]["spawn"]
                 names = task_names(run)
                 self.assertIn("main.burnCPU", {a["task"]["name"] for a in begins(run)},
                               run.alert_log)
@@ -249,7 +255,9 @@ class EveryGoVersion(unittest.TestCase):
                 self.assertIn(("main.pingPong", "main.pingPong.func1"), wakes)
                 spawns = [e for e in run.events if e.get("ph") == "X" and e.get("cat") == "spawn"
                           and e["name"].startswith("spawn main.child")]
-                self.assertEqual(len(spawns), run.counts["children"], run.counts)
+                self.assertLessEqual(len(spawns), run.counts["children"], run.counts)
+                self.assertGreaterEqual(len(spawns), run.counts["children"] - spawns_lost,
+                                        run.counts)
                 self.assertEqual(set(lost(run)), {"main.leakedOnNil"}, run.alert_log)
 
 

@@ -11,6 +11,9 @@
 //!   join    a task spawns a short child and awaits its JoinHandle, again
 //!           and again
 //!   all     every mode above at once, each with its share of the tasks
+//!   waits   every mode but yield at once: tasks that only ever wait for
+//!           another (a timer, a channel, a Notify, a JoinHandle), none
+//!           wakes itself: nothing a tracer should alert on
 //!   lost    two tasks return Pending without keeping their waker, one
 //!           detached and one whose JoinHandle main holds: nothing can ever
 //!           wake them (lost=2); beside them, tasks idle for long with their
@@ -213,9 +216,11 @@ fn start(mode: &str, until: Instant, share: usize) -> Vec<tokio::task::JoinHandl
 }
 
 const MODES: [&str; 5] = ["yield", "mpsc", "timer", "notify", "join"];
+/// The modes whose tasks only wait: every mode but yield (a yield loop is waker thrash).
+const WAITS: [&str; 4] = ["mpsc", "timer", "notify", "join"];
 
 fn usage() -> ! {
-    eprintln!("usage: tokio-paths yield|mpsc|timer|notify|join|all|lost [--duration SECS] [--workers N] [--wait-stdin]");
+    eprintln!("usage: tokio-paths yield|mpsc|timer|notify|join|all|waits|lost [--duration SECS] [--workers N] [--wait-stdin]");
     exit(2)
 }
 
@@ -223,7 +228,7 @@ fn main() {
     let (mut duration, mut workers, mut wait_stdin) = (3.0f64, 2usize, false);
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_default();
-    if mode != "all" && mode != "lost" && !MODES.contains(&mode.as_str()) {
+    if mode != "all" && mode != "waits" && mode != "lost" && !MODES.contains(&mode.as_str()) {
         usage()
     }
     while let Some(arg) = args.next() {
@@ -258,6 +263,8 @@ fn main() {
         }
         let handles: Vec<_> = if mode2 == "all" {
             MODES.iter().flat_map(|m| start(m, until, MODES.len())).collect()
+        } else if mode2 == "waits" {
+            WAITS.iter().flat_map(|m| start(m, until, WAITS.len())).collect()
         } else {
             start(&mode2, until, 1)
         };
