@@ -134,20 +134,24 @@ static bool refused(int err)
 	return err == -ENOTSUPP_KERNEL || err == -EINVAL || err == -ENOTSUP;
 }
 
+/* Where one probe goes instead of its place, and how it went. */
+struct probe_place {
+	uint64_t entry, entry_cookie;	/* its function's entry, should the kernel refuse its place */
+	bool optimized;			/* at its place, the kernel makes it a call (probe_rules.h) */
+	bool fell_back;			/* refused at its place: at the entry */
+	bool lost;			/* refused at both */
+};
+
 /*
- * Probes of one kind, attached as one link where the kernel takes them all.
- * Each has the place placement chose and, should the kernel refuse it, the
- * function's entry.
+ * Probes of one kind, attached as one link where the kernel takes them all:
+ * where each goes and its cookie, as the link takes them, and the rest.
  */
 struct probe_set {
 	enum tracer_uprobe which;
 	const char *path;
 	size_t n;
-	uint64_t *at, *cookie;		/* where each goes, and its cookie */
-	uint64_t *entry, *entry_cookie;	/* where it goes instead */
-	bool *optimized;		/* at that place, the kernel makes it a call (probe_rules.h) */
-	bool *fell_back;		/* refused at its place: at the entry */
-	bool *lost;			/* refused at both */
+	uint64_t *at, *cookie;
+	struct probe_place *p;
 	size_t to_entry, nr_lost;
 };
 
@@ -159,26 +163,15 @@ static int probe_set__init(struct probe_set *ps, enum tracer_uprobe which, const
 	ps->path = path;
 	ps->at = calloc(max + 1, sizeof(*ps->at));
 	ps->cookie = calloc(max + 1, sizeof(*ps->cookie));
-	ps->entry = calloc(max + 1, sizeof(*ps->entry));
-	ps->entry_cookie = calloc(max + 1, sizeof(*ps->entry_cookie));
-	ps->optimized = calloc(max + 1, sizeof(*ps->optimized));
-	ps->fell_back = calloc(max + 1, sizeof(*ps->fell_back));
-	ps->lost = calloc(max + 1, sizeof(*ps->lost));
-	return ps->at && ps->cookie && ps->entry && ps->entry_cookie && ps->optimized &&
-		       ps->fell_back && ps->lost
-		       ? 0
-		       : -ENOMEM;
+	ps->p = calloc(max + 1, sizeof(*ps->p));
+	return ps->at && ps->cookie && ps->p ? 0 : -ENOMEM;
 }
 
 static void probe_set__free(struct probe_set *ps)
 {
 	free(ps->at);
 	free(ps->cookie);
-	free(ps->entry);
-	free(ps->entry_cookie);
-	free(ps->optimized);
-	free(ps->fell_back);
-	free(ps->lost);
+	free(ps->p);
 }
 
 static void probe_set__add(struct probe_set *ps, uint64_t at, uint64_t cookie, uint64_t entry,
@@ -186,9 +179,8 @@ static void probe_set__add(struct probe_set *ps, uint64_t at, uint64_t cookie, u
 {
 	ps->at[ps->n] = at;
 	ps->cookie[ps->n] = cookie;
-	ps->entry[ps->n] = entry;
-	ps->entry_cookie[ps->n] = entry_cookie;
-	ps->optimized[ps->n++] = optimized;
+	ps->p[ps->n++] = (struct probe_place){ .entry = entry, .entry_cookie = entry_cookie,
+					       .optimized = optimized };
 }
 
 /*
@@ -211,21 +203,21 @@ static int attach_range(struct tracer *t, pid_t pid, long owner, struct probe_se
 		err = attach_range(t, pid, owner, ps, lo, mid);
 		return err ? err : attach_range(t, pid, owner, ps, mid, hi);
 	}
-	if (ps->at[lo] != ps->entry[lo]) {
-		err = tracer__attach_uprobes(t, pid, owner, ps->which, ps->path, ps->entry + lo,
-					     ps->entry_cookie + lo, 1);
+	if (ps->at[lo] != ps->p[lo].entry) {
+		err = tracer__attach_uprobes(t, pid, owner, ps->which, ps->path, &ps->p[lo].entry,
+					     &ps->p[lo].entry_cookie, 1);
 		if (!err) {
-			ps->at[lo] = ps->entry[lo];
-			ps->cookie[lo] = ps->entry_cookie[lo];
-			ps->optimized[lo] = false;
-			ps->fell_back[lo] = true;
+			ps->at[lo] = ps->p[lo].entry;
+			ps->cookie[lo] = ps->p[lo].entry_cookie;
+			ps->p[lo].optimized = false;
+			ps->p[lo].fell_back = true;
 			ps->to_entry++;
 			return 0;
 		}
 		if (!refused(err))
 			return err;
 	}
-	ps->lost[lo] = true;
+	ps->p[lo].lost = true;
 	ps->nr_lost++;
 	return 0;
 }
@@ -247,10 +239,10 @@ static void check_placed(struct probe_set *ps, int memfd, uint64_t (*addr)(const
 	for (size_t i = 0; memfd >= 0 && i < ps->n; i++) {
 		uint8_t b = 0;
 
-		if (ps->lost[i] || pread(memfd, &b, 1, (off_t)addr(ctx, ps->at[i])) != 1)
+		if (ps->p[i].lost || pread(memfd, &b, 1, (off_t)addr(ctx, ps->at[i])) != 1)
 			continue;
-		if (b != 0xcc && !(b == 0xe8 && ps->optimized[i])) {
-			ps->lost[i] = true;
+		if (b != 0xcc && !(b == 0xe8 && ps->p[i].optimized)) {
+			ps->p[i].lost = true;
 			ps->nr_lost++;
 		}
 	}
@@ -296,14 +288,14 @@ static size_t say_lost(const struct tokio_binary *tb, enum tokio_kind kind,
 	for (size_t i = 0; i < ps->n; i++) {
 		const struct tokio_site *site = &tb->rt.sites[site_of[i]];
 
-		if (ps->fell_back[i])
+		if (ps->p[i].fell_back)
 			warn_msg("pid %d: the kernel refused the %s probe at %s+0x%llx+%llu (%s), "
 				 "which its rules said it takes: placed at the entry (%s)\n",
 				 pid, tokio_kind_str(kind), tb->target_path,
 				 (unsigned long long)site->offset,
 				 (unsigned long long)site->place.skip, site->place.at,
 				 PROBE_RULES_HINT);
-		if (ps->lost[i])
+		if (ps->p[i].lost)
 			warn_msg("pid %d: the kernel refused the %s probe at %s+0x%llx%s%s (%s, and "
 				 "at its entry): %s%s%s\n",
 				 pid, tokio_kind_str(kind), tb->target_path,
@@ -324,9 +316,9 @@ static uint64_t tokio_addr(const void *d, uint64_t offset)
 static void same_places(const struct probe_set *ret, struct probe_set *entry)
 {
 	for (size_t i = 0; i < ret->n; i++)
-		if (!ret->lost[i])
+		if (!ret->p[i].lost)
 			probe_set__add(entry, ret->at[i], ret->cookie[i], ret->at[i], ret->cookie[i],
-				       ret->optimized[i]);
+				       ret->p[i].optimized);
 }
 
 /* Every site of one kind at once: their offsets, and cookies (a poll's address). */
@@ -383,9 +375,9 @@ static int attach_tokio_kind(struct tracer *t, const struct discovery *d,
 	for (size_t i = 0; i < first.n; i++) {
 		const struct placement *p = &tb->rt.sites[site_of[i]].place;
 
-		if (first.lost[i])
+		if (first.p[i].lost)
 			continue;
-		if (first.at[i] != first.entry[i])
+		if (first.at[i] != first.p[i].entry)
 			counts->moved++;
 		else if (!(p->cheap && !p->skip)) /* the entry, where it is not cheap itself */
 			counts->stepped++;
