@@ -6,7 +6,6 @@ import shutil
 import stat
 import subprocess
 import tempfile
-import time
 import unittest
 
 from tests.integration import harness
@@ -42,7 +41,9 @@ class Errors(unittest.TestCase):
     def executor(self):
         p = self.spawn(harness.EXECUTOR, "--scenario", "healthy", "--duration", "20",
                        "--workers", "2")
-        time.sleep(0.2)
+        # running: its runtime started (what it says once it has)
+        self.assertTrue(harness.wait_line(p, rf"^sample-executor: pid {p.pid} "),
+                        "the executor did not start")
         return p
 
     def assertFails(self, r, code, message):
@@ -73,7 +74,10 @@ class Errors(unittest.TestCase):
         for exe in (shutil.which("sleep"), sleeper):
             with self.subTest(exe=exe):
                 p = self.spawn(exe, "30")
-                time.sleep(0.2)
+                # it says nothing: examined once its binary is mapped
+                real = os.path.realpath(exe)
+                self.assertTrue(harness.wait_for(
+                    lambda: real in harness.read(f"/proc/{p.pid}/maps"), 10))
                 r = harness.run_tracer("-p", p.pid)
                 name = os.path.basename(exe)
                 self.assertFails(r, 1, f"no known runtime in pid {p.pid} ({name}): no "
@@ -95,7 +99,7 @@ class Errors(unittest.TestCase):
             f.write(data)
         os.chmod(exe, 0o755)
         p = self.spawn(exe, "-scenario", "timers", "-duration", "30s")
-        time.sleep(0.3)
+        self.assertTrue(harness.wait_line(p, rf"^go-app: pid {p.pid} "), "go-future did not start")
         r = harness.run_tracer("-p", p.pid)
         self.assertFails(r, 1, f"pid {p.pid} (go-future) is a Go program (go1.99")
         self.assertIn("no DWARF and its Go version's layout is not in the table", r.stderr)

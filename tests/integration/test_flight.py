@@ -87,7 +87,7 @@ class Flight(unittest.TestCase):
     def test_sigusr2_dumps_on_request(self):
         ex, tr, err, _ = self.trace("healthy", 5)
         self.assertTrue(harness.wait_for(lambda: "Ctrl-C to stop" in harness.read(err), 30))
-        time.sleep(2)
+        time.sleep(2)  # let it record a while: the window dumped then holds many polls
         tr.send_signal(signal.SIGUSR2)
         self.assertTrue(harness.wait_for(
             lambda: glob.glob(os.path.join(self.dumps, "*-request.pftrace")), 10),

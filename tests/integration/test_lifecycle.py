@@ -72,9 +72,9 @@ class Lifecycle(unittest.TestCase):
                               "--duration", str(duration), "--workers", "2"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(p)
-        # running once its workers have polled something
-        time.sleep(0.3)
-        self.assertIsNone(p.poll(), "executor died at start")
+        # running once its runtime has started, which it says
+        self.assertTrue(harness.wait_line(p, rf"^sample-executor: pid {p.pid} "),
+                        "executor died at start")
         return p
 
     def test_detach_leaves_nothing_attached(self):
@@ -109,7 +109,8 @@ class Lifecycle(unittest.TestCase):
         trace = os.path.join(self.tmp, "t.json")
         tr = subprocess.Popen([harness.TRACER, "-p", str(ex.pid), "-o", trace],
                               stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)
+        self.assertTrue(harness.wait_line(tr, "Ctrl-C to stop"), "not attached")
+        time.sleep(1)  # let it trace a while: the interrupt cuts a trace with polls in it
         tr.send_signal(signal.SIGINT)
         _, err = tr.communicate(timeout=30)
         self.assertEqual(tr.returncode, 0, err)
@@ -129,7 +130,7 @@ class Lifecycle(unittest.TestCase):
         with open(err_path, "w") as err:
             tr = subprocess.Popen([harness.TRACER, "-p", str(ex.pid), "-o", trace], stderr=err)
         self.assertTrue(harness.wait_for(lambda: "Ctrl-C to stop" in harness.read(err_path), 30))
-        time.sleep(1)
+        time.sleep(1)  # let it trace a while: the report then counts polls
         tr.send_signal(signal.SIGHUP)
         self.assertEqual(tr.wait(timeout=30), 0, harness.read(err_path))
         err = harness.read(err_path)
@@ -253,6 +254,7 @@ class Lifecycle(unittest.TestCase):
         """The noisy task was spawned long before we attach: poll_begin's name
         argument still names it."""
         ex = self.executor(scenario="noisy", duration=6)
+        # deliberately late: the run goes on a while (its tasks spawned) before we attach
         time.sleep(0.5)
         r = harness.run_tracer("-p", ex.pid, "-d", "1.5")
         self.assertEqual(r.returncode, 0, r.stderr)

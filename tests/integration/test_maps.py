@@ -16,7 +16,6 @@ import struct
 import subprocess
 import tempfile
 import termios
-import time
 import unittest
 
 from tests.integration import harness, trace_check
@@ -117,7 +116,9 @@ class SameRun(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="asynctraced-")
         trace = os.path.join(cls.tmp, "full.json")
         ex = harness.start_executor("healthy", 6, wait_traced=False)
-        time.sleep(0.3)
+        if not harness.wait_line(ex, rf"^sample-executor: pid {ex.pid} "):
+            harness.reap(ex)
+            raise AssertionError("the executor did not start")
         maps = subprocess.Popen([harness.TRACER, "-p", str(ex.pid), "--no-trace", "-q",
                                  "-d", "3", "--summary", "json"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -186,7 +187,9 @@ class Terminal(unittest.TestCase):
 
     def setUp(self):
         self.ex = harness.start_executor("noisy", 8, wait_traced=False)
-        time.sleep(0.3)
+        if not harness.wait_line(self.ex, rf"^sample-executor: pid {self.ex.pid} "):
+            harness.reap(self.ex)
+            self.fail("the executor did not start")
 
     def tearDown(self):
         harness.kill(self.ex)
@@ -245,7 +248,8 @@ class Terminal(unittest.TestCase):
                 ex = harness.start_executor("noisy", 8, wait_traced=False)
                 self.addCleanup(ex.communicate)
                 self.addCleanup(harness.kill, ex)
-                time.sleep(0.3)
+                self.assertTrue(harness.wait_line(ex, rf"^sample-executor: pid {ex.pid} "),
+                                "the executor did not start")
                 raw, lines = self.on_terminal(cols, "-p", ex.pid, "-d", "3.5")
                 self.assertGreaterEqual(raw.count("top tasks by poll time in the last second"),
                                         2, raw)
@@ -270,7 +274,8 @@ class Terminal(unittest.TestCase):
         ex = harness.start_executor("noisy", 8, workers=8, wait_traced=False)
         self.addCleanup(ex.communicate)
         self.addCleanup(harness.kill, ex)
-        time.sleep(0.3)
+        self.assertTrue(harness.wait_line(ex, rf"^sample-executor: pid {ex.pid} "),
+                        "the executor did not start")
         raw, lines = self.on_terminal(100, "-p", ex.pid, "-d", "3.5", rows=14)
         heights = [int(n) for n in re.findall(r"\x1b\[(\d+)A", raw)]
         self.assertGreaterEqual(len(heights), 2, raw)
@@ -292,7 +297,8 @@ class Terminal(unittest.TestCase):
     def test_sigusr1_prints_the_report_so_far(self):
         tr = subprocess.Popen([harness.TRACER, "-p", str(self.ex.pid), "-q", "-d", "4"],
                               stderr=subprocess.PIPE, text=True)
-        time.sleep(2)
+        # attached (SIGUSR1 handled from then on), and its -d 4 not over
+        self.assertTrue(harness.wait_line(tr, "Ctrl-C to stop"), "not attached")
         tr.send_signal(signal.SIGUSR1)
         _, err = tr.communicate(timeout=30)
         self.assertEqual(tr.returncode, 0, err)

@@ -11,7 +11,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 import unittest
 import urllib.parse
 import urllib.request
@@ -88,7 +87,10 @@ class Metrics(unittest.TestCase):
         url = f"http://127.0.0.1:{port}/metrics"
         # the first rendering comes with the first second's sample
         self.assertTrue(harness.wait_for(lambda: "asynctraced_polls_total" in get(url)[2], 10))
-        time.sleep(1.5)
+        # the CPU hog's first long poll counted: its alert served, with the hog's poll time
+        self.assertTrue(harness.wait_for(lambda: any(
+            v for k, v in samples(get(url)[2], "asynctraced_alerts_total").items()
+            if 'kind="long-poll"' in k), 30), get(url)[2])
         status, ctype, text = get(url)
         self.assertEqual(status, 200)
         self.assertTrue(ctype.startswith("text/plain; version=0.0.4"), ctype)

@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 import unittest
 
 from tests.integration import harness, trace_check
@@ -171,7 +170,9 @@ class Privileges(unittest.TestCase):
     def test_without_capabilities_the_refusal_names_them(self):
         exe = self.copy_tracer(None)
         ex = self.spawn([*NOBODY, harness.EXECUTOR, "--scenario", "healthy", "--duration", "20"])
-        time.sleep(0.2)
+        # setpriv has become the executor, and its runtime started
+        self.assertTrue(harness.wait_line(ex, rf"^sample-executor: pid {ex.pid} "),
+                        "the executor did not start")
         r = subprocess.run([*NOBODY, exe, "-p", str(ex.pid)], capture_output=True, text=True,
                            timeout=30)
         self.assertEqual(r.returncode, 1)
@@ -219,7 +220,9 @@ class Privileges(unittest.TestCase):
         rather than that it exited. Root without CAP_SYS_ADMIN cannot attach
         USDT probes (docs/security.md), which makes the attach fail."""
         ex = self.spawn([*NOBODY, harness.EXECUTOR, "--scenario", "healthy", "--duration", "20"])
-        time.sleep(0.2)
+        # setpriv has become the executor, and its runtime started
+        self.assertTrue(harness.wait_line(ex, rf"^sample-executor: pid {ex.pid} "),
+                        "the executor did not start")
         r = subprocess.run(["setpriv", "--bounding-set", "-kill,-sys_admin", "--inh-caps",
                             "-kill,-sys_admin", harness.TRACER, "-p", str(ex.pid), "-d", "1"],
                            capture_output=True, text=True, timeout=60)

@@ -44,7 +44,7 @@ def record_executor(tmp, scenario, duration=2, record_args=(), kill_after=None):
             for line in ex.stderr:
                 if "traced" in line:
                     break
-            time.sleep(kill_after)
+            time.sleep(kill_after)  # let it record that long: the cut comes mid-run
             rec.kill()
         ex_out, _ = ex.communicate(timeout=duration + 60)
         _, rec_err = rec.communicate(timeout=60)
@@ -198,10 +198,13 @@ class Record(unittest.TestCase):
         cap = os.path.join(self.tmp, "i.atcap")
         ex = harness.start_executor("healthy", 30, wait_traced=False)
         try:
-            time.sleep(0.3)
+            self.assertTrue(harness.wait_line(ex, rf"^sample-executor: pid {ex.pid} "),
+                            "the executor did not start")
             rec = subprocess.Popen([harness.TRACER, "record", "-p", str(ex.pid), "-o", cap],
                                    stderr=subprocess.PIPE, text=True)
-            time.sleep(1.5)
+            self.addCleanup(harness.reap, rec)
+            self.assertTrue(harness.wait_line(rec, "Ctrl-C to stop"), "not recording")
+            time.sleep(1)  # let it record a while: the interrupt cuts a capture with events
             rec.send_signal(signal.SIGINT)
             _, err = rec.communicate(timeout=30)
         finally:
@@ -219,7 +222,8 @@ class Record(unittest.TestCase):
         for extra, mode in (((), "every event"), (("--no-trace",), "maps only")):
             ex = harness.start_executor("healthy", 30, wait_traced=False)
             try:
-                time.sleep(0.3)
+                self.assertTrue(harness.wait_line(ex, rf"^sample-executor: pid {ex.pid} "),
+                                "the executor did not start")
                 r = harness.run_tracer("record", "-p", ex.pid, "-o", cap, "-d", "0.3", *extra)
             finally:
                 ex.kill()

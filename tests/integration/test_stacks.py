@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import tempfile
-import time
 import unittest
 
 from tests.integration import harness, pftrace_check
@@ -37,13 +36,15 @@ def tokio_long_poll_begins(test, binary, seconds):
     """Runs a tokio test program traced with --stacks: its long polls' BEGIN alerts."""
     alerts = os.path.join(tempfile.mkdtemp(prefix="at-stacks-"), "alerts")
     app = subprocess.Popen([os.path.join(harness.BUILD, binary), "--duration", str(seconds)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        time.sleep(0.3)
+        # "tokio-app: pid N workers W" (or tokio-neighbour's): its runtime exists
+        test.assertTrue(harness.wait_line(app, rf"^tokio-\w+: pid {app.pid}\b"),
+                        f"{binary} did not start")
         r = harness.run_tracer("-p", str(app.pid), "--stacks", "-q", "--alerts", alerts,
                                *harness.DETECTOR_ARGS, timeout=60)
     finally:
-        app.wait(timeout=30)
+        app.communicate(timeout=30)
     test.assertEqual(r.returncode, 0, r.stderr)
     with open(alerts) as f:
         begins = [a for a in map(json.loads, f) if is_long_poll_begin(a)]

@@ -7,7 +7,6 @@ import re
 import signal
 import subprocess
 import tempfile
-import time
 import unittest
 
 from tests.integration import harness, pftrace_check
@@ -104,7 +103,9 @@ class System(unittest.TestCase):
         """Several processes, live: one line each, the one with an open alert first."""
         noisy = self.executor("noisy", 20, wait=False)
         healthy = self.executor("healthy", 20, wait=False)
-        time.sleep(0.3)
+        for ex in (noisy, healthy):
+            self.assertTrue(harness.wait_line(ex, rf"^sample-executor: pid {ex.pid} "),
+                            "an executor did not start")
         r = harness.run_tracer("-p", f"{healthy.pid},{noisy.pid}", "--live", "-d", "3.5",
                                *harness.DETECTOR_ARGS)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -299,7 +300,9 @@ class System(unittest.TestCase):
         """--max-targets: the processes beyond are named and counted, not traced."""
         a = self.executor("healthy", 20, wait=False)
         b = self.executor("healthy", 20, wait=False)
-        time.sleep(0.3)
+        for ex in (a, b):
+            self.assertTrue(harness.wait_line(ex, rf"^sample-executor: pid {ex.pid} "),
+                            "an executor did not start")
         r = harness.run_tracer("--comm", "^sample-exec", "--max-targets", "1", "-d", "1", "-q")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn(f"tracing pid {min(a.pid, b.pid)} (sample-executor)", r.stderr)

@@ -377,7 +377,8 @@ class Attach(unittest.TestCase):
         p = subprocess.Popen([app("-stripped"), "--duration", "5"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         try:
-            time.sleep(0.3)
+            self.assertTrue(harness.wait_line(p, rf"^tokio-app: pid {p.pid} "),
+                            "tokio-app did not start")
             r = harness.run_tracer("-p", p.pid)
             self.assertEqual(r.returncode, 1, r.stderr)
             self.assertIn("no known runtime in pid", r.stderr)
@@ -392,7 +393,8 @@ class Attach(unittest.TestCase):
         p = subprocess.Popen([app(""), "--duration", "16", "--rate", "4000"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            time.sleep(0.5)
+            self.assertTrue(harness.wait_line(p, rf"^tokio-app: pid {p.pid} "),
+                            "tokio-app did not start")
             for i in range(3):
                 r = harness.run_tracer("-p", p.pid, "-d", "1.5", "--summary", "json", "-q")
                 self.assertEqual(r.returncode, 0, r.stderr)
@@ -401,7 +403,7 @@ class Attach(unittest.TestCase):
                 names = {t["name"] for t in report["tasks"]}
                 self.assertTrue(any("burn_cpu" in n for n in names), names)
                 self.assertTrue(harness.wait_for(lambda: not our_progs()), f"attach {i}")
-                time.sleep(0.5)
+                time.sleep(0.5)  # deliberate: it runs on untraced a while between attaches
             out, err = p.communicate(timeout=30)
             # the program never noticed: it finishes and counts as always
             self.assertEqual(p.returncode, 0, err)
@@ -419,7 +421,8 @@ class Attach(unittest.TestCase):
         p = subprocess.Popen([os.path.join(harness.BUILD, "tokio-many"), "--duration", "8"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            time.sleep(0.5)
+            self.assertTrue(harness.wait_line(p, rf"^tokio-many: pid {p.pid}$"),
+                            "tokio-many did not start")
             r = harness.run_tracer("-p", p.pid, "-d", "2", "--summary", "json", "-q")
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("400 raw::poll instances (400 named by future type", r.stderr)
