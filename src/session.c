@@ -873,7 +873,7 @@ static void say_watching(struct session *s)
 			 "starts\n");
 		return;
 	}
-	err_msg("no process %s runs a known runtime (%s USDT probes, or tokio) yet: %zu looked "
+	err_msg("no process %s runs a known runtime (%s USDT probes, tokio or Go) yet: %zu looked "
 		"at; watching for one, Ctrl-C to stop\n",
 		o->comm || o->exclude_comm || o->cgroup
 			? "that --comm, --exclude-comm and --cgroup let through"

@@ -317,7 +317,7 @@ class Errors(unittest.TestCase):
         r = harness.run_tracer("-d", "1", "-q", "--cgroup", "/no/such.slice")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("no process that --comm, --exclude-comm and --cgroup let through runs "
-                      "a known runtime (asynctrace USDT probes, or tokio) yet", r.stderr)
+                      "a known runtime (asynctrace USDT probes, tokio or Go) yet", r.stderr)
         self.assertIn("watching for one", r.stderr)
         self.assertIn("0 processes traced in", r.stderr)
         other = self.executor()
