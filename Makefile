@@ -3,7 +3,8 @@
 #   make                 build build/asynctraced and build/sample-executor
 #   make test            unit tests, then the root integration tests
 #   make demo            trace the sample executor's "noisy" scenario
-#   make bench           overhead against the floor, convert speed, every scenario (root)
+#   make bench           overhead against the floor (and on every tokio build of the matrix),
+#                        convert speed, every scenario (root)
 #   make fuzz            fuzz the capture reader and every parser of target files
 #   make stress          every scenario's alerts, N times in both modes (root; STRESS_N=50)
 #   make soak            two tracers attached for an hour, watched for leaks (root; SOAK_S=3600)
@@ -400,8 +401,9 @@ test-integration: all tokio tokio-matrix go go-versions $(BUILD)/refused-probe
 		-s tests/integration -t . -v
 
 # Numbers, not pass/fail: see docs/performance.md.
-bench: all tokio $(BUILD)/pingpong
+bench: all tokio tokio-matrix $(BUILD)/pingpong
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/overhead.py
+	$(Q)BUILD=$(BUILD) TOKIO_MATRIX="$(TOKIO_MATRIX)" $(PYTHON) tests/bench/matrix.py
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/switches.py
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/convert.py 3
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/scenarios.py 5
