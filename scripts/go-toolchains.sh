@@ -21,25 +21,19 @@ for v in "$@"; do
 done
 [ -z "$want" ] && exit 0
 
-apt="$dir/apt"
-mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/debs"
+. "$(dirname "$0")/apt-private.sh"
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-{
-	for suite in bookworm-backports trixie trixie-backports; do
-		echo "deb [signed-by=$keyring] http://deb.debian.org/debian $suite main"
-	done
-} >"$apt/sources.list"
-# Runs as root or not: no sandbox user, no lock on the host's apt state.
-set -- -q -o Dir::Etc::SourceList="$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null \
-	-o Dir::State::Lists="$apt/lists" -o Dir::Cache="$apt/cache" \
-	-o Debug::NoLocking=1 -o APT::Sandbox::User="$(id -un)"
+apt_private "$dir" \
+	"deb [signed-by=$keyring] http://deb.debian.org/debian bookworm-backports main" \
+	"deb [signed-by=$keyring] http://deb.debian.org/debian trixie main" \
+	"deb [signed-by=$keyring] http://deb.debian.org/debian trixie-backports main"
 echo "go-toolchains: fetching Go$want from Debian"
-apt-get "$@" update >/dev/null
+apt_get update >/dev/null
 for v in $want; do
-	(cd "$apt/debs" && apt-get "$@" download "golang-$v-go" "golang-$v-src" >/dev/null)
-	for deb in "$apt/debs/golang-$v-go_"*.deb "$apt/debs/golang-$v-src_"*.deb; do
+	(cd "$apt_dir/debs" && apt_get download "golang-$v-go" "golang-$v-src" >/dev/null)
+	for deb in "$apt_dir/debs/golang-$v-go_"*.deb "$apt_dir/debs/golang-$v-src_"*.deb; do
 		dpkg-deb -x "$deb" "$dir"
 	done
-	rm -f "$apt/debs/golang-$v-"*.deb
+	rm -f "$apt_dir/debs/golang-$v-"*.deb
 	"$dir/usr/lib/go-$v/bin/go" version
 done

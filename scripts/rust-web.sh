@@ -17,35 +17,29 @@ set -eu
 dir=$(mkdir -p "$1" && cd "$1" && pwd)
 [ -x "$dir/usr/bin/rustc" ] && [ -x "$dir/usr/bin/cargo" ] && exit 0
 
-apt="$dir/apt"
-mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/debs"
+. "$(dirname "$0")/apt-private.sh"
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-{
-	echo "deb [signed-by=$keyring] http://deb.debian.org/debian bookworm main"
-	echo "deb [signed-by=$keyring] http://deb.debian.org/debian-security bookworm-security main"
-} >"$apt/sources.list"
-# Runs as root or not: no sandbox user, no lock on the host's apt state.
-set -- -q -o Dir::Etc::SourceList="$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null \
-	-o Dir::State::Lists="$apt/lists" -o Dir::Cache="$apt/cache" \
-	-o Debug::NoLocking=1 -o APT::Sandbox::User="$(id -un)"
+apt_private "$dir" \
+	"deb [signed-by=$keyring] http://deb.debian.org/debian bookworm main" \
+	"deb [signed-by=$keyring] http://deb.debian.org/debian-security bookworm-security main"
 echo "rust-web: fetching rustc-web and cargo-web from Debian"
-apt-get "$@" update >/dev/null
+apt_get update >/dev/null
 want="rustc-web cargo-web libstd-rust-web-dev"
 got=
 while [ -n "$want" ]; do
-	(cd "$apt/debs" && apt-get "$@" download $want >/dev/null)
+	(cd "$apt_dir/debs" && apt_get download $want >/dev/null)
 	got="$got $want"
 	# what they need that the host's rustc does not bring: the versioned std, LLVM
 	want=
-	for deb in "$apt/debs"/*.deb; do
+	for deb in "$apt_dir/debs"/*.deb; do
 		for dep in $(dpkg-deb -f "$deb" Depends | tr ',|' '\n\n' | sed 's/^ *//; s/[ (].*//' |
 			     grep -E '^(libstd-rust-web|libllvm)[0-9.-]*' || true); do
 			case " $got $want " in *" $dep "*) ;; *) want="$want $dep" ;; esac
 		done
 	done
 done
-for deb in "$apt/debs"/*.deb; do
+for deb in "$apt_dir/debs"/*.deb; do
 	dpkg-deb -x "$deb" "$dir"
 done
-rm -f "$apt/debs"/*.deb
+rm -f "$apt_dir/debs"/*.deb
 LD_LIBRARY_PATH="$dir/usr/lib/x86_64-linux-gnu" "$dir/usr/bin/rustc" --version
