@@ -186,7 +186,7 @@ GO_VERSION_APPS := $(foreach v,$(GO_VERSIONS),$(BUILD)/go-versions/go-app-$(v) \
 
 go-versions: $(GO_VERSION_APPS)
 
-$(GO_TOOLCHAINS)/stamp: scripts/go-toolchains.sh
+$(GO_TOOLCHAINS)/stamp: scripts/go-toolchains.sh scripts/apt-private.sh
 	$(Q)scripts/go-toolchains.sh $(GO_TOOLCHAINS) $(GO_VERSIONS)
 	$(Q)touch $@
 
@@ -283,7 +283,7 @@ TOKIO_MATRIX_BINS := $(foreach b,$(TOKIO_MATRIX),$(BUILD)/matrix/$(b)/tokio-path
 tokio-matrix: $(TOKIO_MATRIX_BINS) $(BUILD)/tokio-paths-cet
 
 $(BUILD)/matrix/%/tokio-paths: $(TOKIO_SRCS) $(wildcard $(TOKIO_DIR)/src/bin/*.rs) \
-			       scripts/tokio-matrix.sh scripts/rust-web.sh
+			       scripts/tokio-matrix.sh scripts/rust-web.sh scripts/apt-private.sh
 	$(Q)scripts/tokio-matrix.sh $(BUILD) $*
 
 $(BUILD)/tokio-paths-cet: $(BUILD)/tokio-app-cet
