@@ -115,7 +115,8 @@ class SameRun(unittest.TestCase):
         harness.require_root()
         cls.tmp = tempfile.mkdtemp(prefix="asynctraced-")
         trace = os.path.join(cls.tmp, "full.json")
-        ex = harness.start_executor("healthy", 6, wait_traced=False)
+        # long enough for both tracers to load, attach and trace 3 s on a busy host: killed after
+        ex = harness.start_executor("healthy", 20, wait_traced=False)
         if not harness.wait_line(ex, rf"^sample-executor: pid {ex.pid} "):
             harness.reap(ex)
             raise AssertionError("the executor did not start")
@@ -186,7 +187,8 @@ class Terminal(unittest.TestCase):
         harness.require_root()
 
     def setUp(self):
-        self.ex = harness.start_executor("noisy", 8, wait_traced=False)
+        # outlives any tracer of these tests (attach, then -d 4 at most): killed after
+        self.ex = harness.start_executor("noisy", 20, wait_traced=False)
         if not harness.wait_line(self.ex, rf"^sample-executor: pid {self.ex.pid} "):
             harness.reap(self.ex)
             self.fail("the executor did not start")
@@ -245,7 +247,7 @@ class Terminal(unittest.TestCase):
         long lines wrap at spaces; no row is wrapped by the terminal."""
         for cols in (80, 120):
             with self.subTest(cols=cols):
-                ex = harness.start_executor("noisy", 8, wait_traced=False)
+                ex = harness.start_executor("noisy", 20, wait_traced=False)
                 self.addCleanup(ex.communicate)
                 self.addCleanup(harness.kill, ex)
                 self.assertTrue(harness.wait_line(ex, rf"^sample-executor: pid {ex.pid} "),
@@ -271,7 +273,7 @@ class Terminal(unittest.TestCase):
         """More workers than rows: the view shows those it has room for and says
         how many more, so that it is never taller than the terminal (moving
         the cursor up over it to redraw cannot go above the screen)."""
-        ex = harness.start_executor("noisy", 8, workers=8, wait_traced=False)
+        ex = harness.start_executor("noisy", 20, workers=8, wait_traced=False)
         self.addCleanup(ex.communicate)
         self.addCleanup(harness.kill, ex)
         self.assertTrue(harness.wait_line(ex, rf"^sample-executor: pid {ex.pid} "),

@@ -7,7 +7,6 @@ named in the alert: the line says where in the program's own code, the JSON
 gives every frame. A healthy run takes no sample at all. Needs root."""
 import json
 import os
-import subprocess
 import tempfile
 import unittest
 
@@ -33,22 +32,19 @@ def with_stacks(test, begins):
 
 
 def tokio_long_poll_begins(test, binary, seconds):
-    """Runs a tokio test program traced with --stacks: its long polls' BEGIN alerts."""
-    alerts = os.path.join(tempfile.mkdtemp(prefix="at-stacks-"), "alerts")
-    app = subprocess.Popen([os.path.join(harness.BUILD, binary), "--duration", str(seconds)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        # "tokio-app: pid N workers W" (or tokio-neighbour's): its runtime exists
-        test.assertTrue(harness.wait_line(app, rf"^tokio-\w+: pid {app.pid}\b"),
-                        f"{binary} did not start")
-        r = harness.run_tracer("-p", str(app.pid), "--stacks", "-q", "--alerts", alerts,
-                               *harness.DETECTOR_ARGS, timeout=60)
-    finally:
-        app.communicate(timeout=30)
-    test.assertEqual(r.returncode, 0, r.stderr)
+    """Runs a tokio test program traced with --stacks from its first spawn to
+    its exit (it waits on stdin until the tracer has attached: loading the
+    programs may take longer than the run): its long polls' BEGIN alerts."""
+    tmp = tempfile.mkdtemp(prefix="at-stacks-")
+    alerts = os.path.join(tmp, "alerts")
+    run = harness.traced_gated_run(
+        binary, [os.path.join(harness.BUILD, binary), "--duration", str(seconds), "--wait-stdin"],
+        seconds, ["--stacks", "-q", "--alerts", alerts, *harness.DETECTOR_ARGS], tmp)
+    test.assertTrue(run.attached, run.describe())
+    test.assertEqual(run.tracer_rc, 0, run.describe())
     with open(alerts) as f:
         begins = [a for a in map(json.loads, f) if is_long_poll_begin(a)]
-    test.assertTrue(begins, r.stderr)
+    test.assertTrue(begins, run.describe())
     return begins
 
 
