@@ -57,13 +57,13 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-# The tracer's stages, a folder each (docs/architecture.md); headers are
-# included by name from any of them.
-SRC_DIRS    := src src/targets src/source src/pipeline src/sinks src/capture src/stacks src/gate \
-	       src/lib
+# The tracer's layers, a folder each (docs/architecture.md); a header is
+# included by its folder and name ("pipeline/detect.h"), from src/.
+SRC_DIRS    := src/cmd src/session src/targets src/source src/pipeline src/sinks src/capture \
+	       src/stacks src/gate src/lib
 TRACER_SRCS := $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))
 TRACER_OBJS := $(patsubst src/%.c,$(BUILD)/src/%.o,$(TRACER_SRCS))
-SRC_INC     := $(addprefix -I,$(SRC_DIRS))
+SRC_INC     := -Isrc
 EXEC_SRCS   := $(wildcard executor/*.c)
 EXEC_OBJS   := $(patsubst executor/%.c,$(BUILD)/executor/%.o,$(EXEC_SRCS))
 # The same runtime as a shared library: a target whose probes live in a
@@ -81,12 +81,12 @@ BPF_SKELS   := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 UNIT_BINS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 # Every tracer object but main.o, for linking unit tests against the real code.
-LIB_OBJS    := $(filter-out $(BUILD)/src/main.o,$(TRACER_OBJS))
+LIB_OBJS    := $(filter-out $(BUILD)/src/cmd/main.o,$(TRACER_OBJS))
 
 # The fuzzer: the same sources again, with libFuzzer's coverage and sanitizers.
 FUZZ_FLAGS  := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
 	       -fno-sanitize-recover=undefined
-FUZZ_OBJS   := $(patsubst src/%.c,$(BUILD)/fuzz/src/%.o,$(filter-out src/main.c,$(TRACER_SRCS)))
+FUZZ_OBJS   := $(patsubst src/%.c,$(BUILD)/fuzz/src/%.o,$(filter-out src/cmd/main.c,$(TRACER_SRCS)))
 FUZZ_TIME   ?= 60
 # One target a parser (tests/fuzz/fuzz_<target>.c), each with its corpus,
 # tests/fuzz/<target>/ (the capture's is tests/fuzz/corpus), and the largest

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "capture.h"
+#include "capture/capture.h"
 
 /* The number of chunks sealed; 0 for what is not a chunked capture. */
 static inline size_t capture_seal(uint8_t *data, size_t size)

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "capture.h"
+#include "capture/capture.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,10 +12,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "capture_v1.h"
-#include "capture_v2.h"
-#include "outbuf.h"
-#include "u64map.h"
+#include "capture/capture_v1.h"
+#include "capture/capture_v2.h"
+#include "lib/outbuf.h"
+#include "lib/u64map.h"
 
 /*
  * Tasks kept in the final snapshot, the most poll time first: the report

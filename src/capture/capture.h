@@ -24,7 +24,7 @@
 #include <stdio.h>
 
 #include "asynctraced.h"
-#include "stats.h"
+#include "source/stats.h"
 
 #define CAPTURE_MAGIC "\x89" "ATCAP\r\n"
 #define CAPTURE_VERSION 5	/* what this version writes */

@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 
-#include "capture.h"
+#include "capture/capture.h"
 
 /* What a translated record may take: the runtime record with every counter. */
 #define CAPTURE_V1_MAX_TRANSLATED 512

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "capture_v2.h"
+#include "capture/capture_v2.h"
 
 #include <string.h>
 

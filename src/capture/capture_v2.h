@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "capture.h"
+#include "capture/capture.h"
 
 /* The record header of versions 1 and 2. */
 #define CAPTURE_V2_HDR_SIZE 16

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
-#include "replay.h"
+#include "capture/replay.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "options.h"
+#include "cmd/options.h"
 
 /* Entries of the rebuilt snapshot: bounds memory whatever the capture claims. */
 #define REPLAY_MAX_ENTRIES (1u << 20)

@@ -11,10 +11,10 @@
 
 #include <stdbool.h>
 
-#include "capture.h"
-#include "pipeline.h"
-#include "stats.h"
-#include "u64map.h"
+#include "capture/capture.h"
+#include "lib/u64map.h"
+#include "pipeline/pipeline.h"
+#include "source/stats.h"
 
 /* One process of the capture, replayed through its own pipeline. */
 struct replay_proc {

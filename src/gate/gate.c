@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "gate.h"
+#include "gate/gate.h"
 
 #include <errno.h>
 #include <json-c/json.h>
@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "detect.h"
-#include "stats.h"
-#include "util.h"
+#include "lib/util.h"
+#include "pipeline/detect.h"
+#include "source/stats.h"
 
 #define SUMMARY_SCHEMA "asynctraced.summary/1"
 /* a worker with fewer polls than this has no percentile worth comparing */

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "launch.h"
+#include "gate/launch.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "options.h"
-#include "util.h"
+#include "cmd/options.h"
+#include "lib/util.h"
 
 /* Its exit status as a shell says it: 128 + N when killed by signal N. */
 static int shell_status(int st)

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "outbuf.h"
+#include "lib/outbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "pb.h"
+#include "lib/pb.h"
 
 void pb_begin(struct pb *pb, uint32_t field)
 {

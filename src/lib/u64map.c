@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "u64map.h"
+#include "lib/u64map.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
-#include "detect.h"
+#include "pipeline/detect.h"
 
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
-#include "unwind.h"
+#include "pipeline/model.h"
+#include "stacks/unwind.h"
 
 #define ALERT_LOG_MAX 4096
 /* Task samples come every second; a thrash watch not refreshed is stale. */

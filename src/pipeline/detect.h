@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "asynctraced.h"
-#include "u64map.h"
+#include "lib/u64map.h"
 
 struct model;
 

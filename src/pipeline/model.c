@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
-#include "model.h"
+#include "pipeline/model.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "unwind.h"
+#include "stacks/unwind.h"
 
 /* Worker ids index an array: refuse absurd ones from a confused executor. */
 #define MODEL_MAX_WORKERS 4096

@@ -12,8 +12,8 @@
 #include <stdint.h>
 
 #include "asynctraced.h"
-#include "callstacks.h"
-#include "u64map.h"
+#include "lib/u64map.h"
+#include "stacks/callstacks.h"
 
 #define MODEL_COMM_LEN 16
 /* Distinct unknown record kinds remembered, to name them in the report. */

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "pipeline.h"
+#include "pipeline/pipeline.h"
 
 #include <errno.h>
 #include <string.h>

@@ -11,9 +11,9 @@
 
 #include <stddef.h>
 
-#include "detect.h"
-#include "model.h"
-#include "sink.h"
+#include "pipeline/detect.h"
+#include "pipeline/model.h"
+#include "sinks/sink.h"
 
 #define PIPELINE_MAX_SINKS 8
 

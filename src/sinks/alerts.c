@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
-#include "alerts.h"
+#include "sinks/alerts.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "outbuf.h"
+#include "lib/outbuf.h"
 
 static double ms(uint64_t ns)
 {

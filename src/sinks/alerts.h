@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 
-#include "sink.h"
+#include "sinks/sink.h"
 
 struct outbuf;
 

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
-#include "board.h"
+#include "sinks/board.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "layout.h"
-#include "stats.h"
+#include "sinks/layout.h"
+#include "source/stats.h"
 
 struct entry {
 	const void *key;

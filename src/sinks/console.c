@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "console.h"
+#include "sinks/console.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -7,10 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "alerts.h"
-#include "board.h"
-#include "layout.h"
-#include "util.h"
+#include "lib/util.h"
+#include "sinks/alerts.h"
+#include "sinks/board.h"
+#include "sinks/layout.h"
 
 #define LIVE_TOP_TASKS 5
 #define LIVE_OPEN_ALERTS 4

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "sink.h"
+#include "sinks/sink.h"
 
 struct board;
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "flight.h"
+#include "sinks/flight.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,12 +13,12 @@
 
 #include <zlib.h>
 
-#include "outbuf.h"
-#include "pftrace_file.h"
-#include "pipeline.h"
-#include "trace_proto.h"
-#include "u64map.h"
-#include "util.h"
+#include "lib/outbuf.h"
+#include "lib/u64map.h"
+#include "lib/util.h"
+#include "pipeline/pipeline.h"
+#include "sinks/pftrace_file.h"
+#include "sinks/trace_proto.h"
 
 /*
  * The ring is a list of chunks, the oldest going first. The chunk being

@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "detect.h"
-#include "model.h"
+#include "pipeline/detect.h"
+#include "pipeline/model.h"
 
 struct flight_opts {
 	uint64_t window_ns;	/* kept before the alert */

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "layout.h"
+#include "sinks/layout.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -8,7 +8,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 #define CELL_LEN 192	/* a task's name and its id */
 #define SEP 2		/* spaces between columns */

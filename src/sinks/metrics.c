@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "metrics.h"
+#include "sinks/metrics.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,7 +16,7 @@
 
 #include <microhttpd.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 /* The log2 buckets exported as `le` bounds: 2^10 ns (1 µs) to 2^36 ns (69 s), then +Inf. */
 #define BUCKET_FIRST 9

@@ -16,9 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "detect.h"
-#include "model.h"
-#include "stats.h"
+#include "pipeline/detect.h"
+#include "pipeline/model.h"
+#include "source/stats.h"
 
 struct metrics;
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "outputs.h"
+#include "sinks/outputs.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -9,14 +9,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "alerts.h"
-#include "board.h"
-#include "console.h"
-#include "outbuf.h"
-#include "pftrace_file.h"
-#include "trace_json.h"
-#include "trace_proto.h"
-#include "util.h"
+#include "lib/outbuf.h"
+#include "lib/util.h"
+#include "sinks/alerts.h"
+#include "sinks/board.h"
+#include "sinks/console.h"
+#include "sinks/pftrace_file.h"
+#include "sinks/trace_json.h"
+#include "sinks/trace_proto.h"
 
 /* Whether o asks for a live view (and may have one). */
 static bool live(const struct options *o)

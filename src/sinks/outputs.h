@@ -15,10 +15,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "options.h"
-#include "pipeline.h"
-#include "report.h"
-#include "stats.h"
+#include "cmd/options.h"
+#include "pipeline/pipeline.h"
+#include "sinks/report.h"
+#include "source/stats.h"
 
 struct outbuf;
 struct pftrace_file;

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
-#include "pftrace_file.h"
+#include "sinks/pftrace_file.h"
 
 #include <errno.h>
 #include <libdeflate.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "outbuf.h"
-#include "pb.h"
+#include "lib/outbuf.h"
+#include "lib/pb.h"
 
 enum {
 	TRACE_PACKET = 1,

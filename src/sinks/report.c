@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
-#include "report.h"
+#include "sinks/report.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "alerts.h"
-#include "layout.h"
-#include "outbuf.h"
+#include "lib/outbuf.h"
+#include "sinks/alerts.h"
+#include "sinks/layout.h"
 
 #define REPORT_TOP_TASKS 10
 #define REPORT_JSON_TASKS 50

@@ -11,9 +11,9 @@
 #include <stdio.h>
 
 #include "asynctraced.h"
-#include "detect.h"
-#include "model.h"
-#include "stats.h"
+#include "pipeline/detect.h"
+#include "pipeline/model.h"
+#include "source/stats.h"
 
 struct outbuf;
 

@@ -8,9 +8,9 @@
 #define SINK_H
 
 #include "asynctraced.h"
-#include "detect.h"
-#include "model.h"
-#include "stats.h"
+#include "pipeline/detect.h"
+#include "pipeline/model.h"
+#include "source/stats.h"
 
 struct sink;
 

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: MIT
-#include "trace_json.h"
+#include "sinks/trace_json.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "alerts.h"
-#include "outbuf.h"
-#include "u64map.h"
+#include "lib/outbuf.h"
+#include "lib/u64map.h"
+#include "sinks/alerts.h"
 
 enum thread_announced {
 	ANNOUNCED_THREAD = 1,

@@ -7,7 +7,7 @@
 #ifndef TRACE_JSON_H
 #define TRACE_JSON_H
 
-#include "sink.h"
+#include "sinks/sink.h"
 
 struct outbuf;
 

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: MIT
-#include "trace_proto.h"
+#include "sinks/trace_proto.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "alerts.h"
-#include "pb.h"
-#include "pftrace_file.h"
-#include "u64map.h"
+#include "lib/pb.h"
+#include "lib/u64map.h"
+#include "sinks/alerts.h"
+#include "sinks/pftrace_file.h"
 
 /* Field numbers: docs/trace-format.md, tests/proto/perfetto_trace.proto. */
 enum {

@@ -17,8 +17,8 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "tracer.h"
-#include "tracer_priv.h"
+#include "source/tracer.h"
+#include "source/tracer_priv.h"
 
 /* Deletes every key of a hash map that keep() says goes. */
 static int delete_keys(int fd, size_t key_size, bool (*gone)(const void *key, const void *ctx),

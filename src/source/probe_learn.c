@@ -14,7 +14,7 @@
  * link, because removing a uprobe waits for an RCU grace period (about
  * 80 ms here), once per link.
  */
-#include "probe_learn.h"
+#include "source/probe_learn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,8 +33,8 @@
 
 #include <bpf/bpf.h>
 
-#include "uprobe_multi.h"
-#include "util.h"
+#include "lib/util.h"
+#include "source/uprobe_multi.h"
 
 #define SLOT 128		/* bytes of code a form has: prologue, form, epilogue */
 #define RED_ZONE 128		/* below the stack pointer, the bytes a function may use */

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "probe_rules.h"
+#include "targets/probe_rules.h"
 
 /* Where the rules of the running kernel are kept between runs (a tmpfs: gone at reboot). */
 #define PROBE_RULES_DIR "/run/asynctraced"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "rings.h"
+#include "source/rings.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "sampler.h"
+#include "source/sampler.h"
 
 #include <string.h>
 

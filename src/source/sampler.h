@@ -10,8 +10,8 @@
 
 #include <stddef.h>
 
-#include "stats.h"
-#include "u64map.h"
+#include "lib/u64map.h"
+#include "source/stats.h"
 
 /* Where samples go: the pipeline, or a capture. */
 typedef void (*sampler_emit_fn)(void *ctx, const void *rec, size_t size);

@@ -14,8 +14,8 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "tracer_priv.h"
-#include "u64map.h"
+#include "lib/u64map.h"
+#include "source/tracer_priv.h"
 
 /*
  * Every entry of a hash map, keys and values into the dump's arrays (made

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "stats.h"
+#include "source/stats.h"
 
 #include <stdio.h>
 #include <stdlib.h>

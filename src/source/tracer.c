@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "tracer.h"
+#include "source/tracer.h"
 
 #include <errno.h>
 #include <linux/perf_event.h>
@@ -15,9 +15,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "rings.h"
-#include "tracer_priv.h"
-#include "uprobe_multi.h"
+#include "source/rings.h"
+#include "source/tracer_priv.h"
+#include "source/uprobe_multi.h"
 
 /* Threads that remove uprobes at once when detaching (at most 64). */
 #define DETACH_THREADS 32

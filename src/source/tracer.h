@@ -19,7 +19,7 @@
 #include <sys/types.h>
 
 #include "asynctraced.h"
-#include "stats.h"
+#include "source/stats.h"
 
 enum sched_hook {
 	SCHED_HOOK_AUTO = 0,	/* tp_btf, else raw_tp */

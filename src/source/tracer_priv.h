@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "tracer.h"
+#include "source/tracer.h"
 /* after the contract header, whose types it uses */
 #include "asynctraced.skel.h"
 

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
-#include "callstacks.h"
+#include "stacks/callstacks.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "unwind.h"
+#include "stacks/unwind.h"
 
 /* FNV-1a, over a string with its end, or over raw bytes. */
 static uint64_t mix(uint64_t h, const void *p, size_t n)

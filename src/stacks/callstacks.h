@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "u64map.h"
+#include "lib/u64map.h"
 
 struct stack_frame;
 

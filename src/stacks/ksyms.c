@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "ksyms.h"
+#include "stacks/ksyms.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 struct ksym {
 	uint64_t addr;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "unwind.h"
+#include "stacks/unwind.h"
 
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "u64map.h"
-#include "util.h"
+#include "lib/u64map.h"
+#include "lib/util.h"
 
 /* x86-64's DWARF register numbers */
 enum { DWARF_RBP = 6, DWARF_RSP = 7 };

@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "attach.h"
-#include "sandbox.h"
-#include "util.h"
+#include "lib/sandbox.h"
+#include "lib/util.h"
+#include "targets/attach.h"
 
 /*
  * Whether site's file gets its probes from this process (1, for pid as

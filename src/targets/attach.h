@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "discover.h"
-#include "tracer.h"
+#include "source/tracer.h"
+#include "targets/discover.h"
 
 struct attach_opts {
 	pid_t pid;		/* the process whose probes they are */

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "discover.h"
+#include "targets/discover.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "asynctraced.h"
-#include "elf_image.h"
-#include "util.h"
+#include "lib/util.h"
+#include "targets/elf_image.h"
 
 static int usdt_probe_id(const char *name)
 {

@@ -10,11 +10,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "golang.h"
-#include "images.h"
-#include "target.h"
-#include "tokio.h"
-#include "usdt_notes.h"
+#include "targets/golang.h"
+#include "targets/images.h"
+#include "targets/target.h"
+#include "targets/tokio.h"
+#include "targets/usdt_notes.h"
 
 enum runtime_kind {
 	RUNTIME_NONE = 0,

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "elf_image.h"
+#include "targets/elf_image.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 
 #include <libiberty/demangle.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 static int by_addr(const void *a, const void *b)
 {
@@ -180,7 +180,7 @@ int elf_image__open(struct elf_image *im, const char *path)
 	 * Shared, not private: Linux puts a uprobe's breakpoint (0xcc) into
 	 * every private mapping of the file that may be executable, ours too,
 	 * when the uprobe is for every process (a file's probes shared,
-	 * session.c); a shared mapping it never touches, and it shows the
+	 * session/follow.c); a shared mapping it never touches, and it shows the
 	 * file's own bytes, which a read-only mapping cannot change.
 	 */
 	im->data = mmap(NULL, im->size, PROT_READ, MAP_SHARED, im->fd, 0);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "golang.h"
+#include "targets/golang.h"
 
 #include <capstone/capstone.h>
 #include <dwarf.h>
@@ -13,8 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "elf_image.h"
-#include "util.h"
+#include "lib/util.h"
+#include "targets/elf_image.h"
 
 const char *const go_func_names[GO_FUNC_MAX] = {
 	[GO_EXECUTE] = "runtime.execute",

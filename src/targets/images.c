@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "images.h"
+#include "targets/images.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>

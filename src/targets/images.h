@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "u64map.h"
+#include "lib/u64map.h"
 
 /* What was looked for in a file and not found. */
 enum image_lack {

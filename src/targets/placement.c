@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "placement.h"
+#include "targets/placement.h"
 
 #include <errno.h>
 #include <stdio.h>

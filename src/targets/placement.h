@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "probe_rules.h"
+#include "targets/probe_rules.h"
 
 /* What a probe at a function's entry needs kept. */
 struct placement_need {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "probe_rules.h"
+#include "targets/probe_rules.h"
 
 #include <errno.h>
 #include <stdio.h>

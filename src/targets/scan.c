@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "scan.h"
+#include "targets/scan.h"
 
 #include <dirent.h>
 #include <errno.h>

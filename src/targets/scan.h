@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "target.h"
-#include "u64map.h"
+#include "lib/u64map.h"
+#include "targets/target.h"
 
 struct scan_filter {
 	bool comm_set, exclude_set;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "target.h"
+#include "targets/target.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "tokio.h"
+#include "targets/tokio.h"
 
 #include <errno.h>
 #include <stdlib.h>

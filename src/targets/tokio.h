@@ -15,8 +15,8 @@
 #include <stdint.h>
 
 #include "asynctraced.h"
-#include "elf_image.h"
-#include "placement.h"
+#include "targets/elf_image.h"
+#include "targets/placement.h"
 
 enum tokio_kind {
 	TOKIO_POLL,		/* raw::poll::<T, S>: entry and return */

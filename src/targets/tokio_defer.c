@@ -27,7 +27,7 @@
 
 #include <capstone/capstone.h>
 
-#include "tokio.h"
+#include "targets/tokio.h"
 
 /* Functions holding the defer loop, found by name, and the Drain<Waker> drop glue's addresses. */
 struct scan {

@@ -19,16 +19,16 @@
 #include <string.h>
 
 #include "../capture_seal.h"
-#include "alerts.h"
-#include "capture.h"
-#include "console.h"
-#include "outbuf.h"
-#include "pipeline.h"
-#include "replay.h"
-#include "report.h"
-#include "trace_json.h"
-#include "pftrace_file.h"
-#include "trace_proto.h"
+#include "capture/capture.h"
+#include "capture/replay.h"
+#include "lib/outbuf.h"
+#include "pipeline/pipeline.h"
+#include "sinks/alerts.h"
+#include "sinks/console.h"
+#include "sinks/pftrace_file.h"
+#include "sinks/report.h"
+#include "sinks/trace_json.h"
+#include "sinks/trace_proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "elf_image.h"
 #include "ro_buf.h"
-#include "tokio.h"
+#include "targets/elf_image.h"
+#include "targets/tokio.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

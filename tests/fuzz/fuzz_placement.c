@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "placement.h"
 #include "../unit/rules_fixture.h"
+#include "targets/placement.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "elf_image.h"
-#include "tokio.h"
+#include "targets/elf_image.h"
+#include "targets/tokio.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

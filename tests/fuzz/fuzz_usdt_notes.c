@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "ro_buf.h"
-#include "usdt_notes.h"
+#include "targets/usdt_notes.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

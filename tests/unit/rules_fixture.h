@@ -10,7 +10,7 @@
 
 #include <stdio.h>
 
-#include "probe_rules.h"
+#include "targets/probe_rules.h"
 
 #define RULES_FIXTURE "tests/data/uprobe-rules-6.18"
 #define FIXTURE_KERNEL "6.18.44 (learnt here; the fixture of tests/unit/test_placement.c)"

@@ -16,9 +16,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "callstacks.h"
-#include "ksyms.h"
-#include "unwind.h"
+#include "stacks/callstacks.h"
+#include "stacks/ksyms.h"
+#include "stacks/unwind.h"
 
 #define F(fn, mod, addr) { .pc = (addr), .rel_pc = (addr), .function = (fn), .module = (mod) }
 #define K(fn) { .pc = 1, .function = (fn), .module = "[kernel]", .kernel = true }

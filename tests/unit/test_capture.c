@@ -18,9 +18,9 @@
 #include <cmocka.h>
 
 #include "../capture_seal.h"
-#include "capture.h"
-#include "pipeline.h"
-#include "replay.h"
+#include "capture/capture.h"
+#include "capture/replay.h"
+#include "pipeline/pipeline.h"
 
 struct file {
 	uint8_t *data;

@@ -11,8 +11,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "detect.h"
-#include "model.h"
+#include "pipeline/detect.h"
+#include "pipeline/model.h"
 
 #define T0 1000000000ull
 #define MS 1000000ull

@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gate.h"
+#include "gate/gate.h"
 
 /*
  * A summary: one worker per entry of polls_in_slot (that many polls, all in

@@ -16,10 +16,10 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "elf_image.h"
-#include "golang.h"
-#include "placement.h"
 #include "rules_fixture.h"
+#include "targets/elf_image.h"
+#include "targets/golang.h"
+#include "targets/placement.h"
 
 static char path[4096];
 

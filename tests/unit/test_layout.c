@@ -9,7 +9,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "layout.h"
+#include "sinks/layout.h"
 
 struct lines {
 	char text[64][256];

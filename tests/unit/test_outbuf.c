@@ -13,7 +13,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "outbuf.h"
+#include "lib/outbuf.h"
 
 static char *slurp(const char *path)
 {

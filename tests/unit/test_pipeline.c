@@ -15,11 +15,11 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "outbuf.h"
-#include "pipeline.h"
-#include "trace_json.h"
-#include "pftrace_file.h"
-#include "trace_proto.h"
+#include "lib/outbuf.h"
+#include "pipeline/pipeline.h"
+#include "sinks/pftrace_file.h"
+#include "sinks/trace_json.h"
+#include "sinks/trace_proto.h"
 
 #define T0 1000000000ull
 #define MS 1000000ull

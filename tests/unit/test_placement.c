@@ -16,8 +16,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "placement.h"
 #include "rules_fixture.h"
+#include "targets/placement.h"
 
 #define ENDBR64 0xf3, 0x0f, 0x1e, 0xfa
 #define PUSH_RBX 0x53

@@ -13,11 +13,11 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "alerts.h"
-#include "console.h"
-#include "layout.h"
-#include "pipeline.h"
-#include "report.h"
+#include "pipeline/pipeline.h"
+#include "sinks/alerts.h"
+#include "sinks/console.h"
+#include "sinks/layout.h"
+#include "sinks/report.h"
 
 #define T0 1000000000ull
 #define MS 1000000ull

@@ -24,7 +24,7 @@
 
 #include <cmocka.h>
 
-#include "sandbox.h"
+#include "lib/sandbox.h"
 
 /* A line of /proc/self/status, e.g. "CapEff:\t0000000000000000". */
 static int status_line(const char *key, char *out, size_t len)

@@ -17,11 +17,11 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "discover.h"
-#include "scan.h"
-#include "elf_image.h"
-#include "target.h"
-#include "usdt_notes.h"
+#include "targets/discover.h"
+#include "targets/elf_image.h"
+#include "targets/scan.h"
+#include "targets/target.h"
+#include "targets/usdt_notes.h"
 
 static const char *build(void)
 {

@@ -6,7 +6,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "u64map.h"
+#include "lib/u64map.h"
 
 #define N 20000
 

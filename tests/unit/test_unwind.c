@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "unwind.h"
+#include "stacks/unwind.h"
 
 #define COPY (16u << 10)
 

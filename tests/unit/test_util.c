@@ -5,7 +5,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 static void durations(void **state)
 {

@@ -7,9 +7,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "detect.h"
-#include "gate.h"
-#include "tracer.h"
+#include "gate/gate.h"
+#include "pipeline/detect.h"
+#include "source/tracer.h"
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 /* run: a gate failed; a gate could not be evaluated; the command not found or not runnable */

@@ -3,9 +3,9 @@
  * asynctraced: trace an async executor from the outside.
  *
  *   sudo asynctraced -p PID [-d SECONDS] [-o FILE] [--no-trace]
- *   sudo asynctraced record -p PID -o CAPTURE       (src/session.c)
- *        asynctraced convert CAPTURE [-o FILE]     (src/capture/convert.c)
- *   sudo asynctraced run [options] -- CMD [ARGS]   (src/gate/run.c)
+ *   sudo asynctraced record -p PID -o CAPTURE       (src/session/)
+ *        asynctraced convert CAPTURE [-o FILE]     (src/cmd/convert.c)
+ *   sudo asynctraced run [options] -- CMD [ARGS]   (src/cmd/run.c)
  *   sudo asynctraced probe-rules                   (src/source/probe_learn.c)
  *
  * Only parses the command line and hands it to the command.
@@ -16,12 +16,12 @@
 
 #include <bpf/libbpf.h>
 
-#include "convert.h"
-#include "options.h"
-#include "probe_learn.h"
-#include "run.h"
-#include "session.h"
-#include "util.h"
+#include "cmd/convert.h"
+#include "cmd/options.h"
+#include "cmd/run.h"
+#include "lib/util.h"
+#include "session/session.h"
+#include "source/probe_learn.h"
 
 static bool verbose;
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "run.h"
+#include "cmd/run.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,11 +10,11 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "gate.h"
-#include "launch.h"
-#include "outbuf.h"
-#include "session.h"
-#include "util.h"
+#include "gate/gate.h"
+#include "gate/launch.h"
+#include "lib/outbuf.h"
+#include "lib/util.h"
+#include "session/session.h"
 
 struct run {
 	struct launch launch;

@@ -2,7 +2,7 @@
 /*
  * One process a session traces: the process through /proc, the runtime
  * found in it, and its pipeline (model -> detectors -> sinks) with the
- * sampler that feeds it the BPF side's maps. session.c attaches it, routes
+ * sampler that feeds it the BPF side's maps. traced.c attaches it, feeds
  * its records to it, ends it and lets it go.
  */
 #ifndef TRACED_H
@@ -13,14 +13,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "attach.h"
-#include "discover.h"
-#include "images.h"
-#include "pipeline.h"
-#include "sampler.h"
-#include "stats.h"
-#include "target.h"
-#include "u64map.h"
+#include "lib/u64map.h"
+#include "pipeline/pipeline.h"
+#include "source/sampler.h"
+#include "source/stats.h"
+#include "targets/attach.h"
+#include "targets/discover.h"
+#include "targets/images.h"
+#include "targets/target.h"
 
 struct session;
 

@@ -7,7 +7,7 @@
 #ifndef CONVERT_H
 #define CONVERT_H
 
-#include "options.h"
+#include "cmd/options.h"
 
 /* An exit status: EXIT_OK, or EXIT_FAIL after a message. */
 int convert__run(const struct options *o);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "sandbox.h"
+#include "lib/sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +20,7 @@
 #include <seccomp.h>
 #include <sys/capability.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 bool sandbox__has_cap(int cap)
 {

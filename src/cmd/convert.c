@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: MIT
-#include "convert.h"
+#include "cmd/convert.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "capture.h"
-#include "outputs.h"
-#include "pipeline.h"
-#include "replay.h"
-#include "sandbox.h"
-#include "util.h"
+#include "capture/capture.h"
+#include "capture/replay.h"
+#include "lib/sandbox.h"
+#include "lib/util.h"
+#include "pipeline/pipeline.h"
+#include "sinks/outputs.h"
 
 struct conversion {
 	const struct options *o;

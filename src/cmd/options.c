@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "options.h"
+#include "cmd/options.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -10,9 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "metrics.h"
-#include "scan.h"
-#include "util.h"
+#include "lib/util.h"
+#include "sinks/metrics.h"
+#include "targets/scan.h"
 
 #define VERSION "0.3.0"
 

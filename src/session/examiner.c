@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "examiner.h"
+#include "session/examiner.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -9,7 +9,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "u64map.h"
+#include "lib/u64map.h"
 
 struct result {
 	pid_t pid;

@@ -6,13 +6,13 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "options.h"
+#include "cmd/options.h"
 
 /* Runs trace or record as the options say; returns the exit status. */
 int session__run(const struct options *o);
 
 /*
- * What `run` (src/gate/run.c) asks of a session tracing the command it
+ * What `run` (src/cmd/run.c) asks of a session tracing the command it
  * started, root, held at its entry point: release is called once root is
  * traced (or known not to be traceable), and summary with each process's
  * summary at its end. Without -p in o (--follow-children), root and its

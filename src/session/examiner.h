@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "traced.h"
+#include "session/traced.h"
 
 struct examiner;
 

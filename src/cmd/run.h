@@ -7,7 +7,7 @@
 #ifndef RUN_H
 #define RUN_H
 
-#include "options.h"
+#include "cmd/options.h"
 
 /* The exit status: CMD's when it failed, else the gates' (docs/cli.md). */
 int run__main(struct options *o);

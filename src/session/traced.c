@@ -1,0 +1,573 @@
+// SPDX-License-Identifier: MIT
+/*
+ * One process a session traces, from found to let go: examined (its
+ * runtime found, or why it cannot be traced said), started (its pipeline
+ * and sinks, or the capture; its probes), fed its records and samples of
+ * the maps, ended (its report) and dropped.
+ */
+#include "session/traced.h"
+
+#include <errno.h>
+#include <linux/capability.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+
+#include "asynctraced.h"
+#include "lib/sandbox.h"
+#include "lib/util.h"
+#include "session/session_priv.h"
+#include "sinks/flight.h"
+#include "sinks/metrics.h"
+#include "stacks/ksyms.h"
+#include "stacks/unwind.h"
+
+void traced__free(struct traced *tr)
+{
+	if (!tr)
+		return;
+	if (tr->piped) {
+		pipeline__free(&tr->pipe);
+		sampler__free(&tr->sampler);
+	}
+	stats__free(&tr->snap);
+	u64map__clear_free(&tr->dumps);
+	free(tr->files);
+	discovery__free(&tr->disc);
+	target__close(&tr->target);
+	free(tr);
+}
+
+/* Why pid cannot be traced, when its runtime is none or lacks what we need. */
+static int check_runtime(const struct traced *tr, pid_t pid, bool quiet)
+{
+	const struct discovery *d = &tr->disc;
+
+	if (d->kind == RUNTIME_NONE && quiet)
+		return -ENOENT;
+	if (d->kind == RUNTIME_NONE && d->is_go) {
+		err_msg("pid %d (%s) is a Go program (%s), but its runtime is not one this "
+			"version can trace: %s\n",
+			pid, tr->target.comm, d->go.version,
+			d->go_err == -ENOTSUP
+				? "a scheduler function is missing, or the binary has no DWARF and "
+				  "its Go version's layout is not in the table (docs/go.md)"
+				: strerror(-d->go_err));
+		return -ENOENT;
+	}
+	if (d->kind == RUNTIME_NONE && d->stripped) {
+		err_msg("no known runtime in pid %d (%s): no %s USDT probes, and its binary is "
+			"stripped (no symbol table), so tokio cannot be looked for: asynctraced "
+			"finds tokio by its function symbols; rebuild without `strip = true` "
+			"(strip = \"debuginfo\" keeps them)\n",
+			pid, tr->target.comm, AT_USDT_PROVIDER);
+		return -ENOENT;
+	}
+	if (d->kind == RUNTIME_NONE) {
+		err_msg("no known runtime in pid %d (%s): no %s USDT probes (see "
+			"docs/usdt-abi.md), no tokio symbols and no Go runtime in its %zu mapped ELF "
+			"files\n",
+			pid, tr->target.comm, AT_USDT_PROVIDER, d->scanned);
+		return -ENOENT;
+	}
+	if (d->kind == RUNTIME_USDT &&
+	    (!discovered(d, "poll_begin") || !discovered(d, "poll_end"))) {
+		err_msg("pid %d (%s) has %s probes but not poll_begin and poll_end: nothing to "
+			"trace\n",
+			pid, tr->target.comm, AT_USDT_PROVIDER);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+int traced__examine(struct traced **out, struct session *s, pid_t pid,
+		    const struct examine_opts *o, bool quiet)
+{
+	struct traced *tr = calloc(1, sizeof(*tr));
+	int err;
+
+	*out = NULL;
+	if (!tr)
+		return -ENOMEM;
+	tr->s = s;
+	tr->disc.verbose = o->verbose;
+	tr->disc.images = o->images;
+	tr->disc.rules = o->rules;
+	err = target__open(&tr->target, pid);
+	if (err) {
+		if (err == -ESRCH && !quiet)
+			err_msg("no process with pid %d\n", pid);
+		else if (err != -ESRCH)
+			err_msg("cannot inspect pid %d: %s\n", pid, strerror(-err));
+		goto fail;
+	}
+	err = discover(&tr->disc, &tr->target);
+	if (err) {
+		if (!quiet || target__alive(&tr->target))
+			err_msg("cannot read the mappings of pid %d: %s%s\n", pid, strerror(-err),
+				(err == -EACCES || err == -EPERM) &&
+						!sandbox__has_cap(CAP_SYS_PTRACE)
+					? ": a process of another user needs CAP_SYS_PTRACE"
+					: "");
+		goto fail;
+	}
+	err = check_runtime(tr, pid, quiet);
+	if (err)
+		goto fail;
+	*out = tr;
+	return 0;
+fail:
+	traced__free(tr);
+	return err;
+}
+
+/*
+ * The kernel frames of a stack that slept, innermost first, from the wait
+ * itself (those of the sched_switch tracepoint that took them are left out).
+ */
+static int kernel_frames(const struct ksyms *k, const struct at_stack *st,
+			 struct stack_frame *frames, int max)
+{
+	static const char *const tracing[] = { "bpf_", "__bpf", "__traceiter", "trace_" };
+	uint32_t nr = st->nr_kstack <= AT_KSTACK_FRAMES ? st->nr_kstack : 0;
+	bool above_tracing = false;
+	int n = 0;
+
+	for (uint32_t i = 0; k && i < nr && n < max; i++) {
+		const char *module = NULL, *fn = ksyms__find(k, st->kstack[i], &module);
+		bool tracing_frame = false;
+
+		for (size_t j = 0; fn && !above_tracing && j < sizeof(tracing) / sizeof(tracing[0]); j++)
+			tracing_frame |= !strncmp(fn, tracing[j], strlen(tracing[j]));
+		if (tracing_frame)
+			continue;
+		above_tracing = true;
+		frames[n++] = (struct stack_frame){ .pc = st->kstack[i], .function = fn,
+						    .module = module ? module : "[kernel]",
+						    .kernel = true };
+	}
+	return n;
+}
+
+static int unwind_stack(void *ctx, const struct at_stack *st, struct stack_frame *frames, int max,
+			bool *by_fp)
+{
+	struct session *ss = ctx;
+	struct stack_return returns[AT_STACK_RETURNS];
+	struct stack_sample s = { .pid = st->hdr.pid, .tid = st->hdr.tid, .ip = st->ip,
+				  .sp = st->sp, .bp = st->bp, .stack = st->stack,
+				  .len = st->len <= AT_STACK_BYTES ? st->len : 0, .returns = returns,
+				  .nr_returns = st->nr_returns <= AT_STACK_RETURNS ? st->nr_returns : 0,
+				  /* a walk that filled its room may have been cut: not whole */
+				  .fp = (const uint64_t *)st->fp,
+				  .nr_fp = st->nr_fp < AT_FP_FRAMES ? st->nr_fp : 0 };
+
+	for (size_t i = 0; i < s.nr_returns; i++) {
+		returns[i].slot = st->returns[i].slot;
+		returns[i].ret = st->returns[i].ret;
+	}
+
+	int k = kernel_frames(ss->ksyms, st, frames, max);
+	int u = unwinder__unwind(ss->unwinder, &s, frames + k, max - k, by_fp);
+
+	/* a wait with no user frames to say who made it is not worth showing */
+	return u > 0 ? k + u : 0;
+}
+
+/* A goroutine's name: the function it started in, at addr in the target. */
+static const char *go_code_name(void *ctx, uint64_t addr)
+{
+	const struct discovery *d = ctx; /* RUNTIME_GO: its image is read */
+
+	return addr > d->go_bias ? golang__goroutine_name(&d->go, d->go_image, addr - d->go_bias)
+				 : NULL;
+}
+
+/* record: a record and, the first time they show up, its thread's and task's names. */
+static void capture_record(struct session *s, struct traced *tr, const struct at_hdr *h,
+			   size_t size)
+{
+	uint64_t addr = 0;
+	char buf[AT_TASK_NAME_LEN];
+
+	uint32_t pid = (uint32_t)tr->target.pid;
+
+	if (!capture__has_thread(s->cap, h->tid)) {
+		if (target__thread_comm(&tr->target, h->tid, buf, CAP_COMM_LEN))
+			snprintf(buf, CAP_COMM_LEN, "tid %u", h->tid);
+		capture__thread(s->cap, pid, h->tid, buf);
+	}
+	if (h->kind == AT_EV_POLL && size >= sizeof(struct at_poll))
+		addr = ((const struct at_poll *)h)->name_addr;
+	else if (h->kind == AT_EV_SPAWN && size >= sizeof(struct at_spawn) &&
+		 !((const struct at_spawn *)h)->name[0])
+		addr = ((const struct at_spawn *)h)->name_addr;
+	else if (h->kind == AT_EV_TASK_SAMPLE && size >= sizeof(struct at_task_sample))
+		addr = ((const struct at_task_sample *)h)->name_addr;
+	if (!capture__has_name(s->cap, pid, addr)) {
+		const char *code = tr->disc.kind == RUNTIME_GO ? go_code_name(&tr->disc, addr) : NULL;
+
+		if (code)
+			capture__name(s->cap, pid, addr, code);
+		else if (tr->disc.kind == RUNTIME_USDT &&
+			 target__read_str(&tr->target, addr, buf, sizeof(buf)) == 0 && buf[0])
+			capture__name(s->cap, pid, addr, buf);
+		else
+			capture__no_name(s->cap, pid, addr);
+	}
+	capture__event(s->cap, h, size);
+}
+
+/* A record for process tr: its pipeline, or the capture. */
+void traced__record(struct traced *tr, const void *data, size_t size)
+{
+	struct session *s = tr->s;
+
+	if (!s->cap) {
+		/* kept first: an alert this record raises dumps a window holding it */
+		if (s->flight)
+			flight__record(s->flight, data, size);
+		pipeline__push(&tr->pipe, data, size);
+	} else if (model__validate(data, size) < 0) {
+		/* a record whose size lies would throw every later one out of step */
+		tr->pipe.model.n.malformed++;
+	} else {
+		capture_record(s, tr, data, size);
+	}
+}
+
+/*
+ * An alert of process tr, before the sinks see it: the flight recorder
+ * dumps the window of an episode that begins, and the alert (its BEGIN and
+ * its END) names the file.
+ */
+static void on_alert(void *ctx, struct alert *a)
+{
+	struct traced *tr = ctx;
+	struct session *s = tr->s;
+	char *path;
+
+	if (a->state == ALERT_BEGIN) {
+		if (flight__alert(s->flight, (uint32_t)tr->target.pid, alert_kind_str(a->kind),
+				  a->ts, a->dump, sizeof(a->dump)) &&
+		    (path = strdup(a->dump)) && u64map__set(&tr->dumps, a->episode, path))
+			free(path);
+	} else if ((path = u64map__del(&tr->dumps, a->episode))) {
+		snprintf(a->dump, sizeof(a->dump), "%s", path);
+		free(path);
+	}
+}
+
+static void on_sample(void *ctx, const void *rec, size_t size)
+{
+	traced__record(ctx, rec, size);
+}
+
+/* Where the Go probes find goid, m, p and the run queue in process tr (bpf side). */
+static int go_layout(struct tracer *t, const struct traced *tr)
+{
+	const struct go_offsets *o = &tr->disc.go.off;
+	struct at_go_layout l = { .g_goid = o->g_goid, .g_m = o->g_m, .g_startpc = o->g_startpc,
+				  .g_preempt = o->g_preempt, .g_waitreason = o->g_waitreason,
+				  .m_p = o->m_p, .p_id = o->p_id,
+				  .p_runqhead = o->p_runqhead, .p_runqtail = o->p_runqtail };
+
+	memcpy(l.may_lose, tr->disc.go.may_lose, sizeof(l.may_lose));
+	memcpy(l.never_woken, tr->disc.go.never_woken, sizeof(l.never_woken));
+
+	return tracer__go_layout(t, tr->target.pid, &l);
+}
+
+/*
+ * What process tr's runtime offers the programs: enum at_target_flag. lost:
+ * the probes the kernel refused (NULL: before attaching, none yet).
+ */
+static uint32_t target_flags(const struct discovery *d, const struct attach_counts *lost)
+{
+	const size_t *count = d->tokio.rt.count;
+	uint32_t flags = 0;
+
+	if (count[TOKIO_STEAL] > (lost ? lost->lost[TOKIO_STEAL] : 0))
+		flags |= AT_TARGET_TOKIO_STEAL;
+	/* the Header cache needs remove to say when a Header is let go (docs/tokio.md) */
+	if (count[TOKIO_REMOVE] > (lost ? lost->lost[TOKIO_REMOVE] : 0))
+		flags |= AT_TARGET_TOKIO_REMOVE | AT_TARGET_TOKIO_HDR_CACHE;
+	if (d->kind == RUNTIME_USDT && discovered(d, "worker_park") &&
+	    discovered(d, "worker_unpark"))
+		flags |= AT_TARGET_PARKS_PROBED;
+	return flags;
+}
+
+/* tokio names its tasks by the future type of the raw::poll they go through. */
+static void name_tokio_tasks(struct session *s, struct traced *tr)
+{
+	const struct tokio_binary *tb = &tr->disc.tokio;
+
+	for (size_t i = 0; i < tb->rt.nr; i++)
+		if (tb->rt.sites[i].kind == TOKIO_POLL && tb->rt.sites[i].future) {
+			/* the instance's file offset: the key the BPF side names tasks by */
+			uint64_t addr = tb->rt.sites[i].offset;
+
+			if (s->cap)
+				capture__name(s->cap, (uint32_t)tr->target.pid, addr,
+					      tb->rt.sites[i].future);
+			else
+				model__name(&tr->pipe.model, addr, tb->rt.sites[i].future);
+		}
+}
+
+/* The capture's first records: the process, its thresholds, tokio's task names. */
+static void begin_capture(struct session *s, struct traced *tr)
+{
+	const struct detect_opts *d = &s->o->detect;
+	struct cap_process proc = {
+		.hdr.ts = tr->start,
+		.pid = (uint32_t)tr->target.pid,
+		.runtime = tr->disc.kind == RUNTIME_TOKIO ? CAPTURE_RUNTIME_TOKIO
+			   : tr->disc.kind == RUNTIME_GO  ? CAPTURE_RUNTIME_GO
+							  : CAPTURE_RUNTIME_USDT,
+		.realtime_offset = tr->pipe.model.realtime_offset,
+		.maps_only = s->o->no_trace,
+		.long_poll_ns = d->long_poll_ns,
+		.sched_delay_ns = d->sched_delay_ns,
+		.starve_ns = d->starve_ns,
+		.lost_waker_ns = d->lost_waker_ns,
+		.episode_gap_ns = d->episode_gap_ns,
+		.starve_depth = d->starve_depth,
+		.thrash_rate = d->thrash_rate,
+	};
+
+	snprintf(proc.comm, sizeof(proc.comm), "%s", tr->target.comm);
+	capture__begin(s->cap, &proc);
+	if (tr->disc.kind == RUNTIME_TOKIO)
+		name_tokio_tasks(s, tr);
+	capture_writer__flush(s->cap);
+}
+
+/*
+ * Samples process tr's maps into its pipeline: the workers every tick, the
+ * tasks (and a snapshot for the live view) every TASK_SAMPLE_TICKS. at: the
+ * time the sample stands for (0: now).
+ */
+void traced__sample(struct session *s, struct traced *tr, bool tasks, bool show, uint64_t at)
+{
+	if (tracer__snapshot(s->tracer, tr->target.pid, &tr->snap, tasks,
+			     s->o->detect.lost_waker_ns, at))
+		return;
+	sampler__workers(&tr->sampler, &tr->snap);
+	if (!tasks)
+		return;
+	sampler__tasks(&tr->sampler, &tr->snap);
+	if (show && !s->cap)
+		pipeline__stats(&tr->pipe, &tr->snap);
+	if (s->metrics) {
+		struct metrics_target mt = {
+			.pid = (uint32_t)tr->target.pid,
+			.comm = tr->target.comm,
+			.runtime = say__runtime_name(tr->disc.kind),
+			.snap = &tr->snap,
+			.det = &tr->pipe.detector,
+			.model = &tr->pipe.model,
+			.top_tasks = s->o->metrics_tasks,
+		};
+
+		metrics__update(s->metrics, &mt);
+	}
+}
+
+void traced__run_info(struct session *s, struct traced *tr, struct run_info *info,
+		      const char *why, uint64_t end)
+{
+	memset(info, 0, sizeof(info[0]));
+	info->seconds = (double)((end ? end : now_ns()) - tr->start) / 1e9;
+	info->end_reason = why;
+	info->maps_only = s->o->no_trace;
+	tracer__stats(s->tracer, info->stats);
+}
+
+/* Lets process tr go: its probes, its state in the maps, its place in the session. */
+void traced__drop(struct session *s, struct traced *tr)
+{
+	size_t i;
+
+	if (tr->target.pidfd >= 0)
+		epoll_ctl(s->ep, EPOLL_CTL_DEL, tr->target.pidfd, NULL);
+	tracer__detach_owner(s->tracer, tr->target.pid);
+	follow__release_files(s, tr);
+	tracer__unfollow(s->tracer, tr->target.pid);
+	tracer__forget(s->tracer, tr->target.pid);
+	u64map__del(&s->by_pid, (uint64_t)tr->target.pid);
+	if (s->last == tr)
+		s->last = NULL;
+	for (i = 0; i < s->nr && s->targets[i] != tr; i++)
+		;
+	if (i < s->nr)
+		memmove(&s->targets[i], &s->targets[i + 1], (s->nr - i - 1) * sizeof(*s->targets));
+	s->nr -= i < s->nr;
+	if (s->unwinder)
+		unwinder__forget(s->unwinder, (uint32_t)tr->target.pid);
+	traced__free(tr);
+}
+
+/*
+ * Process tr's pipeline (model -> detectors -> sinks) set up for its
+ * runtime, and its sinks added to the session's outputs (record: none, its
+ * records go to the capture). 0, or -errno.
+ */
+static int begin_pipeline(struct session *s, struct traced *tr)
+{
+	const struct options *o = s->o;
+	int err;
+
+	err = pipeline__init(&tr->pipe, (uint32_t)tr->target.pid, tr->target.comm, now_ns(),
+			     &o->detect);
+	tr->piped = true;
+	if (s->flight) {
+		tr->pipe.on_alert = on_alert;
+		tr->pipe.on_alert_ctx = tr;
+	}
+	/* tokio parks a task woken by a poll in that worker's LIFO slot */
+	tr->pipe.detector.lifo_slot = tr->disc.kind == RUNTIME_TOKIO;
+	/*
+	 * A goroutine parked on a channel for long is as often meant to (a
+	 * worker waiting for a job, a ticker's loop) as leaked: Go's lost
+	 * wakers are the nil channels' unless --lost-waker asks for more.
+	 */
+	if (tr->disc.kind == RUNTIME_GO)
+		tr->pipe.detector.lost_waker_exact_only = !(o->detect_given & GIVEN_LOST_WAKER);
+	/* its GC's workers, sweeper and scavenger hold Ps by design: never alerted on */
+	if (tr->disc.kind == RUNTIME_GO)
+		tr->pipe.detector.runtime_tasks = "runtime.";
+	sampler__init(&tr->sampler, on_sample, tr);
+	/* USDT runtimes pass name strings; tokio's name_addr is code, named from symbols. */
+	if (tr->disc.kind == RUNTIME_USDT)
+		tr->pipe.model.read_str = target__read_str;
+	/* a goroutine is named by its start function */
+	if (tr->disc.kind == RUNTIME_GO) {
+		tr->pipe.model.code_name = go_code_name;
+		tr->pipe.model.code_ctx = &tr->disc;
+	}
+	tr->pipe.model.thread_comm = target__thread_comm;
+	tr->pipe.model.target_ctx = &tr->target;
+	if (s->unwinder) {
+		tr->pipe.model.unwind = unwind_stack;
+		tr->pipe.model.unwind_ctx = s;
+		tr->pipe.model.stack_period_ns = 1000000000ull / STACK_HZ;
+		/* its images now: once attached, the tracer may no longer read its maps */
+		if (unwinder__prime(s->unwinder, (uint32_t)tr->target.pid))
+			warn_msg("pid %d: its stacks cannot be unwound (its memory map could not "
+				 "be read)\n", tr->target.pid);
+	}
+	if (!err && !s->cap) {
+		if (tr->disc.kind == RUNTIME_TOKIO)
+			name_tokio_tasks(s, tr);
+		/* one process's live view, or (several) its line on the board */
+		err = outputs__add_sinks(&s->out, &tr->pipe, true);
+	}
+	return err;
+}
+
+/*
+ * Process tr, examined, is traced from now: its pipeline and sinks (or the
+ * capture), then its probes. 0, or -errno after a message (tr is then freed).
+ */
+int traced__start(struct session *s, struct traced *tr)
+{
+	const struct options *o = s->o;
+	struct attach_opts ao = {
+		.pid = tr->target.pid,
+		.share = s->share_files ? follow__share_file : NULL,
+		.share_ctx = tr,
+		.probe_at_entry = o->probe_at_entry,
+		.verbose = o->verbose,
+		.memfd = tr->target.memfd,
+	};
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = tr };
+	struct traced **targets;
+	struct timespec rt;
+	int err;
+
+	targets = realloc(s->targets, (s->nr + 1) * sizeof(*targets));
+	if (!targets || u64map__set(&s->by_pid, (uint64_t)tr->target.pid, tr)) {
+		s->targets = targets ? targets : s->targets;
+		traced__free(tr);
+		return -ENOMEM;
+	}
+	s->targets = targets;
+	s->targets[s->nr++] = tr;
+	err = begin_pipeline(s, tr);
+	if (!err)
+		err = tracer__follow(s->tracer, tr->target.pid, target_flags(&tr->disc, NULL));
+	if (!err && tr->disc.kind == RUNTIME_GO)
+		err = go_layout(s->tracer, tr);
+	if (!err && tr->disc.kind == RUNTIME_TOKIO)
+		err = tracer__tokio_base(s->tracer, tr->target.pid,
+					 discovery__tokio_addr(&tr->disc, 0), tr->disc.tokio.rt.defer_ret,
+					 tr->disc.tokio.rt.nr_defer);
+	if (err) {
+		if (err == -E2BIG || err == -ENOSPC)
+			err_msg("cannot follow pid %d: the BPF maps hold no more processes\n",
+				tr->target.pid);
+		else
+			err_msg("cannot trace pid %d (%s): %s\n", tr->target.pid, tr->target.comm,
+				strerror(-err));
+		s->failed++;
+		traced__drop(s, tr);
+		return err;
+	}
+	/* Its time zero: nothing can happen before its first probe is attached. */
+	tr->start = now_ns();
+	clock_gettime(CLOCK_REALTIME, &rt);
+	tr->pipe.model.t0 = tr->start;
+	tr->pipe.model.last_ts = tr->start;
+	tr->pipe.model.realtime_offset =
+		(uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec - tr->start;
+	if (s->cap)
+		begin_capture(s, tr);
+	err = attach__probes(s->tracer, &tr->disc, &ao, &tr->probes);
+	/* a probe the kernel refused takes what it offered away, for threads not met yet */
+	if (!err && target_flags(&tr->disc, &tr->probes) != target_flags(&tr->disc, NULL))
+		err = tracer__follow(s->tracer, tr->target.pid, target_flags(&tr->disc, &tr->probes));
+	if (!err && epoll_ctl(s->ep, EPOLL_CTL_ADD, tr->target.pidfd, &ev))
+		err = -errno;
+	if (err) {
+		if (!target__alive(&tr->target))
+			err_msg("pid %d exited while attaching\n", tr->target.pid);
+		else
+			err_msg("cannot trace pid %d (%s): attaching failed: %s\n", tr->target.pid,
+				tr->target.comm, strerror(-err));
+		s->failed++;
+		traced__drop(s, tr);
+		return err;
+	}
+	s->ever++;
+	/* those attached at the start are said once confined (session__start()) */
+	if (s->started)
+		say__found(s, tr, s->ever == 1 && !s->said_watching);
+	return 0;
+}
+
+/*
+ * Process tr's tracing ends (it exited at `at`, or the session stops): a
+ * last sample, its pipeline finished, its report.
+ */
+void traced__end(struct session *s, struct traced *tr, const char *why, uint64_t at)
+{
+	struct run_info info;
+
+	traced__sample(s, tr, true, false, at);
+	traced__run_info(s, tr, &info, why, at);
+	if (s->flight) /* its dumps still due, while its names are known */
+		flight__tick(s->flight, now_ns(), (uint32_t)tr->target.pid, session__live_model, s);
+	if (s->cap) {
+		capture__snapshot(s->cap, &tr->snap, info.stats, AT_STAT_NR);
+		capture__process_end(s->cap, (uint32_t)tr->target.pid, at, why);
+		s->dropped = report__dropped(&info); /* the session's: the same for every process */
+	} else if (outputs__end(&s->out, &tr->pipe, at, &tr->snap, &info) != EXIT_OK) {
+		s->ret = EXIT_FAIL;
+	}
+	if (s->metrics) /* its final values, until a scrape has seen them */
+		metrics__gone(s->metrics, (uint32_t)tr->target.pid);
+}
