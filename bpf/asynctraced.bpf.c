@@ -10,7 +10,7 @@
  *  - tokio: uprobes on an unmodified binary's own functions (raw::poll of
  *    every future type, the waker, schedule, steal_into, spawn, remove),
  *    whose arguments are task Header pointers; ids, names, workers and queue
- *    depths are recovered around them (../shared/reference/probes.md).
+ *    depths are recovered around them (docs/tokio.md).
  *
  * Per thread we track the poll in progress; per task, the wake that queued
  * its next poll. Aggregates go to maps in every mode; records go to the ring

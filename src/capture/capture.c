@@ -327,6 +327,21 @@ void capture_writer__store(struct capture_writer *w)
 	w->store = true;
 }
 
+void cap_process__set_config(struct cap_process *p, const struct detect_config *c)
+{
+#define X(field, ...) p->field = c->field;
+	DETECT_THRESHOLDS(X)
+#undef X
+}
+
+void cap_process__config(const struct cap_process *p, struct detect_config *c)
+{
+	*c = (struct detect_config){ 0 };
+#define X(field, ...) c->field = p->field;
+	DETECT_THRESHOLDS(X)
+#undef X
+}
+
 void capture__begin(struct capture_writer *w, const struct cap_process *proc)
 {
 	struct capture_file_header fh = { .version = CAPTURE_VERSION,

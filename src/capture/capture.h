@@ -24,6 +24,7 @@
 #include <stdio.h>
 
 #include "asynctraced.h"
+#include "pipeline/config.h"
 #include "source/stats.h"
 
 #define CAPTURE_MAGIC "\x89" "ATCAP\r\n"
@@ -250,6 +251,9 @@ struct capture_writer;
 int capture_writer__open(struct capture_writer **w, const char *path);
 /* Chunks stored as they are, not deflated (the tests damage records in place). */
 void capture_writer__store(struct capture_writer *w);
+/* The detectors' thresholds into a process record, and out of one. */
+void cap_process__set_config(struct cap_process *p, const struct detect_config *c);
+void cap_process__config(const struct cap_process *p, struct detect_config *c);
 /*
  * A process recorded from here: its record (the first one after the file
  * header, written with it). Every record of it after this carries its pid.

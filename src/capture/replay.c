@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/options.h"
 
 /* Entries of the rebuilt snapshot: bounds memory whatever the capture claims. */
 #define REPLAY_MAX_ENTRIES (1u << 20)
@@ -48,14 +47,17 @@ static int proc_begin(struct replay *rp, const struct cap_process *proc)
 	pr->pid = proc->pid;
 	pr->pipe.detector.lifo_slot = proc->runtime == CAPTURE_RUNTIME_TOKIO;
 	/*
-	 * as live (session.c): Go's own goroutines are not alerted on, nor its
+	 * as live (session/traced.c): Go's own goroutines are not alerted on, nor its
 	 * long parks unless a --lost-waker was asked for, now or when recording
 	 * (a threshold other than the default)
 	 */
 	if (proc->runtime == CAPTURE_RUNTIME_GO) {
+		struct detect_config dflt;
+
+		detect_config__defaults(&dflt);
 		pr->pipe.detector.runtime_tasks = "runtime.";
 		pr->pipe.detector.lost_waker_exact_only =
-			!rp->lost_waker_given && proc->lost_waker_ns == DEFAULT_LOST_WAKER_NS;
+			!rp->lost_waker_given && proc->lost_waker_ns == dflt.lost_waker_ns;
 	}
 	pr->pipe.model.realtime_offset = proc->realtime_offset;
 	pr->pipe.model.thread_comm = thread_comm;
@@ -66,29 +68,18 @@ static int proc_begin(struct replay *rp, const struct cap_process *proc)
 	return rp->ops.begin ? rp->ops.begin(rp->ops.ctx, pr) : 0;
 }
 
-int replay__init(struct replay *rp, const struct capture_reader *r, struct detect_opts *opts,
-		 uint32_t given, const struct replay_ops *ops)
+int replay__init(struct replay *rp, const struct capture_reader *r, struct detect_config *config,
+		 const struct replay_ops *ops)
 {
 	const struct cap_process *proc = capture_reader__process(r);
+	struct detect_config recorded;
 
 	memset(rp, 0, sizeof(*rp));
 	u64map__init(&rp->threads);
-	if (!(given & GIVEN_LONG_POLL))
-		opts->long_poll_ns = proc->long_poll_ns;
-	if (!(given & GIVEN_SCHED_DELAY))
-		opts->sched_delay_ns = proc->sched_delay_ns;
-	if (!(given & GIVEN_STARVE_DEPTH))
-		opts->starve_depth = proc->starve_depth;
-	if (!(given & GIVEN_STARVE_TIME))
-		opts->starve_ns = proc->starve_ns;
-	if (!(given & GIVEN_THRASH_RATE))
-		opts->thrash_rate = proc->thrash_rate;
-	if (!(given & GIVEN_LOST_WAKER))
-		opts->lost_waker_ns = proc->lost_waker_ns;
-	rp->lost_waker_given = given & GIVEN_LOST_WAKER;
-	if (!(given & GIVEN_EPISODE_GAP))
-		opts->episode_gap_ns = proc->episode_gap_ns;
-	rp->opts = *opts;
+	cap_process__config(proc, &recorded);
+	detect_config__merge(config, &recorded);
+	rp->lost_waker_given = config->given & DETECT_GIVEN(lost_waker_ns);
+	rp->opts = *config;
 	if (ops)
 		rp->ops = *ops;
 	rp->stop = proc->hdr.ts;

@@ -54,7 +54,7 @@ struct replay {
 	size_t nr;
 	struct replay_proc *last;	/* the latest record's */
 	struct replay_ops ops;
-	struct detect_opts opts; /* the thresholds every process is judged by */
+	struct detect_config opts; /* the thresholds every process is judged by */
 	bool lost_waker_given;	/* --lost-waker was given (Go's lost wakers by silence) */
 	bool ended;		/* the capture's end record was read */
 	uint64_t stop;		/* when recording stopped (or the last timestamp seen) */
@@ -65,11 +65,11 @@ struct replay {
 
 /*
  * Sets up the replay of the capture r: its first process begins (ops.begin),
- * and opts' thresholds default to the recorded ones where given says not
- * given (a mask of GIVEN_* bits from options.h; ~0u keeps opts as is).
+ * and config's thresholds not given (config->given) are taken from those
+ * recorded.
  */
-int replay__init(struct replay *rp, const struct capture_reader *r, struct detect_opts *opts,
-		 uint32_t given, const struct replay_ops *ops);
+int replay__init(struct replay *rp, const struct capture_reader *r, struct detect_config *config,
+		 const struct replay_ops *ops);
 /*
  * Pushes every record to its process's pipeline, each process ended
  * (ops.end) at its end record, the rest at the capture's end; 0 at the clean

@@ -13,7 +13,6 @@
 #include "sinks/outputs.h"
 
 struct conversion {
-	const struct options *o;
 	struct outputs out;
 	unsigned int begun;	/* processes begun */
 	int ret;
@@ -67,8 +66,9 @@ static void say_unknown(const char *path, const struct replay *rp)
 
 int convert__run(const struct options *o)
 {
-	struct options opts = *o;
-	struct conversion c = { .o = &opts, .ret = EXIT_OK };
+	/* each threshold not given on the command line: the capture's */
+	struct detect_config detect = o->session.detect;
+	struct conversion c = { .ret = EXIT_OK };
 	const struct replay_ops ops = { .begin = on_begin, .end = on_end, .ctx = &c };
 	struct capture_reader *r;
 	struct replay rp = { 0 };
@@ -84,9 +84,9 @@ int convert__run(const struct options *o)
 		err_msg("capture '%s' is of format version %u, which has no checksums: damage "
 			"in it may go unnoticed\n",
 			o->capture, capture_reader__version(r));
-	err = outputs__open(&c.out, &opts, false);
+	err = outputs__open(&c.out, &o->session.out, false);
 	if (!err)
-		err = replay__init(&rp, r, &opts.detect, o->detect_given, &ops);
+		err = replay__init(&rp, r, &detect, &ops);
 	/*
 	 * The capture is any file the user was handed: everything after this
 	 * line parses it, with the capture and the outputs open and nothing
@@ -97,7 +97,7 @@ int convert__run(const struct options *o)
 		if (err)
 			err_msg("failed to drop privileges: %s\n", strerror(-err));
 	}
-	if (!err && !o->no_sandbox) {
+	if (!err && !o->session.no_sandbox) {
 		err = sandbox__filter(0, -1);
 		if (err)
 			err_msg("failed to install the seccomp filter: %s (--no-sandbox runs "

@@ -47,9 +47,9 @@ int main(int argc, char **argv)
 	if (o.command == CMD_PROBE_RULES)
 		return probe_learn__print(stdout) ? EXIT_FAIL : EXIT_OK;
 	nofile_raise(); /* a uprobe is a file descriptor, and tokio has many */
-	verbose = o.verbose;
+	verbose = o.session.verbose;
 	libbpf_set_print(libbpf_print);
 	if (o.command == CMD_RUN)
 		return run__main(&o);
-	return session__run(&o);
+	return session__run(&o.session);
 }

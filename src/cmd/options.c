@@ -100,14 +100,7 @@ static const struct {
 
 /* Codes of options with no short form. */
 enum {
-	OPT_LONG_POLL = 256,
-	OPT_SCHED_DELAY,
-	OPT_STARVE_DEPTH,
-	OPT_STARVE_TIME,
-	OPT_THRASH_RATE,
-	OPT_LOST_WAKER,
-	OPT_EPISODE_GAP,
-	OPT_RINGBUF,
+	OPT_RINGBUF = 256,
 	OPT_TASK_SLOTS,
 	OPT_BTF,
 	OPT_SCHED_HOOK,
@@ -137,6 +130,10 @@ enum {
 	OPT_BASELINE,
 	OPT_TOLERANCE,
 	OPT_JUNIT,
+	/* the detectors' thresholds: OPT_long_poll_ns ... (pipeline/config.h) */
+#define X(field, ...) OPT_##field,
+	DETECT_THRESHOLDS(X)
+#undef X
 };
 
 /*
@@ -225,24 +222,24 @@ static const struct opt_def {
 	{ 0, NULL, NULL, C,
 	  "detectors (a time takes ns, us, ms or s; 0 turns a detector off; each\n"
 	  "defaults to the value the capture was recorded with):\n" },
-	{ OPT_LONG_POLL, "long-poll", "TIME", T | R | C | U,
+	{ OPT_long_poll_ns, "long-poll", "TIME", T | R | C | U,
 	  "a poll that spends at least this long on the CPU or\nasleep (default 10ms)\n" },
-	{ OPT_SCHED_DELAY, "sched-delay", "TIME", T | R | C | U,
+	{ OPT_sched_delay_ns, "sched-delay", "TIME", T | R | C | U,
 	  "wake-to-poll delay nothing else explains (default\n"
 	  "20ms)\n" },
-	{ OPT_STARVE_DEPTH, "starve-depth", "N", T | R | C | U,
+	{ OPT_starve_depth, "starve-depth", "N", T | R | C | U,
 	  "a worker's average queue depth, while another worker\n"
 	  "is idle, that means starvation (default 16)\n" },
-	{ OPT_STARVE_TIME, "starve-time", "TIME", T | R | C | U,
+	{ OPT_starve_ns, "starve-time", "TIME", T | R | C | U,
 	  "... for at least this long (default 200ms)\n" },
-	{ OPT_THRASH_RATE, "thrash-rate", "N", T | R | C | U,
+	{ OPT_thrash_rate, "thrash-rate", "N", T | R | C | U,
 	  "wakes per second of one task that thrash, when its\n"
 	  "own wakes or its wakes per poll dominate (default\n"
 	  "1000)\n" },
-	{ OPT_LOST_WAKER, "lost-waker", "TIME", T | R | C | U,
+	{ OPT_lost_waker_ns, "lost-waker", "TIME", T | R | C | U,
 	  "a task not woken this long after it returned Pending\n"
 	  "(default 10s)\n" },
-	{ OPT_EPISODE_GAP, "episode-gap", "TIME", T | R | C | U,
+	{ OPT_episode_gap_ns, "episode-gap", "TIME", T | R | C | U,
 	  "quiet this long ends an episode (default 1s)\n" },
 	{ 0, NULL, NULL, U, "the command, and the gates (a failed one exits 3; see below):\n" },
 	{ OPT_FOLLOW_CHILDREN, "follow-children", NULL, U,
@@ -347,15 +344,15 @@ static int trace_format(struct options *o)
 {
 	char exts[128];
 
-	if (!o->output || o->format != FORMAT_AUTO)
+	if (!o->session.out.output || o->session.out.format != FORMAT_AUTO)
 		return 0;
-	o->format = format_of(o->output);
-	if (o->format != FORMAT_AUTO)
+	o->session.out.format = format_of(o->session.out.output);
+	if (o->session.out.format != FORMAT_AUTO)
 		return 0;
 	list_exts(exts, sizeof(exts), " nor ");
 	err_msg("cannot tell the format of trace '%s' from its name: it ends in neither %s: "
 		"give --format %s or --format %s to write it under this name\n",
-		o->output, exts, format_names[FORMAT_JSON], format_names[FORMAT_PERFETTO]);
+		o->session.out.output, exts, format_names[FORMAT_JSON], format_names[FORMAT_PERFETTO]);
 	return EXIT_USAGE;
 }
 
@@ -437,16 +434,16 @@ static int distinct_files(const struct options *o)
 
 	memset(files, 0, sizeof(files));
 #define NAMED(o, p, out) ((struct named_file){ .opt = (o), .path = (p), .output = (out) })
-	if (o->output)
-		files[n++] = NAMED("-o", o->output, true);
-	if (o->alerts)
-		files[n++] = NAMED("--alerts", o->alerts, true);
-	if (o->summary == SUMMARY_JSON)
+	if (o->session.out.output)
+		files[n++] = NAMED("-o", o->session.out.output, true);
+	if (o->session.out.alerts)
+		files[n++] = NAMED("--alerts", o->session.out.alerts, true);
+	if (o->session.out.summary == SUMMARY_JSON)
 		files[n++] = NAMED("--summary json", "-", true);
 	if (o->capture)
 		files[n++] = NAMED("the capture", o->capture, false);
-	if (o->btf_path)
-		files[n++] = NAMED("--btf", o->btf_path, false);
+	if (o->session.btf_path)
+		files[n++] = NAMED("--btf", o->session.btf_path, false);
 	if (o->junit)
 		files[n++] = NAMED("--junit", o->junit, true);
 	if (o->gate.baseline)
@@ -671,7 +668,7 @@ static int time_opt(const char *opt, const char *arg, uint64_t *ns)
 	return parse_duration(arg, 1000000ull, ns) ? bad(opt, arg, "a time, e.g. 10ms") : 0;
 }
 
-static int uint_opt(const char *opt, const char *arg, uint32_t *v)
+static int count_opt(const char *opt, const char *arg, uint32_t *v)
 {
 	int n;
 
@@ -699,56 +696,56 @@ static int check(struct options *o)
 			err_msg("convert needs a capture: asynctraced convert FILE [-o TRACE]\n");
 			return try_help(o->command);
 		}
-	} else if (o->pid && (o->comm || o->exclude_comm || o->cgroup)) {
+	} else if (o->session.nr_pids && (o->session.comm || o->session.exclude_comm || o->session.cgroup)) {
 		err_msg("--comm, --exclude-comm and --cgroup choose the target without -p: give "
 			"-p or those\n");
 		return try_help(o->command);
-	} else if (!o->pid) {
+	} else if (!o->session.nr_pids) {
 		struct scan_filter f;
 		char why[256];
 
-		if (scan_filter__init(&f, o->comm, o->exclude_comm, o->cgroup, why, sizeof(why))) {
+		if (scan_filter__init(&f, o->session.comm, o->session.exclude_comm, o->session.cgroup, why, sizeof(why))) {
 			err_msg("%s\n", why);
 			return try_help(o->command);
 		}
 		scan_filter__free(&f);
 	}
-	if (o->nr_pids && o->max_targets) {
+	if (o->session.nr_pids && o->session.max_targets) {
 		err_msg("--max-targets is for tracing without -p: -p names every process\n");
 		return try_help(o->command);
 	}
-	if (o->command == CMD_RECORD && !o->output) {
+	if (o->command == CMD_RECORD && !o->session.out.output) {
 		err_msg("record needs a file to write: -o FILE\n");
 		return try_help(o->command);
 	}
-	if (o->empty_programs && o->output) {
-		err_msg("--empty-programs records nothing: drop -o %s\n", o->output);
+	if (o->session.empty_programs && o->session.out.output) {
+		err_msg("--empty-programs records nothing: drop -o %s\n", o->session.out.output);
 		return EXIT_USAGE;
 	}
-	if (o->metrics_tasks && !o->metrics) {
+	if (o->session.metrics_tasks && !o->session.metrics) {
 		err_msg("--metrics-tasks adds to --metrics: give --metrics [ADDR:]PORT\n");
 		return EXIT_USAGE;
 	}
-	if (o->flight_ns && !o->dump_dir) {
+	if (o->session.flight_ns && !o->session.dump_dir) {
 		err_msg("--flight-recorder needs --dump-dir DIR: where its dumps go\n");
 		return EXIT_USAGE;
 	}
-	if (!o->flight_ns && (o->dump_dir || o->flight_bytes || o->dump_dir_bytes)) {
+	if (!o->session.flight_ns && (o->session.dump_dir || o->session.flight_bytes || o->session.dump_dir_bytes)) {
 		err_msg("--flight-recorder-size, --dump-dir and --dump-dir-size are the flight "
 			"recorder's: give --flight-recorder SECONDS\n");
 		return EXIT_USAGE;
 	}
-	if (o->flight_ns && o->no_trace) {
+	if (o->session.flight_ns && o->session.no_trace) {
 		err_msg("--flight-recorder keeps every event, which --no-trace turns off: drop one\n");
 		return EXIT_USAGE;
 	}
-	if (o->command != CMD_RECORD && o->output && o->no_trace) {
-		err_msg("--no-trace writes no trace: drop -o %s\n", o->output);
+	if (o->command != CMD_RECORD && o->session.out.output && o->session.no_trace) {
+		err_msg("--no-trace writes no trace: drop -o %s\n", o->session.out.output);
 		return EXIT_USAGE;
 	}
 	if (o->command != CMD_RECORD && trace_format(o))
 		return EXIT_USAGE;
-	if (o->trace_compression && (!o->output || o->format != FORMAT_PERFETTO)) {
+	if (o->session.out.trace_compression && (!o->session.out.output || o->session.out.format != FORMAT_PERFETTO)) {
 		err_msg("--trace-compression is for a protobuf trace: give -o FILE.pftrace (or "
 			"--format perfetto)\n");
 		return EXIT_USAGE;
@@ -803,20 +800,15 @@ static int take_command(int *argc, char ***argv, enum command *cmd)
 
 static void defaults(struct options *o, enum command cmd)
 {
-	struct detect_opts *d = &o->detect;
+	struct detect_config *d = &o->session.detect;
 
 	memset(o, 0, sizeof(*o));
 	o->command = cmd;
-	o->live = -1;
-	o->ringbuf_bytes = DEFAULT_RINGBUF_BYTES;
-	o->task_slots = AT_TASK_SLOTS;
-	d->long_poll_ns = DEFAULT_LONG_POLL_NS;
-	d->sched_delay_ns = DEFAULT_SCHED_DELAY_NS;
-	d->starve_depth = DEFAULT_STARVE_DEPTH;
-	d->starve_ns = DEFAULT_STARVE_NS;
-	d->thrash_rate = DEFAULT_THRASH_RATE;
-	d->lost_waker_ns = DEFAULT_LOST_WAKER_NS;
-	d->episode_gap_ns = DEFAULT_EPISODE_GAP_NS;
+	o->session.record = cmd == CMD_RECORD;
+	o->session.out.live = -1;
+	o->session.ringbuf_bytes = DEFAULT_RINGBUF_BYTES;
+	o->session.task_slots = AT_TASK_SLOTS;
+	detect_config__defaults(d);
 }
 
 /* -p PID[,PID...]: each pid once, in the order given. */
@@ -837,24 +829,23 @@ static int take_pids(struct options *o, const char *arg)
 			err_msg("invalid pid '%s'\n", tok);
 			return EXIT_USAGE;
 		}
-		for (i = 0; i < o->nr_pids && o->pids[i] != n; i++)
+		for (i = 0; i < o->session.nr_pids && o->session.pids[i] != n; i++)
 			;
-		if (i < o->nr_pids)
+		if (i < o->session.nr_pids)
 			continue;
-		if (o->nr_pids == OPTIONS_MAX_PIDS) {
-			err_msg("too many pids: at most %d\n", OPTIONS_MAX_PIDS);
+		if (o->session.nr_pids == SESSION_MAX_PIDS) {
+			err_msg("too many pids: at most %d\n", SESSION_MAX_PIDS);
 			return EXIT_USAGE;
 		}
-		o->pids[o->nr_pids++] = n;
+		o->session.pids[o->session.nr_pids++] = n;
 	}
-	o->pid = o->pids[0];
 	return 0;
 }
 
 /* One option and its argument into o: 0, EXIT_USAGE after a message, or -1 when done. */
 static int take_option(struct options *o, int c, const char *arg)
 {
-	struct detect_opts *d = &o->detect;
+	struct detect_config *d = &o->session.detect;
 	int n;
 
 	switch (c) {
@@ -863,65 +854,65 @@ static int take_option(struct options *o, int c, const char *arg)
 	case OPT_MAX_TARGETS:
 		if (parse_int(arg, 1, 1 << 20, &n))
 			return bad("--max-targets", arg, "a whole number from 1");
-		o->max_targets = (uint32_t)n;
+		o->session.max_targets = (uint32_t)n;
 		return 0;
 	case OPT_COMM:
-		o->comm = arg;
+		o->session.comm = arg;
 		return 0;
 	case OPT_EXCLUDE_COMM:
-		o->exclude_comm = arg;
+		o->session.exclude_comm = arg;
 		return 0;
 	case OPT_CGROUP:
-		o->cgroup = arg;
+		o->session.cgroup = arg;
 		return 0;
 	case 'd':
-		if (parse_duration(arg, 1000000000ull, &o->duration_ns) || !o->duration_ns)
+		if (parse_duration(arg, 1000000000ull, &o->session.duration_ns) || !o->session.duration_ns)
 			return bad("duration", arg, "seconds, e.g. 5 or 2.5");
 		return 0;
 	case 'o':
-		o->output = arg;
+		o->session.out.output = arg;
 		return 0;
 	case OPT_FORMAT:
 		if (!strcmp(arg, format_names[FORMAT_JSON]))
-			o->format = FORMAT_JSON;
+			o->session.out.format = FORMAT_JSON;
 		else if (!strcmp(arg, format_names[FORMAT_PERFETTO]))
-			o->format = FORMAT_PERFETTO;
+			o->session.out.format = FORMAT_PERFETTO;
 		else
 			return bad("--format", arg, "json or perfetto");
 		return 0;
 	case OPT_TRACE_COMPRESSION:
 		if (!strcmp(arg, "deflate"))
-			o->trace_compression = COMPRESSION_DEFLATE;
+			o->session.out.trace_compression = COMPRESSION_DEFLATE;
 		else if (!strcmp(arg, "none"))
-			o->trace_compression = COMPRESSION_NONE;
+			o->session.out.trace_compression = COMPRESSION_NONE;
 		else
 			return bad("--trace-compression", arg, "deflate or none");
 		return 0;
 	case OPT_NO_TRACE:
-		o->no_trace = true;
+		o->session.no_trace = true;
 		return 0;
 	case OPT_ALERTS:
-		o->alerts = arg;
+		o->session.out.alerts = arg;
 		return 0;
 	case OPT_METRICS_TASKS:
 		if (parse_int(arg, 0, 1000, &n))
 			return bad("--metrics-tasks", arg, "a number of tasks from 0 to 1000");
-		o->metrics_tasks = (uint32_t)n;
+		o->session.metrics_tasks = (uint32_t)n;
 		return 0;
 	case OPT_FLIGHT:
-		if (parse_duration(arg, 1000000000ull, &o->flight_ns) || !o->flight_ns ||
-		    o->flight_ns > 3600 * 1000000000ull)
+		if (parse_duration(arg, 1000000000ull, &o->session.flight_ns) || !o->session.flight_ns ||
+		    o->session.flight_ns > 3600 * 1000000000ull)
 			return bad("--flight-recorder", arg, "seconds, from a fraction to 3600");
 		return 0;
 	case OPT_FLIGHT_SIZE:
-		if (parse_size(arg, &o->flight_bytes) || o->flight_bytes < (4u << 20))
+		if (parse_size(arg, &o->session.flight_bytes) || o->session.flight_bytes < (4u << 20))
 			return bad("--flight-recorder-size", arg, "a size of 4M or more, e.g. 256M");
 		return 0;
 	case OPT_DUMP_DIR:
-		o->dump_dir = arg;
+		o->session.dump_dir = arg;
 		return 0;
 	case OPT_DUMP_DIR_SIZE:
-		if (parse_size(arg, &o->dump_dir_bytes) || o->dump_dir_bytes < (1u << 20))
+		if (parse_size(arg, &o->session.dump_dir_bytes) || o->session.dump_dir_bytes < (1u << 20))
 			return bad("--dump-dir-size", arg, "a size of 1M or more, e.g. 1G");
 		return 0;
 	case OPT_METRICS: {
@@ -930,72 +921,57 @@ static int take_option(struct options *o, int c, const char *arg)
 
 		if (metrics__parse_listen(arg, addr, sizeof(addr), &port))
 			return bad("--metrics", arg, "PORT, ADDR:PORT or [ADDR]:PORT");
-		o->metrics = arg;
+		o->session.metrics = arg;
 		return 0;
 	}
 	case OPT_SUMMARY:
 		if (!strcmp(arg, "text"))
-			o->summary = SUMMARY_TEXT;
+			o->session.out.summary = SUMMARY_TEXT;
 		else if (!strcmp(arg, "json"))
-			o->summary = SUMMARY_JSON;
+			o->session.out.summary = SUMMARY_JSON;
 		else
 			return bad("--summary", arg, "text or json");
 		return 0;
 	case OPT_LIVE:
-		o->live = 1;
+		o->session.out.live = 1;
 		return 0;
 	case 'q':
-		o->quiet = true;
+		o->session.out.quiet = true;
 		return 0;
-	case OPT_LONG_POLL:
-		o->detect_given |= GIVEN_LONG_POLL;
-		return time_opt("--long-poll", arg, &d->long_poll_ns);
-	case OPT_SCHED_DELAY:
-		o->detect_given |= GIVEN_SCHED_DELAY;
-		return time_opt("--sched-delay", arg, &d->sched_delay_ns);
-	case OPT_STARVE_DEPTH:
-		o->detect_given |= GIVEN_STARVE_DEPTH;
-		return uint_opt("--starve-depth", arg, &d->starve_depth);
-	case OPT_STARVE_TIME:
-		o->detect_given |= GIVEN_STARVE_TIME;
-		return time_opt("--starve-time", arg, &d->starve_ns);
-	case OPT_THRASH_RATE:
-		o->detect_given |= GIVEN_THRASH_RATE;
-		return uint_opt("--thrash-rate", arg, &d->thrash_rate);
-	case OPT_LOST_WAKER:
-		o->detect_given |= GIVEN_LOST_WAKER;
-		return time_opt("--lost-waker", arg, &d->lost_waker_ns);
-	case OPT_EPISODE_GAP:
-		o->detect_given |= GIVEN_EPISODE_GAP;
-		return time_opt("--episode-gap", arg, &d->episode_gap_ns);
+#define X(field, type, option, parsed, dflt)                                                         \
+	case OPT_##field:                                                                          \
+		d->given |= DETECT_GIVEN(field);                                                   \
+		return parsed##_opt("--" option, arg, &d->field);
+	DETECT_THRESHOLDS(X)
+#undef X
 	case OPT_RINGBUF:
-		if (parse_size(arg, &o->ringbuf_bytes) || o->ringbuf_bytes < 4096 ||
-		    o->ringbuf_bytes > (1ull << 30) || (o->ringbuf_bytes & (o->ringbuf_bytes - 1)))
+		if (parse_size(arg, &o->session.ringbuf_bytes) || o->session.ringbuf_bytes < 4096 ||
+		    o->session.ringbuf_bytes > (1ull << 30) || (o->session.ringbuf_bytes & (o->session.ringbuf_bytes - 1)))
 			return bad("--ringbuf-size", arg, "a power of two from 4K to 1G");
 		return 0;
 	case OPT_TASK_SLOTS:
 		if (parse_int(arg, 1, 1 << 20, &n) || (n & (n - 1)))
 			return bad("--task-slots", arg, "a power of two from 1 to 1048576");
-		o->task_slots = (uint32_t)n;
+		o->session.task_slots = (uint32_t)n;
 		return 0;
 	case OPT_BTF:
-		o->btf_path = arg;
+		o->session.btf_path = arg;
 		return 0;
 	case OPT_SCHED_HOOK:
 		if (!strcmp(arg, "auto"))
-			o->sched_hook = SCHED_HOOK_AUTO;
+			o->session.sched_hook = SCHED_HOOK_AUTO;
 		else if (!strcmp(arg, "tp_btf"))
-			o->sched_hook = SCHED_HOOK_TP_BTF;
+			o->session.sched_hook = SCHED_HOOK_TP_BTF;
 		else if (!strcmp(arg, "raw_tp"))
-			o->sched_hook = SCHED_HOOK_RAW_TP;
+			o->session.sched_hook = SCHED_HOOK_RAW_TP;
 		else
 			return bad("--sched-hook", arg, "auto, tp_btf or raw_tp");
 		return 0;
 	case OPT_EMPTY_PROGRAMS:
-		o->empty_programs = true;
+		o->session.empty_programs = true;
 		return 0;
 	case OPT_NO_SANDBOX:
-		o->no_sandbox = true;
+		o->session.no_sandbox = true;
 		return 0;
 	case OPT_FOLLOW_CHILDREN:
 		o->follow_children = true;
@@ -1030,18 +1006,18 @@ static int take_option(struct options *o, int c, const char *arg)
 		o->junit = arg;
 		return 0;
 	case OPT_STACKS:
-		o->stacks = true;
+		o->session.stacks = true;
 		return 0;
 	case OPT_PROBE_AT:
 		if (!strcmp(arg, "cheapest"))
-			o->probe_at_entry = false;
+			o->session.probe_at_entry = false;
 		else if (!strcmp(arg, "entry"))
-			o->probe_at_entry = true;
+			o->session.probe_at_entry = true;
 		else
 			return bad("--probe-at", arg, "cheapest or entry");
 		return 0;
 	case 'v':
-		o->verbose = true;
+		o->session.verbose = true;
 		return 0;
 	case 'h':
 		print_help(stdout, o->command);

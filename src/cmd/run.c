@@ -101,14 +101,14 @@ int run__main(struct options *o)
 	}
 	hooks.root = r.launch.pid;
 	if (!o->follow_children) {
-		o->pids[0] = o->pid = r.launch.pid;
-		o->nr_pids = 1;
+		o->session.pids[0] = r.launch.pid;
+		o->session.nr_pids = 1;
 	}
-	traced = session__run_with(o, &hooks);
+	traced = session__run_with(&o->session, &hooks);
 	/* stopped by a signal (a CI job's timeout): the command, untraced now, goes too */
 	if (hooks.stopped_by && r.launch.pid)
 		kill(r.launch.pid, hooks.stopped_by);
-	if (r.summaries && !o->quiet)
+	if (r.summaries && !o->session.out.quiet)
 		info_msg("'%s' was held %.1f ms at its entry point while the probes were attached\n",
 			 o->cmd[0], (double)r.launch.held_ns / 1e6);
 	/* tracing failed or never began: the command still runs, to its end */

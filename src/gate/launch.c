@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cmd/options.h"
+#include "lib/exits.h"
 #include "lib/util.h"
 
 /* Its exit status as a shell says it: 128 + N when killed by signal N. */

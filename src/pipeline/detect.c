@@ -52,11 +52,11 @@ struct worker_watch {
 	uint64_t hold_begin, hold_end, hold_task;
 };
 
-void detector__init(struct detector *d, const struct detect_opts *opts, alert_fn emit,
+void detector__init(struct detector *d, const struct detect_config *config, alert_fn emit,
 		    void *ctx)
 {
 	memset(d, 0, sizeof(*d));
-	d->opts = *opts;
+	d->config = *config;
 	d->emit = emit;
 	d->ctx = ctx;
 	u64map__init(&d->long_polls);
@@ -249,7 +249,7 @@ static uint64_t poll_own_ns(const struct at_poll *p)
  */
 static uint64_t long_poll_limit(const struct detector *d, const struct at_poll *p)
 {
-	uint64_t limit = d->opts.long_poll_ns;
+	uint64_t limit = d->config.long_poll_ns;
 
 	if (limit && (p->flags & AT_POLL_PREEMPTED) && AT_PREEMPTED_LONG_NS < limit)
 		limit = AT_PREEMPTED_LONG_NS;
@@ -347,7 +347,7 @@ static void long_poll(struct detector *d, struct model *m, const struct at_poll 
 	struct episode *ep = u64map__get(&d->long_polls, p->task);
 	struct alert a;
 
-	if (ep && p->hdr.ts <= ep->last_ts + d->opts.episode_gap_ns) {
+	if (ep && p->hdr.ts <= ep->last_ts + d->config.episode_gap_ns) {
 		recur(ep, end_ts, p->duration_ns);
 		return;
 	}
@@ -385,10 +385,10 @@ static bool delay_explained(struct detector *d, const struct at_poll *p)
 {
 	const struct worker_watch *w;
 
-	if (d->opts.starve_depth && p->queued_depth >= d->opts.starve_depth)
+	if (d->config.starve_depth && p->queued_depth >= d->config.starve_depth)
 		return true;
-	if (d->opts.long_poll_ns && p->holder_begin && p->hdr.ts > p->holder_begin &&
-	    p->hdr.ts - p->holder_begin >= d->opts.long_poll_ns)
+	if (d->config.long_poll_ns && p->holder_begin && p->hdr.ts > p->holder_begin &&
+	    p->hdr.ts - p->holder_begin >= d->config.long_poll_ns)
 		return true;
 	if (p->queued_on < 0 || (uint32_t)p->queued_on >= d->nr_workers)
 		return false;
@@ -469,7 +469,7 @@ static void sched_delay(struct detector *d, struct model *m, const struct at_pol
 	uint64_t delay = p->hdr.ts - p->wake_ts;
 	struct alert a;
 
-	if (d->sched && p->hdr.ts <= d->sched->last_ts + d->opts.episode_gap_ns) {
+	if (d->sched && p->hdr.ts <= d->sched->last_ts + d->config.episode_gap_ns) {
 		recur(d->sched, p->hdr.ts, delay);
 		return;
 	}
@@ -577,17 +577,17 @@ static void unwakeable(struct detector *d, struct model *m, const struct at_poll
 
 static void on_poll(struct detector *d, struct model *m, const struct at_poll *p)
 {
-	if (d->opts.lost_waker_ns && ((p->flags & AT_POLL_UNWAKEABLE) || d->lost.len))
+	if (d->config.lost_waker_ns && ((p->flags & AT_POLL_UNWAKEABLE) || d->lost.len))
 		unwakeable(d, m, p);
-	if (d->opts.long_poll_ns)
+	if (d->config.long_poll_ns)
 		note_victim(d, m, p);
-	if (d->opts.long_poll_ns && p->duration_ns >= long_poll_limit(d, p)) {
+	if (d->config.long_poll_ns && p->duration_ns >= long_poll_limit(d, p)) {
 		note_hold(d, p);
 		if (poll_own_ns(p) >= long_poll_limit(d, p))
 			long_poll(d, m, p);
 	}
-	if (d->opts.sched_delay_ns && p->wake_ts && p->hdr.ts > p->wake_ts &&
-	    p->hdr.ts - p->wake_ts >= d->opts.sched_delay_ns && !delay_explained(d, p))
+	if (d->config.sched_delay_ns && p->wake_ts && p->hdr.ts > p->wake_ts &&
+	    p->hdr.ts - p->wake_ts >= d->config.sched_delay_ns && !delay_explained(d, p))
 		judge_late(d, m, p);
 }
 
@@ -666,11 +666,11 @@ static void on_worker_sample(struct detector *d, struct model *m,
 		w->idle_ns = idle_ns;
 	if (s->depth_area > w->area)
 		w->area = s->depth_area;
-	if (!d->opts.starve_depth)
+	if (!d->config.starve_depth)
 		return;
 
 	idle = idlest_other(d, s->worker);
-	starved = w->depth_avg >= d->opts.starve_depth && idle >= 0 &&
+	starved = w->depth_avg >= d->config.starve_depth && idle >= 0 &&
 		  d->workers[idle].idle_share >= STARVE_IDLE_SHARE;
 	if (!starved) {
 		w->starved_since = 0;
@@ -686,7 +686,7 @@ static void on_worker_sample(struct detector *d, struct model *m,
 			w->ep->a.depth_avg = w->depth_avg;
 		return;
 	}
-	if (s->hdr.ts - w->starved_since < d->opts.starve_ns)
+	if (s->hdr.ts - w->starved_since < d->config.starve_ns)
 		return;
 	alert_init(&a, ALERT_STARVATION, s->hdr.ts);
 	a.begin_ts = w->starved_since;
@@ -723,9 +723,9 @@ static void thrash(struct detector *d, struct model *m, const struct at_task_sam
 		polls = (double)(s->polls - tw->polls) / dt;
 		wakes = (double)(s->wakes - tw->wakes) / dt;
 		self = (double)(s->self_wakes - tw->self_wakes) / dt;
-		if (self >= d->opts.thrash_rate && self >= THRASH_SELF_SHARE * polls)
+		if (self >= d->config.thrash_rate && self >= THRASH_SELF_SHARE * polls)
 			reason = THRASH_SELF_WAKE;
-		else if (wakes >= d->opts.thrash_rate && wakes >= THRASH_STORM_FACTOR * polls)
+		else if (wakes >= d->config.thrash_rate && wakes >= THRASH_STORM_FACTOR * polls)
 			reason = THRASH_WAKE_STORM;
 		if (!reason && tw->ep) {
 			end(d, tw->ep, s->hdr.ts, false);
@@ -760,7 +760,7 @@ static void lost_waker(struct detector *d, struct model *m, const struct at_task
 {
 	struct episode *ep = u64map__get(&d->lost, s->task);
 	bool lost = s->idle_since && !s->done && s->hdr.ts > s->idle_since &&
-		    s->hdr.ts - s->idle_since >= d->opts.lost_waker_ns;
+		    s->hdr.ts - s->idle_since >= d->config.lost_waker_ns;
 	struct alert a;
 
 	if (ep && ep->a.unwakeable) {
@@ -813,9 +813,9 @@ void detector__event(struct detector *d, struct model *m, const struct at_hdr *e
 		on_worker_sample(d, m, (const struct at_worker_sample *)ev);
 		break;
 	case AT_EV_TASK_SAMPLE:
-		if (d->opts.thrash_rate)
+		if (d->config.thrash_rate)
 			thrash(d, m, (const struct at_task_sample *)ev);
-		if (d->opts.lost_waker_ns)
+		if (d->config.lost_waker_ns)
 			lost_waker(d, m, (const struct at_task_sample *)ev);
 		break;
 	}
@@ -866,7 +866,7 @@ static void sweep(struct detector *d, struct u64map *map, uint64_t cutoff,
 
 void detector__tick(struct detector *d, struct model *m, uint64_t now)
 {
-	uint64_t cutoff = now > d->opts.episode_gap_ns ? now - d->opts.episode_gap_ns : 0;
+	uint64_t cutoff = now > d->config.episode_gap_ns ? now - d->config.episode_gap_ns : 0;
 	uint64_t stale = now > TASK_WATCH_STALE_NS ? now - TASK_WATCH_STALE_NS : 0;
 
 	(void)m;

@@ -19,6 +19,7 @@
 
 #include "asynctraced.h"
 #include "lib/u64map.h"
+#include "pipeline/config.h"
 
 struct model;
 
@@ -107,31 +108,13 @@ struct alert {
 	char dump[256];
 };
 
-struct detect_opts {
-	uint64_t long_poll_ns;		/* 0: detector off */
-	uint64_t sched_delay_ns;	/* 0: off */
-	uint32_t starve_depth;		/* 0: off */
-	uint64_t starve_ns;
-	uint32_t thrash_rate;		/* wakes per second; 0: off */
-	uint64_t lost_waker_ns;		/* 0: off */
-	uint64_t episode_gap_ns;	/* quiet this long ends an episode */
-};
-
-#define DEFAULT_LONG_POLL_NS (10 * 1000 * 1000ull)
-#define DEFAULT_SCHED_DELAY_NS (20 * 1000 * 1000ull)
-#define DEFAULT_STARVE_DEPTH 16
-#define DEFAULT_STARVE_NS (200 * 1000 * 1000ull)
-#define DEFAULT_THRASH_RATE 1000
-#define DEFAULT_LOST_WAKER_NS (10 * 1000 * 1000 * 1000ull)
-#define DEFAULT_EPISODE_GAP_NS (1000 * 1000 * 1000ull)
-
 typedef void (*alert_fn)(void *ctx, const struct alert *a);
 
 struct episode;
 struct worker_watch;
 
 struct detector {
-	struct detect_opts opts;
+	struct detect_config config;
 	uint64_t next_episode;
 	uint64_t begun[ALERT_KIND_MAX];	/* episodes per kind */
 	uint64_t ended[ALERT_KIND_MAX];	/* ... over (begun - ended: open now) */
@@ -169,7 +152,7 @@ struct detector {
 	void *ctx;
 };
 
-void detector__init(struct detector *d, const struct detect_opts *opts, alert_fn emit,
+void detector__init(struct detector *d, const struct detect_config *config, alert_fn emit,
 		    void *ctx);
 void detector__free(struct detector *d);
 /* Feeds one record (after the model has seen it). */

@@ -7,7 +7,7 @@
 static void broadcast_alert(void *ctx, const struct alert *a);
 
 int pipeline__init(struct pipeline *p, uint32_t pid, const char *comm, uint64_t t0,
-		   const struct detect_opts *opts)
+		   const struct detect_config *opts)
 {
 	memset(p, 0, sizeof(*p));
 	detector__init(&p->detector, opts, broadcast_alert, p);

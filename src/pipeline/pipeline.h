@@ -13,7 +13,7 @@
 
 #include "pipeline/detect.h"
 #include "pipeline/model.h"
-#include "sinks/sink.h"
+#include "pipeline/sink.h"
 
 #define PIPELINE_MAX_SINKS 8
 
@@ -28,7 +28,7 @@ struct pipeline {
 };
 
 int pipeline__init(struct pipeline *p, uint32_t pid, const char *comm, uint64_t t0,
-		   const struct detect_opts *opts);
+		   const struct detect_config *opts);
 /* Takes ownership of the sink. */
 int pipeline__add_sink(struct pipeline *p, struct sink *s);
 /* 0, or -EINVAL for a malformed record (counted in the model, skipped). */

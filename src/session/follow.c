@@ -83,7 +83,7 @@ void follow__release_files(struct session *s, struct traced *tr)
 /* Following the host: no process traced yet, and none being looked at. Said once. */
 void follow__say_watching(struct session *s)
 {
-	const struct options *o = s->o;
+	const struct session_opts *o = s->o;
 
 	if (s->said_watching || s->ever || examiner__pending(s->examiner))
 		return;

@@ -12,11 +12,11 @@ const char *say__runtime_name(enum runtime_kind kind)
 	return kind == RUNTIME_TOKIO ? "tokio" : kind == RUNTIME_GO ? "go" : "usdt";
 }
 
-static const char *mode_str(const struct options *o)
+static const char *mode_str(const struct session_opts *o)
 {
 	if (o->empty_programs)
 		return "empty programs (the floor: nothing is recorded)";
-	if (o->command == CMD_RECORD)
+	if (o->record)
 		return o->no_trace ? "maps only" : "every event";
 	return o->no_trace ? "maps only" : "full trace";
 }
@@ -26,7 +26,7 @@ static void say_what(const struct session *s, const struct traced *tr, char *buf
 {
 	if (s->cap)
 		snprintf(buf, len, "recording pid %d (%s) to %s", tr->target.pid, tr->target.comm,
-			 s->o->output);
+			 s->o->out.output);
 	else
 		snprintf(buf, len, "tracing pid %d (%s)", tr->target.pid, tr->target.comm);
 }
@@ -106,19 +106,19 @@ void say__totals(const struct session *s, const char *why)
 /* record: the end record; one line to say what was written. */
 int say__capture_written(struct session *s, const char *why)
 {
-	const struct options *o = s->o;
+	const struct session_opts *o = s->o;
 	char who[64];
 	int err;
 
 	if (!s->ever) {
-		err_msg("recorded nothing in '%s': no process ran a known runtime (%s)\n", o->output,
+		err_msg("recorded nothing in '%s': no process ran a known runtime (%s)\n", o->out.output,
 			why);
 		return EXIT_FAIL;
 	}
 	capture__end(s->cap, s->stop, why);
 	err = capture_writer__flush(s->cap);
 	if (err) {
-		err_msg("failed to write '%s': %s\n", o->output, strerror(-err));
+		err_msg("failed to write '%s': %s\n", o->out.output, strerror(-err));
 		return EXIT_FAIL;
 	}
 	if (s->ever == 1 && s->nr == 1)
@@ -129,7 +129,7 @@ int say__capture_written(struct session *s, const char *why)
 	info_msg("recorded %s for %.2f s, %s: %llu records, %.1f MB in %s; %llu dropped\n", who,
 		(double)(s->stop - s->start) / 1e9, why,
 		(unsigned long long)capture_writer__records(s->cap),
-		(double)capture_writer__bytes(s->cap) / 1e6, o->output,
+		(double)capture_writer__bytes(s->cap) / 1e6, o->out.output,
 		(unsigned long long)s->dropped);
 	return EXIT_OK;
 }

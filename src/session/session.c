@@ -205,11 +205,11 @@ static const char *on_signal(struct session *s)
 		}
 		return NULL;
 	}
-	if (si.ssi_signo == SIGHUP && s->follow && s->o->alerts) {
+	if (si.ssi_signo == SIGHUP && s->follow && s->o->out.alerts) {
 		err = outputs__reopen_alerts(&s->out);
 		if (err)
 			err_msg("cannot open '%s' again: %s; alerts still go where they went\n",
-				s->o->alerts, strerror(-err));
+				s->o->out.alerts, strerror(-err));
 		return NULL;
 	}
 	s->stop_signo = (int)si.ssi_signo;
@@ -286,7 +286,7 @@ static const char *trace_loop(struct session *s, uint64_t deadline)
 	 * reports an error at once, and tracing on would write to nobody, with
 	 * SIGPIPE ignored, until stopped by hand. Not a pipe (a file): no event.
 	 */
-	if (s->o->output && !strcmp(s->o->output, "-"))
+	if (s->o->out.output && !strcmp(s->o->out.output, "-"))
 		epoll_add(s->ep, STDOUT_FILENO, 0, EV_STDOUT);
 	while (!why) {
 		uint64_t now = now_ns();
@@ -358,12 +358,12 @@ static int finish(struct session *s, const char *why)
 	return ret == EXIT_OK ? s->ret : ret;
 }
 
-int session__run(const struct options *o)
+int session__run(const struct session_opts *o)
 {
 	return session__run_with(o, NULL);
 }
 
-int session__run_with(const struct options *o, struct session_hooks *h)
+int session__run_with(const struct session_opts *o, struct session_hooks *h)
 {
 	struct session s = { .o = o, .hooks = h, .sfd = -1, .root_pidfd = -1, .ret = EXIT_OK };
 	sigset_t sigs;

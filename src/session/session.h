@@ -3,13 +3,52 @@
 #ifndef SESSION_H
 #define SESSION_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
-#include "cmd/options.h"
+#include "pipeline/config.h"
+#include "sinks/outputs.h"
+#include "source/tracer.h"
 
-/* Runs trace or record as the options say; returns the exit status. */
-int session__run(const struct options *o);
+#define SESSION_MAX_PIDS 1024
+#define DEFAULT_MAX_TARGETS 64
+
+/* What a session traces, how, and what it writes (cmd/options.c fills it in). */
+struct session_opts {
+	bool record;		/* record: the records go to a capture (out.output) */
+	/* -p: the processes to trace; none: every process of the host with a
+	 * known runtime, those that start later too (scan.h) */
+	pid_t pids[SESSION_MAX_PIDS];
+	size_t nr_pids;
+	uint32_t max_targets;	/* processes traced at once, at most */
+	const char *comm;	/* without -p: only processes whose name matches */
+	const char *exclude_comm; /* ... and does not */
+	const char *cgroup;	/* ... in this cgroup v2 subtree */
+	uint64_t duration_ns;	/* 0: until stopped */
+	struct outputs_opts out;
+	struct detect_config detect;
+	const char *metrics;	/* --metrics [ADDR:]PORT, or NULL */
+	uint32_t metrics_tasks;	/* --metrics-tasks N: series for the N busiest tasks */
+	uint64_t flight_ns;	/* --flight-recorder: its window; 0 none */
+	uint64_t flight_bytes;	/* its memory (0: the default) */
+	const char *dump_dir;
+	uint64_t dump_dir_bytes; /* the dumps' total (0: the default) */
+	bool no_trace;		/* maps only */
+	uint64_t ringbuf_bytes;
+	uint32_t task_slots;
+	const char *btf_path;
+	enum sched_hook sched_hook;
+	bool verbose;
+	bool empty_programs;	/* benchmarks: the floor */
+	bool probe_at_entry;	/* no probe placement past single-stepped entries */
+	bool no_sandbox;	/* no seccomp filter once attached */
+	bool stacks;		/* --stacks: a long poll's stack, unwound */
+};
+
+/* Runs trace or record as o says; returns the exit status. */
+int session__run(const struct session_opts *o);
 
 /*
  * What `run` (src/cmd/run.c) asks of a session tracing the command it
@@ -26,6 +65,6 @@ struct session_hooks {
 	int stopped_by;		/* out: the signal that stopped the session, or 0 */
 };
 
-int session__run_with(const struct options *o, struct session_hooks *h);
+int session__run_with(const struct session_opts *o, struct session_hooks *h);
 
 #endif

@@ -22,7 +22,6 @@
 #include <sys/types.h>
 
 #include "capture/capture.h"
-#include "cmd/options.h"
 #include "lib/u64map.h"
 #include "session/examiner.h"
 #include "session/session.h"
@@ -39,7 +38,7 @@
 
 /* Everything one tracing session holds. */
 struct session {
-	const struct options *o;
+	const struct session_opts *o;
 	struct session_hooks *hooks;	/* run: the command's (or NULL) */
 	int stop_signo;			/* the signal that stopped the session, or 0 */
 	bool released;			/* ... and it was let go */

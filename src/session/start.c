@@ -61,7 +61,7 @@ static const struct at_usdt_spec *common_usdt_specs(struct traced **tr, size_t n
 /* The processes -p names, examined: those that can be traced. 0, or -errno. */
 static int examine_pids(struct session *s, struct traced ***out, size_t *nr)
 {
-	const struct options *o = s->o;
+	const struct session_opts *o = s->o;
 	struct traced **tr = calloc(o->nr_pids, sizeof(*tr));
 	size_t n = 0;
 
@@ -117,7 +117,7 @@ static int confine(struct session *s)
 /* Root (or the capabilities), BTF, and where this kernel lets a uprobe go. 0, or -errno. */
 static int check_host(struct session *s)
 {
-	const struct options *o = s->o;
+	const struct session_opts *o = s->o;
 	char why[256];
 	int err;
 
@@ -146,7 +146,7 @@ static int check_host(struct session *s)
 /* --flight-recorder: its directory first, so a bad --dump-dir is said before any process. */
 static int open_flight(struct session *s)
 {
-	const struct options *o = s->o;
+	const struct session_opts *o = s->o;
 	struct flight_opts fo = {
 		.window_ns = o->flight_ns,
 		.after_ns = FLIGHT_AFTER_NS,
@@ -167,7 +167,7 @@ static int open_flight(struct session *s)
 static int find_targets(struct session *s, struct traced ***first, size_t *nr_first,
 			struct tracer_opts *topts)
 {
-	const struct options *o = s->o;
+	const struct session_opts *o = s->o;
 	char why[256];
 	int err;
 
@@ -195,19 +195,19 @@ static int find_targets(struct session *s, struct traced ***first, size_t *nr_fi
 /* Where records go (the capture, or the trace and alerts), signals, --metrics. 0, or -errno. */
 static int open_outputs(struct session *s)
 {
-	const struct options *o = s->o;
+	const struct session_opts *o = s->o;
 	sigset_t sigs;
 	int err;
 
-	if (o->command == CMD_RECORD) {
-		err = capture_writer__open(&s->cap, o->output);
+	if (o->record) {
+		err = capture_writer__open(&s->cap, o->out.output);
 		if (err) {
-			err_msg("cannot write capture to '%s': %s\n", o->output,
+			err_msg("cannot write capture to '%s': %s\n", o->out.output,
 				outbuf__strerror(err));
 			return err;
 		}
 	} else {
-		err = outputs__open(&s->out, o, s->follow || o->nr_pids > 1);
+		err = outputs__open(&s->out, &o->out, s->follow || o->nr_pids > 1);
 		if (err)
 			return err;
 		if (s->hooks) {
@@ -300,16 +300,14 @@ static int begin_tracing(struct session *s, struct traced **first, size_t nr_fir
 /* Everything up to attached: each failure says what. 0, or -errno. */
 int session__start(struct session *s)
 {
-	const struct options *o = s->o;
+	const struct session_opts *o = s->o;
 	struct tracer_opts topts = {
 		.btf_path = o->btf_path,
 		.ringbuf_bytes = o->ringbuf_bytes,
 		.task_slots = o->task_slots,
 		.sched_hook = o->sched_hook,
 		.trace_events = !o->no_trace, /* the flight recorder keeps them too */
-		.long_poll_ns = o->detect.long_poll_ns,
-		.sched_delay_ns = o->detect.sched_delay_ns,
-		.starve_depth = o->detect.starve_depth,
+		.detect = o->detect,
 		.empty_programs = o->empty_programs,
 		/* half the threshold: a long poll is sampled before it ends */
 		.stack_after_ns = o->stacks ? (o->detect.long_poll_ns ? o->detect.long_poll_ns / 2

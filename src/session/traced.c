@@ -321,7 +321,6 @@ static void name_tokio_tasks(struct session *s, struct traced *tr)
 /* The capture's first records: the process, its thresholds, tokio's task names. */
 static void begin_capture(struct session *s, struct traced *tr)
 {
-	const struct detect_opts *d = &s->o->detect;
 	struct cap_process proc = {
 		.hdr.ts = tr->start,
 		.pid = (uint32_t)tr->target.pid,
@@ -330,16 +329,10 @@ static void begin_capture(struct session *s, struct traced *tr)
 							  : CAPTURE_RUNTIME_USDT,
 		.realtime_offset = tr->pipe.model.realtime_offset,
 		.maps_only = s->o->no_trace,
-		.long_poll_ns = d->long_poll_ns,
-		.sched_delay_ns = d->sched_delay_ns,
-		.starve_ns = d->starve_ns,
-		.lost_waker_ns = d->lost_waker_ns,
-		.episode_gap_ns = d->episode_gap_ns,
-		.starve_depth = d->starve_depth,
-		.thrash_rate = d->thrash_rate,
 	};
 
 	snprintf(proc.comm, sizeof(proc.comm), "%s", tr->target.comm);
+	cap_process__set_config(&proc, &s->o->detect);
 	capture__begin(s->cap, &proc);
 	if (tr->disc.kind == RUNTIME_TOKIO)
 		name_tokio_tasks(s, tr);
@@ -418,7 +411,7 @@ void traced__drop(struct session *s, struct traced *tr)
  */
 static int begin_pipeline(struct session *s, struct traced *tr)
 {
-	const struct options *o = s->o;
+	const struct session_opts *o = s->o;
 	int err;
 
 	err = pipeline__init(&tr->pipe, (uint32_t)tr->target.pid, tr->target.comm, now_ns(),
@@ -436,7 +429,7 @@ static int begin_pipeline(struct session *s, struct traced *tr)
 	 * wakers are the nil channels' unless --lost-waker asks for more.
 	 */
 	if (tr->disc.kind == RUNTIME_GO)
-		tr->pipe.detector.lost_waker_exact_only = !(o->detect_given & GIVEN_LOST_WAKER);
+		tr->pipe.detector.lost_waker_exact_only = !(o->detect.given & DETECT_GIVEN(lost_waker_ns));
 	/* its GC's workers, sweeper and scavenger hold Ps by design: never alerted on */
 	if (tr->disc.kind == RUNTIME_GO)
 		tr->pipe.detector.runtime_tasks = "runtime.";
@@ -475,7 +468,7 @@ static int begin_pipeline(struct session *s, struct traced *tr)
  */
 int traced__start(struct session *s, struct traced *tr)
 {
-	const struct options *o = s->o;
+	const struct session_opts *o = s->o;
 	struct attach_opts ao = {
 		.pid = tr->target.pid,
 		.share = s->share_files ? follow__share_file : NULL,

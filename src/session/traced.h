@@ -15,9 +15,9 @@
 
 #include "lib/u64map.h"
 #include "pipeline/pipeline.h"
+#include "source/attach.h"
 #include "source/sampler.h"
 #include "source/stats.h"
-#include "targets/attach.h"
 #include "targets/discover.h"
 #include "targets/images.h"
 #include "targets/target.h"

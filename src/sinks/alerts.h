@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 
-#include "sinks/sink.h"
+#include "pipeline/sink.h"
 
 struct outbuf;
 

@@ -11,6 +11,7 @@
 #include "sinks/alerts.h"
 #include "sinks/board.h"
 #include "sinks/layout.h"
+#include "source/stats.h"
 
 #define LIVE_TOP_TASKS 5
 #define LIVE_OPEN_ALERTS 4

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "sinks/sink.h"
+#include "pipeline/sink.h"
 
 struct board;
 

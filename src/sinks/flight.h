@@ -26,7 +26,7 @@ struct flight_opts {
 	uint64_t max_bytes;	/* the ring's memory */
 	uint64_t dir_max_bytes;	/* the dumps' total in the directory */
 	const char *dir;
-	struct detect_opts detect; /* the dump's own detectors: its alerts in its trace */
+	struct detect_config detect; /* the dump's own detectors: its alerts in its trace */
 };
 
 struct flight;

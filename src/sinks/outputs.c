@@ -19,12 +19,12 @@
 #include "sinks/trace_proto.h"
 
 /* Whether o asks for a live view (and may have one). */
-static bool live(const struct options *o)
+static bool live(const struct outputs_opts *o)
 {
 	return !o->quiet && (o->live == 1 || (o->live < 0 && isatty(STDERR_FILENO)));
 }
 
-int outputs__open(struct outputs *out, const struct options *o, bool several)
+int outputs__open(struct outputs *out, const struct outputs_opts *o, bool several)
 {
 	int err;
 
@@ -66,7 +66,7 @@ int outputs__open(struct outputs *out, const struct options *o, bool several)
 
 int outputs__add_sinks(struct outputs *out, struct pipeline *p, bool live_view)
 {
-	const struct options *o = out->o;
+	const struct outputs_opts *o = out->o;
 	struct console_opts co = {
 		.out = stderr,
 		.live = live_view && !out->several && live(o),
@@ -137,7 +137,7 @@ static int hand_summary(struct outputs *out, struct pipeline *p, const struct st
 int outputs__end(struct outputs *out, struct pipeline *p, uint64_t now, const struct stats *st,
 		 const struct run_info *info)
 {
-	const struct options *o = out->o;
+	const struct outputs_opts *o = out->o;
 	int err, ret = EXIT_OK;
 
 	if (out->board)
@@ -192,7 +192,7 @@ static void say_written(const char *path, uint64_t events)
 
 int outputs__close(struct outputs *out)
 {
-	const struct options *o = out->o;
+	const struct outputs_opts *o = out->o;
 	int ret = EXIT_OK, err;
 
 	if (out->alerts && (err = outbuf__flush(out->alerts))) {

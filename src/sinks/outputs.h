@@ -15,16 +15,44 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cmd/options.h"
+#include "lib/exits.h"
 #include "pipeline/pipeline.h"
 #include "sinks/report.h"
 #include "source/stats.h"
+
+enum summary_format {
+	SUMMARY_TEXT = 0,
+	SUMMARY_JSON,
+};
+
+enum trace_format {
+	FORMAT_AUTO = 0,	/* from the output's name */
+	FORMAT_JSON,
+	FORMAT_PERFETTO,
+};
+
+enum trace_compression {
+	COMPRESSION_DEFAULT = 0, /* deflate */
+	COMPRESSION_DEFLATE,
+	COMPRESSION_NONE,
+};
+
+/* What to write, and where. */
+struct outputs_opts {
+	const char *output;	/* the trace (-o; record: the capture), or NULL; "-": stdout */
+	enum trace_format format;
+	enum trace_compression trace_compression; /* of a protobuf trace's packets */
+	const char *alerts;	/* JSON lines file, or NULL */
+	int live;		/* -1: when stderr is a terminal; 0 off; 1 on */
+	bool quiet;		/* no alert lines on the console */
+	enum summary_format summary;
+};
 
 struct outbuf;
 struct pftrace_file;
 
 struct outputs {
-	const struct options *o;
+	const struct outputs_opts *o;
 	struct outbuf *alerts;	/* --alerts, or NULL */
 	struct outbuf *trace;	/* -o, or NULL */
 	struct pftrace_file *pftrace; /* the trace's packets, when protobuf */
@@ -43,7 +71,7 @@ struct outputs {
  * refused one leaves the rest untouched); several: more than one process
  * may be traced. 0, or -errno after a message.
  */
-int outputs__open(struct outputs *out, const struct options *o, bool several);
+int outputs__open(struct outputs *out, const struct outputs_opts *o, bool several);
 /*
  * Adds one process's sinks to its pipeline; live_view: a live view of it on a
  * terminal, as o says (else its alerts only). 0, or -errno after a message.

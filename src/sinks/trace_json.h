@@ -7,7 +7,7 @@
 #ifndef TRACE_JSON_H
 #define TRACE_JSON_H
 
-#include "sinks/sink.h"
+#include "pipeline/sink.h"
 
 struct outbuf;
 

@@ -9,7 +9,7 @@
 #ifndef TRACE_PROTO_H
 #define TRACE_PROTO_H
 
-#include "sinks/sink.h"
+#include "pipeline/sink.h"
 
 struct pftrace_file;
 

@@ -174,9 +174,9 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	t->ring_size = ring_size_per_cpu(o->ringbuf_bytes, t->nr_rings);
 	skel->rodata->wakeup_bytes = t->ring_size / 16;
 	skel->rodata->trace_events = o->trace_events;
-	skel->rodata->long_poll_ns = o->long_poll_ns;
-	skel->rodata->sched_delay_ns = o->sched_delay_ns;
-	skel->rodata->starve_depth = o->starve_depth;
+	skel->rodata->long_poll_ns = o->detect.long_poll_ns;
+	skel->rodata->sched_delay_ns = o->detect.sched_delay_ns;
+	skel->rodata->starve_depth = o->detect.starve_depth;
 	skel->rodata->stack_after_ns = o->stack_after_ns;
 	/* 8 KiB a kept stack: without --stacks, room for none (one entry, unused) */
 	if (!o->stack_after_ns)

@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include "asynctraced.h"
+#include "pipeline/config.h"
 #include "source/stats.h"
 
 enum sched_hook {
@@ -39,9 +40,8 @@ struct tracer_opts {
 	enum sched_hook sched_hook;
 	/* false: maps only; the ring carries just the polls alerts need */
 	bool trace_events;
-	uint64_t long_poll_ns;
-	uint64_t sched_delay_ns;
-	uint32_t starve_depth;
+	/* the thresholds the programs filter by (long polls, late polls, deep queues) */
+	struct detect_config detect;
 	/* uprobes will be attached (a runtime probed at its own functions) */
 	bool uprobes;
 	/* USDT: each probe's arguments where all its sites agree (NULL: none) */

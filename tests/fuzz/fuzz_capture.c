@@ -81,7 +81,7 @@ static void on_end(void *ctx, struct replay_proc *pr)
 static void convert(const uint8_t *data, size_t size)
 {
 	const struct replay_ops ops = { .begin = on_begin, .end = on_end };
-	struct detect_opts opts = { 0 };
+	struct detect_config opts = { 0 };
 	struct capture_reader *r;
 	struct replay rp;
 	char err[256];
@@ -94,7 +94,7 @@ static void convert(const uint8_t *data, size_t size)
 		sink_pftrace = NULL;
 	if (capture_reader__open_mem(&r, data, size, err, sizeof(err)))
 		return;
-	if (replay__init(&rp, r, &opts, 0, &ops) == 0) {
+	if (replay__init(&rp, r, &opts, &ops) == 0) {
 		replay__run(&rp, r);
 		replay__end(&rp);
 	}

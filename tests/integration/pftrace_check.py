@@ -5,7 +5,7 @@
 There is no trace_processor, Perfetto UI or python protobuf on these machines,
 so the file is decoded here by hand (the wire format: varints, fixed64,
 length-delimited, fixed32) and the rules of Perfetto's TrackEvent importer,
-as summarized in ../shared/reference/perfetto.md, are enforced:
+as read in its source (docs/trace-format.md), are enforced:
 
   * compression: a packet of compressed_packets (zlib-format deflate) is read
     as the packets it inflates to, in its place, as the importer does (a

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 """Checks a Chrome JSON trace against the rules Perfetto's importer applies.
 
-There is no trace_processor on these machines, so the rules from
-../shared/reference/perfetto.md are enforced here (see docs/trace-format.md):
+There is no trace_processor on these machines, so the rules of Perfetto's
+JSON importer, as read in its source, are enforced here (see
+docs/trace-format.md):
 
   * the file is a JSON array of events (a file cut short is repaired the way
     Perfetto reads it: the half-written last event is dropped);

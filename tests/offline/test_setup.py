@@ -115,3 +115,24 @@ class Readme(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class StandsAlone(unittest.TestCase):
+    """A user's clone is all there is: nothing in it points outside it."""
+
+    def test_no_file_points_outside_the_repo(self):
+        outside = re.compile(rb"\.\./shared/")
+        found, seen = [], 0
+        for top, dirs, names in os.walk(ROOT):
+            # what the build and git keep is not the repo's text
+            dirs[:] = [d for d in dirs if d not in (".git", "build", "__pycache__")]
+            for name in names:
+                path = os.path.join(top, name)
+                if os.path.getsize(path) > (1 << 20):
+                    continue
+                seen += 1
+                with open(path, "rb") as f:
+                    if outside.search(f.read()):
+                        found.append(os.path.relpath(path, ROOT))
+        self.assertGreater(seen, 100)
+        self.assertEqual(found, [])

@@ -670,7 +670,7 @@ static void unknown_kinds(void **state)
 	struct at_hdr newer_capture = { .kind = 0x80ff, .size = sizeof(newer_capture), .tid = 0, .ts = 150 };
 	struct stats st = { .ts = 200 };
 	uint64_t counters[AT_STAT_NR] = { 0 };
-	struct detect_opts opts = { 0 };
+	struct detect_config opts = { .given = ~0u }; /* as it is: no threshold taken from the capture */
 	struct capture_writer *w;
 	struct capture_reader *r;
 	struct pipeline *p;
@@ -689,7 +689,7 @@ static void unknown_kinds(void **state)
 	capture_writer__free(w);
 
 	assert_int_equal(capture_reader__open(&r, path, err, sizeof(err)), 0);
-	assert_int_equal(replay__init(&rp, r, &opts, ~0u, NULL), 0);
+	assert_int_equal(replay__init(&rp, r, &opts, NULL), 0);
 	assert_int_equal(replay__run(&rp, r), 0);
 	p = &rp.procs[0]->pipe;
 	assert_int_equal(p->model.n.unknown, 3);
@@ -723,7 +723,7 @@ static void counts_without_snapshot(void **state)
 				  .victim = 1, .count = 2 };
 	struct at_park park = { .hdr = { .kind = AT_EV_PARK, .size = sizeof(park), .tid = 10, .ts = 270 }, .worker = 0,
 				.duration_ns = 40 };
-	struct detect_opts opts = { 0 };
+	struct detect_config opts = { .given = ~0u }; /* as it is: no threshold taken from the capture */
 	struct capture_writer *w;
 	struct capture_reader *r;
 	const struct stats *st;
@@ -744,7 +744,7 @@ static void counts_without_snapshot(void **state)
 	capture_writer__free(w);
 
 	assert_int_equal(capture_reader__open(&r, path, err, sizeof(err)), 0);
-	assert_int_equal(replay__init(&rp, r, &opts, ~0u, NULL), 0);
+	assert_int_equal(replay__init(&rp, r, &opts, NULL), 0);
 	assert_int_equal(replay__run(&rp, r), -EINVAL);
 	assert_false(replay__has_snapshot(rp.procs[0]));
 	st = replay__stats(rp.procs[0]);
@@ -817,7 +817,7 @@ static void two_processes(void **state)
 	uint64_t counters[AT_STAT_NR] = { 0 };
 	struct told t = { "" };
 	const struct replay_ops ops = { .begin = told_begin, .end = told_end, .ctx = &t };
-	struct detect_opts opts = { 0 };
+	struct detect_config opts = { .given = ~0u }; /* as it is: no threshold taken from the capture */
 	struct capture_writer *w;
 	struct capture_reader *r;
 	struct replay rp;
@@ -845,7 +845,7 @@ static void two_processes(void **state)
 
 	assert_int_equal(capture_reader__open(&r, path, err, sizeof(err)), 0);
 	assert_int_equal(capture_reader__version(r), CAPTURE_VERSION);
-	assert_int_equal(replay__init(&rp, r, &opts, ~0u, &ops), 0);
+	assert_int_equal(replay__init(&rp, r, &opts, &ops), 0);
 	assert_int_equal(replay__run(&rp, r), 0);
 	assert_string_equal(t.log, "begin 10; begin 20; end 10 at 190 target exited; "
 				   "end 20 at 300 interrupted; ");
@@ -865,6 +865,35 @@ static void two_processes(void **state)
 	unlink(path);
 }
 
+/*
+ * Every threshold travels into a process record and back, and replay's merge
+ * takes the recorded ones but those given on the command line: each one
+ * told apart by a value of its own, whatever thresholds the list holds.
+ */
+static void thresholds_recorded_and_merged(void **state)
+{
+	struct detect_config given = { 0 }, recorded = { 0 }, back;
+	struct cap_process proc = { 0 };
+	uint32_t v = 1;
+
+	(void)state;
+#define X(field, ...)                                                                              \
+	recorded.field = v++;                                                                      \
+	given.field = 1000 + v;
+	DETECT_THRESHOLDS(X)
+#undef X
+	cap_process__set_config(&proc, &recorded);
+	cap_process__config(&proc, &back);
+	assert_memory_equal(&back, &recorded, sizeof(back));
+	given.given = DETECT_GIVEN(sched_delay_ns) | DETECT_GIVEN(lost_waker_ns);
+	detect_config__merge(&given, &back);
+	assert_int_equal(given.long_poll_ns, recorded.long_poll_ns);
+	assert_int_equal(given.sched_delay_ns, 1000 + 3);
+	assert_int_equal(given.thrash_rate, recorded.thrash_rate);
+	assert_int_equal(given.lost_waker_ns, 1000 + 7);
+	assert_int_equal(given.episode_gap_ns, recorded.episode_gap_ns);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -877,6 +906,7 @@ int main(void)
 		cmocka_unit_test(unknown_kinds),
 		cmocka_unit_test(counts_without_snapshot),
 		cmocka_unit_test(two_processes),
+		cmocka_unit_test(thresholds_recorded_and_merged),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

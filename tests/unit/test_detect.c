@@ -33,7 +33,7 @@ static void collect(void *ctx, const struct alert *a)
 	f->got[f->nr++] = *a;
 }
 
-static const struct detect_opts opts = {
+static const struct detect_config opts = {
 	.long_poll_ns = 10 * MS,
 	.sched_delay_ns = 20 * MS,
 	.starve_depth = 16,
@@ -429,7 +429,7 @@ static void runtime_preemption_makes_a_long_poll(void **state)
 		.queued_on = AT_QUEUE_NONE,
 	};
 
-	f->d.opts.long_poll_ns = 50 * MS;
+	f->d.config.long_poll_ns = 50 * MS;
 	detector__event(&f->d, &f->m, &p.hdr);
 	assert_int_equal(f->nr, 0);
 	p.hdr.ts = T0 + 200 * MS;

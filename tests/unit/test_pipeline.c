@@ -120,7 +120,7 @@ static char *slurp(const char *path)
 
 static void synthetic_stream(void **state)
 {
-	struct detect_opts opts = { .long_poll_ns = 10 * MS, .episode_gap_ns = 1000 * MS };
+	struct detect_config opts = { .long_poll_ns = 10 * MS, .episode_gap_ns = 1000 * MS };
 	struct collector c = { .sink.ops = &collector_ops };
 	const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
 	char path[512];
@@ -265,7 +265,7 @@ static void synthetic_stream(void **state)
 /* A poll record carrying the wake its task made of itself: the wake is handed on first. */
 static void self_wake_rides_in_its_poll(void **state)
 {
-	struct detect_opts opts = { .long_poll_ns = 10 * MS, .episode_gap_ns = 1000 * MS };
+	struct detect_config opts = { .long_poll_ns = 10 * MS, .episode_gap_ns = 1000 * MS };
 	struct at_poll_self_wake r = {
 		.poll = {
 			.hdr = { .kind = AT_EV_POLL, .size = sizeof(r), .tid = 101, .ts = T0 + MS },

@@ -56,7 +56,7 @@ static const char *say(const struct model *m, const struct alert *a)
 /* An episode that tracing stopped is still going, not over. */
 static void alert_wording(void **state)
 {
-	struct detect_opts opts = { 0 };
+	struct detect_config opts = { 0 };
 	struct pipeline p;
 	struct alert a;
 	char title[128];
@@ -193,7 +193,7 @@ static int widest(const char *text)
 /* "alerts 1 episodes" next to "alerts (2 raised)" no more: episodes, counted alike. */
 static void report_counts_episodes(void **state)
 {
-	struct detect_opts opts = { .long_poll_ns = 10 * MS, .episode_gap_ns = 1000 * MS };
+	struct detect_config opts = { .long_poll_ns = 10 * MS, .episode_gap_ns = 1000 * MS };
 	struct stats st = { 0 };
 	struct pipeline p;
 	char *out;
@@ -296,7 +296,7 @@ static void free_stats(struct stats *st)
 
 static void report_fits_the_width(void **state)
 {
-	struct detect_opts opts = { .long_poll_ns = 10 * MS, .episode_gap_ns = 1000 * MS };
+	struct detect_config opts = { .long_poll_ns = 10 * MS, .episode_gap_ns = 1000 * MS };
 	struct stats st;
 	struct pipeline p;
 	char *out;
@@ -397,7 +397,7 @@ static void view_lines(const char *view, char lines[][1024], int *nr)
 
 static void live_view_fits_the_width(void **state)
 {
-	struct detect_opts opts = { 0 };
+	struct detect_config opts = { 0 };
 	char lines[64][1024];
 	struct pipeline p;
 	int nr;
@@ -434,7 +434,7 @@ static void live_view_fits_the_width(void **state)
 /* The open alerts, as many as fit, and how many more. */
 static void live_view_open_alerts(void **state)
 {
-	struct detect_opts opts = { 0 };
+	struct detect_config opts = { 0 };
 	char lines[64][1024], *view, *last;
 	struct pipeline p;
 	int nr;

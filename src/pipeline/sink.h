@@ -10,9 +10,9 @@
 #include "asynctraced.h"
 #include "pipeline/detect.h"
 #include "pipeline/model.h"
-#include "source/stats.h"
 
 struct sink;
+struct stats;
 
 struct sink_ops {
 	const char *name;

@@ -12,7 +12,7 @@
 
 #include "lib/sandbox.h"
 #include "lib/util.h"
-#include "targets/attach.h"
+#include "source/attach.h"
 
 /*
  * Whether site's file gets its probes from this process (1, for pid as
