@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cmd/outfiles.h"
 #include "lib/util.h"
 #include "sinks/metrics.h"
 #include "targets/scan.h"
@@ -293,197 +294,6 @@ static const struct opt_def {
 	{ 'V', "version", NULL, T | R | C | U | K, "version\n" },
 };
 
-static const char *const format_names[] = {
-	[FORMAT_JSON] = "json",
-	[FORMAT_PERFETTO] = "perfetto",
-};
-
-/* What a trace's name says of its format: the one list -o is checked against and cites. */
-static const struct {
-	const char *ext;
-	enum trace_format format;
-} trace_exts[] = {
-	{ ".json", FORMAT_JSON },
-	{ ".pftrace", FORMAT_PERFETTO },
-	{ ".perfetto-trace", FORMAT_PERFETTO },
-};
-
-/* ".json, .pftrace<last>.perfetto-trace" */
-static void list_exts(char *buf, size_t size, const char *last)
-{
-	size_t len = 0;
-
-	buf[0] = '\0';
-	for (size_t i = 0; i < ARRAY_LEN(trace_exts) && len < size; i++) {
-		const char *sep = i + 1 < ARRAY_LEN(trace_exts) ? ", " : last;
-
-		len += snprintf(buf + len, size - len, "%s%s", i ? sep : "", trace_exts[i].ext);
-	}
-}
-
-static enum trace_format format_of(const char *path)
-{
-	size_t len = strlen(path);
-
-	if (!strcmp(path, "-"))
-		return FORMAT_JSON;
-	for (size_t i = 0; i < ARRAY_LEN(trace_exts); i++) {
-		size_t n = strlen(trace_exts[i].ext);
-
-		if (len >= n && !strcmp(path + len - n, trace_exts[i].ext))
-			return trace_exts[i].format;
-	}
-	return FORMAT_AUTO;
-}
-
-/*
- * A name that says no format is refused rather than written as JSON: x.pb or
- * x.json.gz would otherwise hold something else than their name promises.
- */
-static int trace_format(struct options *o)
-{
-	char exts[128];
-
-	if (!o->session.out.output || o->session.out.format != FORMAT_AUTO)
-		return 0;
-	o->session.out.format = format_of(o->session.out.output);
-	if (o->session.out.format != FORMAT_AUTO)
-		return 0;
-	list_exts(exts, sizeof(exts), " nor ");
-	err_msg("cannot tell the format of trace '%s' from its name: it ends in neither %s: "
-		"give --format %s or --format %s to write it under this name\n",
-		o->session.out.output, exts, format_names[FORMAT_JSON], format_names[FORMAT_PERFETTO]);
-	return EXIT_USAGE;
-}
-
-/* A file the command line names, and where it leads. */
-struct named_file {
-	const char *opt;  /* "-o", "--alerts", ... */
-	const char *path; /* "-": standard output */
-	bool output;
-	bool have_id; /* it exists: dev and ino say which file it is */
-	dev_t dev;
-	ino_t ino;
-	char name[PATH_MAX]; /* else its directory made canonical, and its last component */
-};
-
-static void identify(struct named_file *f)
-{
-	const char *slash = strrchr(f->path, '/');
-	char dir[PATH_MAX], *real;
-	struct stat st;
-	int err;
-
-	snprintf(f->name, sizeof(f->name), "%s", f->path);
-	if (!strcmp(f->path, "-"))
-		err = fstat(STDOUT_FILENO, &st);
-	else
-		/* an output that is a symlink will be refused, not followed: itself is the file */
-		err = f->output ? lstat(f->path, &st) : stat(f->path, &st);
-	if (!err) {
-		f->have_id = true;
-		f->dev = st.st_dev;
-		f->ino = st.st_ino;
-		return;
-	}
-	if (!strcmp(f->path, "-") || errno != ENOENT)
-		return;
-	/* not there yet: ./F and F, or a/../F, are one name once the directory is canonical */
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else if (slash == f->path)
-		snprintf(dir, sizeof(dir), "/");
-	else
-		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - f->path), f->path);
-	real = realpath(dir, NULL);
-	if (real && strlen(real) + strlen(slash ? slash : f->path) + 2 <= sizeof(f->name))
-		snprintf(f->name, sizeof(f->name), "%s/%s", strcmp(real, "/") ? real : "",
-			 slash ? slash + 1 : f->path);
-	free(real);
-}
-
-static bool same_file(const struct named_file *a, const struct named_file *b)
-{
-	if (a->have_id || b->have_id)
-		return a->have_id && b->have_id && a->dev == b->dev && a->ino == b->ino;
-	return !strcmp(a->name, b->name);
-}
-
-/* "-o 'x.json'", "-o -", "--summary json"; stdout: what it is, when the other is not */
-static void describe(char *buf, size_t size, const struct named_file *f, bool say_stdout)
-{
-	if (strcmp(f->path, "-"))
-		snprintf(buf, size, "%s '%s'", f->opt, f->path);
-	else
-		snprintf(buf, size, "%s%s%s", f->opt, strcmp(f->opt, "--summary json") ? " -" : "",
-			 say_stdout ? " (standard output)" : "");
-}
-
-/*
- * Two outputs that are one file interleave into garbage, and an output that
- * is an input destroys it as it is read (a capture is mapped: convert dies of
- * SIGBUS). Existing files are told apart by device and inode, whatever the
- * names; files still to create by their canonical directory and name.
- */
-static int distinct_files(const struct options *o)
-{
-	struct named_file files[7];
-	char a[PATH_MAX + 64], b[PATH_MAX + 64];
-	bool both_stdout;
-	size_t n = 0;
-
-	memset(files, 0, sizeof(files));
-#define NAMED(o, p, out) ((struct named_file){ .opt = (o), .path = (p), .output = (out) })
-	if (o->session.out.output)
-		files[n++] = NAMED("-o", o->session.out.output, true);
-	if (o->session.out.alerts)
-		files[n++] = NAMED("--alerts", o->session.out.alerts, true);
-	if (o->session.out.summary == SUMMARY_JSON)
-		files[n++] = NAMED("--summary json", "-", true);
-	if (o->capture)
-		files[n++] = NAMED("the capture", o->capture, false);
-	if (o->session.btf_path)
-		files[n++] = NAMED("--btf", o->session.btf_path, false);
-	if (o->junit)
-		files[n++] = NAMED("--junit", o->junit, true);
-	if (o->gate.baseline)
-		files[n++] = NAMED("--baseline", o->gate.baseline, false);
-#undef NAMED
-	for (size_t i = 0; i < n; i++)
-		identify(&files[i]);
-	for (size_t i = 0; i < n; i++) {
-		for (size_t j = i + 1; j < n; j++) {
-			if (!(files[i].output || files[j].output) ||
-			    !same_file(&files[i], &files[j]))
-				continue;
-			both_stdout = !strcmp(files[i].path, "-") && !strcmp(files[j].path, "-");
-			describe(a, sizeof(a), &files[i], !both_stdout);
-			describe(b, sizeof(b), &files[j], !both_stdout);
-			if (both_stdout)
-				err_msg("%s and %s both write to standard output\n", a, b);
-			else
-				err_msg("%s and %s are the same file: %s\n", a, b,
-					files[i].output && files[j].output
-						? "give each its own"
-						: "asynctraced would overwrite what it reads");
-			return EXIT_USAGE;
-		}
-	}
-	return 0;
-}
-
-static void print_trace_names(FILE *f)
-{
-	fprintf(f, "\ntrace formats, by the end of the trace's name (another needs --format):\n");
-	for (size_t fmt = FORMAT_JSON; fmt <= FORMAT_PERFETTO; fmt++) {
-		fprintf(f, "  %-9s", format_names[fmt]);
-		for (size_t i = 0; i < ARRAY_LEN(trace_exts); i++)
-			if (trace_exts[i].format == fmt)
-				fprintf(f, " %s", trace_exts[i].ext);
-		fprintf(f, "\n");
-	}
-}
-
 /* Where option text starts in the help. */
 #define HELP_COLUMN 27
 
@@ -524,7 +334,7 @@ static void print_help(FILE *f, enum command cmd)
 			fprintf(f, "\n%s", d->help);
 	}
 	if (cmd != CMD_RECORD)
-		print_trace_names(f);
+		outfiles__print_names(f);
 	if (cmd == CMD_RUN)
 		fprintf(f, "\nmetrics of --max (times take ns, us, ms or s):\n  %s\n", gate__metrics());
 	fprintf(f, "\n%s", commands[cmd].footer);
@@ -680,6 +490,9 @@ static int count_opt(const char *opt, const char *arg, uint32_t *v)
 
 static int check(struct options *o)
 {
+	struct session_opts *s = &o->session;
+	struct outputs_opts *out = &s->out;
+
 	if (o->command == CMD_PROBE_RULES)
 		return 0;
 	if (o->command == CMD_RUN) {
@@ -696,61 +509,61 @@ static int check(struct options *o)
 			err_msg("convert needs a capture: asynctraced convert FILE [-o TRACE]\n");
 			return try_help(o->command);
 		}
-	} else if (o->session.nr_pids && (o->session.comm || o->session.exclude_comm || o->session.cgroup)) {
+	} else if (s->nr_pids && (s->comm || s->exclude_comm || s->cgroup)) {
 		err_msg("--comm, --exclude-comm and --cgroup choose the target without -p: give "
 			"-p or those\n");
 		return try_help(o->command);
-	} else if (!o->session.nr_pids) {
+	} else if (!s->nr_pids) {
 		struct scan_filter f;
 		char why[256];
 
-		if (scan_filter__init(&f, o->session.comm, o->session.exclude_comm, o->session.cgroup, why, sizeof(why))) {
+		if (scan_filter__init(&f, s->comm, s->exclude_comm, s->cgroup, why, sizeof(why))) {
 			err_msg("%s\n", why);
 			return try_help(o->command);
 		}
 		scan_filter__free(&f);
 	}
-	if (o->session.nr_pids && o->session.max_targets) {
+	if (s->nr_pids && s->max_targets) {
 		err_msg("--max-targets is for tracing without -p: -p names every process\n");
 		return try_help(o->command);
 	}
-	if (o->command == CMD_RECORD && !o->session.out.output) {
+	if (o->command == CMD_RECORD && !out->output) {
 		err_msg("record needs a file to write: -o FILE\n");
 		return try_help(o->command);
 	}
-	if (o->session.empty_programs && o->session.out.output) {
-		err_msg("--empty-programs records nothing: drop -o %s\n", o->session.out.output);
+	if (s->empty_programs && out->output) {
+		err_msg("--empty-programs records nothing: drop -o %s\n", out->output);
 		return EXIT_USAGE;
 	}
-	if (o->session.metrics_tasks && !o->session.metrics) {
+	if (s->metrics_tasks && !s->metrics) {
 		err_msg("--metrics-tasks adds to --metrics: give --metrics [ADDR:]PORT\n");
 		return EXIT_USAGE;
 	}
-	if (o->session.flight_ns && !o->session.dump_dir) {
+	if (s->flight_ns && !s->dump_dir) {
 		err_msg("--flight-recorder needs --dump-dir DIR: where its dumps go\n");
 		return EXIT_USAGE;
 	}
-	if (!o->session.flight_ns && (o->session.dump_dir || o->session.flight_bytes || o->session.dump_dir_bytes)) {
+	if (!s->flight_ns && (s->dump_dir || s->flight_bytes || s->dump_dir_bytes)) {
 		err_msg("--flight-recorder-size, --dump-dir and --dump-dir-size are the flight "
 			"recorder's: give --flight-recorder SECONDS\n");
 		return EXIT_USAGE;
 	}
-	if (o->session.flight_ns && o->session.no_trace) {
+	if (s->flight_ns && s->no_trace) {
 		err_msg("--flight-recorder keeps every event, which --no-trace turns off: drop one\n");
 		return EXIT_USAGE;
 	}
-	if (o->command != CMD_RECORD && o->session.out.output && o->session.no_trace) {
-		err_msg("--no-trace writes no trace: drop -o %s\n", o->session.out.output);
+	if (o->command != CMD_RECORD && out->output && s->no_trace) {
+		err_msg("--no-trace writes no trace: drop -o %s\n", out->output);
 		return EXIT_USAGE;
 	}
-	if (o->command != CMD_RECORD && trace_format(o))
+	if (o->command != CMD_RECORD && outfiles__trace_format(out))
 		return EXIT_USAGE;
-	if (o->session.out.trace_compression && (!o->session.out.output || o->session.out.format != FORMAT_PERFETTO)) {
+	if (out->trace_compression && (!out->output || out->format != FORMAT_PERFETTO)) {
 		err_msg("--trace-compression is for a protobuf trace: give -o FILE.pftrace (or "
 			"--format perfetto)\n");
 		return EXIT_USAGE;
 	}
-	return distinct_files(o);
+	return outfiles__distinct(o);
 }
 
 static int unknown_command(const char *name)
@@ -842,158 +655,203 @@ static int take_pids(struct options *o, const char *arg)
 	return 0;
 }
 
-/* One option and its argument into o: 0, EXIT_USAGE after a message, or -1 when done. */
-static int take_option(struct options *o, int c, const char *arg)
-{
-	struct detect_config *d = &o->session.detect;
-	int n;
+/* What an option parser answers when the option is another group's. */
+#define NOT_MINE (-2)
 
+/* An option of what a session writes: 0, EXIT_USAGE after a message, or NOT_MINE. */
+static int take_output(struct outputs_opts *out, int c, const char *arg)
+{
 	switch (c) {
-	case 'p':
-		return take_pids(o, arg);
-	case OPT_MAX_TARGETS:
-		if (parse_int(arg, 1, 1 << 20, &n))
-			return bad("--max-targets", arg, "a whole number from 1");
-		o->session.max_targets = (uint32_t)n;
-		return 0;
-	case OPT_COMM:
-		o->session.comm = arg;
-		return 0;
-	case OPT_EXCLUDE_COMM:
-		o->session.exclude_comm = arg;
-		return 0;
-	case OPT_CGROUP:
-		o->session.cgroup = arg;
-		return 0;
-	case 'd':
-		if (parse_duration(arg, 1000000000ull, &o->session.duration_ns) || !o->session.duration_ns)
-			return bad("duration", arg, "seconds, e.g. 5 or 2.5");
-		return 0;
 	case 'o':
-		o->session.out.output = arg;
+		out->output = arg;
 		return 0;
 	case OPT_FORMAT:
-		if (!strcmp(arg, format_names[FORMAT_JSON]))
-			o->session.out.format = FORMAT_JSON;
-		else if (!strcmp(arg, format_names[FORMAT_PERFETTO]))
-			o->session.out.format = FORMAT_PERFETTO;
-		else
+		out->format = outfiles__format_named(arg);
+		if (out->format == FORMAT_AUTO)
 			return bad("--format", arg, "json or perfetto");
 		return 0;
 	case OPT_TRACE_COMPRESSION:
 		if (!strcmp(arg, "deflate"))
-			o->session.out.trace_compression = COMPRESSION_DEFLATE;
+			out->trace_compression = COMPRESSION_DEFLATE;
 		else if (!strcmp(arg, "none"))
-			o->session.out.trace_compression = COMPRESSION_NONE;
+			out->trace_compression = COMPRESSION_NONE;
 		else
 			return bad("--trace-compression", arg, "deflate or none");
 		return 0;
-	case OPT_NO_TRACE:
-		o->session.no_trace = true;
-		return 0;
 	case OPT_ALERTS:
-		o->session.out.alerts = arg;
+		out->alerts = arg;
 		return 0;
-	case OPT_METRICS_TASKS:
-		if (parse_int(arg, 0, 1000, &n))
-			return bad("--metrics-tasks", arg, "a number of tasks from 0 to 1000");
-		o->session.metrics_tasks = (uint32_t)n;
+	case OPT_SUMMARY:
+		if (!strcmp(arg, "text"))
+			out->summary = SUMMARY_TEXT;
+		else if (!strcmp(arg, "json"))
+			out->summary = SUMMARY_JSON;
+		else
+			return bad("--summary", arg, "text or json");
 		return 0;
-	case OPT_FLIGHT:
-		if (parse_duration(arg, 1000000000ull, &o->session.flight_ns) || !o->session.flight_ns ||
-		    o->session.flight_ns > 3600 * 1000000000ull)
-			return bad("--flight-recorder", arg, "seconds, from a fraction to 3600");
+	case OPT_LIVE:
+		out->live = 1;
 		return 0;
-	case OPT_FLIGHT_SIZE:
-		if (parse_size(arg, &o->session.flight_bytes) || o->session.flight_bytes < (4u << 20))
-			return bad("--flight-recorder-size", arg, "a size of 4M or more, e.g. 256M");
+	case 'q':
+		out->quiet = true;
 		return 0;
-	case OPT_DUMP_DIR:
-		o->session.dump_dir = arg;
+	}
+	return NOT_MINE;
+}
+
+/* An option of what a session traces and keeps: 0, EXIT_USAGE after a message, or NOT_MINE. */
+static int take_tracing(struct session_opts *s, int c, const char *arg)
+{
+	struct detect_config *d = &s->detect;
+	int n;
+
+	switch (c) {
+	case OPT_MAX_TARGETS:
+		if (parse_int(arg, 1, 1 << 20, &n))
+			return bad("--max-targets", arg, "a whole number from 1");
+		s->max_targets = (uint32_t)n;
 		return 0;
-	case OPT_DUMP_DIR_SIZE:
-		if (parse_size(arg, &o->session.dump_dir_bytes) || o->session.dump_dir_bytes < (1u << 20))
-			return bad("--dump-dir-size", arg, "a size of 1M or more, e.g. 1G");
+	case OPT_COMM:
+		s->comm = arg;
 		return 0;
+	case OPT_EXCLUDE_COMM:
+		s->exclude_comm = arg;
+		return 0;
+	case OPT_CGROUP:
+		s->cgroup = arg;
+		return 0;
+	case 'd':
+		if (parse_duration(arg, 1000000000ull, &s->duration_ns) || !s->duration_ns)
+			return bad("duration", arg, "seconds, e.g. 5 or 2.5");
+		return 0;
+	case OPT_NO_TRACE:
+		s->no_trace = true;
+		return 0;
+#define X(field, type, option, parsed, dflt)                                                       \
+	case OPT_##field:                                                                          \
+		d->given |= DETECT_GIVEN(field);                                                   \
+		return parsed##_opt("--" option, arg, &d->field);
+	DETECT_THRESHOLDS(X)
+#undef X
+	case OPT_STACKS:
+		s->stacks = true;
+		return 0;
+	case 'v':
+		s->verbose = true;
+		return 0;
+	}
+	return NOT_MINE;
+}
+
+/* An option of what a session keeps beside the trace: 0, EXIT_USAGE, or NOT_MINE. */
+static int take_keeping(struct session_opts *s, int c, const char *arg)
+{
+	int n;
+
+	switch (c) {
 	case OPT_METRICS: {
 		char addr[128];
 		uint16_t port;
 
 		if (metrics__parse_listen(arg, addr, sizeof(addr), &port))
 			return bad("--metrics", arg, "PORT, ADDR:PORT or [ADDR]:PORT");
-		o->session.metrics = arg;
+		s->metrics = arg;
 		return 0;
 	}
-	case OPT_SUMMARY:
-		if (!strcmp(arg, "text"))
-			o->session.out.summary = SUMMARY_TEXT;
-		else if (!strcmp(arg, "json"))
-			o->session.out.summary = SUMMARY_JSON;
-		else
-			return bad("--summary", arg, "text or json");
+	case OPT_METRICS_TASKS:
+		if (parse_int(arg, 0, 1000, &n))
+			return bad("--metrics-tasks", arg, "a number of tasks from 0 to 1000");
+		s->metrics_tasks = (uint32_t)n;
 		return 0;
-	case OPT_LIVE:
-		o->session.out.live = 1;
+	case OPT_FLIGHT:
+		if (parse_duration(arg, 1000000000ull, &s->flight_ns) || !s->flight_ns ||
+		    s->flight_ns > 3600 * 1000000000ull)
+			return bad("--flight-recorder", arg, "seconds, from a fraction to 3600");
 		return 0;
-	case 'q':
-		o->session.out.quiet = true;
+	case OPT_FLIGHT_SIZE:
+		if (parse_size(arg, &s->flight_bytes) || s->flight_bytes < (4u << 20))
+			return bad("--flight-recorder-size", arg, "a size of 4M or more, e.g. 256M");
 		return 0;
-#define X(field, type, option, parsed, dflt)                                                         \
-	case OPT_##field:                                                                          \
-		d->given |= DETECT_GIVEN(field);                                                   \
-		return parsed##_opt("--" option, arg, &d->field);
-	DETECT_THRESHOLDS(X)
-#undef X
+	case OPT_DUMP_DIR:
+		s->dump_dir = arg;
+		return 0;
+	case OPT_DUMP_DIR_SIZE:
+		if (parse_size(arg, &s->dump_dir_bytes) || s->dump_dir_bytes < (1u << 20))
+			return bad("--dump-dir-size", arg, "a size of 1M or more, e.g. 1G");
+		return 0;
+	}
+	return NOT_MINE;
+}
+
+/* An option of how a session loads and attaches: 0, EXIT_USAGE after a message, or NOT_MINE. */
+static int take_loading(struct session_opts *s, int c, const char *arg)
+{
+	int n;
+
+	switch (c) {
 	case OPT_RINGBUF:
-		if (parse_size(arg, &o->session.ringbuf_bytes) || o->session.ringbuf_bytes < 4096 ||
-		    o->session.ringbuf_bytes > (1ull << 30) || (o->session.ringbuf_bytes & (o->session.ringbuf_bytes - 1)))
+		if (parse_size(arg, &s->ringbuf_bytes) || s->ringbuf_bytes < 4096 ||
+		    s->ringbuf_bytes > (1ull << 30) || (s->ringbuf_bytes & (s->ringbuf_bytes - 1)))
 			return bad("--ringbuf-size", arg, "a power of two from 4K to 1G");
 		return 0;
 	case OPT_TASK_SLOTS:
 		if (parse_int(arg, 1, 1 << 20, &n) || (n & (n - 1)))
 			return bad("--task-slots", arg, "a power of two from 1 to 1048576");
-		o->session.task_slots = (uint32_t)n;
+		s->task_slots = (uint32_t)n;
 		return 0;
 	case OPT_BTF:
-		o->session.btf_path = arg;
+		s->btf_path = arg;
 		return 0;
 	case OPT_SCHED_HOOK:
 		if (!strcmp(arg, "auto"))
-			o->session.sched_hook = SCHED_HOOK_AUTO;
+			s->sched_hook = SCHED_HOOK_AUTO;
 		else if (!strcmp(arg, "tp_btf"))
-			o->session.sched_hook = SCHED_HOOK_TP_BTF;
+			s->sched_hook = SCHED_HOOK_TP_BTF;
 		else if (!strcmp(arg, "raw_tp"))
-			o->session.sched_hook = SCHED_HOOK_RAW_TP;
+			s->sched_hook = SCHED_HOOK_RAW_TP;
 		else
 			return bad("--sched-hook", arg, "auto, tp_btf or raw_tp");
 		return 0;
 	case OPT_EMPTY_PROGRAMS:
-		o->session.empty_programs = true;
+		s->empty_programs = true;
 		return 0;
 	case OPT_NO_SANDBOX:
-		o->session.no_sandbox = true;
+		s->no_sandbox = true;
 		return 0;
+	case OPT_PROBE_AT:
+		if (!strcmp(arg, "cheapest"))
+			s->probe_at_entry = false;
+		else if (!strcmp(arg, "entry"))
+			s->probe_at_entry = true;
+		else
+			return bad("--probe-at", arg, "cheapest or entry");
+		return 0;
+	}
+	return NOT_MINE;
+}
+
+/* An option of run's gates: 0, EXIT_USAGE after a message, or NOT_MINE. */
+static int take_gate(struct options *o, int c, const char *arg)
+{
+	char why[1024], *end;
+
+	switch (c) {
 	case OPT_FOLLOW_CHILDREN:
 		o->follow_children = true;
 		return 0;
 	case OPT_FAIL_ON:
-	case OPT_MAX: {
-		char why[1024];
-
+	case OPT_MAX:
 		if ((c == OPT_FAIL_ON ? gate__parse_fail_on : gate__parse_max)(&o->gate, arg, why,
 									       sizeof(why))) {
 			err_msg("%s\n", why);
 			return EXIT_USAGE;
 		}
 		return 0;
-	}
 	case OPT_BASELINE:
 		o->gate.baseline = arg;
 		o->gate.given = true;
 		return 0;
-	case OPT_TOLERANCE: {
-		char *end;
-
+	case OPT_TOLERANCE:
 		errno = 0;
 		o->gate.tolerance_pct = strtod(arg, &end);
 		o->gate.tolerance_set = true;
@@ -1001,32 +859,38 @@ static int take_option(struct options *o, int c, const char *arg)
 		    o->gate.tolerance_pct > 10000)
 			return bad("--tolerance", arg, "a percentage, from 0 to 10000");
 		return 0;
-	}
 	case OPT_JUNIT:
 		o->junit = arg;
 		return 0;
-	case OPT_STACKS:
-		o->session.stacks = true;
-		return 0;
-	case OPT_PROBE_AT:
-		if (!strcmp(arg, "cheapest"))
-			o->session.probe_at_entry = false;
-		else if (!strcmp(arg, "entry"))
-			o->session.probe_at_entry = true;
-		else
-			return bad("--probe-at", arg, "cheapest or entry");
-		return 0;
-	case 'v':
-		o->session.verbose = true;
-		return 0;
-	case 'h':
+	}
+	return NOT_MINE;
+}
+
+/* One option and its argument into o: 0, EXIT_USAGE after a message, or -1 when done. */
+static int take_option(struct options *o, int c, const char *arg)
+{
+	int err;
+
+	if (c == 'p')
+		return take_pids(o, arg);
+	if (c == 'h') {
 		print_help(stdout, o->command);
 		return -1;
-	case 'V':
+	}
+	if (c == 'V') {
 		printf("asynctraced %s\n", VERSION);
 		return -1;
 	}
-	return 0;
+	err = take_output(&o->session.out, c, arg);
+	if (err == NOT_MINE)
+		err = take_tracing(&o->session, c, arg);
+	if (err == NOT_MINE)
+		err = take_keeping(&o->session, c, arg);
+	if (err == NOT_MINE)
+		err = take_loading(&o->session, c, arg);
+	if (err == NOT_MINE)
+		err = take_gate(o, c, arg);
+	return err == NOT_MINE ? 0 : err;
 }
 
 int options__parse(int argc, char **argv, struct options *o)

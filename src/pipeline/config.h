@@ -18,19 +18,19 @@
 #define NS_PER_MS (1000 * 1000ull)
 
 /*  X(field,          type,     option,         parsed as, default) */
-#define DETECT_THRESHOLDS(X)                                                                      \
-	/* a poll this long on the CPU or asleep */                                               \
-	X(long_poll_ns,   uint64_t, "long-poll",    time,  10 * NS_PER_MS)                           \
-	/* a wake-to-poll delay nothing else explains */                                          \
-	X(sched_delay_ns, uint64_t, "sched-delay",  time,  20 * NS_PER_MS)                           \
-	/* a worker's average queue depth, while another idles, that starves it ... */            \
-	X(starve_depth,   uint32_t, "starve-depth", count, 16)                                       \
+#define DETECT_THRESHOLDS(X)                                                                       \
+	/* a poll this long on the CPU or asleep */                                                \
+	X(long_poll_ns,   uint64_t, "long-poll",    time,  10 * NS_PER_MS)                         \
+	/* a wake-to-poll delay nothing else explains */                                           \
+	X(sched_delay_ns, uint64_t, "sched-delay",  time,  20 * NS_PER_MS)                         \
+	/* a worker's average queue depth, while another idles, that starves it ... */             \
+	X(starve_depth,   uint32_t, "starve-depth", count, 16)                                     \
 	/* ... for this long */                                                                    \
-	X(starve_ns,      uint64_t, "starve-time",  time,  200 * NS_PER_MS)                          \
+	X(starve_ns,      uint64_t, "starve-time",  time,  200 * NS_PER_MS)                        \
 	/* a task's wakes a second that thrash */                                                  \
-	X(thrash_rate,    uint32_t, "thrash-rate",  count, 1000)                                     \
-	/* a task not woken this long after it returned Pending */                                \
-	X(lost_waker_ns,  uint64_t, "lost-waker",   time,  10000 * NS_PER_MS)                        \
+	X(thrash_rate,    uint32_t, "thrash-rate",  count, 1000)                                   \
+	/* a task not woken this long after it returned Pending */                                 \
+	X(lost_waker_ns,  uint64_t, "lost-waker",   time,  10000 * NS_PER_MS)                      \
 	/* quiet this long ends an episode */                                                      \
 	X(episode_gap_ns, uint64_t, "episode-gap",  time,  1000 * NS_PER_MS)
 

@@ -670,7 +670,7 @@ static void unknown_kinds(void **state)
 	struct at_hdr newer_capture = { .kind = 0x80ff, .size = sizeof(newer_capture), .tid = 0, .ts = 150 };
 	struct stats st = { .ts = 200 };
 	uint64_t counters[AT_STAT_NR] = { 0 };
-	struct detect_config opts = { .given = ~0u }; /* as it is: no threshold taken from the capture */
+	struct detect_config opts = { .given = ~0u }; /* as it is: none taken from the capture */
 	struct capture_writer *w;
 	struct capture_reader *r;
 	struct pipeline *p;
@@ -723,7 +723,7 @@ static void counts_without_snapshot(void **state)
 				  .victim = 1, .count = 2 };
 	struct at_park park = { .hdr = { .kind = AT_EV_PARK, .size = sizeof(park), .tid = 10, .ts = 270 }, .worker = 0,
 				.duration_ns = 40 };
-	struct detect_config opts = { .given = ~0u }; /* as it is: no threshold taken from the capture */
+	struct detect_config opts = { .given = ~0u }; /* as it is: none taken from the capture */
 	struct capture_writer *w;
 	struct capture_reader *r;
 	const struct stats *st;
@@ -817,7 +817,7 @@ static void two_processes(void **state)
 	uint64_t counters[AT_STAT_NR] = { 0 };
 	struct told t = { "" };
 	const struct replay_ops ops = { .begin = told_begin, .end = told_end, .ctx = &t };
-	struct detect_config opts = { .given = ~0u }; /* as it is: no threshold taken from the capture */
+	struct detect_config opts = { .given = ~0u }; /* as it is: none taken from the capture */
 	struct capture_writer *w;
 	struct capture_reader *r;
 	struct replay rp;
