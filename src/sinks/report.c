@@ -561,15 +561,11 @@ static void j_hottest_stack(struct outbuf *ob, const struct model *m, uint64_t t
 	ob_putc(ob, '}');
 }
 
-void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
-		  const struct stats *st, const struct run_info *run)
+/* "schema", "pid", ... "counts_from": which process, for how long, and how it was counted. */
+static void j_run(struct outbuf *ob, const struct model *m, const struct run_info *run)
 {
-	struct stats_totals t;
-	struct task_entry *top;
 	char num[64];
-	size_t nr;
 
-	stats__totals(st, &t);
 	ob_puts(ob, "{\"schema\":\"asynctraced.summary/1\"");
 	ob_key_u64(ob, ",\"pid\":", m->pid);
 	ob_puts(ob, ",\"comm\":");
@@ -580,7 +576,14 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 	ob_json_str(ob, run->end_reason);
 	ob_puts(ob, run->maps_only ? ",\"mode\":\"maps\"" : ",\"mode\":\"trace\"");
 	ob_puts(ob, run->no_snapshot ? ",\"counts_from\":\"records\"" : ",\"counts_from\":\"maps\"");
+}
 
+/* "counts": what the runtime did, from the maps (or the records). */
+static void j_counts(struct outbuf *ob, const struct stats *st)
+{
+	struct stats_totals t;
+
+	stats__totals(st, &t);
 	ob_key_u64(ob, ",\"counts\":{\"tasks_spawned\":", st->rt.spawns);
 	ob_key_u64(ob, ",\"tasks_completed\":", st->rt.completed);
 	ob_key_u64(ob, ",\"polls\":", t.polls);
@@ -592,7 +595,13 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 	ob_key_u64(ob, ",\"parks\":", t.parks);
 	ob_key_u64(ob, ",\"workers\":", st->nr_workers);
 	ob_key_u64(ob, ",\"inject_peak\":", st->rt.inject.peak);
-	ob_key_u64(ob, "},\"events\":{\"received\":", m->n.events);
+	ob_putc(ob, '}');
+}
+
+/* "events": what reached us, and what the rings had no room for, kind by kind. */
+static void j_events(struct outbuf *ob, const struct model *m, const struct run_info *run)
+{
+	ob_key_u64(ob, ",\"events\":{\"received\":", m->n.events);
 	ob_key_u64(ob, ",\"samples\":", m->n.samples);
 	ob_key_u64(ob, ",\"malformed\":", m->n.malformed);
 	ob_key_u64(ob, ",\"unknown\":", m->n.unknown);
@@ -618,7 +627,10 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 	}
 	ob_key_u64(ob, "},\"untracked_polls\":", run->stats[AT_STAT_ORPHAN_POLL_END]);
 	ob_puts(ob, "}");
+}
 
+static void j_workers(struct outbuf *ob, const struct stats *st)
+{
 	ob_puts(ob, ",\"workers\":[");
 	for (uint32_t i = 0; i < st->nr_workers; i++) {
 		const struct at_worker_stats *w = &st->workers[i];
@@ -643,6 +655,13 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 		ob_putc(ob, '}');
 	}
 	ob_puts(ob, "]");
+}
+
+/* "tasks": the busiest, and (--stacks) how many stacks were unwound. */
+static void j_tasks(struct outbuf *ob, struct model *m, const struct stats *st)
+{
+	struct task_entry *top;
+	size_t nr;
 
 	ob_puts(ob, ",\"tasks\":[");
 	top = top_tasks(st, REPORT_JSON_TASKS, &nr);
@@ -679,7 +698,10 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 		ob_key_u64(ob, ",\"distinct\":", m->stacks.nr_stacks);
 		ob_putc(ob, '}');
 	}
+}
 
+static void j_steals(struct outbuf *ob, const struct stats *st)
+{
 	ob_puts(ob, ",\"steals\":[");
 	for (size_t i = 0; i < st->nr_steals; i++) {
 		ob_key_u64(ob, i ? ",{\"thief\":" : "{\"thief\":", st->steals[i].key.thief);
@@ -689,7 +711,10 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 		ob_putc(ob, '}');
 	}
 	ob_puts(ob, "]");
+}
 
+static void j_alerts(struct outbuf *ob, struct model *m, const struct detector *d)
+{
 	ob_puts(ob, ",\"alerts\":{\"episodes\":{");
 	for (int k = 1; k < ALERT_KIND_MAX; k++) {
 		ob_puts(ob, k > 1 ? ",\"" : "\"");
@@ -703,4 +728,16 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 		alert__json_object(ob, m, &d->log[i]);
 	}
 	ob_puts(ob, "]}}\n");
+}
+
+void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
+		  const struct stats *st, const struct run_info *run)
+{
+	j_run(ob, m, run);
+	j_counts(ob, st);
+	j_events(ob, m, run);
+	j_workers(ob, st);
+	j_tasks(ob, m, st);
+	j_steals(ob, st);
+	j_alerts(ob, m, d);
 }

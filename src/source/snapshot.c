@@ -90,121 +90,139 @@ static __u64 slot_copy(const struct at_task_slot *slot, struct at_task_slot *out
 	return __atomic_load_n(&slot->task, __ATOMIC_RELAXED) == id ? id : 0;
 }
 
-/*
- * The tasks: live ones from their slots, the rest (tasks whose slot was
- * taken, finished ones kept for the report) from the hashes. A task met in
- * a slot and in a hash (evicted from the hash, back in a slot) is taken once,
- * from its slot.
- */
-static int snapshot_tasks(const struct tracer *t, pid_t pid, struct stats *s,
-			  uint64_t idle_min_ns)
+/* Room for one more live task (and its idleness) in s: 0, or -ENOMEM. */
+static int grow_live(struct stats *s, size_t *cap)
 {
-	struct asynctraced_bpf *skel = t->skel;
-	size_t nr_live = 0, cap = 64, n;
-	struct at_task_stats *ts;
-	struct at_task_state *live;
-	struct at_steal_stats *ss;
-	struct at_steal_key *sk;
-	struct at_task_slot slot;
-	struct at_task_key *keys;
-	struct u64map seen;
-	__u64 idle;
-	int err;
+	struct task_entry *te;
+	struct idle_entry *ie;
 
-	u64map__init(&seen);
+	if (s->nr_tasks < *cap && s->nr_idle < *cap)
+		return 0;
+	te = realloc(s->tasks, 2 * *cap * sizeof(*te));
+	if (te)
+		s->tasks = te;
+	ie = te ? realloc(s->idle, 2 * *cap * sizeof(*ie)) : NULL;
+	if (ie)
+		s->idle = ie;
+	if (!te || !ie)
+		return -ENOMEM;
+	*cap *= 2;
+	return 0;
+}
+
+/* A task waiting since `idle` (0: it is not), listed once it has waited idle_min_ns. */
+static void note_idle(struct stats *s, uint64_t id, __u64 idle, uint64_t name_addr,
+		      uint64_t idle_min_ns)
+{
+	if (!idle || s->ts < idle + idle_min_ns)
+		return;
+	s->idle[s->nr_idle].id = id;
+	s->idle[s->nr_idle].idle_since = idle;
+	s->idle[s->nr_idle].name_addr = name_addr;
+	s->nr_idle++;
+}
+
+/* The live tasks of process pid, from their slots; seen: those with statistics there. */
+static int live_tasks(const struct tracer *t, pid_t pid, struct stats *s, uint64_t idle_min_ns,
+		      struct u64map *seen)
+{
+	struct at_task_slot slot;
+	size_t cap = 64;
+	int err = 0;
+
 	s->tasks = calloc(cap, sizeof(*s->tasks));
 	s->idle = calloc(cap, sizeof(*s->idle));
-	err = s->tasks && s->idle ? 0 : -ENOMEM;
+	if (!s->tasks || !s->idle)
+		return -ENOMEM;
 	for (__u32 i = 0; !err && i < t->nr_slots; i++) {
 		__u64 id = slot_copy(&t->slots[i], &slot);
 
 		/* every traced process's tasks share the slots: this one's */
 		if (!id || slot.tgid != (uint32_t)pid)
 			continue;
-		if (nr_live == cap) {
-			struct task_entry *te = realloc(s->tasks, 2 * cap * sizeof(*te));
-			struct idle_entry *ie = te ? realloc(s->idle, 2 * cap * sizeof(*ie)) : NULL;
-
-			if (te)
-				s->tasks = te;
-			if (ie)
-				s->idle = ie;
-			if (!te || !ie) {
-				err = -ENOMEM;
-				break;
-			}
-			cap *= 2;
-		}
-		nr_live++;
+		err = grow_live(s, &cap);
 		/* its statistics come from here, not from task_stats */
-		if (slot.s.polls && u64map__set(&seen, id, &seen)) {
-			err = -ENOMEM;
-			break;
-		}
-		if (slot.s.polls) {
+		if (!err && slot.s.polls) {
+			err = u64map__set(seen, id, seen) ? -ENOMEM : 0;
 			s->tasks[s->nr_tasks].id = id;
 			s->tasks[s->nr_tasks].s = slot.s;
-			s->nr_tasks++;
+			s->nr_tasks += !err;
 		}
-		idle = at_task_idle_since(&slot.st);
-		if (idle && s->ts >= idle + idle_min_ns) {
-			s->idle[s->nr_idle].id = id;
-			s->idle[s->nr_idle].idle_since = idle;
-			s->idle[s->nr_idle].name_addr = slot.st.name_addr;
-			s->nr_idle++;
-		}
+		if (!err)
+			note_idle(s, id, at_task_idle_since(&slot.st), slot.st.name_addr, idle_min_ns);
 	}
+	return err;
+}
 
-	if (!err)
-		err = map_dump(&t->dumps[DUMP_TASK_STATS], bpf_map__fd(skel->maps.task_stats),
-			       sizeof(*keys), sizeof(*ts), AT_MAX_TASK_STATS, (void **)&keys,
-			       (void **)&ts, &n);
-	if (!err) {
-		struct task_entry *te = realloc(s->tasks, (s->nr_tasks + n + 1) * sizeof(*te));
+/* The statistics of process pid's other tasks (in the hash): those not seen in a slot. */
+static int hashed_stats(const struct tracer *t, pid_t pid, struct stats *s,
+			const struct u64map *seen)
+{
+	struct at_task_key *keys;
+	struct at_task_stats *ts;
+	struct task_entry *te;
+	size_t n;
+	int err;
 
-		if (te)
-			s->tasks = te;
-		for (size_t i = 0; te && i < n; i++) {
-			if (keys[i].tgid != (uint32_t)pid || u64map__get(&seen, keys[i].id))
-				continue;
-			s->tasks[s->nr_tasks].id = keys[i].id;
-			s->tasks[s->nr_tasks].s = ts[i];
-			s->nr_tasks++;
-		}
-		err = te ? 0 : -ENOMEM;
-	}
-	if (!err)
-		err = map_dump(&t->dumps[DUMP_TASKS], bpf_map__fd(skel->maps.tasks), sizeof(*keys),
-			       sizeof(*live), AT_MAX_TASKS, (void **)&keys, (void **)&live, &n);
-	if (!err) {
-		struct idle_entry *ie = realloc(s->idle, (s->nr_idle + n + 1) * sizeof(*ie));
-
-		if (ie)
-			s->idle = ie;
-		for (size_t i = 0; ie && i < n; i++) {
-			idle = at_task_idle_since(&live[i]);
-			if (keys[i].tgid != (uint32_t)pid || !idle || s->ts < idle + idle_min_ns ||
-			    u64map__get(&seen, keys[i].id))
-				continue;
-			s->idle[s->nr_idle].id = keys[i].id;
-			s->idle[s->nr_idle].idle_since = idle;
-			s->idle[s->nr_idle].name_addr = live[i].name_addr;
-			s->nr_idle++;
-		}
-		err = ie ? 0 : -ENOMEM;
-	}
-	u64map__clear(&seen);
+	err = map_dump(&t->dumps[DUMP_TASK_STATS], bpf_map__fd(t->skel->maps.task_stats),
+		       sizeof(*keys), sizeof(*ts), AT_MAX_TASK_STATS, (void **)&keys, (void **)&ts,
+		       &n);
 	if (err)
 		return err;
+	te = realloc(s->tasks, (s->nr_tasks + n + 1) * sizeof(*te));
+	if (!te)
+		return -ENOMEM;
+	s->tasks = te;
+	for (size_t i = 0; i < n; i++) {
+		if (keys[i].tgid != (uint32_t)pid || u64map__get(seen, keys[i].id))
+			continue;
+		s->tasks[s->nr_tasks].id = keys[i].id;
+		s->tasks[s->nr_tasks].s = ts[i];
+		s->nr_tasks++;
+	}
+	return 0;
+}
 
-	err = map_dump(&t->dumps[DUMP_STEALS], bpf_map__fd(skel->maps.steals), sizeof(*sk),
+/* Process pid's idle tasks whose slot was taken (in the tasks hash). */
+static int hashed_idle(const struct tracer *t, pid_t pid, struct stats *s, uint64_t idle_min_ns,
+		       const struct u64map *seen)
+{
+	struct at_task_state *live;
+	struct at_task_key *keys;
+	struct idle_entry *ie;
+	size_t n;
+	int err;
+
+	err = map_dump(&t->dumps[DUMP_TASKS], bpf_map__fd(t->skel->maps.tasks), sizeof(*keys),
+		       sizeof(*live), AT_MAX_TASKS, (void **)&keys, (void **)&live, &n);
+	if (err)
+		return err;
+	ie = realloc(s->idle, (s->nr_idle + n + 1) * sizeof(*ie));
+	if (!ie)
+		return -ENOMEM;
+	s->idle = ie;
+	for (size_t i = 0; i < n; i++)
+		if (keys[i].tgid == (uint32_t)pid && !u64map__get(seen, keys[i].id))
+			note_idle(s, keys[i].id, at_task_idle_since(&live[i]), live[i].name_addr,
+				  idle_min_ns);
+	return 0;
+}
+
+/* Process pid's steals, keyed by worker slots in the map, by its workers' ids here. */
+static int steals(const struct tracer *t, pid_t pid, struct stats *s)
+{
+	struct at_steal_stats *ss;
+	struct at_steal_key *sk;
+	size_t n;
+	int err;
+
+	err = map_dump(&t->dumps[DUMP_STEALS], bpf_map__fd(t->skel->maps.steals), sizeof(*sk),
 		       sizeof(*ss), AT_MAX_STEAL_PAIRS, (void **)&sk, (void **)&ss, &n);
 	if (err)
 		return err;
 	s->steals = calloc(n ? n : 1, sizeof(*s->steals));
 	if (!s->steals)
 		return -ENOMEM;
-	/* keyed by worker slots: this process's pairs, by its workers' ids */
 	for (size_t i = 0; i < n; i++) {
 		struct at_steal_key key = { .victim = AT_WORKER_UNKNOWN };
 
@@ -216,6 +234,28 @@ static int snapshot_tasks(const struct tracer *t, pid_t pid, struct stats *s,
 		s->nr_steals++;
 	}
 	return 0;
+}
+
+/*
+ * The tasks: live ones from their slots, the rest (tasks whose slot was
+ * taken, finished ones kept for the report) from the hashes. A task met in
+ * a slot and in a hash (evicted from the hash, back in a slot) is taken once,
+ * from its slot.
+ */
+static int snapshot_tasks(const struct tracer *t, pid_t pid, struct stats *s,
+			  uint64_t idle_min_ns)
+{
+	struct u64map seen;
+	int err;
+
+	u64map__init(&seen);
+	err = live_tasks(t, pid, s, idle_min_ns, &seen);
+	if (!err)
+		err = hashed_stats(t, pid, s, &seen);
+	if (!err)
+		err = hashed_idle(t, pid, s, idle_min_ns, &seen);
+	u64map__clear(&seen);
+	return err ? err : steals(t, pid, s);
 }
 
 /* The process's per-CPU counters (at its own slot) into its totals: one syscall. */
