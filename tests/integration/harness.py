@@ -277,7 +277,7 @@ def reap(*procs):
     for p in procs:
         if p.poll() is None:
             p.kill()
-            p.communicate()
+        p.communicate()
 
 
 def kill(p, sig=signal.SIGKILL):

@@ -29,9 +29,7 @@ class Errors(unittest.TestCase):
         self.procs = []
 
     def tearDown(self):
-        for p in self.procs:
-            harness.kill(p)
-            p.communicate()
+        harness.reap(*self.procs)
 
     def spawn(self, *args):
         p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

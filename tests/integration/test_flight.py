@@ -34,9 +34,7 @@ class Flight(unittest.TestCase):
         self.procs = []
 
     def tearDown(self):
-        for p in self.procs:
-            harness.kill(p)
-            p.communicate()
+        harness.reap(*self.procs)
 
     def trace(self, scenario, duration, *args):
         ex = harness.start_executor(scenario, duration)

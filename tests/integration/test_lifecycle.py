@@ -62,9 +62,7 @@ class Lifecycle(unittest.TestCase):
         self.procs = []
 
     def tearDown(self):
-        for p in self.procs:
-            harness.kill(p)
-            p.communicate()
+        harness.reap(*self.procs)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def executor(self, scenario="healthy", duration=30, exe=None, wrap=()):

@@ -97,8 +97,10 @@ class MapsOnlyHashedTasks(MapsOnly):
 
 
 def slot(ns):
-    """The log2 slot a value falls in, as the BPF side files it."""
-    return max(0, int(math.floor(math.log2(ns)))) if ns >= 1 else 0
+    """The slot of the summary's histograms a value belongs in, by their documented layout
+    (docs/alerts.md: slots[i] counts values in [2^i, 2^(i+1)) ns, slot 0 also 0, slot 39
+    all above): what is read from the file, not how the BPF side computes it."""
+    return min(39, max(0, int(ns).bit_length() - 1))
 
 
 def exact_percentile(values, p):

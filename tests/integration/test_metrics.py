@@ -56,9 +56,7 @@ class Metrics(unittest.TestCase):
         self.dir = tempfile.mkdtemp(prefix="asynctraced-metrics-")
 
     def tearDown(self):
-        for p in self.procs:
-            harness.kill(p)
-            p.communicate()
+        harness.reap(*self.procs)
 
     def start(self, *args, **kw):
         p = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE,

@@ -37,9 +37,7 @@ class Privileges(unittest.TestCase):
         self.procs = []
 
     def tearDown(self):
-        for p in self.procs:
-            harness.kill(p)
-            p.communicate()
+        harness.reap(*self.procs)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def spawn(self, args, **kw):

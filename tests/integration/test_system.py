@@ -41,9 +41,7 @@ class System(unittest.TestCase):
         self.dir = tempfile.mkdtemp(prefix="asynctraced-system-")
 
     def tearDown(self):
-        for p in self.procs:
-            harness.kill(p)
-            p.communicate()
+        harness.reap(*self.procs)
 
     def start(self, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=None):
         p = subprocess.Popen([str(a) for a in args], stdout=stdout, stderr=stderr, stdin=stdin,
