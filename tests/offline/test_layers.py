@@ -59,6 +59,13 @@ class Layers(unittest.TestCase):
         loose = [f for f in os.listdir(SRC) if os.path.isfile(os.path.join(SRC, f))]
         self.assertEqual(loose, [], "every source file lives in a layer's folder")
 
+    def test_every_layer_says_its_job(self):
+        for folder in RANK:
+            readme = os.path.join(SRC, folder, "README.md")
+            self.assertTrue(os.path.exists(readme), f"src/{folder} has no README.md")
+            with open(readme) as f:
+                self.assertTrue(f.readline().startswith(f"# src/{folder}: "), readme)
+
     def test_includes_name_their_folder(self):
         bare = [(f, h) for f, _, h in includes() if "/" not in h and not OUTSIDE.match(h)]
         self.assertEqual(bare, [])
