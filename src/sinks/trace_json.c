@@ -2,13 +2,11 @@
 #include "sinks/trace_json.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "lib/outbuf.h"
 #include "lib/u64map.h"
-#include "sinks/alerts.h"
+#include "sinks/slices.h"
 
 enum thread_announced {
 	ANNOUNCED_THREAD = 1,
@@ -16,19 +14,15 @@ enum thread_announced {
 };
 
 struct trace_json {
-	struct sink sink;
+	struct slices slices;	/* first: the sink, and what the trace holds */
 	struct outbuf *ob;
 	struct u64map announced; /* tid -> enum thread_announced */
-	int64_t *depth;		 /* last queue depth written, per worker; -1 none */
-	uint32_t nr_depth;
-	int64_t inject_depth;
-	uint64_t steal_seq;
 	bool process_named;
 };
 
-static inline struct trace_json *tj_of(struct sink *s)
+static inline struct trace_json *tj_of(struct slices *sl)
 {
-	return (struct trace_json *)s;
+	return (struct trace_json *)sl;
 }
 
 /*
@@ -75,34 +69,50 @@ static void put_dur(struct outbuf *ob, uint64_t ns)
 	ob_us(ob, ns);
 }
 
-/* "name":"<prefix><task name> #<id>": ids keep same-named tasks apart. */
-static void put_task_name(struct outbuf *ob, const char *prefix, const struct task *t,
-			  uint64_t id)
+static void put_name(struct outbuf *ob, const char *name)
+{
+	ob_puts(ob, ",\"name\":");
+	ob_json_str(ob, name);
+}
+
+/* "name":"<name> #<id>": where no track is named after the task, ids keep same-named ones apart. */
+static void put_task_name(struct outbuf *ob, const char *name, uint64_t id)
 {
 	ob_puts(ob, ",\"name\":\"");
-	ob_json_chars(ob, prefix);
-	ob_json_chars(ob, t ? t->name : "task");
+	ob_json_chars(ob, name);
 	ob_puts(ob, " #");
 	ob_u64(ob, id);
 	ob_putc(ob, '"');
 }
 
-static void put_arg_us(struct outbuf *ob, const char *key, uint64_t ns)
+/* Durations in microseconds, as the format's timestamps: NAME_us. */
+static void put_args(struct outbuf *ob, const struct slice_args *a)
 {
-	ob_puts(ob, key);
-	ob_us(ob, ns);
-}
+	ob_puts(ob, ",\"args\":{");
+	for (int i = 0; i < a->nr; i++) {
+		const struct slice_value *v = &a->v[i];
+		const struct slice_arg_info *info = &slices__args[v->name];
 
-static void put_queue(struct outbuf *ob, int32_t queue)
-{
-	ob_puts(ob, ",\"queue\":");
-	if (queue >= 0) {
-		ob_puts(ob, "\"worker ");
-		ob_u64(ob, (uint64_t)queue);
-		ob_putc(ob, '"');
-	} else {
-		ob_puts(ob, queue == AT_QUEUE_INJECT ? "\"inject\"" : "\"none\"");
+		ob_puts(ob, i ? ",\"" : "\"");
+		ob_puts(ob, info->name);
+		ob_puts(ob, info->type == SLICE_NS ? "_us\":" : "\":");
+		switch (info->type) {
+		case SLICE_U64:
+			ob_u64(ob, v->u);
+			break;
+		case SLICE_NS:
+			ob_us(ob, v->u);
+			break;
+		case SLICE_BOOL:
+			ob_puts(ob, v->u ? "true" : "false");
+			break;
+		case SLICE_LABEL:
+		case SLICE_TEXT:
+			ob_json_str(ob, v->s);
+			break;
+		}
 	}
+	ob_putc(ob, '}');
 }
 
 static void put_flow(struct outbuf *ob, uint64_t id, bool out)
@@ -112,8 +122,9 @@ static void put_flow(struct outbuf *ob, uint64_t id, bool out)
 	ob_puts(ob, out ? ",\"flow_out\":true" : ",\"flow_in\":true");
 }
 
+/* A metadata event (what: process_name, ...) up to its one argument's value; closed with "}}". */
 static void metadata(struct outbuf *ob, const struct model *m, uint32_t tid, const char *what,
-		     const char *name)
+		     const char *arg)
 {
 	start_event(ob);
 	ob_puts(ob, "\"ph\":\"M\",\"pid\":");
@@ -121,411 +132,182 @@ static void metadata(struct outbuf *ob, const struct model *m, uint32_t tid, con
 	put_tid(ob, tid);
 	ob_puts(ob, ",\"name\":\"");
 	ob_puts(ob, what);
-	ob_puts(ob, "\",\"args\":{\"name\":");
-	ob_json_str(ob, name);
-	ob_putc(ob, '}');
+	ob_puts(ob, "\",\"args\":{\"");
+	ob_puts(ob, arg);
+	ob_puts(ob, "\":");
 }
 
-static void sort_index(struct outbuf *ob, const struct model *m, uint32_t tid, const char *what,
-		       uint64_t index)
+static void meta_name(struct outbuf *ob, const struct model *m, uint32_t tid, const char *what,
+		      const char *name)
 {
-	start_event(ob);
-	ob_puts(ob, "\"ph\":\"M\",\"pid\":");
-	ob_u64(ob, m->pid);
-	put_tid(ob, tid);
-	ob_puts(ob, ",\"name\":\"");
-	ob_puts(ob, what);
-	ob_puts(ob, "\",\"args\":{\"sort_index\":");
+	metadata(ob, m, tid, what, "name");
+	ob_json_str(ob, name);
+	ob_puts(ob, "}}");
+}
+
+static void meta_sort_index(struct outbuf *ob, const struct model *m, uint32_t tid, uint64_t index)
+{
+	metadata(ob, m, tid, "thread_sort_index", "sort_index");
 	ob_u64(ob, index);
-	ob_putc(ob, '}');
+	ob_puts(ob, "}}");
 }
 
 static void name_process(struct trace_json *tj, struct model *m)
 {
-	char name[64];
-
-	snprintf(name, sizeof(name), "%s", m->comm[0] ? m->comm : "target");
-	metadata(tj->ob, m, m->pid, "process_name", name);
-	end_event(tj->ob);
+	meta_name(tj->ob, m, m->pid, "process_name", slices__process_name(m));
 	tj->process_named = true;
 }
 
-/* Names a thread the first time it appears, and again once known as a worker. */
-static void announce(struct trace_json *tj, struct model *m, uint32_t tid)
+/*
+ * Names a thread the first time it appears, and again once known as a
+ * worker. Events name their thread by tid: any can be written on, even one
+ * not named (tid 0).
+ */
+static bool tj_thread(struct slices *sl, struct model *m, uint32_t tid)
 {
+	struct trace_json *tj = tj_of(sl);
 	uintptr_t have = (uintptr_t)u64map__get(&tj->announced, tid);
 	struct thread *th = model__thread(m, tid);
-	char name[64];
+	struct slices_thread info;
 	uintptr_t want;
 
 	if (!th || !tid)
-		return;
+		return true;
 	want = th->worker >= 0 ? ANNOUNCED_WORKER : ANNOUNCED_THREAD;
 	if (have >= want)
-		return;
+		return true;
 	if (!tj->process_named)
 		name_process(tj, m);
-	if (th->worker >= 0)
-		snprintf(name, sizeof(name), "worker %d (%s)", th->worker, th->comm);
-	else
-		snprintf(name, sizeof(name), "%s", th->comm);
-	metadata(tj->ob, m, tid, "thread_name", name);
-	end_event(tj->ob);
-	/* Workers first, in worker order; other threads after them. */
-	sort_index(tj->ob, m, tid, "thread_sort_index",
-		   th->worker >= 0 ? (uint64_t)th->worker : 100000 + tid);
-	end_event(tj->ob);
+	slices__thread(th, tid, &info);
+	meta_name(tj->ob, m, tid, "thread_name", info.name);
+	meta_sort_index(tj->ob, m, tid, info.order);
 	u64map__set(&tj->announced, tid, (void *)want);
+	return true;
 }
 
-static void counter(struct trace_json *tj, const struct model *m, uint64_t ts, const char *key,
-		    uint64_t v)
+/* The counter of all queues ("queue depth"), one series a queue. */
+static void tj_depth(struct slices *sl, struct model *m, const struct slice_depth *d)
 {
-	begin_event(tj->ob, m, 'C', "queue", ts);
-	ob_puts(tj->ob, ",\"name\":\"queue depth\",\"args\":{");
-	ob_json_str(tj->ob, key);
-	ob_putc(tj->ob, ':');
-	ob_u64(tj->ob, v);
-	ob_putc(tj->ob, '}');
-	end_event(tj->ob);
-}
-
-/* Writes a queue's depth as a counter when it changed since last written. */
-static void queue_depth(struct trace_json *tj, const struct model *m, uint64_t ts, int32_t queue,
-			uint32_t depth)
-{
+	struct outbuf *ob = tj_of(sl)->ob;
 	char key[32];
 
-	if (queue == AT_QUEUE_INJECT) {
-		if (tj->inject_depth == depth)
-			return;
-		tj->inject_depth = depth;
-		counter(tj, m, ts, "inject", depth);
-		return;
-	}
-	if (queue < 0 || (uint32_t)queue >= 4096)
-		return;
-	if ((uint32_t)queue >= tj->nr_depth) {
-		uint32_t n = (uint32_t)queue + 1;
-		int64_t *d = realloc(tj->depth, n * sizeof(*d));
-
-		if (!d)
-			return;
-		for (uint32_t i = tj->nr_depth; i < n; i++)
-			d[i] = -1;
-		tj->depth = d;
-		tj->nr_depth = n;
-	}
-	if (tj->depth[queue] == depth)
-		return;
-	tj->depth[queue] = depth;
-	snprintf(key, sizeof(key), "worker %d", queue);
-	counter(tj, m, ts, key, depth);
-}
-
-/* The wake (or spawn) slice on the waking thread, the flow's source if linked. */
-static void write_wake(struct trace_json *tj, struct model *m, const struct at_wake *w,
-		       bool linked)
-{
-	struct outbuf *ob = tj->ob;
-	const struct task *t = model__task(m, w->task);
-	bool spawn = w->hdr.kind == AT_EV_SPAWN;
-
-	announce(tj, m, w->hdr.tid);
-	begin_event(ob, m, 'X', spawn ? "spawn" : "wake", w->hdr.ts);
-	put_tid(ob, w->hdr.tid);
-	put_dur(ob, 0);
-	put_task_name(ob, spawn ? "spawn " : "wake ", t, w->task);
-	ob_puts(ob, ",\"args\":{");
-	ob_key_u64(ob, "\"task\":", w->task);
-	if (w->waker_task)
-		ob_key_u64(ob, spawn ? ",\"parent\":" : ",\"waker_task\":", w->waker_task);
-	put_queue(ob, w->queue);
-	ob_key_u64(ob, ",\"depth\":", w->depth);
+	slices__queue_name(d->queue, key, sizeof(key));
+	begin_event(ob, m, 'C', "queue", d->ts);
+	ob_puts(ob, ",\"name\":\"queue depth\",\"args\":{");
+	ob_json_str(ob, key);
+	ob_putc(ob, ':');
+	ob_u64(ob, d->depth);
 	ob_putc(ob, '}');
-	if (linked)
-		put_flow(ob, w->wake_id, true);
 	end_event(ob);
 }
 
-/* A poll that ran long enough to have its stack taken (--stacks): it, a frame a line. */
-static void put_stack(struct outbuf *ob, struct model *m, const struct at_poll *p)
-{
-	bool asleep;
-	uint32_t id = model__slice_stack(m, p, &asleep);
-	char text[CALLSTACK_FRAMES * 320];
-
-	if (!id)
-		return;
-	callstacks__text(&m->stacks, id, text, sizeof(text));
-	ob_key_str(ob, ",\"stack\":", text);
-	ob_puts(ob, asleep ? ",\"stack_when\":\"asleep\"" : ",\"stack_when\":\"on-cpu\"");
-}
-
-static void on_poll(struct trace_json *tj, struct model *m, const struct at_poll *p)
+/*
+ * A slice on a thread (X), an instant as one 0 long: flows bind to slices.
+ * An event binds one flow: a poll's slice ends its arrow and starts none.
+ */
+static void put_slice(struct trace_json *tj, const struct model *m, const struct slice *s,
+		      bool with_id)
 {
 	struct outbuf *ob = tj->ob;
-	struct task *t = model__task(m, p->task);
-	bool linked = p->wake_id && t && t->pending.wake_id == p->wake_id;
-	uint64_t end = p->hdr.ts + p->duration_ns;
 
-	announce(tj, m, p->hdr.tid);
-	if (linked)
-		write_wake(tj, m, &t->pending, true);
-	queue_depth(tj, m, p->hdr.ts, (int32_t)p->worker, p->depth);
-
-	/* The CPU view: the poll on its worker thread. */
-	begin_event(ob, m, 'X', "poll", p->hdr.ts);
-	put_tid(ob, p->hdr.tid);
-	put_dur(ob, p->duration_ns);
-	ob_puts(ob, ",\"name\":");
-	ob_json_str(ob, t ? t->name : "task");
-	ob_puts(ob, ",\"args\":{");
-	ob_key_u64(ob, "\"task\":", p->task);
-	ob_key_u64(ob, ",\"worker\":", p->worker);
-	put_arg_us(ob, ",\"on_cpu_us\":", p->oncpu_ns);
-	if (at_poll_cpu_known(p))
-		put_arg_us(ob, ",\"cpu_charged_us\":", p->cpu_ns);
-	put_arg_us(ob, ",\"blocked_us\":", p->blocked_ns);
-	put_arg_us(ob, ",\"runnable_us\":", p->runnable_ns);
-	if (p->wake_ts && p->wake_ts <= p->hdr.ts)
-		put_arg_us(ob, ",\"wake_delay_us\":", p->hdr.ts - p->wake_ts);
-	ob_key_u64(ob, ",\"queue_depth\":", p->depth);
-	ob_puts(ob, p->ready ? ",\"result\":\"ready\"" : ",\"result\":\"pending\"");
-	put_stack(ob, m, p);
-	ob_putc(ob, '}');
-	if (linked)
-		put_flow(ob, p->wake_id, false);
+	begin_event(ob, m, 'X', s->kind, s->ts);
+	put_tid(ob, s->tid);
+	put_dur(ob, s->dur);
+	if (with_id)
+		put_task_name(ob, s->name, s->task);
+	else
+		put_name(ob, s->name);
+	put_args(ob, &s->args);
+	if (s->flow_out)
+		put_flow(ob, s->flow_out, true);
+	if (s->flow_in)
+		put_flow(ob, s->flow_in, false);
 	end_event(ob);
+}
 
-	/*
-	 * The task view: the same poll on the task's own async track. A poll_end
-	 * may come a little after the task's next poll began on another worker
-	 * (docs/usdt-abi.md): start no later than the previous poll's end, so
-	 * slices on the track never overlap.
-	 */
-	begin_event(ob, m, 'b', "task",
-		    t && t->last_end > p->hdr.ts ? (t->last_end < end ? t->last_end : end)
-						 : p->hdr.ts);
-	put_task_name(ob, "", t, p->task);
+static void tj_slice(struct slices *sl, struct model *m, const struct slice *s)
+{
+	put_slice(tj_of(sl), m, s, false);
+}
+
+/* The task view: an async track per task (its id the track's), "<task> #<id>". */
+static void task_event(struct outbuf *ob, const struct model *m, char ph, uint64_t ts,
+		       const struct slice *s)
+{
+	begin_event(ob, m, ph, "task", ts);
+	put_task_name(ob, s->name, s->task);
 	ob_puts(ob, ",\"id2\":{\"local\":\"");
-	ob_hex(ob, p->task);
+	ob_hex(ob, s->task);
 	ob_puts(ob, "\"}");
 	end_event(ob);
-	begin_event(ob, m, 'e', "task", end);
-	put_task_name(ob, "", t, p->task);
-	ob_puts(ob, ",\"id2\":{\"local\":\"");
-	ob_hex(ob, p->task);
-	ob_puts(ob, "\"}");
-	end_event(ob);
-
-	if (p->requeue >= 0)
-		queue_depth(tj, m, end, p->requeue, p->requeue_depth);
 }
 
-static void on_wake(struct trace_json *tj, struct model *m, const struct at_wake *w)
+/* A poll: its CPU view, with every argument and the arrow; the task view bare. */
+static void tj_poll(struct slices *sl, struct model *m, const struct slice_poll *p)
 {
-	struct task *t = model__task(m, w->task);
+	struct trace_json *tj = tj_of(sl);
 
-	if (w->queue != AT_QUEUE_NONE)
-		queue_depth(tj, m, w->hdr.ts, w->queue, w->depth);
-	if (!w->wake_id) {
-		write_wake(tj, m, w, false);
-		return;
-	}
-	/* Linked wakes wait for their poll; one still pending lost its poll. */
-	if (t && t->pending.wake_id)
-		write_wake(tj, m, &t->pending, false);
+	put_slice(tj, m, &p->cpu, false);
+	task_event(tj->ob, m, 'b', p->task_ts, &p->cpu);
+	task_event(tj->ob, m, 'e', p->cpu.ts + p->cpu.dur, &p->cpu);
 }
 
-static void on_spawn(struct trace_json *tj, struct model *m, const struct at_spawn *s)
+/* A wake: on the waking thread (inside the waker's poll, when a task woke it). */
+static void tj_wake(struct slices *sl, struct model *m, const struct slice_wake *w)
 {
-	struct task *t = model__task(m, s->task);
-
-	queue_depth(tj, m, s->hdr.ts, s->queue, s->depth);
-	if (t && t->pending.wake_id)
-		write_wake(tj, m, &t->pending, false);
-	if (!s->wake_id) {
-		struct at_wake w;
-
-		model__spawn_as_wake(s, &w);
-		write_wake(tj, m, &w, false);
-	}
+	tj_thread(sl, m, w->s.tid);
+	put_slice(tj_of(sl), m, &w->s, true);
 }
 
-static void on_steal(struct trace_json *tj, struct model *m, const struct at_steal *s)
+/* Process-scoped: alerts get a track of their own above the threads. */
+static void tj_alert(struct slices *sl, struct model *m, const struct slice *a)
 {
+	struct trace_json *tj = tj_of(sl);
 	struct outbuf *ob = tj->ob;
-	bool inferred = s->flags & AT_STEAL_INFERRED;
-	bool known = s->victim != AT_WORKER_UNKNOWN;
-	const struct worker *victim = known ? model__worker(m, s->victim) : NULL;
-	uint64_t flow = at_steal_flow(m->pid, ++tj->steal_seq);
-	bool linked = victim && victim->tid;
-
-	announce(tj, m, s->hdr.tid);
-	if (linked) {
-		announce(tj, m, victim->tid);
-		begin_event(ob, m, 'X', "steal", s->hdr.ts);
-		put_tid(ob, victim->tid);
-		put_dur(ob, 0);
-		ob_puts(ob, inferred ? ",\"name\":\"taken (inferred) by worker "
-				     : ",\"name\":\"stolen by worker ");
-		ob_u64(ob, s->thief);
-		ob_puts(ob, "\",\"args\":{");
-		ob_key_u64(ob, "\"count\":", s->count);
-		if (!inferred)
-			ob_key_u64(ob, ",\"depth\":", s->victim_depth);
-		ob_putc(ob, '}');
-		put_flow(ob, flow, true);
-		end_event(ob);
-	}
-	/* One nanosecond later, so the importer always sees the flow start first. */
-	begin_event(ob, m, 'X', "steal", s->hdr.ts + 1);
-	put_tid(ob, s->hdr.tid);
-	put_dur(ob, 0);
-	ob_puts(ob, inferred ? ",\"name\":\"steal (inferred) from " : ",\"name\":\"steal from ");
-	if (known) {
-		ob_puts(ob, "worker ");
-		ob_u64(ob, s->victim);
-	} else {
-		ob_puts(ob, "another worker");
-	}
-	ob_puts(ob, "\",\"args\":{");
-	ob_key_u64(ob, "\"count\":", s->count);
-	ob_key_u64(ob, ",\"thief\":", s->thief);
-	if (known)
-		ob_key_u64(ob, ",\"victim\":", s->victim);
-	ob_puts(ob, inferred ? ",\"inferred\":true" : ",\"inferred\":false");
-	if (!inferred)
-		ob_key_u64(ob, ",\"depth\":", s->thief_depth);
-	ob_putc(ob, '}');
-	if (linked)
-		put_flow(ob, flow, false);
-	end_event(ob);
-	/* An inferred steal knows no depths: the counters keep theirs. */
-	if (!inferred && known)
-		queue_depth(tj, m, s->hdr.ts, (int32_t)s->victim, s->victim_depth);
-	if (!inferred)
-		queue_depth(tj, m, s->hdr.ts, (int32_t)s->thief, s->thief_depth);
-}
-
-static void on_park(struct trace_json *tj, struct model *m, const struct at_park *p)
-{
-	struct outbuf *ob = tj->ob;
-
-	announce(tj, m, p->hdr.tid);
-	begin_event(ob, m, 'X', "park", p->hdr.ts);
-	put_tid(ob, p->hdr.tid);
-	put_dur(ob, p->duration_ns);
-	ob_puts(ob, ",\"name\":\"parked\",\"args\":{");
-	ob_key_u64(ob, "\"worker\":", p->worker);
-	ob_putc(ob, '}');
-	end_event(ob);
-}
-
-static void tj_event(struct sink *s, struct model *m, const struct at_hdr *ev)
-{
-	struct trace_json *tj = tj_of(s);
-
-	switch (ev->kind) {
-	case AT_EV_POLL:
-		on_poll(tj, m, (const struct at_poll *)ev);
-		break;
-	case AT_EV_WAKE:
-		on_wake(tj, m, (const struct at_wake *)ev);
-		break;
-	case AT_EV_SPAWN:
-		on_spawn(tj, m, (const struct at_spawn *)ev);
-		break;
-	case AT_EV_STEAL:
-		on_steal(tj, m, (const struct at_steal *)ev);
-		break;
-	case AT_EV_PARK:
-		on_park(tj, m, (const struct at_park *)ev);
-		break;
-	}
-}
-
-static void tj_alert(struct sink *s, struct model *m, const struct alert *a)
-{
-	struct trace_json *tj = tj_of(s);
-	struct outbuf *ob = tj->ob;
-	char msg[1024], name[AT_TASK_NAME_LEN + 64];
-	bool is_end = a->state == ALERT_END;
 
 	if (!tj->process_named)
 		name_process(tj, m);
-	alert__format(msg, sizeof(msg), m, a);
-	alert__title(name, sizeof(name), a);
-	/* Process-scoped: alerts get a track of their own above the threads.
-	 * A beginning is marked where the problem began, an end where it ended. */
-	begin_event(ob, m, 'i', "alert", is_end ? a->ts : a->begin_ts);
-	ob_puts(ob, ",\"s\":\"p\",\"name\":");
-	ob_json_str(ob, name);
-	ob_puts(ob, ",\"args\":{");
-	ob_key_u64(ob, "\"episode\":", a->episode);
-	ob_puts(ob, is_end ? ",\"state\":\"end\"" : ",\"state\":\"begin\"");
-	if (a->task)
-		ob_key_u64(ob, ",\"task\":", a->task);
-	if (a->worker >= 0)
-		ob_key_u64(ob, ",\"worker\":", (uint64_t)a->worker);
-	if (a->kind == ALERT_LONG_POLL) {
-		ob_puts(ob, ",\"cause\":\"");
-		ob_puts(ob, poll_cause_str(a->cause));
-		ob_putc(ob, '"');
-	}
-	if (a->stack) {
-		char stack[CALLSTACK_FRAMES * 320];
-
-		callstacks__text(&m->stacks, a->stack, stack, sizeof(stack));
-		ob_key_str(ob, ",\"stack\":", stack);
-	}
-	ob_puts(ob, ",\"message\":");
-	ob_json_str(ob, msg);
-	ob_putc(ob, '}');
+	begin_event(ob, m, 'i', a->kind, a->ts);
+	ob_puts(ob, ",\"s\":\"p\"");
+	put_name(ob, a->name);
+	put_args(ob, &a->args);
 	end_event(ob);
 }
 
-static void tj_tick(struct sink *s, struct model *m)
+static void tj_flush(struct slices *sl)
 {
-	/* Streamed: what is written survives the tracer being killed. */
-	outbuf__flush(tj_of(s)->ob);
+	outbuf__flush(tj_of(sl)->ob);
 }
 
-static int tj_finish(struct sink *s, struct model *m)
+static void tj_free(struct slices *sl)
 {
-	struct trace_json *tj = tj_of(s);
-	uint64_t key;
-	void *val;
-
-	/* Wakes whose poll never came still belong in the trace. */
-	for (size_t i = 0; u64map__next(&m->tasks, &i, &key, &val);) {
-		struct task *t = val;
-
-		if (t->pending.wake_id)
-			write_wake(tj, m, &t->pending, false);
-	}
-	/* the name again: a process first seen unnamed has one after all */
-	metadata(tj->ob, m, m->pid, "process_name", m->comm[0] ? m->comm : "target");
-	end_event(tj->ob);
-	return outbuf__flush(tj->ob);
-}
-
-static void tj_free(struct sink *s)
-{
-	struct trace_json *tj = tj_of(s);
+	struct trace_json *tj = tj_of(sl);
 
 	outbuf__free(tj->ob);
 	u64map__clear(&tj->announced);
-	free(tj->depth);
 	free(tj);
 }
 
-static const struct sink_ops trace_json_ops = {
-	.name = "json",
-	.event = tj_event,
+static int tj_finish(struct slices *sl, struct model *m)
+{
+	struct trace_json *tj = tj_of(sl);
+
+	/* the name again: a process first seen unnamed has one after all */
+	meta_name(tj->ob, m, m->pid, "process_name", slices__process_name(m));
+	return outbuf__flush(tj->ob);
+}
+
+/* JSON binds one flow an event: a poll cannot end one arrow and start another. */
+static const struct slices_ops trace_json_ops = {
+	.flows_between_polls = false,
+	.thread = tj_thread,
+	.depth = tj_depth,
+	.poll = tj_poll,
+	.wake = tj_wake,
+	.instant = tj_slice,
+	.slice = tj_slice,
 	.alert = tj_alert,
-	.tick = tj_tick,
+	.flush = tj_flush,
 	.finish = tj_finish,
 	.free = tj_free,
 };
@@ -549,9 +331,7 @@ int trace_json__new(struct sink **s, struct outbuf *ob)
 	if (!tj)
 		return -ENOMEM;
 	tj->ob = outbuf__get(ob);
-	tj->sink.ops = &trace_json_ops;
-	tj->inject_depth = -1;
 	u64map__init(&tj->announced);
-	*s = &tj->sink;
+	*s = slices__init(&tj->slices, &trace_json_ops);
 	return 0;
 }

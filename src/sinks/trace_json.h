@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Chrome JSON (Trace Event Format) writer, laid out for Perfetto's importer:
- * a bare array, one event per line, so a file cut short still loads.
+ * a bare array, one event per line, so a file cut short still loads. What
+ * the trace holds is slices.c's; this is how JSON writes it.
  * docs/trace-format.md describes every track and event it writes.
  */
 #ifndef TRACE_JSON_H

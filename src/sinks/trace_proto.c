@@ -8,8 +8,8 @@
 
 #include "lib/pb.h"
 #include "lib/u64map.h"
-#include "sinks/alerts.h"
 #include "sinks/pftrace_file.h"
+#include "sinks/slices.h"
 
 /* Field numbers: docs/trace-format.md, tests/proto/perfetto_trace.proto. */
 enum {
@@ -110,45 +110,11 @@ enum { CPU_MODE_USER = 2 };
 #define DONE_TASKS 4096
 /* Distinct event names interned; any beyond are written in full. */
 #define MAX_INTERNED 65536
-#define MAX_QUEUES 4096
-
-/* Debug annotation names: interned once, in the first packet. */
-#define ANNOTATIONS(X)                                                                             \
-	X(TASK, "task")                                                                            \
-	X(WORKER, "worker")                                                                        \
-	X(ON_CPU, "on_cpu_ns")                                                                     \
-	X(CPU_CHARGED, "cpu_charged_ns")                                                           \
-	X(BLOCKED, "blocked_ns")                                                                   \
-	X(RUNNABLE, "runnable_ns")                                                                 \
-	X(WAKE_DELAY, "wake_delay_ns")                                                             \
-	X(QUEUE_DEPTH, "queue_depth")                                                              \
-	X(RESULT, "result")                                                                        \
-	X(PARENT, "parent")                                                                        \
-	X(WAKER_TASK, "waker_task")                                                                \
-	X(QUEUE, "queue")                                                                          \
-	X(DEPTH, "depth")                                                                          \
-	X(COUNT, "count")                                                                          \
-	X(THIEF, "thief")                                                                          \
-	X(VICTIM, "victim")                                                                        \
-	X(INFERRED, "inferred")                                                                    \
-	X(EPISODE, "episode")                                                                      \
-	X(STATE, "state")                                                                          \
-	X(CAUSE, "cause")                                                                          \
-	X(MESSAGE, "message")                                                                      \
-	X(STACK, "stack")                                                                          \
-	X(STACK_WHEN, "stack_when")
-
-#define ANN_ENUM(id, str) ANN_##id,
-enum annotation { ANN_NONE, ANNOTATIONS(ANN_ENUM) ANN_NR };
-#define ANN_STR(id, str) [ANN_##id] = str,
-static const char *const annotation_names[ANN_NR] = { ANNOTATIONS(ANN_STR) };
 
 /* A task's track: one per task, a new one if its id comes back. */
 struct task_track {
 	uint64_t id;
 	uint64_t uuid;
-	/* a wake the task made of itself, its flow started on the poll that made it */
-	uint64_t self_flow;
 	uint32_t generation;	/* of its id: 1, or more for an id that came back */
 	bool done;
 };
@@ -175,7 +141,7 @@ struct intern_table {
 #define MAX_EXTRA 4
 
 struct trace_proto {
-	struct sink sink;
+	struct slices slices;	/* first: the sink, and what the trace holds */
 	struct pftrace_file *file;
 	uint32_t seq_id;	/* its packets' trusted_packet_sequence_id */
 	uint64_t clock;		/* the incremental clock: the last timestamp on it */
@@ -184,7 +150,7 @@ struct trace_proto {
 	uint64_t task_rank;	/* spawn order of task tracks */
 	struct u64map threads;	/* tid -> uuid */
 	struct u64map tasks;	/* task id -> struct task_track * */
-	struct u64map done;	/* finished task id -> its struct task_track (the last DONE_TASKS) */
+	struct u64map done;	/* finished task id -> its task_track (the last DONE_TASKS) */
 	struct task_track *done_ring[DONE_TASKS];
 	size_t done_next;
 	struct intern_table interned[INTERN_KINDS];
@@ -200,13 +166,9 @@ struct trace_proto {
 	} extra[MAX_EXTRA];
 	int nr_extra;
 	uint64_t extra_ts;
-	/* queue depth counters: last value written (-1 none) and track */
-	int64_t *depth;
-	uint64_t *depth_uuid;
-	uint32_t nr_depth;
-	int64_t inject_depth;
-	int64_t runnable;	/* sum of every queue's depth, last written */
-	uint64_t steal_seq;
+	uint64_t *queue_uuid;	/* each worker queue's depth counter, 0 none yet */
+	uint32_t nr_queues;
+	uint64_t poll_thread, poll_task; /* the tracks of the poll being written */
 	/*
 	 * --stacks: what this sequence has interned of the model's stacks (their
 	 * ids are the iids: callstacks, frames and each frame's function name),
@@ -218,9 +180,9 @@ struct trace_proto {
 	struct pb pb;
 };
 
-static inline struct trace_proto *tp_of(struct sink *s)
+static inline struct trace_proto *tp_of(struct slices *sl)
 {
-	return (struct trace_proto *)s;
+	return (struct trace_proto *)sl;
 }
 
 static uint64_t new_uuid(struct trace_proto *tp)
@@ -390,7 +352,7 @@ static void event_end(struct trace_proto *tp)
 	packet_end(tp);
 }
 
-static void ann_u64(struct trace_proto *tp, enum annotation a, uint64_t v)
+static void ann_u64(struct trace_proto *tp, enum slice_arg a, uint64_t v)
 {
 	pb_begin(&tp->pb, EVENT_DEBUG_ANNOTATIONS);
 	pb_varint(&tp->pb, ANNOTATION_NAME_IID, a);
@@ -398,7 +360,7 @@ static void ann_u64(struct trace_proto *tp, enum annotation a, uint64_t v)
 	pb_end(&tp->pb);
 }
 
-static void ann_bool(struct trace_proto *tp, enum annotation a, bool v)
+static void ann_bool(struct trace_proto *tp, enum slice_arg a, bool v)
 {
 	pb_begin(&tp->pb, EVENT_DEBUG_ANNOTATIONS);
 	pb_varint(&tp->pb, ANNOTATION_NAME_IID, a);
@@ -406,7 +368,7 @@ static void ann_bool(struct trace_proto *tp, enum annotation a, bool v)
 	pb_end(&tp->pb);
 }
 
-static void ann_str(struct trace_proto *tp, enum annotation a, const char *v)
+static void ann_str(struct trace_proto *tp, enum slice_arg a, const char *v)
 {
 	pb_begin(&tp->pb, EVENT_DEBUG_ANNOTATIONS);
 	pb_varint(&tp->pb, ANNOTATION_NAME_IID, a);
@@ -415,7 +377,7 @@ static void ann_str(struct trace_proto *tp, enum annotation a, const char *v)
 }
 
 /* A string value of the few that recur (results, queues, states): interned. */
-static void ann_istr(struct trace_proto *tp, enum annotation a, const char *v)
+static void ann_istr(struct trace_proto *tp, enum slice_arg a, const char *v)
 {
 	uint64_t iid = intern(tp, INTERN_STRING, v);
 
@@ -429,15 +391,36 @@ static void ann_istr(struct trace_proto *tp, enum annotation a, const char *v)
 	pb_end(&tp->pb);
 }
 
-static void ann_queue(struct trace_proto *tp, int32_t queue)
-{
-	char buf[32];
+/* The bit of each argument in a set of them. */
+#define ARG(id) (1u << ARG_##id)
+_Static_assert(ARG_NR <= 32, "a set of arguments is a uint32_t");
 
-	if (queue >= 0)
-		snprintf(buf, sizeof(buf), "worker %d", queue);
-	else
-		snprintf(buf, sizeof(buf), "%s", queue == AT_QUEUE_INJECT ? "inject" : "none");
-	ann_istr(tp, ANN_QUEUE, buf);
+/* A slice's arguments (debug annotations) but those in leave_out, and those in if_set at 0. */
+static void put_args(struct trace_proto *tp, const struct slice_args *a, uint32_t leave_out,
+		     uint32_t if_set)
+{
+	for (int i = 0; i < a->nr; i++) {
+		const struct slice_value *v = &a->v[i];
+		uint32_t bit = 1u << v->name;
+
+		if ((leave_out & bit) || ((if_set & bit) && !v->u))
+			continue;
+		switch (slices__args[v->name].type) {
+		case SLICE_U64:
+		case SLICE_NS:
+			ann_u64(tp, v->name, v->u);
+			break;
+		case SLICE_BOOL:
+			ann_bool(tp, v->name, v->u);
+			break;
+		case SLICE_LABEL:
+			ann_istr(tp, v->name, v->s);
+			break;
+		case SLICE_TEXT:
+			ann_str(tp, v->name, v->s);
+			break;
+		}
+	}
 }
 
 /* --- tracks ------------------------------------------------------------- */
@@ -502,10 +485,15 @@ static void start(struct trace_proto *tp, const struct model *m)
 
 	packet_begin(tp, SEQ_CLEARED);
 	pb_begin(pb, PACKET_INTERNED_DATA);
-	for (int a = 1; a < ANN_NR; a++) {
+	for (int a = 1; a < ARG_NR; a++) {
+		char name[32];
+
+		/* durations in the format's unit, nanoseconds: NAME_ns */
+		snprintf(name, sizeof(name), "%s%s", slices__args[a].name,
+			 slices__args[a].type == SLICE_NS ? "_ns" : "");
 		pb_begin(pb, INTERNED_ANNOTATION_NAMES);
 		pb_varint(pb, INTERNED_IID, (uint64_t)a);
-		pb_string(pb, INTERNED_NAME, annotation_names[a]);
+		pb_string(pb, INTERNED_NAME, name);
 		pb_end(pb);
 	}
 	pb_end(pb);
@@ -530,7 +518,7 @@ static void start(struct trace_proto *tp, const struct model *m)
 	track_begin(tp, tp->process_uuid, 0);
 	pb_begin(pb, TRACK_PROCESS);
 	pb_varint(pb, PROCESS_PID, m->pid);
-	pb_string(pb, PROCESS_NAME, m->comm[0] ? m->comm : "target");
+	pb_string(pb, PROCESS_NAME, slices__process_name(m));
 	pb_end(pb);
 	pb_varint(pb, TRACK_CHILD_ORDERING, ORDER_EXPLICIT);
 	track_end(tp);
@@ -544,25 +532,21 @@ static void start(struct trace_proto *tp, const struct model *m)
 static uint64_t thread_track(struct trace_proto *tp, struct model *m, uint32_t tid)
 {
 	uint64_t uuid = (uintptr_t)u64map__get(&tp->threads, tid);
-	const struct thread *th;
-	char name[64];
+	struct slices_thread th;
 
 	if (uuid || !tid)
 		return uuid;
-	th = model__thread(m, tid);
+	slices__thread(model__thread(m, tid), tid, &th);
 	uuid = new_uuid(tp);
-	if (th && th->worker >= 0)
-		snprintf(name, sizeof(name), "worker %d (%s)", th->worker, th->comm);
-	else
-		snprintf(name, sizeof(name), "%s", th ? th->comm : "thread");
 	track_begin(tp, uuid, tp->process_uuid);
 	pb_begin(&tp->pb, TRACK_THREAD);
 	pb_varint(&tp->pb, THREAD_PID, m->pid);
 	pb_varint(&tp->pb, THREAD_TID, tid);
-	pb_string(&tp->pb, THREAD_NAME, name);
+	pb_string(&tp->pb, THREAD_NAME, th.name);
 	pb_end(&tp->pb);
-	/* Workers first, in worker order; other threads after them. */
-	rank(&tp->pb, th && th->worker >= 0 ? th->worker : 100000 + (int64_t)(tid % 1000000));
+	/* the rank is an int32, a tid any u32 (in a capture): other threads' folded below 10^6 */
+	rank(&tp->pb,
+	     th.worker ? (int64_t)th.order : SLICES_OTHER_THREADS + (int64_t)(tid % 1000000));
 	track_end(tp);
 	u64map__set(&tp->threads, tid, (void *)(uintptr_t)uuid);
 	return uuid;
@@ -657,275 +641,173 @@ static void task_done(struct trace_proto *tp, uint64_t id)
 
 /* --- counters ----------------------------------------------------------- */
 
-static int64_t *depth_slot(struct trace_proto *tp, const struct model *m, int32_t queue,
-			   uint64_t **uuid)
+/* A queue's counter track, declared the first time its depth is written; 0 none. */
+static uint64_t queue_track(struct trace_proto *tp, int32_t queue)
 {
-	char name[48];
+	char label[32], name[48];
+	uint64_t *uuid = &tp->inject_uuid;
 
-	if (queue == AT_QUEUE_INJECT) {
-		if (!tp->inject_uuid)
-			tp->inject_uuid = counter_track(tp, "queue depth: inject", 100000000);
-		*uuid = &tp->inject_uuid;
-		return &tp->inject_depth;
-	}
-	if (queue < 0 || queue >= MAX_QUEUES)
-		return NULL;
-	if ((uint32_t)queue >= tp->nr_depth) {
-		uint32_t n = (uint32_t)queue + 1;
-		int64_t *d = realloc(tp->depth, n * sizeof(*d));
-		uint64_t *u;
+	if (queue != AT_QUEUE_INJECT) {
+		if ((uint32_t)queue >= tp->nr_queues) {
+			uint32_t n = (uint32_t)queue + 1;
+			uint64_t *u = realloc(tp->queue_uuid, n * sizeof(*u));
 
-		if (!d)
-			return NULL;
-		tp->depth = d;
-		u = realloc(tp->depth_uuid, n * sizeof(*u));
-		if (!u)
-			return NULL;
-		tp->depth_uuid = u;
-		for (uint32_t i = tp->nr_depth; i < n; i++) {
-			d[i] = -1;
-			u[i] = 0;
+			if (!u)
+				return 0;
+			for (uint32_t i = tp->nr_queues; i < n; i++)
+				u[i] = 0;
+			tp->queue_uuid = u;
+			tp->nr_queues = n;
 		}
-		tp->nr_depth = n;
+		uuid = &tp->queue_uuid[queue];
 	}
-	if (!tp->depth_uuid[queue]) {
-		snprintf(name, sizeof(name), "queue depth: worker %d", queue);
-		tp->depth_uuid[queue] = counter_track(tp, name, 100000000 + queue + 1);
+	if (!*uuid) {
+		slices__queue_name(queue, label, sizeof(label));
+		snprintf(name, sizeof(name), "queue depth: %s", label);
+		*uuid = counter_track(tp, name,
+				      queue == AT_QUEUE_INJECT ? 100000000 : 100000000 + queue + 1);
 	}
-	(void)m;
-	*uuid = &tp->depth_uuid[queue];
-	return &tp->depth[queue];
+	return *uuid;
 }
 
-/* A queue's depth, and the runnable total, when they changed since last written. */
-static void queue_depth(struct trace_proto *tp, const struct model *m, uint64_t ts,
-			int32_t queue, uint32_t depth)
+/* A queue's depth, and the runnable total: on the next event at their time. */
+static void tp_depth(struct slices *sl, struct model *m, const struct slice_depth *d)
 {
-	uint64_t *uuid;
-	int64_t *last = depth_slot(tp, m, queue, &uuid);
+	struct trace_proto *tp = tp_of(sl);
+	uint64_t track = queue_track(tp, d->queue);
 
-	if (!last || *last == depth)
+	if (!track)
 		return;
-	tp->runnable += depth - (*last < 0 ? 0 : *last);
-	*last = depth;
-	counter_at(tp, m, ts, *uuid, depth);
-	counter_at(tp, m, ts, tp->runnable_uuid, tp->runnable);
+	counter_at(tp, m, d->ts, track, d->depth);
+	counter_at(tp, m, d->ts, tp->runnable_uuid, d->runnable);
 }
 
 /* --- events ------------------------------------------------------------- */
 
 /*
  * A wake (or spawn) as an instant: inside the waker's poll on its task track
- * when a task woke it, else on the waking thread. With a flow when linked: its
- * poll came, and terminates it.
+ * when a task woke it, else on the waking thread. Its depth is left out:
+ * the queue's counter says it, on this very event.
  */
-static void write_wake(struct trace_proto *tp, struct model *m, const struct at_wake *w,
-		       bool linked)
+static void tp_wake(struct slices *sl, struct model *m, const struct slice_wake *w)
 {
-	const struct task *t = model__task(m, w->task);
+	struct trace_proto *tp = tp_of(sl);
 	const struct task_track *waker = w->waker_task ? u64map__get(&tp->tasks, w->waker_task)
 						       : NULL;
-	bool spawn = w->hdr.kind == AT_EV_SPAWN;
-	uint64_t track = waker && !waker->done ? waker->uuid : thread_track(tp, m, w->hdr.tid);
-	char name[AT_TASK_NAME_LEN + 16];
+	uint64_t track = waker && !waker->done ? waker->uuid : thread_track(tp, m, w->s.tid);
 
 	if (!track)
 		track = tp->runtime_uuid;
-	snprintf(name, sizeof(name), "%s %s", spawn ? "spawn" : "wake", t ? t->name : "task");
-	event_begin(tp, m, w->hdr.ts, INSTANT, track, name);
-	ann_u64(tp, ANN_TASK, w->task);
-	if (w->waker_task)
-		ann_u64(tp, spawn ? ANN_PARENT : ANN_WAKER_TASK, w->waker_task);
-	ann_queue(tp, w->queue);
-	if (linked)
-		pb_fixed64(&tp->pb, EVENT_FLOW_IDS, w->wake_id);
+	event_begin(tp, m, w->s.ts, INSTANT, track, w->s.name);
+	put_args(tp, &w->s.args, ARG(DEPTH), 0);
+	if (w->s.flow_out)
+		pb_fixed64(&tp->pb, EVENT_FLOW_IDS, w->s.flow_out);
 	event_end(tp);
 }
 
-/* A poll whose stack was taken (--stacks): it, a frame a line. */
-static void ann_stack(struct trace_proto *tp, struct model *m, const struct at_poll *p)
+/*
+ * A poll's beginnings: on its worker's thread, the CPU view, with its task
+ * (the thread may have none: tid 0); on its task's track, the task view,
+ * where the details and the arrows are. There the task is the track's, the
+ * queue's depth the worker's counter (riding on the thread's slice), and
+ * blocked and runnable time are written when there was some.
+ */
+static void tp_poll(struct slices *sl, struct model *m, const struct slice_poll *p)
 {
-	bool asleep;
-	uint32_t id = model__slice_stack(m, p, &asleep);
-	char text[CALLSTACK_FRAMES * 320];
+	struct trace_proto *tp = tp_of(sl);
+	uint64_t thread = thread_track(tp, m, p->cpu.tid);
 
-	if (!id)
-		return;
-	callstacks__text(&m->stacks, id, text, sizeof(text));
-	ann_str(tp, ANN_STACK, text);
-	ann_istr(tp, ANN_STACK_WHEN, asleep ? "asleep" : "on-cpu");
+	tp->poll_thread = thread;
+	tp->poll_task = task_track(tp, m, p->cpu.task, 0);
+	if (thread) {
+		event_begin(tp, m, p->cpu.ts, SLICE_BEGIN, thread, p->cpu.name);
+		put_args(tp, &p->cpu.args, ~ARG(TASK), 0);
+		event_end(tp);
+	}
+	event_begin(tp, m, p->task_ts, SLICE_BEGIN, tp->poll_task, p->cpu.name);
+	put_args(tp, &p->cpu.args, ARG(TASK) | ARG(QUEUE_DEPTH), ARG(BLOCKED) | ARG(RUNNABLE));
+	if (p->cpu.flow_in)
+		pb_fixed64(&tp->pb, EVENT_TERMINATING_FLOW_IDS, p->cpu.flow_in);
+	if (p->cpu.flow_out)
+		pb_fixed64(&tp->pb, EVENT_FLOW_IDS, p->cpu.flow_out);
+	event_end(tp);
 }
 
-static void on_poll(struct trace_proto *tp, struct model *m, const struct at_poll *p)
+/* ... and its ends, after both beginnings: the clock's deltas stay small. */
+static void tp_poll_end(struct slices *sl, struct model *m, const struct slice_poll *p)
 {
-	struct task *t = model__task(m, p->task);
-	bool linked = p->wake_id && t && t->pending.wake_id == p->wake_id;
-	uint64_t end = p->hdr.ts + p->duration_ns, begin = p->hdr.ts;
-	uint64_t thread = thread_track(tp, m, p->hdr.tid);
-	uint64_t task = task_track(tp, m, p->task, 0);
-	const char *name = t ? t->name : "task";
+	struct trace_proto *tp = tp_of(sl);
+	uint64_t end = p->cpu.ts + p->cpu.dur;
 
-	struct task_track *tt = u64map__get(&tp->tasks, p->task);
-	const struct at_wake *self = NULL;
-
-	/*
-	 * A wake the task made of itself during this poll (a yield) rides in its
-	 * record: its flow starts on this poll's slice and ends on the next
-	 * poll's, with no instant of its own (half of what a yield loop writes).
-	 */
-	if (p->hdr.size >= sizeof(struct at_poll_self_wake) && tt && !tt->done) {
-		self = &((const struct at_poll_self_wake *)p)->wake;
-		if (self->task != p->task || !self->wake_id)
-			self = NULL;
-	}
-	if (linked && !(tt && tt->self_flow == p->wake_id))
-		write_wake(tp, m, &t->pending, true);
-	queue_depth(tp, m, p->hdr.ts, (int32_t)p->worker, p->depth);
-
-	/*
-	 * The task view, where the details are. A poll_end may come a little
-	 * after the task's next poll began on another worker (docs/usdt-abi.md):
-	 * begin no earlier than the previous poll's end, so slices never overlap.
-	 */
-	if (t && t->last_end > begin)
-		begin = t->last_end < end ? t->last_end : end;
-
-	/* The CPU view: the poll on its worker thread (with the queue's depth). */
-	if (thread) {
-		event_begin(tp, m, p->hdr.ts, SLICE_BEGIN, thread, name);
-		ann_u64(tp, ANN_TASK, p->task);
+	if (tp->poll_thread) {
+		event_begin(tp, m, end, SLICE_END, tp->poll_thread, NULL);
 		event_end(tp);
 	}
-	/*
-	 * On the task's track the task is known (its name, its id); what is
-	 * zero is left out (blocked_ns, runnable_ns); the queue's depth is the
-	 * worker's counter at that time.
-	 */
-	event_begin(tp, m, begin, SLICE_BEGIN, task, name);
-	ann_u64(tp, ANN_WORKER, p->worker);
-	ann_u64(tp, ANN_ON_CPU, p->oncpu_ns);
-	if (at_poll_cpu_known(p))
-		ann_u64(tp, ANN_CPU_CHARGED, p->cpu_ns);
-	if (p->blocked_ns)
-		ann_u64(tp, ANN_BLOCKED, p->blocked_ns);
-	if (p->runnable_ns)
-		ann_u64(tp, ANN_RUNNABLE, p->runnable_ns);
-	if (p->wake_ts && p->wake_ts <= p->hdr.ts)
-		ann_u64(tp, ANN_WAKE_DELAY, p->hdr.ts - p->wake_ts);
-	ann_istr(tp, ANN_RESULT, p->ready ? "ready" : "pending");
-	ann_stack(tp, m, p);
-	if (linked)
-		pb_fixed64(&tp->pb, EVENT_TERMINATING_FLOW_IDS, p->wake_id);
-	if (self) {
-		pb_fixed64(&tp->pb, EVENT_FLOW_IDS, self->wake_id);
-		tt->self_flow = self->wake_id;
-	}
-	event_end(tp);
-
-	/* Ends in time order after both beginnings: the clock's deltas stay small. */
-	if (p->requeue >= 0)
-		queue_depth(tp, m, end, p->requeue, p->requeue_depth);
-	if (thread) {
-		event_begin(tp, m, end, SLICE_END, thread, NULL);
-		event_end(tp);
-	}
-	event_begin(tp, m, end, SLICE_END, task, NULL);
+	event_begin(tp, m, end, SLICE_END, tp->poll_task, NULL);
 	event_end(tp);
 	if (p->ready)
-		task_done(tp, p->task);
+		task_done(tp, p->cpu.task);
 }
 
-static void on_wake(struct trace_proto *tp, struct model *m, const struct at_wake *w)
+/* An id that comes back is a new task: it gets a new track. */
+static void tp_spawn(struct slices *sl, uint64_t id)
 {
-	struct task *t = model__task(m, w->task);
+	struct task_track *tt = u64map__get(&tp_of(sl)->tasks, id);
 
-	if (w->queue != AT_QUEUE_NONE)
-		queue_depth(tp, m, w->hdr.ts, w->queue, w->depth);
-	if (!w->wake_id) {
-		write_wake(tp, m, w, false);
-		return;
-	}
-	/* Linked wakes wait for their poll; one still pending lost its poll. */
-	if (t && t->pending.wake_id)
-		write_wake(tp, m, &t->pending, false);
-}
-
-static void on_spawn(struct trace_proto *tp, struct model *m, const struct at_spawn *s)
-{
-	struct task *t = model__task(m, s->task);
-	struct task_track *tt = u64map__get(&tp->tasks, s->task);
-
-	/* An id that comes back is a new task: it gets a new track. */
 	if (tt)
 		tt->done = true;
-	queue_depth(tp, m, s->hdr.ts, s->queue, s->depth);
-	if (t && t->pending.wake_id)
-		write_wake(tp, m, &t->pending, false);
-	if (!s->wake_id) {
-		struct at_wake w;
-
-		model__spawn_as_wake(s, &w);
-		write_wake(tp, m, &w, false);
-	}
 }
 
-static void on_steal(struct trace_proto *tp, struct model *m, const struct at_steal *s)
+static bool tp_thread(struct slices *sl, struct model *m, uint32_t tid)
 {
-	bool inferred = s->flags & AT_STEAL_INFERRED;
-	bool known = s->victim != AT_WORKER_UNKNOWN;
-	const struct worker *victim = known ? model__worker(m, s->victim) : NULL;
-	uint64_t flow = at_steal_flow(m->pid, ++tp->steal_seq);
-	uint64_t from = victim && victim->tid ? thread_track(tp, m, victim->tid) : 0;
-	uint64_t to = thread_track(tp, m, s->hdr.tid);
-	char name[64];
-
-	if (!to)
-		return;
-	/* An inferred steal knows no depths: the counters keep theirs. */
-	if (!inferred && known)
-		queue_depth(tp, m, s->hdr.ts, (int32_t)s->victim, s->victim_depth);
-	if (!inferred)
-		queue_depth(tp, m, s->hdr.ts, (int32_t)s->thief, s->thief_depth);
-	if (from) {
-		snprintf(name, sizeof(name), "%s by worker %u",
-			 inferred ? "taken (inferred)" : "stolen", s->thief);
-		event_begin(tp, m, s->hdr.ts, INSTANT, from, name);
-		ann_u64(tp, ANN_COUNT, s->count);
-		if (!inferred)
-			ann_u64(tp, ANN_DEPTH, s->victim_depth);
-		pb_fixed64(&tp->pb, EVENT_FLOW_IDS, flow);
-		event_end(tp);
-	}
-	if (known)
-		snprintf(name, sizeof(name), "steal%s from worker %u", inferred ? " (inferred)" : "",
-			 s->victim);
-	else
-		snprintf(name, sizeof(name), "steal%s from another worker",
-			 inferred ? " (inferred)" : "");
-	/* One nanosecond later, so the flow always starts before it ends. */
-	event_begin(tp, m, s->hdr.ts + 1, INSTANT, to, name);
-	ann_u64(tp, ANN_COUNT, s->count);
-	ann_u64(tp, ANN_THIEF, s->thief);
-	if (known)
-		ann_u64(tp, ANN_VICTIM, s->victim);
-	ann_bool(tp, ANN_INFERRED, inferred);
-	if (!inferred)
-		ann_u64(tp, ANN_DEPTH, s->thief_depth);
-	if (from)
-		pb_fixed64(&tp->pb, EVENT_TERMINATING_FLOW_IDS, flow);
-	event_end(tp);
+	return thread_track(tp_of(sl), m, tid) != 0;
 }
 
-static void on_park(struct trace_proto *tp, struct model *m, const struct at_park *p)
+static void tp_task(struct slices *sl, struct model *m, uint64_t id)
 {
-	uint64_t thread = thread_track(tp, m, p->hdr.tid);
+	task_track(tp_of(sl), m, id, 0);
+}
+
+/* An instant on a thread (a steal's ends). */
+static void tp_instant(struct slices *sl, struct model *m, const struct slice *s)
+{
+	struct trace_proto *tp = tp_of(sl);
+	uint64_t thread = thread_track(tp, m, s->tid);
 
 	if (!thread)
 		return;
-	event_begin(tp, m, p->hdr.ts, SLICE_BEGIN, thread, "parked");
-	ann_u64(tp, ANN_WORKER, p->worker);
+	event_begin(tp, m, s->ts, INSTANT, thread, s->name);
+	put_args(tp, &s->args, 0, 0);
+	if (s->flow_out)
+		pb_fixed64(&tp->pb, EVENT_FLOW_IDS, s->flow_out);
+	if (s->flow_in)
+		pb_fixed64(&tp->pb, EVENT_TERMINATING_FLOW_IDS, s->flow_in);
 	event_end(tp);
-	event_begin(tp, m, p->hdr.ts + p->duration_ns, SLICE_END, thread, NULL);
+}
+
+/* A slice on a thread (parked). */
+static void tp_slice(struct slices *sl, struct model *m, const struct slice *s)
+{
+	struct trace_proto *tp = tp_of(sl);
+	uint64_t thread = thread_track(tp, m, s->tid);
+
+	if (!thread)
+		return;
+	event_begin(tp, m, s->ts, SLICE_BEGIN, thread, s->name);
+	put_args(tp, &s->args, 0, 0);
+	event_end(tp);
+	event_begin(tp, m, s->ts + s->dur, SLICE_END, thread, NULL);
+	event_end(tp);
+}
+
+/* Alerts on their own track; their names, which are few, in full. */
+static void tp_alert(struct slices *sl, struct model *m, const struct slice *a)
+{
+	struct trace_proto *tp = tp_of(sl);
+
+	event_begin(tp, m, a->ts, INSTANT, tp->alerts_uuid, NULL);
+	pb_string(&tp->pb, EVENT_NAME, a->name);
+	put_args(tp, &a->args, 0, 0);
 	event_end(tp);
 }
 
@@ -992,14 +874,13 @@ static void intern_frame(struct trace_proto *tp, const struct cs_frame *f)
  * draws the samples of a selected range as a flame graph. (Where a poll
  * slept is not a CPU sample: it goes on the poll's slice.)
  */
-static void on_stack(struct trace_proto *tp, struct model *m, const struct at_stack *st)
+static void tp_sample(struct slices *sl, struct model *m, const struct at_stack *st,
+		      const struct callstack *cs)
 {
-	const struct callstack *cs = callstacks__get(&m->stacks, m->cur_stack);
-	bool new_stack = cs && !u64map__get(&tp->sent_stacks, cs->id);
+	struct trace_proto *tp = tp_of(sl);
+	bool new_stack = !u64map__get(&tp->sent_stacks, cs->id);
 	struct pb *pb = &tp->pb;
 
-	if (!cs || !(st->flags & AT_STACK_ONCPU))
-		return;
 	packet_begin(tp, SEQ_NEEDS_STATE);
 	put_timestamp(tp, model__rel(m, st->hdr.ts));
 	if (new_stack) {
@@ -1028,95 +909,33 @@ static void on_stack(struct trace_proto *tp, struct model *m, const struct at_st
 	packet_end(tp);
 }
 
-static void tp_event(struct sink *s, struct model *m, const struct at_hdr *ev)
+static void tp_start(struct slices *sl, struct model *m)
 {
-	struct trace_proto *tp = tp_of(s);
+	start(tp_of(sl), m);
+}
 
-	if (!tp->process_uuid)
-		start(tp, m);
-	switch (ev->kind) {
-	case AT_EV_POLL:
-		on_poll(tp, m, (const struct at_poll *)ev);
-		break;
-	case AT_EV_WAKE:
-		on_wake(tp, m, (const struct at_wake *)ev);
-		break;
-	case AT_EV_SPAWN:
-		on_spawn(tp, m, (const struct at_spawn *)ev);
-		break;
-	case AT_EV_STEAL:
-		on_steal(tp, m, (const struct at_steal *)ev);
-		break;
-	case AT_EV_PARK:
-		on_park(tp, m, (const struct at_park *)ev);
-		break;
-	case AT_EV_STACK:
-		on_stack(tp, m, (const struct at_stack *)ev);
-		break;
-	}
+/* Counter values wait for an event at their time, but not past the record. */
+static void tp_record_done(struct slices *sl, struct model *m)
+{
+	struct trace_proto *tp = tp_of(sl);
+
 	if (tp->nr_extra)
 		flush_counters(tp, m);
 }
 
-static void tp_alert(struct sink *s, struct model *m, const struct alert *a)
+static void tp_flush(struct slices *sl)
 {
-	struct trace_proto *tp = tp_of(s);
-	char msg[1024], name[AT_TASK_NAME_LEN + 64];
-	bool is_end = a->state == ALERT_END;
-
-	if (!tp->process_uuid)
-		start(tp, m);
-	alert__format(msg, sizeof(msg), m, a);
-	alert__title(name, sizeof(name), a);
-	/* A beginning is marked where the problem began, an end where it ended. */
-	event_begin(tp, m, is_end ? a->ts : a->begin_ts, INSTANT, tp->alerts_uuid, NULL);
-	pb_string(&tp->pb, EVENT_NAME, name);
-	ann_u64(tp, ANN_EPISODE, a->episode);
-	ann_istr(tp, ANN_STATE, is_end ? "end" : "begin");
-	if (a->task)
-		ann_u64(tp, ANN_TASK, a->task);
-	if (a->worker >= 0)
-		ann_u64(tp, ANN_WORKER, (uint64_t)a->worker);
-	if (a->kind == ALERT_LONG_POLL)
-		ann_istr(tp, ANN_CAUSE, poll_cause_str(a->cause));
-	if (a->stack) {
-		char stack[CALLSTACK_FRAMES * 320];
-
-		callstacks__text(&m->stacks, a->stack, stack, sizeof(stack));
-		ann_str(tp, ANN_STACK, stack);
-	}
-	ann_str(tp, ANN_MESSAGE, msg);
-	event_end(tp);
+	pftrace_file__flush(tp_of(sl)->file);
 }
 
-static void tp_tick(struct sink *s, struct model *m)
+static int tp_finish(struct slices *sl, struct model *m)
 {
-	(void)m;
-	/* Streamed: what is written survives the tracer being killed. */
-	pftrace_file__flush(tp_of(s)->file);
+	return pftrace_file__flush(tp_of(sl)->file);
 }
 
-static int tp_finish(struct sink *s, struct model *m)
+static void tp_free(struct slices *sl)
 {
-	struct trace_proto *tp = tp_of(s);
-	uint64_t key;
-	void *val;
-
-	if (!tp->process_uuid)
-		start(tp, m);
-	/* Wakes whose poll never came still belong in the trace. */
-	for (size_t i = 0; u64map__next(&m->tasks, &i, &key, &val);) {
-		struct task *t = val;
-
-		if (t->pending.wake_id)
-			write_wake(tp, m, &t->pending, false);
-	}
-	return pftrace_file__flush(tp->file);
-}
-
-static void tp_free(struct sink *s)
-{
-	struct trace_proto *tp = tp_of(s);
+	struct trace_proto *tp = tp_of(sl);
 
 	pftrace_file__free(tp->file);
 	u64map__clear_free(&tp->tasks);
@@ -1129,16 +948,27 @@ static void tp_free(struct sink *s)
 		free(tp->done_ring[i]);
 	u64map__clear(&tp->done);
 	u64map__clear(&tp->threads);
-	free(tp->depth);
-	free(tp->depth_uuid);
+	free(tp->queue_uuid);
 	free(tp);
 }
 
-static const struct sink_ops trace_proto_ops = {
-	.name = "perfetto",
-	.event = tp_event,
+/* Poll slices take both kinds of flow ids: a self-wake's arrow goes from one poll to the next. */
+static const struct slices_ops trace_proto_ops = {
+	.flows_between_polls = true,
+	.start = tp_start,
+	.thread = tp_thread,
+	.task = tp_task,
+	.spawn = tp_spawn,
+	.depth = tp_depth,
+	.poll = tp_poll,
+	.poll_end = tp_poll_end,
+	.wake = tp_wake,
+	.instant = tp_instant,
+	.slice = tp_slice,
 	.alert = tp_alert,
-	.tick = tp_tick,
+	.sample = tp_sample,
+	.record_done = tp_record_done,
+	.flush = tp_flush,
 	.finish = tp_finish,
 	.free = tp_free,
 };
@@ -1150,9 +980,7 @@ int trace_proto__new(struct sink **s, struct pftrace_file *file, uint32_t seq)
 	if (!tp)
 		return -ENOMEM;
 	tp->file = pftrace_file__get(file);
-	tp->sink.ops = &trace_proto_ops;
 	tp->seq_id = seq;
-	tp->inject_depth = -1;
 	u64map__init(&tp->threads);
 	u64map__init(&tp->tasks);
 	u64map__init(&tp->done);
@@ -1161,6 +989,6 @@ int trace_proto__new(struct sink **s, struct pftrace_file *file, uint32_t seq)
 	u64map__init(&tp->mappings);
 	for (int k = 0; k < INTERN_KINDS; k++)
 		u64map__init(&tp->interned[k].map);
-	*s = &tp->sink;
+	*s = slices__init(&tp->slices, &trace_proto_ops);
 	return 0;
 }

@@ -4,7 +4,8 @@
  * per worker with its polls (the CPU view); a "tasks" track with one track
  * per task nested under it, or under its parent task; queue-depth and
  * runnable-task counters; alerts; wake, spawn and steal flows. Names are
- * interned. docs/trace-format.md describes the layout.
+ * interned. What the trace holds is slices.c's; this is how protobuf writes
+ * it. docs/trace-format.md describes the layout.
  */
 #ifndef TRACE_PROTO_H
 #define TRACE_PROTO_H
