@@ -59,8 +59,8 @@ endif
 
 # The tracer's layers, a folder each (docs/architecture.md); a header is
 # included by its folder and name ("pipeline/detect.h"), from src/.
-SRC_DIRS    := src/cmd src/session src/targets src/source src/pipeline src/sinks src/capture \
-	       src/stacks src/gate src/lib
+SRC_DIRS    := src/cmd src/session src/targets src/targets/usdt src/targets/tokio src/targets/go \
+	       src/source src/pipeline src/sinks src/capture src/stacks src/gate src/lib
 TRACER_SRCS := $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))
 TRACER_OBJS := $(patsubst src/%.c,$(BUILD)/src/%.o,$(TRACER_SRCS))
 SRC_INC     := -Isrc
@@ -468,5 +468,5 @@ clean:
 	$(call msg,CLEAN,$(BUILD))
 	$(Q)rm -rf $(BUILD)
 
--include $(wildcard $(BUILD)/src/*.d $(BUILD)/src/*/*.d $(BUILD)/fuzz/*.d $(BUILD)/fuzz/src/*.d \
-	$(BUILD)/fuzz/src/*/*.d $(BUILD)/executor/*.d $(BUILD)/executor-pic/*.d $(BUILD)/executor-fp/*.d $(BUILD)/bpf/units/*.d $(BUILD)/tests/*.d)
+-include $(wildcard $(BUILD)/src/*.d $(BUILD)/src/*/*.d $(BUILD)/src/*/*/*.d $(BUILD)/fuzz/*.d \
+	$(BUILD)/fuzz/src/*.d $(BUILD)/fuzz/src/*/*.d $(BUILD)/fuzz/src/*/*/*.d $(BUILD)/executor/*.d $(BUILD)/executor-pic/*.d $(BUILD)/executor-fp/*.d $(BUILD)/bpf/units/*.d $(BUILD)/tests/*.d)

@@ -471,7 +471,7 @@ int BPF_KRETPROBE(tokio_poll_ret)
 /*
  * A worker's wake outside any task: is it one a task deferred (yield_now)?
  * Then waker::wake_by_val returns into the loop that drains the defer list
- * (src/targets/tokio_defer.c): its return address, as a file offset, is
+ * (src/targets/tokio/tokio_defer.c): its return address, as a file offset, is
  * one of the process's defer_ret. The address is at the top of the stack,
  * above the frame the function made before the probe, if any (the cookie).
  */

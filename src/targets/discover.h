@@ -10,11 +10,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "targets/golang.h"
+#include "targets/go/golang.h"
 #include "targets/images.h"
 #include "targets/target.h"
-#include "targets/tokio.h"
-#include "targets/usdt_notes.h"
+#include "targets/tokio/tokio.h"
+#include "targets/usdt/usdt_notes.h"
 
 enum runtime_kind {
 	RUNTIME_NONE = 0,

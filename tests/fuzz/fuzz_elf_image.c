@@ -15,7 +15,7 @@
 
 #include "ro_buf.h"
 #include "targets/elf_image.h"
-#include "targets/tokio.h"
+#include "targets/tokio/tokio.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

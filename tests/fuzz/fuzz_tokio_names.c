@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * libFuzzer target: any list of symbol names, one a line, as the functions
- * of a program, through tokio's classification (src/targets/tokio.c): each name
+ * of a program, through tokio's classification (src/targets/tokio/tokio.c): each name
  * demangled by libiberty, its generics stripped, matched to the function it
  * is, the future type taken from v0 names or from the code of a legacy
  * raw::poll instance, GenFuture unwrapped, the worker loop left out.
@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "targets/elf_image.h"
-#include "targets/tokio.h"
+#include "targets/tokio/tokio.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

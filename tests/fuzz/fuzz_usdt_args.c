@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "targets/usdt_notes.h"
+#include "targets/usdt/usdt_notes.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * libFuzzer target: any bytes as an ELF file whose .note.stapsdt the tracer
- * reads (src/targets/usdt_notes.c), then each probe's argument string through the
+ * reads (src/targets/usdt/usdt_notes.c), then each probe's argument string through the
  * operand parser, as discovery does. Whatever the bytes: no crash, hang,
  * leak or UB, and every probe comes back with NUL-terminated strings.
  *
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "ro_buf.h"
-#include "targets/usdt_notes.h"
+#include "targets/usdt/usdt_notes.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

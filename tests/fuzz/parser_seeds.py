@@ -219,7 +219,7 @@ def cut_code(binary, outdir, regex, most=16):
 
 
 def is_poll_layer(name):
-    """What tokio's name search looks inside (src/targets/tokio.c), told from the mangled name."""
+    """What tokio's name search looks inside (src/targets/tokio/tokio.c), told from the mangled name."""
     return "5tokio7runtime4task" in name and re.search(r"\d(poll|poll_future|poll_inner)\d", name)
 
 

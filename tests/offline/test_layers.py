@@ -34,16 +34,18 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
 def includes():
-    """(file, its layer, an included header) for every quoted include in src/."""
+    """(file, its layer, an included header) for every quoted include in src/: a layer is
+    a folder of src/ and everything below it (targets/tokio/ is targets)."""
     for folder in sorted(os.listdir(SRC)):
-        path = os.path.join(SRC, folder)
-        if not os.path.isdir(path):
+        if not os.path.isdir(os.path.join(SRC, folder)):
             continue
-        for name in sorted(os.listdir(path)):
-            if name.endswith((".c", ".h")):
-                with open(os.path.join(path, name)) as f:
-                    for header in INCLUDE.findall(f.read()):
-                        yield f"src/{folder}/{name}", folder, header
+        for top, _, names in sorted(os.walk(os.path.join(SRC, folder))):
+            for name in sorted(names):
+                if name.endswith((".c", ".h")):
+                    path = os.path.join(top, name)
+                    with open(path) as f:
+                        for header in INCLUDE.findall(f.read()):
+                            yield os.path.relpath(path, ROOT), folder, header
 
 
 def upward(triples):

@@ -27,6 +27,7 @@
  * first, where the shared state's headers expand to its one definition.
  */
 #include "state.bpf.c"
+
 #include "births.bpf.c"
 #include "floor.bpf.c"
 #include "go.bpf.c"

@@ -18,7 +18,7 @@
 
 #include "rules_fixture.h"
 #include "targets/elf_image.h"
-#include "targets/golang.h"
+#include "targets/go/golang.h"
 #include "targets/placement.h"
 
 static char path[4096];

@@ -21,7 +21,7 @@
 #include "targets/elf_image.h"
 #include "targets/scan.h"
 #include "targets/target.h"
-#include "targets/usdt_notes.h"
+#include "targets/usdt/usdt_notes.h"
 
 static const char *build(void)
 {

@@ -7,7 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "targets/tokio.h"
+#include "targets/tokio/tokio.h"
 
 static void strip(const char *in, const char *want)
 {

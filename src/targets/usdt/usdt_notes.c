@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "targets/usdt_notes.h"
+#include "targets/usdt/usdt_notes.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "targets/golang.h"
+#include "targets/go/golang.h"
 
 #include <capstone/capstone.h>
 #include <dwarf.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "targets/tokio.h"
+#include "targets/tokio/tokio.h"
 
 #include <errno.h>
 #include <stdlib.h>

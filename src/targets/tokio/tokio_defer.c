@@ -27,7 +27,7 @@
 
 #include <capstone/capstone.h>
 
-#include "targets/tokio.h"
+#include "targets/tokio/tokio.h"
 
 /* Functions holding the defer loop, found by name, and the Drain<Waker> drop glue's addresses. */
 struct scan {
