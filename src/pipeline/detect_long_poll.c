@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Long poll: a poll that ran (on the CPU or asleep) past --long-poll; the
+ * tasks that waited behind it in its worker's queue are its victims.
+ */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline/detect_priv.h"
+#include "pipeline/model.h"
+
+/*
+ * What the task itself spent of a poll: computing, or asleep in a call it
+ * made. Time runnable without a CPU is the host's doing (other processes,
+ * a CPU quota), not the task's: it makes no long poll of an innocent task,
+ * however long it held the worker; nor does time on the CPU that the
+ * kernel did not charge the thread for (poll_cpu_ns()).
+ */
+uint64_t detect__poll_own_ns(const struct at_poll *p)
+{
+	return poll_cpu_ns(p) + p->blocked_ns;
+}
+
+/*
+ * How long poll p must be to be a long poll: the threshold, or less for a
+ * poll its runtime preempted for running too long (Go's sysmon, at 10 ms):
+ * the runtime judged it a hog, and its preemption cut it short of any
+ * threshold above that.
+ */
+uint64_t detect__long_poll_limit(const struct detector *d, const struct at_poll *p)
+{
+	uint64_t limit = d->config.long_poll_ns;
+
+	if (limit && (p->flags & AT_POLL_PREEMPTED) && AT_PREEMPTED_LONG_NS < limit)
+		limit = AT_PREEMPTED_LONG_NS;
+	return limit;
+}
+
+/* The worker was held that long, whatever the cause: it explains a wait in its queue. */
+static void note_hold(struct detector *d, const struct at_poll *p)
+{
+	struct worker_watch *w = detect__watch_worker(d, p->worker);
+
+	if (w) {
+		w->hold_begin = p->hdr.ts;
+		w->hold_end = p->hdr.ts + p->duration_ns;
+		w->hold_task = detect__poll_own_ns(p) >= detect__long_poll_limit(d, p) ? p->task : 0;
+	}
+}
+
+/* One more task waited behind a long poll of episode ep: kept if among the longest. */
+static void add_victim(const struct detector *d, struct episode *ep, struct model *m,
+		       const struct at_poll *p, uint64_t waited, bool woken_by_holder)
+{
+	struct alert *a = &ep->a;
+	uint32_t i, n = a->nr_victims;
+
+	a->waits_behind++;
+	for (i = 0; i < n; i++) /* the same task again: its longest wait */
+		if (a->victims[i].task == p->task) {
+			if (waited > a->victims[i].waited_ns)
+				a->victims[i].waited_ns = waited;
+			goto sort;
+		}
+	if (n < ALERT_VICTIMS) {
+		i = a->nr_victims++;
+	} else {
+		i = n - 1;
+		if (waited <= a->victims[i].waited_ns)
+			return;
+	}
+	a->victims[i].task = p->task;
+	a->victims[i].waited_ns = waited;
+	a->victims[i].woken_by_holder = woken_by_holder;
+	/*
+	 * Measured in BPF for a poll that waited past --sched-delay
+	 * (at_poll.spare), over the workers met; the held one was busy, so it is
+	 * the others': none met (only the held worker has polled), unknown.
+	 */
+	a->victims[i].idle_pct = (p->spare & AT_SPARE_KNOWN) && d->nr_workers > 1
+					 ? (int8_t)(p->spare & ~AT_SPARE_KNOWN)
+					 : -1;
+	model__task_name(m, p->task, p->name_addr, a->victims[i].name,
+			 sizeof(a->victims[i].name));
+sort:
+	for (; i > 0 && a->victims[i].waited_ns > a->victims[i - 1].waited_ns; i--) {
+		struct alert_victim t = a->victims[i];
+
+		a->victims[i] = a->victims[i - 1];
+		a->victims[i - 1] = t;
+	}
+}
+
+/*
+ * A poll that waited in the queue of a worker a long poll of an alert held:
+ * a victim of it (the part of its wait the hold covered).
+ */
+static void note_victim(struct detector *d, struct model *m, const struct at_poll *p)
+{
+	const struct worker_watch *w;
+	struct episode *ep;
+	uint64_t from, to;
+
+	if (p->queued_on < 0 || !p->wake_ts || (uint32_t)p->queued_on >= d->nr_workers)
+		return;
+	w = &d->workers[p->queued_on];
+	if (!w->hold_task || w->hold_task == p->task || w->hold_end <= p->wake_ts ||
+	    w->hold_begin >= p->hdr.ts)
+		return;
+	ep = u64map__get(&d->long_polls, w->hold_task);
+	if (!ep)
+		return;
+	from = p->wake_ts > w->hold_begin ? p->wake_ts : w->hold_begin;
+	to = p->hdr.ts < w->hold_end ? p->hdr.ts : w->hold_end;
+	/*
+	 * Woken while the worker was in the long poll, onto that worker's own
+	 * queue: only its thread pushes there, so the long poll woke it.
+	 */
+	if (to > from)
+		add_victim(d, ep, m, p, to - from,
+			   p->wake_ts >= w->hold_begin && p->wake_ts < w->hold_end);
+}
+
+static void long_poll(struct detector *d, struct model *m, const struct at_poll *p)
+{
+	uint64_t end_ts = p->hdr.ts + p->duration_ns;
+	struct episode *ep = u64map__get(&d->long_polls, p->task);
+	struct alert a;
+
+	if (ep && p->hdr.ts <= ep->last_ts + d->config.episode_gap_ns) {
+		detect__recur(ep, end_ts, p->duration_ns);
+		return;
+	}
+	if (ep) /* went quiet before the tick noticed */
+		detect__end(d, u64map__del(&d->long_polls, p->task), ep->last_ts, false);
+	detect__alert_init(&a, ALERT_LONG_POLL, end_ts);
+	model__task_name(m, p->task, p->name_addr, a.task_name, sizeof(a.task_name));
+	if (d->runtime_tasks && !strncmp(a.task_name, d->runtime_tasks, strlen(d->runtime_tasks)))
+		return; /* the runtime's own (a GC worker holds its P by design) */
+	a.begin_ts = p->hdr.ts;
+	a.value_ns = p->duration_ns;
+	a.task = p->task;
+	a.worker = (int32_t)p->worker;
+	a.tid = p->hdr.tid;
+	a.cause = poll_cause(p, detect__long_poll_limit(d, p));
+	a.lifo_slot = d->lifo_slot;
+	a.oncpu_ns = p->oncpu_ns;
+	a.blocked_ns = p->blocked_ns;
+	a.runnable_ns = p->runnable_ns;
+	a.runtime_preempted = p->flags & AT_POLL_PREEMPTED;
+	a.stack = model__poll_stack(m, p, a.cause == CAUSE_BLOCKED, &a.stack_blocked);
+	ep = detect__begin(d, &a);
+	if (ep && u64map__set(&d->long_polls, p->task, ep))
+		free(ep);
+}
+
+void long_poll__on_poll(struct detector *d, struct model *m, const struct at_poll *p)
+{
+	note_victim(d, m, p);
+	if (p->duration_ns >= detect__long_poll_limit(d, p)) {
+		note_hold(d, p);
+		if (detect__poll_own_ns(p) >= detect__long_poll_limit(d, p))
+			long_poll(d, m, p);
+	}
+}
