@@ -75,15 +75,8 @@ EXEC_SO_OBJS := $(patsubst executor/%.c,$(BUILD)/executor-pic/%.o,\
 EXEC_FP_OBJS := $(patsubst executor/%.c,$(BUILD)/executor-fp/%.o,$(EXEC_SRCS))
 # ... and a deliberately slowed build, every poll 1 ms longer: what the CI gate must catch
 EXEC_SLOW_OBJS := $(patsubst executor/%.c,$(BUILD)/executor-slow/%.o,$(EXEC_SRCS))
-# The BPF side: a unit per source (sched, usdt, tokio, go, stacks, births,
-# floor), sharing the state of bpf/*.bpf.h, linked into one object and one
-# skeleton (bpftool gen object).
-# state.bpf.c, which defines what the others declare, is linked first: with
-# an extern map met before its definition, this libbpf's linker puts a unit's
-# own maps at the wrong offsets (the skeleton then fails: "map relo failed").
-BPF_SRCS    := bpf/state.bpf.c $(filter-out bpf/state.bpf.c,$(wildcard bpf/*.bpf.c))
-BPF_UNITS   := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/units/%.bpf.o,$(BPF_SRCS))
-BPF_SKELS   := $(BUILD)/asynctraced.skel.h
+BPF_SRCS    := $(wildcard bpf/*.bpf.c)
+BPF_SKELS   := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 UNIT_BINS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
@@ -322,13 +315,11 @@ $(BUILD)/executor-pic/%.o: executor/%.c | $(BUILD)/executor-pic
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(DEPFLAGS) -DSAMPLE_EXECUTOR_INLINE_PROBES -fPIC -pthread \
 		-c $< -o $@
 
-$(BUILD)/bpf/units/%.bpf.o: bpf/%.bpf.c $(VMLINUX_H) | $(BUILD)/bpf/units
+$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(VMLINUX_H) | $(BUILD)/bpf
 	$(call msg,BPF,$@)
-	$(Q)$(CLANG) $(BPF_CFLAGS) $(DEPFLAGS) -MT $@ -MF $(@:.o=.d) -c $< -o $@
-
-$(BUILD)/bpf/asynctraced.bpf.o: $(BPF_UNITS) | $(BUILD)/bpf
-	$(call msg,BPF-LINK,$@)
-	$(Q)$(BPFTOOL) gen object $@ $^
+	$(Q)$(CLANG) $(BPF_CFLAGS) $(DEPFLAGS) -MT $@ -MF $(@:.o=.d) -c $< -o $@.tmp
+	$(Q)$(BPFTOOL) gen object $@ $@.tmp
+	$(Q)rm -f $@.tmp
 
 $(BUILD)/%.skel.h: $(BUILD)/bpf/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
@@ -346,7 +337,7 @@ $(BUILD)/tests/test_unwind: CFLAGS += -fomit-frame-pointer
 # The BPF programs compiled as userspace C, against the simulated kernel in
 # tests/unit/bpf_shim (found before anything else of the same name).
 $(BUILD)/tests/test_bpf_logic: CPPFLAGS := -Itests/unit/bpf_shim -Ibpf $(CPPFLAGS)
-$(BUILD)/tests/test_bpf_logic: $(wildcard bpf/*.bpf.c bpf/*.bpf.h)
+$(BUILD)/tests/test_bpf_logic: bpf/asynctraced.bpf.c bpf/core.bpf.h
 
 $(FUZZ_OBJS): | $(BPF_SKELS)
 
@@ -362,7 +353,7 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS) | $(BUILD)/fuzz/src
 		-D_GNU_SOURCE $(DEPFLAGS) -MT $@ -MF $(BUILD)/fuzz/fuzz_$*.d $< $(FUZZ_OBJS) \
 		$(LDLIBS_TRACER) -o $@
 
-$(BUILD)/src $(BUILD)/executor $(BUILD)/executor-pic $(BUILD)/executor-fp $(BUILD)/executor-slow $(BUILD)/bpf $(BUILD)/bpf/units $(BUILD)/tests $(BUILD)/fuzz/src:
+$(BUILD)/src $(BUILD)/executor $(BUILD)/executor-pic $(BUILD)/executor-fp $(BUILD)/executor-slow $(BUILD)/bpf $(BUILD)/tests $(BUILD)/fuzz/src:
 	$(Q)mkdir -p $@
 
 # The two entry points of the README: each installs what is missing first.
@@ -469,4 +460,5 @@ clean:
 	$(Q)rm -rf $(BUILD)
 
 -include $(wildcard $(BUILD)/src/*.d $(BUILD)/src/*/*.d $(BUILD)/src/*/*/*.d $(BUILD)/fuzz/*.d \
-	$(BUILD)/fuzz/src/*.d $(BUILD)/fuzz/src/*/*.d $(BUILD)/fuzz/src/*/*/*.d $(BUILD)/executor/*.d $(BUILD)/executor-pic/*.d $(BUILD)/executor-fp/*.d $(BUILD)/bpf/units/*.d $(BUILD)/tests/*.d)
+	$(BUILD)/fuzz/src/*.d $(BUILD)/fuzz/src/*/*.d $(BUILD)/fuzz/src/*/*/*.d $(BUILD)/executor/*.d \
+	$(BUILD)/executor-pic/*.d $(BUILD)/executor-fp/*.d $(BUILD)/bpf/*.d $(BUILD)/tests/*.d)

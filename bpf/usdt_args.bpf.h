@@ -13,7 +13,6 @@
 #define USDT_ARGS_BPF_H
 
 #include <bpf/usdt.bpf.h>
-#include "maps.bpf.h"
 
 typedef const struct __bpf_usdt_spec *usdt_spec_t;
 
@@ -23,7 +22,7 @@ typedef const struct __bpf_usdt_spec *usdt_spec_t;
  * verifier knows: a known probe's reads become constants, its register
  * switch a single load, and the spec lookup below drops out of the program.
  */
-AT_SHARED const volatile struct at_usdt_spec usdt_fixed[AT_USDT_NR_PROBES];
+const volatile struct at_usdt_spec usdt_fixed[AT_USDT_NR_PROBES];
 
 /* The spec of the probe being hit; NULL if fixed, or unknown (then every argument reads 0). */
 static __always_inline usdt_spec_t usdt_spec(struct pt_regs *ctx, const int probe)

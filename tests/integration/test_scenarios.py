@@ -175,7 +175,7 @@ class ThreadChurn(unittest.TestCase):
     threads and more in 5 s on a quiet machine; 7 s leave room for a busy
     one, since the table must overflow twice over. A new thread often gets an exited one's kernel
     stack, which is what the BPF side knows a thread by between asking the
-    kernel (thread_self() in bpf/thread.bpf.h); and more threads come and go
+    kernel (thread_self() in bpf/core.bpf.h); and more threads come and go
     than the thread table holds (8192 slots, 8192 more in a hash), so exited
     threads must give their places back. Every poll must land on the thread
     that ran it."""

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The BPF programs themselves (every bpf/NAME.bpf.c), compiled as ordinary
+ * The BPF programs themselves (bpf/asynctraced.bpf.c), compiled as ordinary
  * C against a simulated kernel (tests/unit/bpf_shim: maps, clock, threads,
  * CPUs, ring buffers; the target's memory is this process's), driven event
  * by event in orders a real run only hits by chance: a poll_end probe that
@@ -22,19 +22,7 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 #pragma GCC diagnostic ignored "-Wsign-compare"
 #pragma GCC diagnostic ignored "-Wattributes"
-/*
- * Every unit of the object, as bpftool gen object links them: state.bpf.c
- * first, where the shared state's headers expand to its one definition.
- */
-#include "state.bpf.c"
-
-#include "births.bpf.c"
-#include "floor.bpf.c"
-#include "go.bpf.c"
-#include "sched.bpf.c"
-#include "stacks.bpf.c"
-#include "tokio.bpf.c"
-#include "usdt.bpf.c"
+#include "asynctraced.bpf.c"
 #pragma GCC diagnostic warning "-Wmissing-prototypes"
 
 /* ---- the simulated kernel ------------------------------------------------ */

@@ -425,7 +425,7 @@ static const struct {
 };
 
 /*
- * What each kind's programs read where they are placed (bpf/tokio.bpf.c):
+ * What each kind's programs read where they are placed (bpf/asynctraced.bpf.c):
  * the argument an entry probe reads, and whether a return probe shares the
  * place. Placement keeps those (placement.h).
  */

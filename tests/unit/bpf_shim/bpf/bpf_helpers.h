@@ -44,7 +44,7 @@ long bpf_loop(__u32 nr_loops, void *callback_fn, void *callback_ctx, __u64 flags
 
 /*
  * A place inside a program where the test may run other programs, as if
- * this one had been preempted there (AT_RACE_POINT in bpf/maps.bpf.h).
+ * this one had been preempted there (AT_RACE_POINT in bpf/core.bpf.h).
  */
 void shim_race_point(const char *where);
 #define AT_RACE_POINT(where) shim_race_point(where)

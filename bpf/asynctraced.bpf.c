@@ -1,16 +1,159 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
- * tokio: uprobes on an unmodified binary's own functions (raw::poll of
- * every future type, the waker, schedule, steal_into, spawn, remove), whose
- * arguments are task Header pointers; ids, names, workers and queue depths
- * are recovered around them (docs/tokio.md).
+ * BPF side of asynctraced, for one target process: front-ends that turn a
+ * runtime's probes into the executor events of core.bpf.h, plus the
+ * sched_switch tracepoint that splits each poll into on-CPU, blocked and
+ * runnable time.
+ *
+ *  - USDT: the asynctrace provider (docs/usdt-abi.md), whose probes carry
+ *    everything as arguments.
+ *  - tokio: uprobes on an unmodified binary's own functions (raw::poll of
+ *    every future type, the waker, schedule, steal_into, spawn, remove),
+ *    whose arguments are task Header pointers; ids, names, workers and queue
+ *    depths are recovered around them (docs/tokio.md).
+ *
+ * Per thread we track the poll in progress; per task, the wake that queued
+ * its next poll. Aggregates go to maps in every mode; records go to the ring
+ * buffer (all of them, or in maps-only mode just the polls alerts need).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "events.bpf.h"
-#include "usdt_args.bpf.h" /* usdt_reg(): registers by number */
+#include "core.bpf.h"
+#include "usdt_args.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* ---- USDT: the asynctrace provider -------------------------------------- */
+
+/*
+ * Each program reads its probe's argument spec once (usdt_args.bpf.h) and
+ * only the arguments it uses: poll_end's worker is the one its poll_begin
+ * gave, and a task's name address is read from the target only until the
+ * task's state remembers it.
+ */
+#define USDT_PROBE(id)                                                                             \
+	const int probe = id;                                                                      \
+	usdt_spec_t spec = usdt_spec(ctx, probe)
+#define ARG(n) usdt_arg(ctx, spec, probe, n)
+
+SEC("usdt")
+int usdt_task_spawn(struct pt_regs *ctx)
+{
+	USDT_PROBE(AT_USDT_TASK_SPAWN);
+	__u32 tid;
+	/* its worker's slot, kept there: the queue is its own, most often */
+	struct thread_state *t = thread_self(ctx, false, &tid);
+
+	if (!self_traced(t))
+		return 0;
+	/* task, parent, name, queue, depth */
+	on_spawn(t, ARG(0), ARG(1), (const char *)ARG(2), 0, (int)ARG(3), (__u32)ARG(4));
+	return 0;
+}
+
+SEC("usdt")
+int usdt_poll_begin(struct pt_regs *ctx)
+{
+	USDT_PROBE(AT_USDT_POLL_BEGIN);
+	__u32 tid;
+	struct thread_state *t = thread_self(ctx, true, &tid);
+	__u64 task = ARG(0);
+	struct at_task_state *ts;
+	struct at_task_slot *slot;
+
+	if (!t)
+		return 0;
+	/* task, worker, depth, name_addr */
+	ts = task_find(task_key(t->tgid, task), &slot);
+	on_poll_begin(t, task, ts, slot, (__u32)ARG(1), (__u32)ARG(2),
+		      ts && ts->name_addr ? ts->name_addr : ARG(3));
+	return 0;
+}
+
+SEC("usdt")
+int usdt_poll_end(struct pt_regs *ctx)
+{
+	USDT_PROBE(AT_USDT_POLL_END);
+	__u32 tid;
+	struct thread_state *t = thread_self(ctx, false, &tid);
+	__u64 task = ARG(0);
+	struct at_task_state *ts;
+	struct at_task_slot *slot;
+
+	if (!t || t->task != task) {
+		if (self_traced(t))
+			stat_inc(AT_STAT_ORPHAN_POLL_END);
+		return 0;
+	}
+	ts = task_find(task_key(t->tgid, task), &slot);
+	/* task, worker (known since poll_begin), ready, queue, depth */
+	on_poll_end(t, task, ts, slot, (int)ARG(2), (int)ARG(3), (__u32)ARG(4), true, false,
+		    false);
+	return 0;
+}
+
+SEC("usdt")
+int usdt_wake(struct pt_regs *ctx)
+{
+	USDT_PROBE(AT_USDT_WAKE);
+	__u64 task = ARG(0), waker_task = ARG(1);
+	__u32 tid;
+	/* a self-wake is kept in its poll's thread state; the thread keeps its worker's slot */
+	struct thread_state *t = thread_self(ctx, false, &tid);
+
+	if (!self_traced(t))
+		return 0;
+	/* task, waker_task, waker_worker, queue, depth */
+	on_wake(t, task, waker_task, (int)ARG(2), (int)ARG(3), (__u32)ARG(4), 0);
+	return 0;
+}
+
+SEC("usdt")
+int usdt_steal(struct pt_regs *ctx)
+{
+	USDT_PROBE(AT_USDT_STEAL);
+	__u32 tid;
+	struct thread_state *t = thread_self(ctx, false, &tid);
+
+	if (!self_traced(t))
+		return 0;
+	/* thief, victim, count, thief_depth, victim_depth */
+	on_steal(t, (__u32)ARG(0), (__u32)ARG(1), (__u32)ARG(2), (__u32)ARG(3), (__u32)ARG(4), 0);
+	return 0;
+}
+
+SEC("usdt")
+int usdt_worker_park(struct pt_regs *ctx)
+{
+	USDT_PROBE(AT_USDT_WORKER_PARK);
+	__u32 tid;
+	struct thread_state *t = thread_self(ctx, false, &tid);
+
+	if (!self_traced(t))
+		return 0;
+	on_park(t, (__u32)ARG(0));
+	return 0;
+}
+
+SEC("usdt")
+int usdt_worker_unpark(struct pt_regs *ctx)
+{
+	USDT_PROBE(AT_USDT_WORKER_UNPARK);
+	__u32 tid;
+	struct thread_state *t = thread_self(ctx, false, &tid);
+
+	if (!self_traced(t))
+		return 0;
+	on_unpark(t, (__u32)ARG(0));
+	return 0;
+}
+
+#undef ARG
+#undef USDT_PROBE
+
+/* ---- tokio: uprobes on an unmodified binary ----------------------------- */
 
 /* Where a task's vtable and id live, from its Header (tokio >= 1.23). */
 const volatile __u64 tokio_vtable_off = 0x10;
@@ -662,5 +805,304 @@ int BPF_KRETPROBE(tokio_steal_ret)
 	if (ts && ts->queued_on >= 0)
 		victim = (__u32)ts->queued_on;
 	on_steal(t, t->own_worker, victim, 1, 0, 0, 0);
+	return 0;
+}
+
+/* ---- Go: the scheduler's own functions ----------------------------------- */
+
+/*
+ * A goroutine is a task (its goid), a P a worker, an M a thread. Its
+ * status changes (runtime.casgstatus(gp, old, new): RAX, RBX, RCX in Go's
+ * register ABI) give the rest: to running, a run slice (a "poll") begins;
+ * from running, it ends (parked, preempted or yielding, in a syscall, done);
+ * waiting to runnable is a wake by the goroutine running on this thread (0:
+ * the scheduler). newproc1's returns give each goroutine made, and its
+ * parent; runqsteal, a P stealing from another. No uretprobe: Go moves
+ * stacks and walks return addresses (docs/go.md).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AT_MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, struct at_go_layout);
+} go_layouts SEC(".maps");
+
+enum { GO_IDLE = 0, GO_RUNNABLE = 1, GO_RUNNING = 2, GO_WAITING = 4, GO_DEAD = 6,
+       GO_SCAN = 0x1000 };
+
+static __always_inline __u64 go_read(__u64 addr, __s32 off)
+{
+	__u64 v = 0;
+
+	bpf_probe_read_user(&v, sizeof(v), (const void *)(addr + off));
+	return v;
+}
+
+static __always_inline __u8 go_read8(__u64 addr, __s32 off)
+{
+	__u8 v = 0;
+
+	bpf_probe_read_user(&v, sizeof(v), (const void *)(addr + off));
+	return v;
+}
+
+static __always_inline __u32 go_read32(__u64 addr, __s32 off)
+{
+	__u32 v = 0;
+
+	bpf_probe_read_user(&v, sizeof(v), (const void *)(addr + off));
+	return v;
+}
+
+/* The P that g's M holds: its id and its local run queue's length; false if none. */
+static __always_inline bool go_p_of(const struct at_go_layout *l, __u64 g, __u32 *id,
+				    __u32 *depth)
+{
+	__u64 m = g ? go_read(g, l->g_m) : 0, p = m ? go_read(m, l->m_p) : 0;
+
+	if (!p)
+		return false;
+	*id = go_read32(p, l->p_id);
+	*depth = go_read32(p, l->p_runqtail) - go_read32(p, l->p_runqhead);
+	return true;
+}
+
+/* Whether wait reason why is in set (256 bits). */
+static __always_inline bool go_in(const __u64 *set, __u8 why)
+{
+	return (set[why >> 6] >> (why & 63)) & 1;
+}
+
+static __always_inline const struct at_go_layout *go_layout(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	return bpf_map_lookup_elem(&go_layouts, &tgid);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(go_casgstatus)
+{
+	const struct at_go_layout *l = go_layout();
+	__u32 from = (__u32)ctx->bx & ~GO_SCAN, to = (__u32)ctx->cx & ~GO_SCAN;
+	__u32 tid, worker = 0, depth = 0;
+	struct at_task_state *ts;
+	struct at_task_slot *slot;
+	struct thread_state *t;
+	__u64 gp = ctx->ax, goid, waker;
+	bool has_p;
+	__u8 why;
+
+	if (!l || !gp || from == to)
+		return 0;
+	goid = go_read(gp, l->g_goid);
+	if (to == GO_RUNNING) {
+		t = thread_self(ctx, true, &tid);
+		if (!t)
+			return 0;
+		go_p_of(l, gp, &worker, &depth);
+		ts = task_find(task_key(t->tgid, goid), &slot);
+		on_poll_begin(t, goid, ts, slot, worker, depth,
+			      ts && ts->name_addr ? ts->name_addr : go_read(gp, l->g_startpc));
+	} else if (from == GO_RUNNING) {
+		t = thread_self(ctx, false, &tid);
+		if (!t || t->task != goid) {
+			if (self_traced(t))
+				stat_inc(AT_STAT_ORPHAN_POLL_END);
+			return 0;
+		}
+		ts = task_find(task_key(t->tgid, goid), &slot);
+		/*
+		 * preempted or yielding: back on the global run queue; preempted
+		 * if a preemption was asked of it (cleared when it runs again)
+		 */
+		/*
+		 * parked: idle (the lost-waker detector's to judge) only when a
+		 * channel or a lock holds it, unwakeable on a nil channel; in a
+		 * syscall, asleep, waiting on I/O or for the GC, by design
+		 */
+		why = to == GO_WAITING ? go_read8(gp, l->g_waitreason) : 0;
+		on_poll_end(t, goid, ts, slot, to == GO_DEAD,
+			    to == GO_RUNNABLE ? AT_QUEUE_INJECT : AT_QUEUE_NONE, 0,
+			    to == GO_WAITING && go_in(l->may_lose, why),
+			    to == GO_WAITING && go_in(l->never_woken, why),
+			    to == GO_RUNNABLE && go_read8(gp, l->g_preempt));
+	} else if (from == GO_WAITING && to == GO_RUNNABLE) {
+		t = thread_self(ctx, true, &tid);
+		if (!t)
+			return 0;
+		/* ready() puts it on the P of the thread that woke it (R14: its g) */
+		has_p = go_p_of(l, ctx->r14, &worker, &depth);
+		waker = t->task;
+		on_wake(t, goid, waker, waker && has_p ? (__s32)worker : -1,
+			has_p ? (__s32)worker : AT_QUEUE_NONE, depth + 1, go_read(gp, l->g_startpc));
+	}
+	return 0;
+}
+
+/* At each ret of runtime.newproc1: RAX is the goroutine made, its goid set. */
+SEC("uprobe")
+int BPF_KPROBE(go_newproc1_ret)
+{
+	const struct at_go_layout *l = go_layout();
+	__u32 tid, worker = 0, depth = 0;
+	struct thread_state *t;
+	__u64 newg = ctx->ax;
+	bool has_p;
+
+	if (!l || !newg)
+		return 0;
+	t = thread_self(ctx, true, &tid);
+	if (!t)
+		return 0;
+	/* newproc puts it next on this P (runnext) */
+	has_p = go_p_of(l, ctx->r14, &worker, &depth);
+	on_spawn(t, go_read(newg, l->g_goid), t->task, NULL, go_read(newg, l->g_startpc),
+		 has_p ? (__s32)worker : AT_QUEUE_NONE, depth + 1);
+	return 0;
+}
+
+/* runtime.runqsteal(pp, p2, stealRunNextG): pp takes half of p2's queue. */
+SEC("uprobe")
+int BPF_KPROBE(go_runqsteal)
+{
+	const struct at_go_layout *l = go_layout();
+	__u64 pp = ctx->ax, p2 = ctx->bx;
+	struct thread_state *t;
+	__u32 tid, n, thief_depth;
+
+	if (!l || !pp || !p2)
+		return 0;
+	t = thread_self(ctx, false, &tid);
+	if (!self_traced(t))
+		return 0;
+	n = go_read32(p2, l->p_runqtail) - go_read32(p2, l->p_runqhead);
+	if (n > 256) /* read while it moved */
+		return 0;
+	thief_depth = go_read32(pp, l->p_runqtail) - go_read32(pp, l->p_runqhead);
+	if (n)
+		on_steal(t, go_read32(pp, l->p_id), go_read32(p2, l->p_id), n - n / 2,
+			 thief_depth + n - n / 2, n / 2, 0);
+	return 0;
+}
+
+/* ---- sched_switch ----------------------------------------------------- */
+
+SEC("?tp_btf/sched_switch")
+int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev,
+	     struct task_struct *next)
+{
+	on_switch(ctx, preempt, prev, next, true);
+	return 0;
+}
+
+SEC("?raw_tp/sched_switch")
+int BPF_PROG(handle_sched_switch_raw, bool preempt, struct task_struct *prev,
+	     struct task_struct *next)
+{
+	on_switch(ctx, preempt, prev, next, false);
+	return 0;
+}
+
+/* ---- stacks of long polls (--stacks) ------------------------------------ */
+
+/*
+ * A CPU-clock sample on every CPU: a thread of a traced process inside a
+ * poll that has run stack_after_ns already gets its user registers and the
+ * top of its stack recorded; anything else returns at once (a map lookup).
+ * (The blocked half is in on_switch: core.bpf.h.)
+ */
+SEC("?perf_event")
+int on_cpu_sample(struct bpf_perf_event_data *ctx)
+{
+	__u32 tid = current_tid();
+	struct thread_state *t = thread_find(tid);
+	struct at_stack *e;
+	__u64 now;
+
+	if (!stack_after_ns || !t || !t->task)
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (now - t->begin < stack_after_ns)
+		return 0;
+	e = event_reserve(AT_EV_STACK, sizeof(*e), t);
+	if (!e)
+		return 0;
+	stack_fill(ctx, e, t, bpf_get_current_task_btf(), now, AT_STACK_ONCPU);
+	event_submit(e);
+	return 0;
+}
+
+/* ---- processes that start (following the host) -------------------------- */
+
+/*
+ * The tgids of processes that exec'd, and of processes a traced one forked:
+ * userspace looks at each (a new image may run a known runtime; a fork runs
+ * its parent's). Loaded only when following the host; rare events, each
+ * woken up for.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} births SEC(".maps");
+
+static __always_inline void born(__u32 tgid)
+{
+	if (bpf_ringbuf_output(&births, &tgid, sizeof(tgid), 0))
+		stat_inc(AT_STAT_BIRTHS_LOST);
+}
+
+SEC("?raw_tp/sched_process_exec")
+int BPF_PROG(on_exec)
+{
+	born(bpf_get_current_pid_tgid() >> 32);
+	return 0;
+}
+
+SEC("?raw_tp/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 tgid = BPF_CORE_READ(child, tgid);
+
+	/* a new process (not a thread) of a traced one */
+	if (tgid == (__u32)BPF_CORE_READ(child, pid) && tgid_traced(BPF_CORE_READ(parent, tgid)))
+		born(tgid);
+	return 0;
+}
+
+/* ---- the floor --------------------------------------------------------- */
+
+/*
+ * --empty-programs (benchmarks): these replace every program above at the
+ * same attach points, and do nothing. What tracing costs beyond them is our
+ * BPF code; what they cost is the probe traps and the hooks themselves.
+ */
+SEC("?usdt")
+int floor_usdt(struct pt_regs *ctx)
+{
+	return 0;
+}
+
+SEC("?uprobe")
+int floor_uprobe(struct pt_regs *ctx)
+{
+	return 0;
+}
+
+SEC("?uretprobe")
+int floor_uretprobe(struct pt_regs *ctx)
+{
+	return 0;
+}
+
+SEC("?tp_btf/sched_switch")
+int BPF_PROG(floor_sched_switch)
+{
+	return 0;
+}
+
+SEC("?raw_tp/sched_switch")
+int BPF_PROG(floor_sched_switch_raw)
+{
 	return 0;
 }
