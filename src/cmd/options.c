@@ -17,9 +17,6 @@
 
 #define VERSION "0.3.0"
 
-
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
 /* Bits of enum command: which commands take an option. */
 #define T (1u << CMD_TRACE)
 #define R (1u << CMD_RECORD)

@@ -15,8 +15,6 @@
 
 #include "lib/util.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
 static const char *const format_names[] = {
 	[FORMAT_JSON] = "json",
 	[FORMAT_PERFETTO] = "perfetto",

@@ -6,6 +6,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The elements of an array (not a pointer). */
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
 /*
  * Our messages on stderr, "asynctraced: " first. When stderr is the systemd
  * journal (JOURNAL_STREAM names it: see log_init), each message starts with
