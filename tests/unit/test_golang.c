@@ -4,7 +4,9 @@
  * with Debian's golang-go): its version, the scheduler's functions from
  * .symtab and, stripped, from .gopclntab (at the same addresses), the
  * structures' offsets from DWARF and, without it, from the version table
- * (which must agree with the DWARF); a C program is not Go.
+ * (which must agree with the DWARF); a C program is not Go. The file is
+ * read into memory of our own: the bytes in memory give what the path does,
+ * and what is not a regular file is refused without waiting on it.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -14,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "rules_fixture.h"
@@ -266,6 +270,66 @@ static void every_version_in_the_table(void **state)
 	assert_true(checked >= 3);
 }
 
+/* golang__detect_mem, given the file's bytes, finds what golang__detect finds from its path. */
+static void the_same_from_memory(void **state)
+{
+	const char *files[] = { "go-app", "go-app-stripped", "go-app-pie" };
+
+	(void)state;
+	for (int f = 0; f < 3; f++) {
+		struct go_binary a, b;
+		size_t size;
+		uint8_t *data;
+		FILE *in;
+
+		assert_int_equal(golang__detect(build_file(files[f]), &a), 0);
+		in = fopen(path, "rb");
+		assert_non_null(in);
+		assert_int_equal(fseek(in, 0, SEEK_END), 0);
+		size = (size_t)ftell(in);
+		rewind(in);
+		data = malloc(size);
+		assert_non_null(data);
+		assert_int_equal(fread(data, 1, size, in), size);
+		fclose(in);
+		assert_int_equal(golang__detect_mem(data, size, &b), 0);
+		free(data);
+		assert_string_equal(a.version, b.version);
+		assert_memory_equal(a.funcs, b.funcs, sizeof(a.funcs));
+		assert_memory_equal(&a.off, &b.off, sizeof(a.off));
+		assert_memory_equal(a.may_lose, b.may_lose, sizeof(a.may_lose));
+		assert_int_equal(a.nr_all, b.nr_all);
+		for (size_t i = 0; i < a.nr_all; i++) {
+			assert_int_equal(a.all[i].addr, b.all[i].addr);
+			assert_int_equal(a.all[i].size, b.all[i].size);
+			assert_string_equal(a.names + a.all[i].name, b.names + b.all[i].name);
+		}
+		assert_int_equal(a.pie, b.pie);
+		golang__free(&a);
+		golang__free(&b);
+	}
+}
+
+/*
+ * A FIFO where a binary was (its owner can put one there) is refused, not
+ * waited on: an open that blocks would stop discovery; a directory too.
+ */
+static void only_regular_files(void **state)
+{
+	char dir[] = "/tmp/at-go-XXXXXX", fifo[64];
+	struct go_binary gb;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_int_equal(golang__detect(fifo, &gb), -ENOEXEC);
+	assert_int_equal(golang__detect(dir, &gb), -ENOEXEC);
+	assert_int_equal(gb.nr_all, 0);
+	unlink(fifo);
+	rmdir(dir);
+}
+
 static void not_go(void **state)
 {
 	struct go_binary gb;
@@ -286,6 +350,8 @@ int main(void)
 		cmocka_unit_test(casgstatus_probed_past_its_prologue),
 		cmocka_unit_test(wait_reasons_from_the_binary),
 		cmocka_unit_test(every_version_in_the_table),
+		cmocka_unit_test(the_same_from_memory),
+		cmocka_unit_test(only_regular_files),
 		cmocka_unit_test(not_go),
 	};
 

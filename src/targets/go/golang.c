@@ -5,13 +5,11 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "lib/util.h"
 #include "targets/elf_image.h"
@@ -60,28 +58,104 @@ struct section {
 	uint64_t addr;
 };
 
-static bool section(Elf *elf, const char *name, struct section *out)
+/* The sections read, by name: the first section of each name is the one. */
+enum { SEC_BUILDINFO, SEC_DATA, SEC_RODATA, SEC_TEXT, SEC_PCLNTAB, NR_SECS };
+
+static const char *const sec_names[NR_SECS] = {
+	[SEC_BUILDINFO] = ".go.buildinfo",
+	[SEC_DATA] = ".data",
+	[SEC_RODATA] = ".rodata",
+	[SEC_TEXT] = ".text",
+	[SEC_PCLNTAB] = ".gopclntab",
+};
+
+/* A Go binary as it is read: its sections, and what may still be read of names. */
+struct image {
+	Elf *elf;
+	struct section sec[NR_SECS];	/* data NULL: none, or without contents */
+	Elf_Scn *symtab;		/* the first SHT_SYMTAB (ELF allows one); NULL: stripped */
+	/* the section names end in a NUL: libelf's and libdw's lookups stay cheap */
+	bool shstrtab_sound;
+	/*
+	 * Bytes of function names still to be read: the file's size. A real
+	 * table names each function once, in a string of its own; a hostile
+	 * one can point a million entries at one long string, and each would
+	 * be scanned and copied again.
+	 */
+	uint64_t names_budget;
+};
+
+/* A string table's bytes: SHT_STRTAB, uncompressed; NULL if not that. */
+static const Elf_Data *strtab(Elf *elf, size_t index)
 {
-	size_t shstrndx;
-	Elf_Scn *scn = NULL;
+	Elf_Scn *scn = elf_getscn(elf, index);
 	GElf_Shdr sh;
+	Elf_Data *d;
 
-	if (elf_getshdrstrndx(elf, &shstrndx))
-		return false;
-	while ((scn = elf_nextscn(elf, scn))) {
-		const char *n;
-		Elf_Data *d;
+	if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type != SHT_STRTAB ||
+	    (sh.sh_flags & SHF_COMPRESSED) || !(d = elf_getdata(scn, NULL)) || !d->d_buf)
+		return NULL;
+	return d;
+}
 
-		if (!gelf_getshdr(scn, &sh) || !(n = elf_strptr(elf, shstrndx, sh.sh_name)) ||
-		    strcmp(n, name))
+/*
+ * The name at off in a table of size bytes, NULL if it does not end inside
+ * it or the budget is spent. Not elf_strptr(): libelf checks a string ends
+ * by scanning back from the table's end, which takes as long as the table
+ * at every call when its last byte is not a NUL (18 ms a name in 64 MiB).
+ */
+static const char *name_at(const uint8_t *tab, size_t size, uint64_t off, uint64_t *budget)
+{
+	const char *s = (const char *)tab + off, *end;
+	size_t room;
+
+	if (off >= size || !*budget)
+		return NULL;
+	room = size - off < *budget ? size - off : (size_t)*budget;
+	end = memchr(s, '\0', room);
+	*budget -= end ? (uint64_t)(end - s) + 1 : room;
+	return end ? s : NULL;
+}
+
+/* Whether the name at off in tab is name: no more of it read than name's length. */
+static bool named(const Elf_Data *tab, uint64_t off, const char *name)
+{
+	size_t n = strlen(name) + 1;
+
+	return off < tab->d_size && tab->d_size - off >= n &&
+	       !memcmp((const char *)tab->d_buf + off, name, n);
+}
+
+/* The sections golang.c reads, in one pass over the section headers. */
+static void find_sections(struct image *im)
+{
+	const Elf_Data *names;
+	bool seen[NR_SECS] = { false };
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	if (elf_getshdrstrndx(im->elf, &shstrndx) || !(names = strtab(im->elf, shstrndx)))
+		return;
+	im->shstrtab_sound = names->d_size && !((const char *)names->d_buf)[names->d_size - 1];
+	while ((scn = elf_nextscn(im->elf, scn))) {
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh))
 			continue;
-		d = sh.sh_type == SHT_NOBITS ? NULL : elf_getdata(scn, NULL);
-		if (!d || !d->d_buf)
-			return false;
-		*out = (struct section){ .data = d->d_buf, .size = d->d_size, .addr = sh.sh_addr };
-		return true;
+		if (sh.sh_type == SHT_SYMTAB && !im->symtab)
+			im->symtab = scn;
+		for (int i = 0; i < NR_SECS; i++) {
+			Elf_Data *d;
+
+			if (seen[i] || !named(names, sh.sh_name, sec_names[i]))
+				continue;
+			seen[i] = true;
+			d = sh.sh_type == SHT_NOBITS ? NULL : elf_getdata(scn, NULL);
+			if (d && d->d_buf)
+				im->sec[i] = (struct section){ .data = d->d_buf, .size = d->d_size,
+							       .addr = sh.sh_addr };
+		}
 	}
-	return false;
 }
 
 static uint64_t read_uint(const uint8_t *p, int size)
@@ -93,46 +167,50 @@ static uint64_t read_uint(const uint8_t *p, int size)
 }
 
 /*
+ * The bytes at link-time address addr, len of them, if s holds them all:
+ * by differences, never sums, which a hostile address or length wraps.
+ */
+static const uint8_t *at(const struct section *s, uint64_t addr, uint64_t len)
+{
+	return s->data && addr >= s->addr && len <= s->size && addr - s->addr <= s->size - len
+		       ? s->data + (addr - s->addr)
+		       : NULL;
+}
+
+/*
  * The Go version in .go.buildinfo: a 16-byte header ("\xff Go buildinf:",
  * the pointer size, flags), then, since Go 1.18 (flag 2), the version as a
  * varint-prefixed string at 32; before, a pointer to a string header.
  */
-static int build_version(Elf *elf, struct go_binary *gb)
+static int build_version(const struct image *im, struct go_binary *gb)
 {
 	static const char magic[] = "\xff Go buildinf:";
-	struct section bi, owner;
+	const struct section *bi = &im->sec[SEC_BUILDINFO];
 	const uint8_t *p;
 	uint64_t len = 0, addr;
 	int shift = 0, ptr;
-	size_t at = 32;
+	size_t at_len = 32;
 
-	if (!section(elf, ".go.buildinfo", &bi) || bi.size < 32 ||
-	    memcmp(bi.data, magic, sizeof(magic) - 1))
+	if (!bi->data || bi->size < 32 || memcmp(bi->data, magic, sizeof(magic) - 1))
 		return -ENOENT;
-	ptr = bi.data[14];
-	if (bi.data[15] & 2) {
-		while (at < bi.size && shift < 64) {
-			len |= (uint64_t)(bi.data[at] & 0x7f) << shift;
+	ptr = bi->data[14];
+	if (bi->data[15] & 2) {
+		while (at_len < bi->size && shift < 64) {
+			len |= (uint64_t)(bi->data[at_len] & 0x7f) << shift;
 			shift += 7;
-			if (!(bi.data[at++] & 0x80))
+			if (!(bi->data[at_len++] & 0x80))
 				break;
 		}
-		p = bi.data + at;
-		if (len >= sizeof(gb->version) || at + len > bi.size)
+		p = bi->data + at_len;
+		if (len >= sizeof(gb->version) || len > bi->size - at_len)
 			return -ENOTSUP;
 	} else { /* Go 1.17 and older: the address of a string header in .data */
-		if (ptr != 8 || !section(elf, ".data", &owner))
+		if (ptr != 8 || !(p = at(&im->sec[SEC_DATA], read_uint(bi->data + 16, 8), 16)))
 			return -ENOTSUP;
-		addr = read_uint(bi.data + 16, 8);
-		if (addr < owner.addr || addr + 16 > owner.addr + owner.size)
-			return -ENOTSUP;
-		p = owner.data + (addr - owner.addr);
 		addr = read_uint(p, 8);
 		len = read_uint(p + 8, 8);
-		if (!section(elf, ".rodata", &owner) || len >= sizeof(gb->version) ||
-		    addr < owner.addr || addr + len > owner.addr + owner.size)
+		if (len >= sizeof(gb->version) || !(p = at(&im->sec[SEC_RODATA], addr, len)))
 			return -ENOTSUP;
-		p = owner.data + (addr - owner.addr);
 	}
 	memcpy(gb->version, p, len);
 	gb->version[len] = '\0';
@@ -314,28 +392,31 @@ void golang__free(struct go_binary *gb)
 	gb->nr_all = gb->cap_all = gb->names_len = gb->names_cap = 0;
 }
 
-static int symtab_funcs(Elf *elf, struct go_binary *gb)
+static int symtab_funcs(struct image *im, struct go_binary *gb)
 {
-	Elf_Scn *scn = NULL;
+	const Elf_Data *names;
+	size_t nr;
 	GElf_Shdr sh;
+	Elf_Data *d;
 
-	while ((scn = elf_nextscn(elf, scn))) {
-		Elf_Data *d;
+	if (!im->symtab || !gelf_getshdr(im->symtab, &sh) || !(d = elf_getdata(im->symtab, NULL)))
+		return 0;
+	gb->has_symtab = true;
+	names = strtab(im->elf, sh.sh_link);
+	/* as many as the header says, and the section holds (gelf_getsym reads no further) */
+	nr = sh.sh_size / (sh.sh_entsize ? sh.sh_entsize : 1);
+	if (nr > d->d_size / gelf_fsize(im->elf, ELF_T_SYM, 1, EV_CURRENT))
+		nr = d->d_size / gelf_fsize(im->elf, ELF_T_SYM, 1, EV_CURRENT);
+	for (size_t i = 0; names && i < nr; i++) {
+		GElf_Sym sym;
+		const char *name;
 
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB ||
-		    !(d = elf_getdata(scn, NULL)))
+		if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
+		    !sym.st_value ||
+		    !(name = name_at(names->d_buf, names->d_size, sym.st_name, &im->names_budget)))
 			continue;
-		gb->has_symtab = true;
-		for (size_t i = 0; i < sh.sh_size / (sh.sh_entsize ? sh.sh_entsize : 1); i++) {
-			GElf_Sym sym;
-			const char *name;
-
-			if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
-			    !sym.st_value || !(name = elf_strptr(elf, sh.sh_link, sym.st_name)))
-				continue;
-			if (func_found(gb, name, sym.st_value, sym.st_size))
-				return -ENOMEM;
-		}
+		if (func_found(gb, name, sym.st_value, sym.st_size))
+			return -ENOMEM;
 	}
 	return 0;
 }
@@ -346,53 +427,52 @@ static int symtab_funcs(Elf *elf, struct go_binary *gb)
  * 0xfffffff1, the same header, its textStart 0 from 1.26): then a table of (entry, _func offset)
  * pairs, each _func beginning with its entry's and its name's offsets.
  */
-static int pclntab_funcs(Elf *elf, struct go_binary *gb)
+static int pclntab_funcs(struct image *im, struct go_binary *gb)
 {
-	struct section t;
+	const struct section *t = &im->sec[SEC_PCLNTAB];
 	uint64_t nfunc, text, names, functab;
 	uint32_t magic;
 	int ptr;
 
-	if (!section(elf, ".gopclntab", &t) || t.size < 8)
+	if (!t->data || t->size < 8)
 		return -ENOTSUP;
-	memcpy(&magic, t.data, 4);
-	ptr = t.data[7];
-	if ((magic != 0xfffffff0 && magic != 0xfffffff1) || ptr != 8 || t.size < 8 + 8 * 8)
+	memcpy(&magic, t->data, 4);
+	ptr = t->data[7];
+	if ((magic != 0xfffffff0 && magic != 0xfffffff1) || ptr != 8 || t->size < 8 + 8 * 8)
 		return -ENOTSUP;
-	nfunc = read_uint(t.data + 8, 8);
-	text = read_uint(t.data + 8 + 2 * 8, 8);
-	names = read_uint(t.data + 8 + 3 * 8, 8);
-	functab = read_uint(t.data + 8 + 7 * 8, 8);
+	nfunc = read_uint(t->data + 8, 8);
+	text = read_uint(t->data + 8 + 2 * 8, 8);
+	names = read_uint(t->data + 8 + 3 * 8, 8);
+	functab = read_uint(t->data + 8 + 7 * 8, 8);
 	/* Go 1.26 leaves textStart 0: the entries count from .text, runtime.text */
 	if (!text) {
-		struct section code;
-
-		if (!section(elf, ".text", &code))
+		if (!im->sec[SEC_TEXT].data)
 			return -ENOTSUP;
-		text = code.addr;
+		text = im->sec[SEC_TEXT].addr;
 	}
-	if (functab > t.size || nfunc > (t.size - functab) / 8 || names > t.size)
+	if (functab > t->size || nfunc > (t->size - functab) / 8 || names > t->size)
 		return -ENOTSUP;
 	/* nfunc pairs, then the end of the text: the last function's end */
-	if (nfunc + 1 > (t.size - functab) / 8)
+	if (nfunc + 1 > (t->size - functab) / 8)
 		return -ENOTSUP;
 	for (uint64_t i = 0; i < nfunc; i++) {
-		const uint8_t *e = t.data + functab + i * 8;
+		const uint8_t *e = t->data + functab + i * 8;
 		uint32_t entry, next, off, fentry;
-		int32_t name;
+		const char *name;
+		int32_t name_off;
 
 		memcpy(&entry, e, 4);
 		memcpy(&off, e + 4, 4);
 		memcpy(&next, e + 8, 4);
-		if (functab + (uint64_t)off + 8 > t.size)
+		/* the _func's first 8 bytes in the table: by differences, which cannot wrap */
+		if (off > t->size - functab || t->size - functab - off < 8)
 			continue;
-		memcpy(&fentry, t.data + functab + off, 4);
-		memcpy(&name, t.data + functab + off + 4, 4);
-		if (name < 0 || names + (uint64_t)name >= t.size ||
-		    !memchr(t.data + names + name, '\0', t.size - names - (uint64_t)name))
+		memcpy(&fentry, t->data + functab + off, 4);
+		memcpy(&name_off, t->data + functab + off + 4, 4);
+		if (name_off < 0 || !(name = name_at(t->data + names, t->size - names,
+						     (uint64_t)name_off, &im->names_budget)))
 			continue;
-		if (func_found(gb, (const char *)t.data + names + name, text + fentry,
-			       next > entry ? next - entry : 0))
+		if (func_found(gb, name, text + fentry, next > entry ? next - entry : 0))
 			return -ENOMEM;
 	}
 	return 0;
@@ -463,14 +543,6 @@ static bool dwarf_offsets(Elf *elf, struct go_offsets *o)
 	return found == 3;
 }
 
-/* The bytes at link-time address addr, len of them, if s holds them all. */
-static const uint8_t *at(const struct section *s, uint64_t addr, uint64_t len)
-{
-	return addr >= s->addr && len <= s->size && addr - s->addr <= s->size - len
-		       ? s->data + (addr - s->addr)
-		       : NULL;
-}
-
 static void set_bit(uint64_t *set, unsigned bit)
 {
 	set[bit / 64] |= 1ull << (bit % 64);
@@ -504,44 +576,47 @@ static bool may_lose(const char *name, size_t len)
  * is not a name (the array's end). Without it the sets stay empty: no
  * goroutine is ever called lost.
  */
-static void wait_reasons(Elf *elf, struct go_binary *gb)
+static void wait_reasons(const struct image *im, struct go_binary *gb)
 {
 	static const char first[] = "GC assist marking";
 	const size_t flen = sizeof(first) - 1;
-	struct section ro, data;
+	const struct section *ro = &im->sec[SEC_RODATA], *data = &im->sec[SEC_DATA];
+	const uint8_t *array = NULL;
+	uint64_t first_addr = 0;
 
-	if (!section(elf, ".rodata", &ro) || !section(elf, ".data", &data))
+	if (!ro->data || !data->data)
 		return;
-	for (const uint8_t *s = ro.data; (s = memmem(s, ro.size - (size_t)(s - ro.data), first,
-						     flen)); s++) {
-		uint64_t addr = ro.addr + (uint64_t)(s - ro.data);
+	/*
+	 * Entry 1's header, after entry 0's zero length: of the lowest copy of
+	 * the string that has one, then the lowest. One pass over .data, not
+	 * one for each copy in .rodata, which a hostile file fills with them.
+	 */
+	for (uint64_t w = 16; w + 16 <= data->size; w += 8) {
+		const uint8_t *e = data->data + w, *s;
+		uint64_t addr = read_uint(e, 8);
 
-		for (uint64_t w = 16; w + 16 <= data.size; w += 8) {
-			const uint8_t *e = data.data + w;
+		if (read_uint(e + 8, 8) != flen || read_uint(e - 8, 8) != 0 ||
+		    (array && addr >= first_addr) || !(s = at(ro, addr, flen)) ||
+		    memcmp(s, first, flen))
+			continue;
+		array = e - 16;
+		first_addr = addr;
+	}
+	for (unsigned r = 1; array && r < 256; r++) {
+		size_t e = (size_t)(array - data->data) + 16 * r; /* entry r's header */
+		uint64_t len = e + 16 <= data->size ? read_uint(data->data + e + 8, 8) : 0;
+		const uint8_t *name =
+			len && len < 64 ? at(ro, read_uint(data->data + e, 8), len) : NULL;
+		bool never;
 
-			if (read_uint(e, 8) != addr || read_uint(e + 8, 8) != flen ||
-			    read_uint(e - 8, 8) != 0)
-				continue;
-			e -= 16;
-			bool never;
-
-			for (unsigned r = 1; r < 256 && e + 16 * (r + 1) <= data.data + data.size; r++) {
-				uint64_t len = read_uint(e + 16 * r + 8, 8);
-				const uint8_t *name = len && len < 64
-							      ? at(&ro, read_uint(e + 16 * r, 8), len)
-							      : NULL;
-
-				if (!name)
-					break;
-				never = is((const char *)name, len, "chan receive (nil chan)") ||
-					is((const char *)name, len, "chan send (nil chan)");
-				if (never)
-					set_bit(gb->never_woken, r);
-				if (never || may_lose((const char *)name, len))
-					set_bit(gb->may_lose, r);
-			}
-			return;
-		}
+		if (!name)
+			break;
+		never = is((const char *)name, len, "chan receive (nil chan)") ||
+			is((const char *)name, len, "chan send (nil chan)");
+		if (never)
+			set_bit(gb->never_woken, r);
+		if (never || may_lose((const char *)name, len))
+			set_bit(gb->may_lose, r);
 	}
 }
 
@@ -553,47 +628,76 @@ static bool offsets_known(const struct go_offsets *o)
 	       o->p_runqtail >= 0;
 }
 
-int golang__detect(const char *path, struct go_binary *gb)
+/* What detection reads of an ELF file, whichever way it came. */
+static int detect(Elf *elf, size_t size, struct go_binary *gb)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC), err;
-	Elf *elf;
+	struct image im = { .elf = elf, .names_budget = size };
+	GElf_Ehdr eh;
+	int err;
 
-	memset(gb, 0, sizeof(*gb));
-	memset(&gb->off, 0xff, sizeof(gb->off)); /* every offset -1 */
-	if (fd < 0)
-		return -errno;
-	elf_version(EV_CURRENT);
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF) {
-		err = -ENOEXEC;
-		goto out;
-	}
-	err = build_version(elf, gb);
+	find_sections(&im);
+	err = build_version(&im, gb);
 	if (err)
-		goto out;
-	{
-		GElf_Ehdr eh;
-
-		gb->pie = gelf_getehdr(elf, &eh) && eh.e_type == ET_DYN;
-	}
-	err = symtab_funcs(elf, gb);
+		return err;
+	gb->pie = gelf_getehdr(elf, &eh) && eh.e_type == ET_DYN;
+	err = symtab_funcs(&im, gb);
 	if (!err && !gb->has_symtab)
-		err = pclntab_funcs(elf, gb);
+		err = pclntab_funcs(&im, gb);
 	if (err)
-		goto out;
+		return err;
 	qsort(gb->all, gb->nr_all, sizeof(*gb->all), by_addr);
-	gb->has_dwarf = dwarf_offsets(elf, &gb->off);
+	/* libdw finds its sections by name through elf_strptr(): see name_at() */
+	gb->has_dwarf = im.shstrtab_sound && dwarf_offsets(elf, &gb->off);
 	for (size_t i = 0; !gb->has_dwarf && i < sizeof(layouts) / sizeof(layouts[0]); i++)
 		if (layouts[i].major == gb->major && layouts[i].minor == gb->minor)
 			gb->off = layouts[i].off;
 	err = offsets_known(&gb->off) ? 0 : -ENOTSUP;
-	wait_reasons(elf, gb);
+	wait_reasons(&im, gb);
 	for (int i = 0; !err && i < GO_FUNC_MAX; i++)
 		if (!gb->funcs[i])
 			err = -ENOTSUP;
-out:
-	if (elf)
+	return err;
+}
+
+static void go_binary_init(struct go_binary *gb)
+{
+	memset(gb, 0, sizeof(*gb));
+	memset(&gb->off, 0xff, sizeof(gb->off)); /* every offset -1 */
+}
+
+int golang__detect_mem(const void *data, size_t size, struct go_binary *gb)
+{
+	Elf *elf;
+	int err;
+
+	go_binary_init(gb);
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
+	/* libelf only reads an image it is given: const for us, not for its API */
+	elf = elf_memory((char *)data, size);
+	if (!elf || elf_kind(elf) != ELF_K_ELF) {
 		elf_end(elf);
-	close(fd);
+		return -ENOEXEC;
+	}
+	err = detect(elf, size, gb);
+	elf_end(elf);
+	return err;
+}
+
+int golang__detect(const char *path, struct go_binary *gb)
+{
+	uint8_t *data;
+	size_t size;
+	int err = read_whole_file(path, GO_FILE_MAX, &data, &size);
+
+	if (err) {
+		go_binary_init(gb);
+		if (err == -EFBIG)
+			warn_msg("%s: larger than the %zu MiB a Go binary is read up to: "
+				 "not looked into\n", path, GO_FILE_MAX >> 20);
+		return err;
+	}
+	err = golang__detect_mem(data, size, gb);
+	free(data);
 	return err;
 }

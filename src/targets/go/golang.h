@@ -66,13 +66,21 @@ struct go_binary {
 
 extern const char *const go_func_names[GO_FUNC_MAX];
 
+/* The largest file golang__detect reads: Go binaries are tens of MB. */
+#define GO_FILE_MAX ((size_t)1 << 30)
+
 /*
  * Reads the Go binary at path. 0: Go, with every function and offset
- * found; -ENOENT: not a Go program; -ENOEXEC: not ELF; -ENOTSUP: Go, but
- * a layout we do not know (no DWARF, and a version not in the table) or a
- * function missing; -errno otherwise. gb is filled as far as it was read.
+ * found; -ENOENT: not a Go program; -ENOEXEC: not ELF, or not a regular
+ * file; -EFBIG: past GO_FILE_MAX (and said); -ENOTSUP: Go, but a layout we
+ * do not know (no DWARF, and a version not in the table) or a function
+ * missing; -errno otherwise. gb is filled as far as it was read. The file
+ * is read whole into memory of our own, never mapped: its owner may be
+ * anyone, and a mapping of it they truncate faults (SIGBUS) where read.
  */
 int golang__detect(const char *path, struct go_binary *gb);
+/* The same from a file's bytes in memory (size of them). */
+int golang__detect_mem(const void *data, size_t size, struct go_binary *gb);
 /* The function whose code holds addr (link-time), NULL if none: "main.handleConn". */
 const char *golang__func_at(const struct go_binary *gb, uint64_t addr);
 /*
