@@ -7,6 +7,8 @@
 
 #include <capstone/capstone.h>
 
+#include "lib/u64map.h"
+
 /* How far into the calls of a raw::poll instance to look for its future. */
 #define NAME_SEARCH_DEPTH 5
 #define NAME_SEARCH_BYTES 65536
@@ -191,6 +193,13 @@ struct search {
 	const struct elf_image *im;
 	csh cs;
 	cs_insn *insn;
+	/*
+	 * Each function searched: the shallowest depth, plus one. Searched
+	 * again only from shallower: from as deep or deeper it gives the same
+	 * evidence again, or less. Without it two layers that call each other
+	 * thousands of times are searched thousands to the fifth power times.
+	 */
+	struct u64map searched;
 	char *found;	/* the future the evidence names */
 	int found_depth; /* the calls down it was seen: only the shallowest evidence counts */
 	char *body;	/* a future's body called along the way: second best */
@@ -305,7 +314,13 @@ static void search_code(struct search *s, uint64_t addr, int depth)
 	const uint8_t *code;
 	size_t left;
 
+	uintptr_t was;
+
 	if (!f || depth > NAME_SEARCH_DEPTH || s->worker_loop)
+		return;
+	was = (uintptr_t)u64map__get(&s->searched, f->addr);
+	if ((was && was - 1 <= (uintptr_t)depth) ||
+	    u64map__set(&s->searched, f->addr, (void *)(uintptr_t)(depth + 1)))
 		return;
 	size = f->size ? f->size : 256;
 	if (size > NAME_SEARCH_BYTES)
@@ -357,8 +372,10 @@ static char *future_from_code(const struct elf_image *im, uint64_t addr, bool *w
 		return NULL;
 	cs_option(s.cs, CS_OPT_DETAIL, CS_OPT_ON);
 	s.insn = cs_malloc(s.cs);
+	u64map__init(&s.searched);
 	if (s.insn)
 		search_code(&s, addr, 0);
+	u64map__clear(&s.searched);
 	if (s.found && !s.ambiguous && (!s.body || strstr(s.found, s.body))) {
 		/* the glue agrees with itself, and with the future's own code if called */
 		found = s.found;
@@ -452,17 +469,14 @@ struct detect {
 	const struct elf_image *im;
 	const struct probe_rules *rules;
 	struct tokio_runtime *rt;
+	size_t cap;		/* of rt->sites */
+	/*
+	 * The kinds of the sites at each address (bits), by address: identical
+	 * code folding gives one body several symbols, and it gets one probe.
+	 */
+	struct u64map kinds_at;
 	int err;
 };
-
-static bool have_site(const struct tokio_runtime *rt, enum tokio_kind kind, uint64_t addr)
-{
-	/* identical code folding: several symbols, one address, one probe */
-	for (size_t i = 0; i < rt->nr; i++)
-		if (rt->sites[i].addr == addr && rt->sites[i].kind == kind)
-			return true;
-	return false;
-}
 
 static int classify(void *ctx, const struct elf_func *f)
 {
@@ -473,11 +487,13 @@ static int classify(void *ctx, const struct elf_func *f)
 	int64_t off;
 	size_t m;
 
+	uint64_t kinds = (uintptr_t)u64map__get(&d->kinds_at, f->addr);
+
 	tokio__strip_generics(name, path, sizeof(path));
 	for (m = 0; m < sizeof(matchers) / sizeof(matchers[0]); m++)
 		if (matches(path, m))
 			break;
-	if (m == sizeof(matchers) / sizeof(matchers[0]) || have_site(d->rt, matchers[m].kind, f->addr))
+	if (m == sizeof(matchers) / sizeof(matchers[0]) || (kinds >> matchers[m].kind & 1))
 		return 0;
 	off = elf_image__offset(d->im, f->addr);
 	if (off < 0)
@@ -504,8 +520,9 @@ static int classify(void *ctx, const struct elf_func *f)
 			tidy(site.future);
 		site.internal = worker_loop || is_internal(site.future);
 	}
-	{
-		struct tokio_site *s = realloc(d->rt->sites, (d->rt->nr + 1) * sizeof(*s));
+	if (d->rt->nr == d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 64;
+		struct tokio_site *s = realloc(d->rt->sites, cap * sizeof(*s));
 
 		if (!s) {
 			free(site.future);
@@ -513,8 +530,14 @@ static int classify(void *ctx, const struct elf_func *f)
 			return 1;
 		}
 		d->rt->sites = s;
-		d->rt->sites[d->rt->nr++] = site;
+		d->cap = cap;
 	}
+	if (u64map__set(&d->kinds_at, f->addr, (void *)(uintptr_t)(kinds | 1ull << site.kind))) {
+		free(site.future);
+		d->err = -ENOMEM;
+		return 1;
+	}
+	d->rt->sites[d->rt->nr++] = site;
 	if (site.internal) {
 		d->rt->internal++;
 		return 0;
@@ -529,11 +552,17 @@ static int any(void *ctx, const struct elf_func *f)
 	return 1;
 }
 
-/* Two probed raw::poll instances that name one future (a, itself included). */
-static bool named_alike(const struct tokio_site *a, const struct tokio_site *b)
+/* A probed raw::poll instance that names its future. */
+static bool named_poll(const struct tokio_site *s)
 {
-	return b->kind == TOKIO_POLL && !b->internal && b->future && a->future &&
-	       !strcmp(a->future, b->future);
+	return s->kind == TOKIO_POLL && !s->internal && s->future;
+}
+
+static int by_future(const void *a, const void *b)
+{
+	const struct tokio_site *const *x = a, *const *y = b;
+
+	return strcmp((*x)->future, (*y)->future);
 }
 
 /*
@@ -541,35 +570,37 @@ static bool named_alike(const struct tokio_site *a, const struct tokio_site *b)
  * type and scheduler, so a name given to more instances than there are
  * schedulers came, for some of them, from code LLVM merged across futures
  * of the same layout. Which ones cannot be told: none of them is named.
+ * The instances sorted by name, each name's run counted: not each instance
+ * against all (a binary can hold a hundred thousand). 0, or -ENOMEM.
  */
-static void names_checked(struct tokio_runtime *rt, const struct elf_image *im)
+static int names_checked(struct tokio_runtime *rt, const struct elf_image *im)
 {
 	/* tokio's schedulers: current_thread and multi_thread (and multi_thread_alt, unstable) */
 	size_t schedulers = elf_image__for_each(im, "16multi_thread_alt", any, NULL) ? 3 : 2;
+	struct tokio_site **named = malloc((rt->nr ? rt->nr : 1) * sizeof(*named));
+	size_t n = 0;
 
-	for (size_t i = 0; i < rt->nr; i++) {
-		struct tokio_site *a = &rt->sites[i];
-		size_t same = 0;
-
-		if (!named_alike(a, a))
+	if (!named)
+		return -ENOMEM;
+	for (size_t i = 0; i < rt->nr; i++)
+		if (named_poll(&rt->sites[i]))
+			named[n++] = &rt->sites[i];
+	qsort(named, n, sizeof(*named), by_future);
+	for (size_t i = 0, j; i < n; i = j) {
+		for (j = i + 1; j < n && !strcmp(named[i]->future, named[j]->future); j++)
+			;
+		if (j - i <= schedulers)
 			continue;
-		for (size_t j = 0; j < rt->nr; j++)
-			same += named_alike(a, &rt->sites[j]);
-		if (same <= schedulers)
-			continue;
-		/* a's name last: the others are compared with it */
-		for (size_t j = rt->nr; j-- > i;) {
-			struct tokio_site *b = &rt->sites[j];
-
-			if (named_alike(a, b)) {
-				free(b->future);
-				b->future = NULL;
-				rt->ambiguous++;
-			}
+		for (size_t k = i; k < j; k++) {
+			free(named[k]->future);
+			named[k]->future = NULL;
+			rt->ambiguous++;
 		}
 	}
+	free(named);
 	for (size_t i = 0; i < rt->nr; i++)
-		rt->named += named_alike(&rt->sites[i], &rt->sites[i]);
+		rt->named += named_poll(&rt->sites[i]);
+	return 0;
 }
 
 int tokio__detect_image(const struct elf_image *im, const struct probe_rules *rules,
@@ -579,8 +610,10 @@ int tokio__detect_image(const struct elf_image *im, const struct probe_rules *ru
 
 	memset(rt, 0, sizeof(*rt));
 	rt->has_symtab = im->has_symtab;
+	u64map__init(&d.kinds_at);
 	/* Both manglings spell identifiers with their length: "5tokio7runtime". */
 	elf_image__for_each(im, "5tokio7runtime", classify, &d);
+	u64map__clear(&d.kinds_at);
 	if (d.err) {
 		tokio__free(rt);
 		return d.err;
@@ -592,7 +625,10 @@ int tokio__detect_image(const struct elf_image *im, const struct probe_rules *ru
 		rt->has_symtab = symtab;
 		return -ENOENT;
 	}
-	names_checked(rt, im);
+	if (names_checked(rt, im)) {
+		tokio__free(rt);
+		return -ENOMEM;
+	}
 	rt->nr_defer = tokio__defer_sites(im, rt->defer_ret, AT_TOKIO_DEFER_SITES);
 	return 0;
 }
