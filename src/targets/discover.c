@@ -49,31 +49,84 @@ static void merge_spec(struct discovery *d, const struct usdt_probe *p)
 	d->specs_seen |= 1u << id;
 }
 
-static int add_site(struct discovery *d, const char *path, const char *target_path,
-		    const char *name)
+static int by_name(const void *a, const void *b, void *probes)
 {
-	struct probe_site *s;
+	const struct usdt_probe *p = probes;
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	int c = strcmp(p[x].name, p[y].name);
 
-	/* One attach covers every site of a probe in one file. */
-	for (size_t j = 0; j < d->nr; j++)
+	return c ? c : x < y ? -1 : x > y;
+}
+
+/* Whether one of the first nr sites is probe name in the file at path. */
+static bool have_site(const struct discovery *d, size_t nr, const char *path, const char *name)
+{
+	for (size_t j = 0; j < nr; j++)
 		if (!strcmp(d->sites[j].path, path) && !strcmp(d->sites[j].name, name))
-			return 0;
-	s = realloc(d->sites, (d->nr + 1) * sizeof(*s));
-	if (!s)
-		return -ENOMEM;
+			return true;
+	return false;
+}
+
+/*
+ * A site for each probe name of a file (one attach covers every site of a
+ * probe in one file), in the order its notes first give them. The names are
+ * sorted once to find each one's first: not each probe checked against
+ * every site so far, which a file of a hundred thousand notes made
+ * quadratic. Sites of this path from before, which would mean the file was
+ * scanned twice (target__for_each_binary gives each file once), are looked
+ * through as before.
+ */
+static int add_sites(struct discovery *d, const char *path, const char *target_path,
+		     const struct usdt_probe *probes, size_t nr)
+{
+	size_t *order = malloc((nr ? nr : 1) * sizeof(*order)), before = d->nr, added = 0;
+	bool *first = calloc(nr ? nr : 1, sizeof(*first)), again = false;
+	struct probe_site *s;
+	int err = -ENOMEM;
+
+	for (size_t j = 0; !again && j < before; j++)
+		again = !strcmp(d->sites[j].path, path);
+	if (!order || !first)
+		goto out;
+	for (size_t i = 0; i < nr; i++)
+		order[i] = i;
+	qsort_r(order, nr, sizeof(*order), by_name, (void *)probes);
+	for (size_t k = 0; k < nr; k++) {
+		const char *name = probes[order[k]].name;
+
+		first[order[k]] = (!k || strcmp(name, probes[order[k - 1]].name)) &&
+				  !(again && have_site(d, before, path, name));
+		added += first[order[k]];
+	}
+	err = 0;
+	if (!added)
+		goto out;
+	s = realloc(d->sites, (before + added) * sizeof(*s));
+	if (!s) {
+		err = -ENOMEM;
+		goto out;
+	}
 	d->sites = s;
-	s = &d->sites[d->nr];
-	s->path = strdup(path);
-	s->target_path = strdup(target_path);
-	snprintf(s->name, sizeof(s->name), "%s", name);
-	s->probe = usdt_probe_id(name);
-	if (!s->path || !s->target_path) {
+	for (size_t i = 0; i < nr && !err; i++) {
+		if (!first[i])
+			continue;
+		s = &d->sites[d->nr];
+		s->path = strdup(path);
+		s->target_path = strdup(target_path);
+		snprintf(s->name, sizeof(s->name), "%s", probes[i].name);
+		s->probe = usdt_probe_id(probes[i].name);
+		if (s->path && s->target_path) {
+			d->nr++;
+			continue;
+		}
 		free(s->path);
 		free(s->target_path);
-		return -ENOMEM;
+		err = -ENOMEM;
 	}
-	d->nr++;
-	return 0;
+out:
+	free(order);
+	free(first);
+	return err;
 }
 
 static int scan_usdt(void *ctx, const char *path, const char *target_path,
@@ -98,10 +151,9 @@ static int scan_usdt(void *ctx, const char *path, const char *target_path,
 	}
 	if (!nr && d->images)
 		image_cache__note(d->images, path, IMAGE_NO_USDT);
-	for (size_t i = 0; i < nr && !err; i++) {
+	for (size_t i = 0; i < nr; i++)
 		merge_spec(d, &probes[i]);
-		err = add_site(d, path, target_path, probes[i].name);
-	}
+	err = add_sites(d, path, target_path, probes, nr);
 	free(probes);
 	return err;
 }
