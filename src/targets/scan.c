@@ -71,19 +71,13 @@ void scan_filter__free(struct scan_filter *f)
 	memset(f, 0, sizeof(*f));
 }
 
-/* Whether the process's cgroup v2 path ("0::/a/b") lies in the subtree at want. */
-static bool in_cgroup(pid_t pid, const char *want)
+bool scan__cgroup_in(FILE *cgroups, const char *want)
 {
-	char path[64], line[4096];
+	char line[4096];
 	size_t n = strlen(want);
 	bool in = false;
-	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	while (!in && fgets(line, sizeof(line), f)) {
+	while (!in && fgets(line, sizeof(line), cgroups)) {
 		const char *cg;
 
 		line[strcspn(line, "\n")] = '\0';
@@ -93,8 +87,31 @@ static bool in_cgroup(pid_t pid, const char *want)
 		in = !strcmp(want, "/") ||
 		     (!strncmp(cg, want, n) && (cg[n] == '\0' || cg[n] == '/'));
 	}
+	return in;
+}
+
+/* Whether the process's cgroup v2 path ("0::/a/b") lies in the subtree at want. */
+static bool in_cgroup(pid_t pid, const char *want)
+{
+	char path[64];
+	bool in;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	in = scan__cgroup_in(f, want);
 	fclose(f);
 	return in;
+}
+
+int scan__stat_ppid(const char *stat, pid_t *ppid)
+{
+	/* "pid (comm) state ppid ...": comm may hold anything, ')' too */
+	const char *close_paren = strrchr(stat, ')');
+
+	return close_paren && sscanf(close_paren + 1, " %*c %d", ppid) == 1 ? 0 : -EINVAL;
 }
 
 /*
@@ -108,7 +125,7 @@ static bool descends_from(pid_t pid, pid_t ancestor)
 	pid_t self = getpid();
 
 	for (int depth = 0; pid > 1 && depth < 256; depth++) {
-		char path[64], buf[512], *close_paren;
+		char path[64], buf[512];
 		ssize_t n;
 		int fd;
 
@@ -123,9 +140,7 @@ static bool descends_from(pid_t pid, pid_t ancestor)
 		if (n <= 0)
 			return false;
 		buf[n] = '\0';
-		/* "pid (comm) state ppid ...": comm may hold anything, ')' too */
-		close_paren = strrchr(buf, ')');
-		if (!close_paren || sscanf(close_paren + 1, " %*c %d", &pid) != 1)
+		if (scan__stat_ppid(buf, &pid))
 			return false;
 	}
 	return pid == ancestor;

@@ -12,6 +12,7 @@
 #include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "lib/u64map.h"
@@ -36,6 +37,15 @@ int scan_filter__init(struct scan_filter *f, const char *comm, const char *exclu
 void scan_filter__free(struct scan_filter *f);
 /* Whether process pid, named comm, passes the filter. */
 bool scan_filter__match(const struct scan_filter *f, pid_t pid, const char *comm);
+
+/*
+ * What the filter reads of /proc, apart for the fuzzer (tests/fuzz/fuzz_proc.c).
+ * Whether a /proc/PID/cgroup file puts its process in the cgroup v2 subtree
+ * at want ("/a/b": "0::/a/b" and "0::/a/b/c" are in it, "0::/a/bc" is not).
+ */
+bool scan__cgroup_in(FILE *cgroups, const char *want);
+/* The parent's pid in the text of a /proc/PID/stat file: 0, or -EINVAL. */
+int scan__stat_ppid(const char *stat, pid_t *ppid);
 
 /* A process scan__new_processes found: 0 to go on, or -errno to stop. */
 typedef int (*scan_new_fn)(void *ctx, pid_t pid, const char *comm);
