@@ -29,7 +29,7 @@ void image_cache__free(struct image_cache *c)
 }
 
 /* The map's key: (dev, inode) hashed, never 0; the entry holds the whole identity. */
-static uint64_t key_of(const struct stat *st)
+uint64_t image__key(const struct stat *st)
 {
 	uint64_t k = ((uint64_t)st->st_dev * AT_HASH_MULT) ^ (uint64_t)st->st_ino;
 
@@ -49,7 +49,7 @@ bool image_cache__lacks(struct image_cache *c, const char *path, enum image_lack
 
 	if (stat(path, &st))
 		return false;
-	e = u64map__get(&c->files, key_of(&st));
+	e = u64map__get(&c->files, image__key(&st));
 	if (!e || !same_file(e, &st) || !(e->lacks & lack))
 		return false;
 	c->hits++;
@@ -64,7 +64,7 @@ void image_cache__note(struct image_cache *c, const char *path, enum image_lack 
 
 	if (stat(path, &st))
 		return;
-	key = key_of(&st);
+	key = image__key(&st);
 	e = u64map__get(&c->files, key);
 	if (e && !same_file(e, &st))
 		e->lacks = 0; /* rebuilt, or another file at a hash's collision: start over */

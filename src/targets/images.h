@@ -35,4 +35,11 @@ bool image_cache__lacks(struct image_cache *c, const char *path, enum image_lack
 /* The file at path (as it is now) was found to lack what lack says. */
 void image_cache__note(struct image_cache *c, const char *path, enum image_lack lack);
 
+struct stat;
+/*
+ * A file's (device, inode) hashed, never 0: a u64map key; whoever holds
+ * the map tells colliding files apart.
+ */
+uint64_t image__key(const struct stat *st);
+
 #endif

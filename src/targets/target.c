@@ -13,6 +13,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "lib/u64map.h"
+#include "targets/images.h"
+
 static int read_line(const char *path, char *buf, size_t len)
 {
 	FILE *f = fopen(path, "re");
@@ -134,34 +137,75 @@ int target__read_str(void *target, uint64_t addr, char *buf, size_t len)
 	return 0;
 }
 
+/* A file met, by (device, inode); next: another in the same bucket of the hash. */
 struct seen {
 	dev_t dev;
 	ino_t ino;
+	struct seen *next;
 };
 
-/* 1 if this file was met before, 0 if not (and remembers it), -ENOMEM. */
-static int seen_before(struct seen **seen, size_t *nr, const struct stat *st)
+/*
+ * 1 if this file was met before, 0 if not (and remembers it), -ENOMEM. A
+ * hash of them: a process can map tens of thousands of files, and each was
+ * compared with every one before.
+ */
+static int seen_before(struct u64map *seen, const struct stat *st)
 {
-	struct seen *s;
+	uint64_t key = image__key(st);
+	struct seen *head = u64map__get(seen, key), *s;
 
-	for (size_t i = 0; i < *nr; i++)
-		if ((*seen)[i].dev == st->st_dev && (*seen)[i].ino == st->st_ino)
+	for (s = head; s; s = s->next)
+		if (s->dev == st->st_dev && s->ino == st->st_ino)
 			return 1;
-	s = realloc(*seen, (*nr + 1) * sizeof(*s));
+	s = malloc(sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	s[*nr].dev = st->st_dev;
-	s[*nr].ino = st->st_ino;
-	*seen = s;
-	(*nr)++;
+	*s = (struct seen){ .dev = st->st_dev, .ino = st->st_ino, .next = head };
+	if (u64map__set(seen, key, s)) {
+		free(s);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void seen_free(struct u64map *seen)
+{
+	uint64_t key;
+	void *val;
+
+	for (size_t i = 0; u64map__next(seen, &i, &key, &val);)
+		for (struct seen *s = val, *next; s; s = next) {
+			next = s->next;
+			free(s);
+		}
+	u64map__clear(seen);
+}
+
+int target__next_exec_mapping(FILE *maps, struct target_exec_mapping *m)
+{
+	char line[4352];
+
+	while (fgets(line, sizeof(line), maps)) {
+		char perms[8] = "";
+		unsigned long start, end, offset;
+
+		m->file[0] = '\0';
+		if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %4095[^\n]", &start, &end, perms, &offset,
+			   m->file) < 4)
+			continue;
+		if (perms[2] != 'x' || m->file[0] != '/')
+			continue;
+		m->map = (struct target_mapping){ start, end, offset };
+		return 1;
+	}
 	return 0;
 }
 
 int target__for_each_binary(const struct target *t, target_binary_fn fn, void *ctx)
 {
-	struct seen *seen = NULL;
-	size_t nr_seen = 0;
-	char line[4352], path[4352], maps[64];
+	struct target_exec_mapping m;
+	struct u64map seen;
+	char path[4352], maps[64];
 	struct stat exe_st;
 	int have_exe, ret = 0;
 	size_t reached = 0, denied = 0;
@@ -171,43 +215,35 @@ int target__for_each_binary(const struct target *t, target_binary_fn fn, void *c
 	f = fopen(maps, "re");
 	if (!f)
 		return errno == ENOENT ? -ESRCH : -errno;
+	u64map__init(&seen);
 	have_exe = stat(t->exe, &exe_st) == 0;
-	while (!ret && fgets(line, sizeof(line), f)) {
-		char perms[8], file[4096] = "";
-		unsigned long start, end, offset;
-		struct target_mapping map;
+	while (!ret && target__next_exec_mapping(f, &m)) {
 		struct stat st;
 
-		if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %4095[^\n]", &start, &end, perms, &offset,
-			   file) < 4)
-			continue;
-		if (perms[2] != 'x' || file[0] != '/')
-			continue;
 		/* Through the target's root: its mount namespace, not ours. A file
 		 * deleted or replaced since it was mapped is still in map_files. */
-		snprintf(path, sizeof(path), "/proc/%d/root%s", t->pid, file);
-		if (strstr(file, " (deleted)") || stat(path, &st)) {
-			snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", t->pid, start,
-				 end);
+		snprintf(path, sizeof(path), "/proc/%d/root%s", t->pid, m.file);
+		if (strstr(m.file, " (deleted)") || stat(path, &st)) {
+			snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", t->pid,
+				 (unsigned long)m.map.start, (unsigned long)m.map.end);
 			if (stat(path, &st)) {
 				denied += errno == EACCES || errno == EPERM;
 				continue;
 			}
 		}
 		reached++;
-		ret = seen_before(&seen, &nr_seen, &st);
+		ret = seen_before(&seen, &st);
 		if (ret) {
 			ret = ret < 0 ? ret : 0;
 			continue;
 		}
-		map = (struct target_mapping){ start, end, offset };
 		if (have_exe && exe_st.st_dev == st.st_dev && exe_st.st_ino == st.st_ino)
-			ret = fn(ctx, t->exe, file, &map);
+			ret = fn(ctx, t->exe, m.file, &m.map);
 		else
-			ret = fn(ctx, path, file, &map);
+			ret = fn(ctx, path, m.file, &m.map);
 	}
 	fclose(f);
-	free(seen);
+	seen_free(&seen);
 	/*
 	 * Not one file reached, for want of the right to follow the target's
 	 * links (another user's process, without CAP_SYS_PTRACE): saying that

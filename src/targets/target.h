@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #define TARGET_COMM_LEN 16
@@ -53,5 +54,17 @@ struct target_mapping {
 typedef int (*target_binary_fn)(void *ctx, const char *path, const char *target_path,
 				const struct target_mapping *map);
 int target__for_each_binary(const struct target *t, target_binary_fn fn, void *ctx);
+
+/* An executable mapping of a file, as /proc/PID/maps lists it. */
+struct target_exec_mapping {
+	struct target_mapping map;
+	char file[4096];	/* as the kernel shows it: " (deleted)" after a file gone */
+};
+/*
+ * The next line of a maps file (/proc/PID/maps: "start-end perms offset dev
+ * inode path") that maps a file executable: 1 with *m, 0 at the end. What
+ * target__for_each_binary reads, apart for the fuzzer (tests/fuzz/fuzz_proc.c).
+ */
+int target__next_exec_mapping(FILE *maps, struct target_exec_mapping *m);
 
 #endif

@@ -196,6 +196,64 @@ static void ourselves_as_a_target(void **state)
 	assert_int_equal(target__open(&t, 0x7ffffff0), -ESRCH);
 }
 
+/*
+ * /proc/PID/maps read line by line: executable mappings of files only (not
+ * anonymous, not [vdso], not read-only), a deleted file as the kernel says
+ * it, and lines cut short or garbled skipped.
+ */
+static void maps_lines(void **state)
+{
+	static char maps[] =
+		"55d0c0a00000-55d0c0a02000 r--p 00000000 fd:01 1234 /usr/bin/prog\n"
+		"55d0c0a02000-55d0c0a09000 r-xp 00002000 fd:01 1234 /usr/bin/prog\n"
+		"7f0000000000-7f0000021000 rw-p 00000000 00:00 0 \n"
+		"7f1000000000-7f1000001000 r-xp 00001000 fd:01 99 /tmp/lib with spaces.so (deleted)\n"
+		"7ffd00000000-7ffd00002000 r-xp 00000000 00:00 0 [vdso]\n"
+		"7f2000000000-7f2000001000 r 0 fd:01 7 /x\n"
+		"garbage\n"
+		"ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 /ends-without-newline";
+	struct target_exec_mapping m;
+	FILE *f = fmemopen(maps, strlen(maps), "r");
+
+	(void)state;
+	assert_non_null(f);
+	assert_int_equal(target__next_exec_mapping(f, &m), 1);
+	assert_string_equal(m.file, "/usr/bin/prog");
+	assert_int_equal(m.map.start, 0x55d0c0a02000);
+	assert_int_equal(m.map.end, 0x55d0c0a09000);
+	assert_int_equal(m.map.offset, 0x2000);
+	assert_int_equal(target__next_exec_mapping(f, &m), 1);
+	assert_string_equal(m.file, "/tmp/lib with spaces.so (deleted)");
+	assert_int_equal(target__next_exec_mapping(f, &m), 1);
+	assert_string_equal(m.file, "/ends-without-newline");
+	assert_int_equal(m.map.start, 0xffffffffff600000);
+	assert_int_equal(target__next_exec_mapping(f, &m), 0);
+	fclose(f);
+}
+
+/* What the filter reads of /proc: a parent past a name full of ')', cgroup subtrees. */
+static void stat_and_cgroup_lines(void **state)
+{
+	static char cgroups[] = "12:cpu:/elsewhere\n0::/system.slice/app.service/sub\n";
+	const char *want[] = { "/", "/system.slice", "/system.slice/app.service",
+			       "/system.slice/app", "/other" };
+	const bool in[] = { true, true, true, false, false };
+	pid_t ppid = 0;
+
+	(void)state;
+	assert_int_equal(scan__stat_ppid("42 (a) b) c) S 17 42 42 0", &ppid), 0);
+	assert_int_equal(ppid, 17);
+	assert_int_equal(scan__stat_ppid("42 (no close S 17", &ppid), -EINVAL);
+	assert_int_equal(scan__stat_ppid("42 (cut)", &ppid), -EINVAL);
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		FILE *f = fmemopen(cgroups, strlen(cgroups), "r");
+
+		assert_non_null(f);
+		assert_int_equal(scan__cgroup_in(f, want[i]), in[i]);
+		fclose(f);
+	}
+}
+
 struct fake_section {
 	const char *name;
 	uint32_t type;
@@ -584,6 +642,8 @@ int main(void)
 		cmocka_unit_test(usdt_argument_specs),
 		cmocka_unit_test(files_without_probes),
 		cmocka_unit_test(ourselves_as_a_target),
+		cmocka_unit_test(maps_lines),
+		cmocka_unit_test(stat_and_cgroup_lines),
 		cmocka_unit_test(rust_without_symbols),
 		cmocka_unit_test(no_runtime_in_a_c_program),
 		cmocka_unit_test(images_without_a_runtime_are_remembered),
