@@ -60,7 +60,8 @@ static int parse(struct ksyms *k, char *line, size_t *cap)
 	if (end == line || *end != ' ')
 		return 0;
 	type = end + 1;
-	if (!strchr("tTwW", *type) || type[1] != ' ')
+	/* strchr() finds the NUL too: a line that ends there is no symbol */
+	if (!*type || !strchr("tTwW", *type) || type[1] != ' ')
 		return 0;
 	name = type + 2;
 	name[strcspn(name, "\n")] = '\0';
@@ -84,18 +85,28 @@ static int parse(struct ksyms *k, char *line, size_t *cap)
 
 int ksyms__load(struct ksyms **out, const char *path)
 {
-	struct ksyms *k = calloc(1, sizeof(*k));
 	FILE *f = fopen(path ? path : "/proc/kallsyms", "re");
-	char line[512];
+	int err;
+
+	if (!f)
+		return -errno;
+	err = ksyms__load_file(out, f);
+	fclose(f);
+	return err;
+}
+
+int ksyms__load_file(struct ksyms **out, FILE *f)
+{
+	struct ksyms *k = calloc(1, sizeof(*k));
+	/* a name of KSYM_NAME_LEN (512 since Linux 6.1, for Rust), its address, module: one read */
+	char line[1024];
 	size_t cap = 0;
 	uint32_t empty, last_module = 0;
 	bool any = false;
 	int err = 0;
 
-	if (!k || !f) {
-		err = k ? -errno : -ENOMEM;
-		goto fail;
-	}
+	if (!k)
+		return -ENOMEM;
 	if (add_name(k, "[kernel]", strlen("[kernel]"), &empty)) {
 		err = -ENOMEM;
 		goto fail;
@@ -131,12 +142,9 @@ int ksyms__load(struct ksyms **out, const char *path)
 		goto fail;
 	}
 	qsort(k->syms, k->nr, sizeof(*k->syms), by_addr);
-	fclose(f);
 	*out = k;
 	return 0;
 fail:
-	if (f)
-		fclose(f);
 	ksyms__free(k);
 	return err;
 }

@@ -9,11 +9,14 @@
 #define KSYMS_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 struct ksyms;
 
 /* Reads path (NULL: /proc/kallsyms): 0, or -errno (-EPERM: addresses hidden). */
 int ksyms__load(struct ksyms **k, const char *path);
+/* The same from an open file (the fuzzer's: tests/fuzz/fuzz_ksyms.c). */
+int ksyms__load_file(struct ksyms **k, FILE *f);
 /*
  * The function containing addr, NULL when none does; *module gets its
  * module's name in brackets: "[ext4]", "[kernel]" for the kernel image.

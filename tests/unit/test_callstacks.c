@@ -221,6 +221,16 @@ static void test_ksyms(void **state)
 	ksyms__free(k);
 	unlink(path);
 
+	/*
+	 * A line that ends after its address (at a tab, cut there) is no symbol:
+	 * it read on past the end, and took " x" for type and name
+	 */
+	path = write_file("ffffffff81000000 T _stext\nffffffff81000200 \t x\n");
+	assert_int_equal(ksyms__load(&k, path), 0);
+	assert_string_equal(ksyms__find(k, 0xffffffff81000300, &module), "_stext");
+	ksyms__free(k);
+	unlink(path);
+
 	/* kptr_restrict: every address 0 */
 	path = write_file("0000000000000000 T _stext\n0000000000000000 t schedule\n");
 	assert_int_equal(ksyms__load(&k, path), -EPERM);
