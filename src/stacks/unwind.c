@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "lib/u64map.h"
-#include "lib/util.h"
+#include "stacks/func_index.h"
 
 /* x86-64's DWARF register numbers */
 enum { DWARF_RBP = 6, DWARF_RSP = 7 };
@@ -35,21 +35,6 @@ struct pc_frames {
 };
 /* pcs whose frames are kept, a process; past this, symbolised each time. */
 #define MAX_PC_FRAMES 65536
-
-/*
- * Where an image's functions are, by address: each function with code in
- * its DWARF, its address ranges sorted, found once per image, so that a
- * pc's function is a binary search and not a walk of its compile unit.
- */
-struct func_index {
-	Dwarf *dwarf;		/* NULL: the image has no DWARF */
-	Dwarf_Addr bias;
-	struct func_range {
-		Dwarf_Addr lo, hi;	/* [lo, hi), in DWARF addresses */
-		Dwarf_Off die;
-	} *r;
-	size_t nr, cap;
-};
 
 struct unwinder {
 	struct u64map procs;	/* pid + 1 -> struct proc * */
@@ -78,7 +63,7 @@ static void funcs_clear(struct proc *p)
 	void *val;
 
 	for (size_t i = 0; u64map__next(&p->funcs, &i, &key, &val);)
-		free(((struct func_index *)val)->r);
+		func_index__free(val);
 	u64map__clear_free(&p->funcs);
 }
 
@@ -265,138 +250,24 @@ static const char *die_name(struct proc *p, Dwarf_Die *die)
 	return linkage ? demangle(p, linkage) : dwarf_diename(die);
 }
 
-static const char *call_file(Dwarf_Die *cu, Dwarf_Die *inlined, int *line)
-{
-	Dwarf_Attribute attr;
-	Dwarf_Word idx = 0, l = 0;
-	Dwarf_Files *files;
-	size_t n;
-
-	*line = 0;
-	if (dwarf_formudata(dwarf_attr(inlined, DW_AT_call_line, &attr), &l) == 0)
-		*line = (int)l;
-	if (dwarf_formudata(dwarf_attr(inlined, DW_AT_call_file, &attr), &idx) ||
-	    dwarf_getsrcfiles(cu, &files, &n) || idx >= n)
-		return NULL;
-	return dwarf_filesrc(files, idx, NULL, NULL);
-}
-
-/* Functions, inlined calls and blocks nested deeper than this are not looked into. */
-#define MAX_SCOPES 64
-
-/*
- * The DIEs inside a function whose code holds pc, from out[n] on, outermost
- * first: the calls inlined into it and their blocks. How many there are then.
- */
-static int scopes_at(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *out, int n)
-{
-	Dwarf_Die c;
-
-	if (n >= MAX_SCOPES || dwarf_child(parent, &c) != 0)
-		return n;
-	do {
-		int tag = dwarf_tag(&c);
-
-		if ((tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block) &&
-		    dwarf_haspc(&c, pc) == 1) {
-			out[n] = c;
-			return scopes_at(&c, pc, out, n + 1);
-		}
-	} while (dwarf_siblingof(&c, &c) == 0);
-	return n;
-}
-
-static int add_range(struct func_index *ix, Dwarf_Addr lo, Dwarf_Addr hi, Dwarf_Off die)
-{
-	if (ix->nr == ix->cap) {
-		size_t cap = ix->cap ? ix->cap * 2 : 1024;
-		struct func_range *r = realloc(ix->r, cap * sizeof(*r));
-
-		if (!r)
-			return -ENOMEM;
-		ix->r = r;
-		ix->cap = cap;
-	}
-	ix->r[ix->nr++] = (struct func_range){ .lo = lo, .hi = hi, .die = die };
-	return 0;
-}
-
-/*
- * The functions with code below parent, inside namespaces and modules too,
- * where Rust and C++ nest them (and libdw's dwarf_getscopes() does not look).
- */
-static int add_funcs(struct func_index *ix, Dwarf_Die *parent)
-{
-	Dwarf_Addr base, lo, hi;
-	ptrdiff_t off;
-	Dwarf_Die c;
-
-	if (dwarf_child(parent, &c) != 0)
-		return 0;
-	do {
-		switch (dwarf_tag(&c)) {
-		case DW_TAG_namespace:
-		case DW_TAG_module:
-			if (add_funcs(ix, &c))
-				return -ENOMEM;
-			break;
-		case DW_TAG_subprogram:
-			off = 0;
-			while ((off = dwarf_ranges(&c, off, &base, &lo, &hi)) > 0)
-				if (lo < hi && add_range(ix, lo, hi, dwarf_dieoffset(&c)))
-					return -ENOMEM;
-			break;
-		}
-	} while (dwarf_siblingof(&c, &c) == 0);
-	return 0;
-}
-
-static int by_lo(const void *a, const void *b)
-{
-	const struct func_range *x = a, *y = b;
-
-	return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-
 /* mod's index, built the first time it is asked for; NULL: no memory. */
 static struct func_index *func_index_of(struct proc *p, Dwfl_Module *mod)
 {
 	struct func_index *ix = u64map__get(&p->funcs, (uintptr_t)mod);
-	Dwarf_Die *cu = NULL;
-	Dwarf_Addr bias;
 
 	if (ix)
 		return ix;
 	ix = calloc(1, sizeof(*ix));
 	if (!ix)
 		return NULL;
-	ix->dwarf = dwfl_module_getdwarf(mod, &ix->bias);
-	while (ix->dwarf && (cu = dwfl_module_nextcu(mod, cu, &bias)))
-		if (add_funcs(ix, cu))
-			break;
-	qsort(ix->r, ix->nr, sizeof(*ix->r), by_lo);
+	/* out of memory half way: what was found is kept, as good as it gets */
+	func_index__build(ix, mod);
 	if (u64map__set(&p->funcs, (uintptr_t)mod, ix)) {
-		free(ix->r);
+		func_index__free(ix);
 		free(ix);
 		return NULL;
 	}
 	return ix;
-}
-
-/*
- * The function whose code holds pc (a DWARF address) and what is inlined
- * into it there, outermost first, into out; their compile unit into cu.
- * How many.
- */
-static int scopes_of(const struct func_index *ix, Dwarf_Addr pc, Dwarf_Die *out, Dwarf_Die *cu)
-{
-	/* one past the last range beginning at or below pc */
-	size_t lo = upper_bound_u64(ix->r, ix->nr, sizeof(*ix->r), pc);
-
-	if (!lo || pc >= ix->r[lo - 1].hi || !dwarf_offdie(ix->dwarf, ix->r[lo - 1].die, &out[0]) ||
-	    !dwarf_diecu(&out[0], cu, NULL, NULL))
-		return 0;
-	return scopes_at(&out[0], pc, out, 1);
 }
 
 /* pc's frames: the inlined calls at pc, innermost first, then the function. */
@@ -404,7 +275,7 @@ static int symbolise(struct proc *p, uint64_t pc, struct stack_frame *out, int r
 {
 	Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, pc);
 	const char *module = NULL, *file = NULL, *name;
-	Dwarf_Die cu, scopes[MAX_SCOPES];
+	Dwarf_Die cu, scopes[FUNC_INDEX_MAX_SCOPES];
 	const struct func_index *ix;
 	Dwarf_Addr start = 0;
 	Dwfl_Line *src;
@@ -419,7 +290,7 @@ static int symbolise(struct proc *p, uint64_t pc, struct stack_frame *out, int r
 		if (src)
 			file = dwfl_lineinfo(src, NULL, &line, NULL, NULL, NULL);
 		ix = func_index_of(p, mod);
-		nscopes = ix && ix->nr ? scopes_of(ix, pc - ix->bias, scopes, &cu) : 0;
+		nscopes = ix && ix->nr ? func_index__scopes(ix, pc - ix->bias, scopes, &cu) : 0;
 		for (int i = nscopes - 1; i >= 0 && n < room - 1; i--) {
 			if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram)
 				break;
@@ -428,7 +299,7 @@ static int symbolise(struct proc *p, uint64_t pc, struct stack_frame *out, int r
 			out[n++] = (struct stack_frame){ .pc = pc, .function = die_name(p, &scopes[i]),
 							 .rel_pc = pc - start, .module = module,
 							 .file = file, .line = line, .inlined = true };
-			file = call_file(&cu, &scopes[i], &line);
+			file = func_index__call_file(&cu, &scopes[i], &line);
 		}
 	}
 	name = mod ? dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL) : NULL;
@@ -446,11 +317,11 @@ static int symbolise(struct proc *p, uint64_t pc, struct stack_frame *out, int r
 static int frames_of(struct proc *p, uint64_t pc, struct stack_frame *out, int room)
 {
 	struct pc_frames *c = pc ? u64map__get(&p->frames, pc) : NULL;
-	struct stack_frame f[MAX_SCOPES + 1];
+	struct stack_frame f[FUNC_INDEX_MAX_SCOPES + 1];
 	int n;
 
 	if (!c) {
-		n = symbolise(p, pc, f, MAX_SCOPES + 1);
+		n = symbolise(p, pc, f, FUNC_INDEX_MAX_SCOPES + 1);
 		if (pc && p->frames.len < MAX_PC_FRAMES &&
 		    (c = malloc(sizeof(*c) + (size_t)n * sizeof(*f)))) {
 			c->n = n;
