@@ -645,7 +645,9 @@ static int detect(Elf *elf, size_t size, struct go_binary *gb)
 		err = pclntab_funcs(&im, gb);
 	if (err)
 		return err;
-	qsort(gb->all, gb->nr_all, sizeof(*gb->all), by_addr);
+	/* no functions: all is NULL, which qsort() must not be given even for 0 */
+	if (gb->nr_all)
+		qsort(gb->all, gb->nr_all, sizeof(*gb->all), by_addr);
 	/* libdw finds its sections by name through elf_strptr(): see name_at() */
 	gb->has_dwarf = im.shstrtab_sound && dwarf_offsets(elf, &gb->off);
 	for (size_t i = 0; !gb->has_dwarf && i < sizeof(layouts) / sizeof(layouts[0]); i++)
