@@ -91,7 +91,8 @@ FUZZ_TIME   ?= 60
 # One target a parser (tests/fuzz/fuzz_<target>.c), each with its corpus,
 # tests/fuzz/<target>/ (the capture's is tests/fuzz/corpus), and the largest
 # input it mutates (docs/testing.md says why these).
-FUZZ_TARGETS ?= capture elf_image usdt_notes usdt_args tokio_names placement
+FUZZ_TARGETS ?= capture elf_image usdt_notes usdt_args tokio_names placement golang func_index \
+		proc ksyms
 FUZZ_BINS    := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 fuzz_corpus   = $(if $(filter capture,$(1)),tests/fuzz/corpus,tests/fuzz/$(1))
 # capture: the corpus holds a whole real capture of some 280 KB (several
@@ -103,6 +104,10 @@ FUZZ_MAX_LEN_usdt_notes  := 65536
 FUZZ_MAX_LEN_usdt_args   := 256
 FUZZ_MAX_LEN_tokio_names := 65536
 FUZZ_MAX_LEN_placement   := 65536
+FUZZ_MAX_LEN_golang      := 65536
+FUZZ_MAX_LEN_func_index  := 65536
+FUZZ_MAX_LEN_proc        := 16384
+FUZZ_MAX_LEN_ksyms       := 16384
 
 .PHONY: all clean test test-unit test-integration ci-gate demo setup bench tokio tokio-matrix go \
 	go-versions fuzz \
