@@ -168,11 +168,20 @@ int elf_image__open(struct elf_image *im, const char *path)
 	int err;
 
 	memset(im, 0, sizeof(*im));
-	im->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/*
+	 * The target's owner can put a FIFO where the file it maps was (we open
+	 * it by its path): without O_NONBLOCK the open waits for a writer, and
+	 * discovery with it. Regular files only.
+	 */
+	im->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (im->fd < 0)
 		return -errno;
 	if (fstat(im->fd, &st)) {
 		err = -errno;
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		err = -ENOEXEC;
 		goto fail;
 	}
 	im->size = (size_t)st.st_size;

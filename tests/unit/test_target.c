@@ -143,6 +143,27 @@ static void files_without_probes(void **state)
 	assert_int_equal(usdt__list("/nonexistent", NULL, &probes, &nr), -ENOENT);
 }
 
+/*
+ * A FIFO where a target's file was (its owner can put one there): refused,
+ * not waited on for a writer, by both readers discovery opens files with.
+ */
+static void a_fifo_is_no_file(void **state)
+{
+	char dir[] = "/tmp/at-fifo-XXXXXX", fifo[64];
+	struct usdt_probe *probes;
+	struct elf_image im;
+	size_t nr;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_int_equal(usdt__list(fifo, NULL, &probes, &nr), -ENOEXEC);
+	assert_int_equal(elf_image__open(&im, fifo), -ENOEXEC);
+	unlink(fifo);
+	rmdir(dir);
+}
+
 struct found {
 	int self;
 	int libc;
@@ -641,6 +662,7 @@ int main(void)
 		cmocka_unit_test(probes_of_the_sample_executor),
 		cmocka_unit_test(usdt_argument_specs),
 		cmocka_unit_test(files_without_probes),
+		cmocka_unit_test(a_fifo_is_no_file),
 		cmocka_unit_test(ourselves_as_a_target),
 		cmocka_unit_test(maps_lines),
 		cmocka_unit_test(stat_and_cgroup_lines),

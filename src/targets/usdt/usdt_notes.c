@@ -132,7 +132,8 @@ int usdt__list(const char *path, const char *provider, struct usdt_probe **probe
 
 	*probes = NULL;
 	*nr = 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* a FIFO put where the target's file was must not block us (elf_image.c) */
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st)) {
@@ -140,8 +141,8 @@ int usdt__list(const char *path, const char *provider, struct usdt_probe **probe
 		close(fd);
 		return err;
 	}
-	/* an empty file cannot be mapped, and is no ELF file either */
-	if (!st.st_size) {
+	/* an empty file cannot be mapped, and is no ELF file either; nor a device */
+	if (!st.st_size || !S_ISREG(st.st_mode)) {
 		close(fd);
 		return -ENOEXEC;
 	}
