@@ -13,20 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "check.h"
 #include "ro_buf.h"
 #include "targets/elf_image.h"
 #include "targets/tokio/tokio.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                  \
-	do {                                                                         \
-		if (!(cond)) {                                                       \
-			fprintf(stderr, "fuzz_elf_image: %s:%d: %s\n", __FILE__,    \
-				__LINE__, #cond);                                    \
-			abort();                                                     \
-		}                                                                    \
-	} while (0)
 
 /* What a caller may read: len bytes inside the file, touched at both ends. */
 static void check_bytes(const struct elf_image *im, uint64_t addr, uint64_t len)

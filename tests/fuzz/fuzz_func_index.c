@@ -26,18 +26,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "stacks/func_index.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                  \
-	do {                                                                         \
-		if (!(cond)) {                                                       \
-			fprintf(stderr, "fuzz_func_index: %s:%d: %s\n", __FILE__,   \
-				__LINE__, #cond);                                    \
-			abort();                                                     \
-		}                                                                    \
-	} while (0)
 
 /* Ranges looked into, at most, each at three pcs. */
 #define LOOKED_MAX 512

@@ -25,21 +25,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "lib/util.h"
 #include "ro_buf.h"
 #include "targets/elf_image.h"
 #include "targets/go/golang.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                  \
-	do {                                                                         \
-		if (!(cond)) {                                                       \
-			fprintf(stderr, "fuzz_golang: %s:%d: %s\n", __FILE__, __LINE__, \
-				#cond);                                              \
-			abort();                                                     \
-		}                                                                    \
-	} while (0)
 
 /* Functions whose goroutine name is asked for, at most: each may be disassembled. */
 #define NAMED_MAX 256

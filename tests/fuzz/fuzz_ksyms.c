@@ -18,18 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "stacks/ksyms.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                  \
-	do {                                                                         \
-		if (!(cond)) {                                                       \
-			fprintf(stderr, "fuzz_ksyms: %s:%d: %s\n", __FILE__, __LINE__, \
-				#cond);                                              \
-			abort();                                                     \
-		}                                                                    \
-	} while (0)
 
 /* Addresses looked up, at most. */
 #define LOOKUPS_MAX 256

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "../unit/rules_fixture.h"
 #include "targets/placement.h"
 
@@ -29,15 +30,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* An address far from both ends, where no branch of a function wraps around. */
 #define ELSEWHERE 0x400000000000ull
-
-#define CHECK(cond)                                                                  \
-	do {                                                                         \
-		if (!(cond)) {                                                       \
-			fprintf(stderr, "fuzz_placement: %s:%d: %s\n", __FILE__,    \
-				__LINE__, #cond);                                    \
-			abort();                                                     \
-		}                                                                    \
-	} while (0)
 
 static struct probe_rules kernel_rules, all_emulated;
 

@@ -19,19 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "targets/scan.h"
 #include "targets/target.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                  \
-	do {                                                                         \
-		if (!(cond)) {                                                       \
-			fprintf(stderr, "fuzz_proc: %s:%d: %s\n", __FILE__, __LINE__, \
-				#cond);                                              \
-			abort();                                                     \
-		}                                                                    \
-	} while (0)
 
 /* The input as a file (fmemopen refuses an empty buffer on older glibc). */
 static FILE *as_file(char *copy, size_t size)

@@ -23,19 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "targets/elf_image.h"
 #include "targets/tokio/tokio.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                  \
-	do {                                                                         \
-		if (!(cond)) {                                                       \
-			fprintf(stderr, "fuzz_tokio_names: %s:%d: %s\n", __FILE__,  \
-				__LINE__, #cond);                                    \
-			abort();                                                     \
-		}                                                                    \
-	} while (0)
 
 #define LOAD_ADDR 0x400000
 #define MAX_DEPTH 8

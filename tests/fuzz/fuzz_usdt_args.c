@@ -14,18 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "targets/usdt/usdt_notes.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                  \
-	do {                                                                         \
-		if (!(cond)) {                                                       \
-			fprintf(stderr, "fuzz_usdt_args: %s:%d: %s\n", __FILE__,    \
-				__LINE__, #cond);                                    \
-			abort();                                                     \
-		}                                                                    \
-	} while (0)
 
 /* The last register of struct pt_regs the parser names (rsp). */
 #define MAX_REG_OFF 152
