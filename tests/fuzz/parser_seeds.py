@@ -697,6 +697,23 @@ EDGE_RUST_MAIN = "unsigned long rs_bump(unsigned long);\n" \
                  "int main(int c, char **v) { return (int)rs_bump((unsigned long)c); }\n"
 
 
+def nested_namespaces(path, depth):
+    """An ELF file whose DWARF is one compile unit of depth namespaces, one inside the
+    other, a function at the bottom: 2 bytes a level (the index's recursion stops at
+    64; it had no bound, a stack frame a level)."""
+    abbrev = bytes([1, 0x11, 1, 0, 0,                       # compile_unit, children
+                    2, 0x39, 1, 0, 0,                       # namespace, children
+                    3, 0x2e, 0, 0x11, 0x01, 0x12, 0x06, 0, 0,   # subprogram: low_pc, high_pc
+                    0])
+    dies = bytes([1]) + bytes([2]) * depth + bytes([3]) + struct.pack("<QI", 0x401000, 16) + \
+        bytes(depth) + bytes(1)
+    info = struct.pack("<IHIB", 2 + 4 + 1 + len(dies), 4, 0, 8) + dies
+    load = struct.pack("<IIQQQQQQ", 1, 5, 0, 0x400000, 0x400000, 0x2000, 0x2000, 0x1000)
+    write_elf(path, [dict(name=".debug_abbrev", type=SHT_PROGBITS, data=abbrev),
+                     dict(name=".debug_info", type=SHT_PROGBITS, data=info)],
+              etype=2, phdrs=load, phnum=1)
+
+
 def edge_dwarf(outdir):
     """A C++ program (namespaces, a method, a template and a loop inlined) compiled
     here with g++ -O2 -g, as DWARF 5 and 4; and Rust (modules in modules, iterator
@@ -721,6 +738,8 @@ def edge_dwarf(outdir):
                 print("%s: not built (%s)" % (name, e))
                 continue
             cut_dwarf(t(name), os.path.join(outdir, name))
+    nested_namespaces(os.path.join(outdir, "namespaces-30000-deep"), 30000)
+    nested_namespaces(os.path.join(outdir, "namespaces-60-deep"), 60)
 
 
 def proc_files(outdir, pids):
