@@ -15,6 +15,7 @@
 #include <libiberty/demangle.h>
 
 #include "lib/util.h"
+#include "targets/elf_strtab.h"
 
 static int by_addr(const void *a, const void *b)
 {
@@ -50,24 +51,42 @@ static int add_func(struct elf_image *im, size_t *cap, const GElf_Sym *sym, cons
 	return 0;
 }
 
+/*
+ * The functions of the first .symtab and the first .dynsym (ELF allows one
+ * of each: a hostile file's thousand copies of one table would each be read
+ * again). Their names through elf_strtab.h, the file's size of them at most.
+ */
 static int read_symbols(struct elf_image *im, Elf *elf)
 {
+	uint64_t budget = im->size;
+	bool seen_symtab = false, seen_dynsym = false;
 	Elf_Scn *scn = NULL;
 	size_t cap = 0;
 	int err;
 
 	while ((scn = elf_nextscn(elf, scn))) {
+		const Elf_Data *names;
 		GElf_Shdr sh;
 		Elf_Data *data;
+		size_t nr;
 
 		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
 			continue;
+		if (sh.sh_type == SHT_SYMTAB ? seen_symtab : seen_dynsym)
+			continue;
+		seen_symtab |= sh.sh_type == SHT_SYMTAB;
+		seen_dynsym |= sh.sh_type == SHT_DYNSYM;
 		if (sh.sh_type == SHT_SYMTAB)
 			im->has_symtab = true;
 		data = elf_getdata(scn, NULL);
-		if (!data || !sh.sh_entsize)
+		names = elf_strtab(elf, sh.sh_link);
+		if (!data || !sh.sh_entsize || !names)
 			continue;
-		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
+		/* as many as the header says, and the section holds (gelf_getsym reads no further) */
+		nr = sh.sh_size / sh.sh_entsize;
+		if (nr > data->d_size / gelf_fsize(elf, ELF_T_SYM, 1, EV_CURRENT))
+			nr = data->d_size / gelf_fsize(elf, ELF_T_SYM, 1, EV_CURRENT);
+		for (size_t i = 0; i < nr; i++) {
 			GElf_Sym sym;
 			const char *name;
 
@@ -75,7 +94,7 @@ static int read_symbols(struct elf_image *im, Elf *elf)
 			    !sym.st_value || sym.st_shndx == SHN_UNDEF)
 				continue;
 			/* Names point into the mapped file, which outlives the Elf. */
-			name = elf_strptr(elf, sh.sh_link, sym.st_name);
+			name = elf_strtab__name(names->d_buf, names->d_size, sym.st_name, &budget);
 			if (name && *name && (err = add_func(im, &cap, &sym, name)))
 				return err;
 		}
@@ -366,7 +385,10 @@ static bool section_holds_source(const struct elf_image *im, const GElf_Shdr *sh
 
 const char *elf_image__rust_marker(const struct elf_image *im)
 {
+	/* names, and sections searched: the file's size of each (elf_strtab.h) */
+	uint64_t names_budget = im->size, search_budget = im->size;
 	const char *found = NULL;
+	const Elf_Data *names;
 	Elf_Scn *scn = NULL;
 	size_t shstrndx;
 	Elf *elf;
@@ -374,24 +396,33 @@ const char *elf_image__rust_marker(const struct elf_image *im)
 	if (!im->data)
 		return NULL;
 	elf = elf_memory((char *)im->data, im->size);
-	if (!elf || elf_getshdrstrndx(elf, &shstrndx)) {
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx) || !(names = elf_strtab(elf, shstrndx))) {
 		elf_end(elf);
 		return NULL;
 	}
 	while (!found && (scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
+		bool comment, rodata;
 		const char *name;
+		GElf_Shdr sh;
 
 		if (!gelf_getshdr(scn, &sh))
 			continue;
-		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		name = elf_strtab__name(names->d_buf, names->d_size, sh.sh_name, &names_budget);
 		if (!name)
 			continue;
-		if (!strcmp(name, ".rustc"))
+		if (!strcmp(name, ".rustc")) {
 			found = "a .rustc section";
-		else if (!strcmp(name, ".comment") && section_holds(im, &sh, "rustc"))
+			continue;
+		}
+		comment = !strcmp(name, ".comment");
+		rodata = (sh.sh_flags & SHF_ALLOC) && !(sh.sh_flags & (SHF_WRITE | SHF_EXECINSTR));
+		/* a thousand headers over one region are not each searched */
+		if ((!comment && !rodata) || sh.sh_size > search_budget)
+			continue;
+		search_budget -= sh.sh_size;
+		if (comment && section_holds(im, &sh, "rustc"))
 			found = "rustc in .comment";
-		else if ((sh.sh_flags & SHF_ALLOC) && !(sh.sh_flags & (SHF_WRITE | SHF_EXECINSTR)))
+		else if (!comment)
 			for (size_t i = 0; !found && i < sizeof(rust_sources) / sizeof(*rust_sources); i++)
 				if (section_holds_source(im, &sh, rust_sources[i]))
 					found = "Rust's standard library in read-only data";

@@ -13,6 +13,7 @@
 
 #include "lib/util.h"
 #include "targets/elf_image.h"
+#include "targets/elf_strtab.h"
 
 const char *const go_func_names[GO_FUNC_MAX] = {
 	[GO_EXECUTE] = "runtime.execute",
@@ -85,38 +86,6 @@ struct image {
 	uint64_t names_budget;
 };
 
-/* A string table's bytes: SHT_STRTAB, uncompressed; NULL if not that. */
-static const Elf_Data *strtab(Elf *elf, size_t index)
-{
-	Elf_Scn *scn = elf_getscn(elf, index);
-	GElf_Shdr sh;
-	Elf_Data *d;
-
-	if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type != SHT_STRTAB ||
-	    (sh.sh_flags & SHF_COMPRESSED) || !(d = elf_getdata(scn, NULL)) || !d->d_buf)
-		return NULL;
-	return d;
-}
-
-/*
- * The name at off in a table of size bytes, NULL if it does not end inside
- * it or the budget is spent. Not elf_strptr(): libelf checks a string ends
- * by scanning back from the table's end, which takes as long as the table
- * at every call when its last byte is not a NUL (18 ms a name in 64 MiB).
- */
-static const char *name_at(const uint8_t *tab, size_t size, uint64_t off, uint64_t *budget)
-{
-	const char *s = (const char *)tab + off, *end;
-	size_t room;
-
-	if (off >= size || !*budget)
-		return NULL;
-	room = size - off < *budget ? size - off : (size_t)*budget;
-	end = memchr(s, '\0', room);
-	*budget -= end ? (uint64_t)(end - s) + 1 : room;
-	return end ? s : NULL;
-}
-
 /* Whether the name at off in tab is name: no more of it read than name's length. */
 static bool named(const Elf_Data *tab, uint64_t off, const char *name)
 {
@@ -134,7 +103,7 @@ static void find_sections(struct image *im)
 	Elf_Scn *scn = NULL;
 	size_t shstrndx;
 
-	if (elf_getshdrstrndx(im->elf, &shstrndx) || !(names = strtab(im->elf, shstrndx)))
+	if (elf_getshdrstrndx(im->elf, &shstrndx) || !(names = elf_strtab(im->elf, shstrndx)))
 		return;
 	im->shstrtab_sound = names->d_size && !((const char *)names->d_buf)[names->d_size - 1];
 	while ((scn = elf_nextscn(im->elf, scn))) {
@@ -402,7 +371,7 @@ static int symtab_funcs(struct image *im, struct go_binary *gb)
 	if (!im->symtab || !gelf_getshdr(im->symtab, &sh) || !(d = elf_getdata(im->symtab, NULL)))
 		return 0;
 	gb->has_symtab = true;
-	names = strtab(im->elf, sh.sh_link);
+	names = elf_strtab(im->elf, sh.sh_link);
 	/* as many as the header says, and the section holds (gelf_getsym reads no further) */
 	nr = sh.sh_size / (sh.sh_entsize ? sh.sh_entsize : 1);
 	if (nr > d->d_size / gelf_fsize(im->elf, ELF_T_SYM, 1, EV_CURRENT))
@@ -413,7 +382,8 @@ static int symtab_funcs(struct image *im, struct go_binary *gb)
 
 		if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
 		    !sym.st_value ||
-		    !(name = name_at(names->d_buf, names->d_size, sym.st_name, &im->names_budget)))
+		    !(name = elf_strtab__name(names->d_buf, names->d_size, sym.st_name,
+					       &im->names_budget)))
 			continue;
 		if (func_found(gb, name, sym.st_value, sym.st_size))
 			return -ENOMEM;
@@ -469,8 +439,8 @@ static int pclntab_funcs(struct image *im, struct go_binary *gb)
 			continue;
 		memcpy(&fentry, t->data + functab + off, 4);
 		memcpy(&name_off, t->data + functab + off + 4, 4);
-		if (name_off < 0 || !(name = name_at(t->data + names, t->size - names,
-						     (uint64_t)name_off, &im->names_budget)))
+		if (name_off < 0 || !(name = elf_strtab__name(t->data + names, t->size - names,
+							     (uint64_t)name_off, &im->names_budget)))
 			continue;
 		if (func_found(gb, name, text + fentry, next > entry ? next - entry : 0))
 			return -ENOMEM;
@@ -648,7 +618,7 @@ static int detect(Elf *elf, size_t size, struct go_binary *gb)
 	/* no functions: all is NULL, which qsort() must not be given even for 0 */
 	if (gb->nr_all)
 		qsort(gb->all, gb->nr_all, sizeof(*gb->all), by_addr);
-	/* libdw finds its sections by name through elf_strptr(): see name_at() */
+	/* libdw finds its sections by name through elf_strptr(): see elf_strtab.h */
 	gb->has_dwarf = im.shstrtab_sound && dwarf_offsets(elf, &gb->off);
 	for (size_t i = 0; !gb->has_dwarf && i < sizeof(layouts) / sizeof(layouts[0]); i++)
 		if (layouts[i].major == gb->major && layouts[i].minor == gb->minor)

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "targets/elf_strtab.h"
+
 #define NT_STAPSDT 3
 
 /* desc = pc, base, semaphore (address-sized), then provider\0name\0args\0 */
@@ -54,14 +56,19 @@ static int parse_note(const char *desc, size_t len, int is64, struct usdt_probe 
 	return 0;
 }
 
-static int collect(Elf *elf, const char *provider, struct usdt_probe **probes, size_t *nr)
+static int collect(Elf *elf, size_t size, const char *provider, struct usdt_probe **probes,
+		   size_t *nr)
 {
 	size_t shstrndx;
 	Elf_Scn *scn = NULL;
 	int is64 = gelf_getclass(elf) == ELFCLASS64;
+	const Elf_Data *names;
+	uint64_t budget = size; /* of section names read (elf_strtab.h) */
 
 	if (elf_getshdrstrndx(elf, &shstrndx))
 		return -ENOEXEC;
+	if (!(names = elf_strtab(elf, shstrndx)))
+		return 0;
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr shdr;
 		Elf_Data *data;
@@ -71,7 +78,7 @@ static int collect(Elf *elf, const char *provider, struct usdt_probe **probes, s
 
 		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_NOTE)
 			continue;
-		sname = elf_strptr(elf, shstrndx, shdr.sh_name);
+		sname = elf_strtab__name(names->d_buf, names->d_size, shdr.sh_name, &budget);
 		if (!sname || strcmp(sname, ".note.stapsdt"))
 			continue;
 		data = elf_getdata(scn, NULL);
@@ -114,7 +121,7 @@ int usdt__list_mem(const void *data, size_t size, const char *provider,
 	if (!elf || elf_kind(elf) != ELF_K_ELF)
 		err = -ENOEXEC;
 	else
-		err = collect(elf, provider, probes, nr);
+		err = collect(elf, size, provider, probes, nr);
 	elf_end(elf);
 	if (err) {
 		free(*probes);
