@@ -721,10 +721,15 @@ def edge_dwarf(outdir):
     stays out, linked by cc. Each cut as cut_dwarf does; a compiler missing: skipped."""
     os.makedirs(outdir, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        src = lambda name, text: open(os.path.join(tmp, name), "w").write(text) and \
-            os.path.join(tmp, name)
-        cxx, rs, main = src("p.cc", EDGE_CXX), src("r.rs", EDGE_RUST), src("m.c", EDGE_RUST_MAIN)
-        t = lambda name: os.path.join(tmp, name)
+        def t(name, text=None):
+            """a path in tmp, written with text if given"""
+            path = os.path.join(tmp, name)
+            if text is not None:
+                with open(path, "w") as f:
+                    f.write(text)
+            return path
+
+        cxx, rs, main = t("p.cc", EDGE_CXX), t("r.rs", EDGE_RUST), t("m.c", EDGE_RUST_MAIN)
         builds = [("cxx-dwarf5", [["g++", "-O2", "-g", cxx, "-o", t("cxx-dwarf5")]]),
                   ("cxx-dwarf4", [["g++", "-O2", "-gdwarf-4", cxx, "-o", t("cxx-dwarf4")]]),
                   ("rust", [["/usr/bin/rustc", "-O", "-g", "-C", "panic=abort", "--crate-type=lib",
