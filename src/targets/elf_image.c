@@ -82,7 +82,7 @@ static int read_symbols(struct elf_image *im, Elf *elf)
 		names = elf_strtab(elf, sh.sh_link);
 		if (!data || !sh.sh_entsize || !names)
 			continue;
-		/* as many as the header says, and the section holds (gelf_getsym reads no further) */
+		/* as many as the header says and the section holds (gelf_getsym reads no more) */
 		nr = sh.sh_size / sh.sh_entsize;
 		if (nr > data->d_size / gelf_fsize(elf, ELF_T_SYM, 1, EV_CURRENT))
 			nr = data->d_size / gelf_fsize(elf, ELF_T_SYM, 1, EV_CURRENT);

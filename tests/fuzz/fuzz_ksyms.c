@@ -59,8 +59,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			char hex[17] = "";
 			size_t n = 0;
 
-			while (i + n < size && n < 16 && strchr("0123456789abcdefABCDEF", data[i + n]) &&
-			       data[i + n])
+			while (i + n < size && n < 16 && data[i + n] &&
+			       strchr("0123456789abcdefABCDEF", data[i + n]))
 				n++;
 			memcpy(hex, data + i, n);
 			if (n) {

@@ -439,8 +439,11 @@ static int pclntab_funcs(struct image *im, struct go_binary *gb)
 			continue;
 		memcpy(&fentry, t->data + functab + off, 4);
 		memcpy(&name_off, t->data + functab + off + 4, 4);
-		if (name_off < 0 || !(name = elf_strtab__name(t->data + names, t->size - names,
-							     (uint64_t)name_off, &im->names_budget)))
+		if (name_off < 0)
+			continue;
+		name = elf_strtab__name(t->data + names, t->size - names, (uint64_t)name_off,
+					&im->names_budget);
+		if (!name)
 			continue;
 		if (func_found(gb, name, text + fentry, next > entry ? next - entry : 0))
 			return -ENOMEM;
