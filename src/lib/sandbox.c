@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -232,7 +233,7 @@ static const int bpf_cmds[] = { BPF_MAP_LOOKUP_ELEM, BPF_MAP_LOOKUP_BATCH, BPF_M
 				BPF_MAP_UPDATE_ELEM, BPF_MAP_DELETE_ELEM };
 
 /* Calls allowed only with some arguments: each rule's comment says which. */
-static int build_filter(scmp_filter_ctx ctx, unsigned flags, int dirfd)
+static int build_filter(scmp_filter_ctx ctx, unsigned flags, int dirfd, pid_t child)
 {
 	const uint64_t writing = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_PATH;
 	int err = 0;
@@ -283,6 +284,29 @@ static int build_filter(scmp_filter_ctx ctx, unsigned flags, int dirfd)
 			err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1,
 					       SCMP_A1(SCMP_CMP_EQ, (uint64_t)cmd));
 	}
+	/*
+	 * run: its command, held at its entry point under ptrace, let go once
+	 * attached (PTRACE_DETACH), signalled when tracing is stopped by one,
+	 * and waited for; that process and no other. Each summary is rendered
+	 * into a memfd for the gates to judge (anonymous memory, never
+	 * executable: mmap's rule holds), whose JSON parser (json-c) seeds its
+	 * hash tables from getrandom
+	 */
+	if (!err && (flags & SANDBOX_CHILD) && child > 0) {
+		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ptrace), 2,
+				       SCMP_A0(SCMP_CMP_EQ, (uint64_t)PTRACE_DETACH),
+				       SCMP_A1(SCMP_CMP_EQ, (uint64_t)child));
+		if (!err)
+			err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1,
+					       SCMP_A0(SCMP_CMP_EQ, (uint64_t)child));
+		if (!err)
+			err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(wait4), 1,
+					       SCMP_A0(SCMP_CMP_EQ, (uint64_t)child));
+		if (!err)
+			err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(memfd_create), 0);
+		if (!err)
+			err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(getrandom), 0);
+	}
 	/* read-only opens: /proc/PID/task/TID/comm, a thread's name */
 	if (!err)
 		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
@@ -321,7 +345,7 @@ static int build_filter(scmp_filter_ctx ctx, unsigned flags, int dirfd)
 	return err;
 }
 
-int sandbox__filter(unsigned flags, int dirfd)
+int sandbox__filter(unsigned flags, int dirfd, pid_t child)
 {
 #ifdef SET_RETURN
 	const uint32_t deny = SCMP_ACT_TRAP;
@@ -344,7 +368,7 @@ int sandbox__filter(unsigned flags, int dirfd)
 	/* the detach threads start after the filter; any other thread gets it too */
 	err = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
 	if (!err)
-		err = build_filter(ctx, flags, dirfd);
+		err = build_filter(ctx, flags, dirfd, child);
 	if (!err)
 		err = seccomp_load(ctx);
 #ifdef SET_RETURN

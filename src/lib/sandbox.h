@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /*
  * Tracing programs need CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, which
@@ -46,9 +47,10 @@ int sandbox__drop_privileges(uint64_t keep);
 #define SANDBOX_SERVE 1	/* answering HTTP on a socket bound before (--metrics) */
 #define SANDBOX_DUMPS 2	/* files made, renamed, removed in one directory (dirfd: --dump-dir) */
 #define SANDBOX_STACKS 4 /* images and their debug files read to unwind stacks (--stacks) */
+#define SANDBOX_CHILD 8	/* run: its command (child) let go, waited for, signalled */
 
 /* The seccomp allowlist, for this thread and every other. 0 or -errno. */
-int sandbox__filter(unsigned flags, int dirfd);
+int sandbox__filter(unsigned flags, int dirfd, pid_t child);
 
 /* How many calls the filter refused; their names into buf, "openat x2, ...". */
 unsigned long sandbox__refused(char *buf, size_t len);

@@ -98,12 +98,13 @@ static int confine(struct session *s)
 		err_msg("failed to drop privileges after attaching: %s\n", strerror(-err));
 		return err;
 	}
-	/* run waits for its command and writes its gates after: no filter there either */
-	if (!s->o->no_sandbox && !s->follow && !s->hooks) {
+	/* run: its command let go and waited for, its --junit opened before */
+	if (!s->o->no_sandbox && !s->follow) {
 		err = sandbox__filter((s->metrics ? SANDBOX_SERVE : 0) |
 					      (s->flight ? SANDBOX_DUMPS : 0) |
-					      (s->unwinder ? SANDBOX_STACKS : 0),
-				      flight__dirfd(s->flight));
+					      (s->unwinder ? SANDBOX_STACKS : 0) |
+					      (s->hooks ? SANDBOX_CHILD : 0),
+				      flight__dirfd(s->flight), s->hooks ? s->hooks->root : 0);
 		if (err) {
 			err_msg("failed to install the seccomp filter: %s (--no-sandbox runs "
 				"without it)\n",

@@ -283,6 +283,49 @@ class ExitStatus(unittest.TestCase):
                 p.wait()
         self.assertEqual(p.returncode, 128 + 15, harness.read(err))
 
+    def status_of(self, pid):
+        """{field: value} of /proc/PID/status."""
+        with open(f"/proc/{pid}/status") as f:
+            return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+
+    def test_the_command_runs_as_its_user_and_the_tracer_confined(self):
+        """Under sudo, the command runs as the user who typed it (SUDO_UID),
+        --user names another; no_new_privs either way, and the umask the
+        user had. The tracer's side, once attached: no capability and its
+        seccomp filter, and it still lets the command go, waits for it,
+        counts every poll and writes its --junit."""
+        harness.require_root()
+        for env, user, uid in ((dict(os.environ, SUDO_UID="65534", SUDO_GID="65534"), [], "65534"),
+                               (dict(os.environ, SUDO_UID="65534"), ["--user", "root"], "0"),
+                               ({k: v for k, v in os.environ.items() if k != "SUDO_UID"},
+                                ["--user", "nobody"], "65534")):
+            with self.subTest(user=user, sudo_uid=env.get("SUDO_UID")):
+                junit = os.path.join(TMP, f"user{uid}.xml")
+                p = subprocess.Popen([harness.TRACER, "run", "-q", "--summary", "json",
+                                      "--fail-on", "all", "--junit", junit, *user,
+                                      *executor("healthy", 3)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=env, preexec_fn=lambda: os.umask(0o027))
+                try:
+                    m = harness.wait_line(p, r"^sample-executor: pid (\d+) ")
+                    self.assertIsNotNone(m, "the command did not start")
+                    cmd, tracer = self.status_of(int(m[1])), self.status_of(p.pid)
+                finally:
+                    out, err = p.communicate(timeout=60)
+                self.assertEqual(p.returncode, 0, err)
+                self.assertEqual(cmd["Uid"].split(), [uid] * 4)
+                self.assertEqual(cmd["NoNewPrivs"], "1")
+                self.assertEqual(cmd["Umask"], "0027")
+                self.assertEqual((tracer["CapEff"], tracer["Seccomp"]), ("0" * 16, "2"))
+                self.assertNotIn("refused", err)
+                s, = summaries(out)
+                self.assertEqual(s["counts"]["polls"], harness.parse_executor(out)["polls"], err)
+                self.assertEqual(os.stat(junit).st_mode & 0o777, 0o600)
+                self.assertEqual(ET.parse(junit).getroot().get("failures"), "0")
+        r = run("--user", "no-such-user-here", "--", "true")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("invalid --user 'no-such-user-here': no such user", r.stderr)
+
     def test_no_runtime_and_an_empty_trace_are_never_a_pass(self):
         harness.require_root()
         r = run("--fail-on", "all", "--", "true")

@@ -195,7 +195,7 @@ static void rewrites_regular_file(void **state)
 	rmdir(dir);
 }
 
-/* New files: 0644 at most, less when the umask says so. */
+/* New files: 0666 less the umask (asynctraced's: 077 unless --umask). */
 static void creates_with_umask(void **state)
 {
 	char *dir = scratch(), *path = in(dir, "t.json");
@@ -213,8 +213,57 @@ static void creates_with_umask(void **state)
 	outbuf__free(ob);
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0600);
+	unlink(path);
+	umask(0);
+	assert_int_equal(outbuf__open(&ob, path), 0);
+	outbuf__free(ob);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0666);
 	umask(old);
 	unlink(path);
+	rmdir(dir);
+}
+
+/*
+ * SIGHUP's reopen of the alert log (logrotate moved it): what is at the path
+ * then is as untrusted as at the start. A FIFO, with a reader or without,
+ * neither blocks the loop nor gets the log; a symlink is not followed; a
+ * regular file is appended to.
+ */
+static void reopen_takes_only_a_regular_file(void **state)
+{
+	char *dir = scratch(), *path = in(dir, "alerts"), *victim = in(dir, "victim");
+	struct outbuf *ob;
+	int rd;
+
+	assert_int_equal(outbuf__open(&ob, path), 0);
+	ob_puts(ob, "one\n");
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(mkfifo(path, 0666), 0);
+	signal(SIGALRM, on_alarm);
+	alarm(5);
+	assert_int_equal(outbuf__reopen(ob, path), -ENXIO);
+	rd = open(path, O_RDONLY | O_NONBLOCK);
+	assert_true(rd >= 0);
+	assert_int_equal(outbuf__reopen(ob, path), -ENXIO);
+	alarm(0);
+	assert_int_equal(read(rd, (char[8]){ 0 }, 8), 0);
+	close(rd);
+	unlink(path);
+	put_file(victim, "secret", 0600);
+	assert_int_equal(symlink(victim, path), 0);
+	assert_int_equal(outbuf__reopen(ob, path), -ELOOP);
+	assert_string_equal(slurp(victim), "secret");
+	unlink(path);
+	assert_int_equal(outbuf__reopen(ob, "/dev/null"), -ENXIO);
+	put_file(path, "zero\n", 0600);
+	assert_int_equal(outbuf__reopen(ob, path), 0);
+	ob_puts(ob, "two\n");
+	assert_int_equal(outbuf__flush(ob), 0);
+	outbuf__free(ob);
+	assert_string_equal(slurp(path), "zero\ntwo\n");
+	unlink(path);
+	unlink(victim);
 	rmdir(dir);
 }
 
@@ -238,6 +287,7 @@ int main(void)
 		cmocka_unit_test(refuses_other_files),
 		cmocka_unit_test(rewrites_regular_file),
 		cmocka_unit_test(creates_with_umask),
+		cmocka_unit_test(reopen_takes_only_a_regular_file),
 		cmocka_unit_test(dash_is_stdout),
 	};
 

@@ -71,7 +71,7 @@ static void sandboxed_child(void)
 	CHECK(13, status_line("NoNewPrivs", v, sizeof(v)) == 0 && !strcmp(v, "\t1"));
 	fd = mkstemp(path); /* made before the filter, written after */
 	CHECK(14, fd >= 0);
-	CHECK(15, sandbox__filter(0, -1) == 0);
+	CHECK(15, sandbox__filter(0, -1, 0) == 0);
 	CHECK(16, status_line("Seccomp", v, sizeof(v)) == 0 && !strcmp(v, "\t2"));
 
 	/* what the loop and the shutdown do */
