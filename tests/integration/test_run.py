@@ -24,10 +24,15 @@ TOLERANCE = ["--tolerance", "100"]
 EXECUTOR_SLOW = os.path.join(harness.BUILD, "sample-executor-slow")
 
 
+# Run as root: the command runs as asynctraced does (SUDO_UID would make it
+# the user who typed `sudo make test`, who cannot reach root's TMP).
+AS_ROOT = {k: v for k, v in os.environ.items() if k not in ("SUDO_UID", "SUDO_GID")}
+
+
 def run(*args, env=None, timeout=120):
     """asynctraced run ARGS: its exit status, stdout, stderr."""
     return subprocess.run([harness.TRACER, "run", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, env=env)
+                          text=True, timeout=timeout, env=env or AS_ROOT)
 
 
 def executor(scenario, duration=2, exe=harness.EXECUTOR):
@@ -134,7 +139,7 @@ class SampleExecutor(unittest.TestCase):
         self.assertEqual(rows, {"poll.p50": "FAIL", "poll.max": "pass", "dropped": "pass"})
 
     def test_github_annotations(self):
-        env = dict(os.environ, GITHUB_ACTIONS="true")
+        env = dict(AS_ROOT, GITHUB_ACTIONS="true")
         r = run("--no-trace", "-q", "--fail-on", "long-poll", "--long-poll", "15ms",
                 *executor("noisy"), env=env)
         self.assertEqual(r.returncode, 3, r.stderr)
@@ -271,7 +276,7 @@ class ExitStatus(unittest.TestCase):
             p = subprocess.Popen([harness.TRACER, "run", "--no-trace", "-q", "--fail-on", "all",
                                   "--", os.path.join(harness.BUILD, "go-app"), "-scenario",
                                   "timers", "-duration", "30s"],
-                                 stdout=subprocess.DEVNULL, stderr=f)
+                                 stdout=subprocess.DEVNULL, stderr=f, env=AS_ROOT)
         try:
             self.assertTrue(harness.wait_for(lambda: "tracing pid" in harness.read(err), 30),
                             harness.read(err))
@@ -297,8 +302,7 @@ class ExitStatus(unittest.TestCase):
         harness.require_root()
         for env, user, uid in ((dict(os.environ, SUDO_UID="65534", SUDO_GID="65534"), [], "65534"),
                                (dict(os.environ, SUDO_UID="65534"), ["--user", "root"], "0"),
-                               ({k: v for k, v in os.environ.items() if k != "SUDO_UID"},
-                                ["--user", "nobody"], "65534")):
+                               (AS_ROOT, ["--user", "nobody"], "65534")):
             with self.subTest(user=user, sudo_uid=env.get("SUDO_UID")):
                 junit = os.path.join(TMP, f"user{uid}.xml")
                 p = subprocess.Popen([harness.TRACER, "run", "-q", "--summary", "json",
