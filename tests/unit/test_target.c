@@ -17,6 +17,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "lib/file_copy.h"
 #include "targets/discover.h"
 #include "targets/elf_image.h"
 #include "targets/scan.h"
@@ -141,6 +142,55 @@ static void files_without_probes(void **state)
 	assert_int_equal(usdt__list(path, NULL, &probes, &nr), -ENOEXEC);
 	unlink(path);
 	assert_int_equal(usdt__list("/nonexistent", NULL, &probes, &nr), -ENOENT);
+}
+
+/*
+ * A target's file is its owner's to change while we read it: only a regular
+ * file is read (a FIFO does not block, a device is not read), and what was
+ * read is a copy, which the file truncated to nothing afterwards leaves
+ * whole (a mapping would SIGBUS at its first page past the new end).
+ */
+static void hostile_files(void **state)
+{
+	char dir[] = "/tmp/asynctraced-hostile-XXXXXX", fifo[64], copy[64], cmd[256];
+	struct usdt_probe *probes;
+	struct elf_image im;
+	struct file_copy fc;
+	uint64_t sum = 0;
+	size_t nr;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	alarm(10); /* a blocked open or read fails the test by SIGALRM */
+	assert_int_equal(elf_image__open(&im, fifo), -ENOEXEC);
+	assert_int_equal(usdt__list(fifo, NULL, &probes, &nr), -ENOEXEC);
+	assert_int_equal(elf_image__open(&im, "/dev/zero"), -ENOEXEC);
+	assert_int_equal(elf_image__open(&im, "/tmp"), -ENOEXEC);
+	alarm(0);
+	/* too large for the budget: not read at all */
+	assert_int_equal(file_copy__read(&fc, "/proc/self/exe", 1024), -EFBIG);
+	assert_null(fc.data);
+
+	snprintf(copy, sizeof(copy), "%s/exe", dir);
+	snprintf(cmd, sizeof(cmd), "cp %s/sample-executor %s", build(), copy);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(elf_image__open(&im, copy), 0);
+	assert_true(im.nr_funcs > 10);
+	assert_int_equal(truncate(copy, 0), 0);
+	for (size_t i = 0; i < im.nr_funcs; i++) {
+		const struct elf_func *f = &im.funcs[i];
+		const uint8_t *code = elf_image__bytes(&im, f->addr, f->size);
+
+		sum += strlen(elf_image__name(&im, f));
+		for (size_t j = 0; code && j < f->size; j++)
+			sum += code[j];
+	}
+	assert_true(sum > 0);
+	elf_image__close(&im);
+	unlink(copy);
+	unlink(fifo);
+	rmdir(dir);
 }
 
 struct found {
@@ -583,6 +633,7 @@ int main(void)
 		cmocka_unit_test(probes_of_the_sample_executor),
 		cmocka_unit_test(usdt_argument_specs),
 		cmocka_unit_test(files_without_probes),
+		cmocka_unit_test(hostile_files),
 		cmocka_unit_test(ourselves_as_a_target),
 		cmocka_unit_test(rust_without_symbols),
 		cmocka_unit_test(no_runtime_in_a_c_program),

@@ -8,9 +8,10 @@
 #include <libelf.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "lib/file_copy.h"
 
 #define NT_STAPSDT 3
 
@@ -126,35 +127,17 @@ int usdt__list_mem(const void *data, size_t size, const char *provider,
 
 int usdt__list(const char *path, const char *provider, struct usdt_probe **probes, size_t *nr)
 {
-	struct stat st;
-	void *data;
-	int fd, err;
+	struct file_copy fc;
+	int err;
 
 	*probes = NULL;
 	*nr = 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st)) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	/* an empty file cannot be mapped, and is no ELF file either */
-	if (!st.st_size) {
-		close(fd);
-		return -ENOEXEC;
-	}
-	/* shared: no uprobe breakpoint is put into it (elf_image.c) */
-	data = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-	if (data == MAP_FAILED)
-		data = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	err = data == MAP_FAILED ? -errno : 0;
-	close(fd);
+	/* a copy, not a mapping: its owner may truncate the file (file_copy.h) */
+	err = file_copy__read(&fc, path, FILE_COPY_MAX);
 	if (err)
 		return err;
-	err = usdt__list_mem(data, (size_t)st.st_size, provider, probes, nr);
-	munmap(data, (size_t)st.st_size);
+	err = usdt__list_mem(fc.data, fc.size, provider, probes, nr);
+	file_copy__free(&fc);
 	return err;
 }
 
