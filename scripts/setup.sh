@@ -15,6 +15,7 @@ systemtap-sdt-dev
 libcmocka-dev
 libmicrohttpd-dev libjson-c-dev prometheus scdoc man-db systemd
 python3
+strace
 cargo rustc librust-tokio-dev
 golang-go
 "
