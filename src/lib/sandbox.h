@@ -22,14 +22,12 @@
 
 /*
  * Tracing programs need CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, which
- * Linux takes for both). That is all tokio's uprobe_multi links need, but
- * USDT probes are attached by libbpf as perf uprobes, which Linux creates
- * only for CAP_SYS_ADMIN (the 2025 kernel change "perf: Require
- * CAP_SYS_ADMIN for uprobes", also in stable kernels); so CAP_SYS_ADMIN is
- * the one set that traces both.
+ * Linux takes for both). That is all uprobe_multi links need, and every
+ * probe is one where the kernel has them (6.6). Before, a uprobe is a perf
+ * event, which Linux creates only for CAP_SYS_ADMIN (the 2025 kernel change
+ * "perf: Require CAP_SYS_ADMIN for uprobes", also in stable kernels).
  */
-#define SANDBOX_CAPS_NEEDED \
-	"CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON for a tokio target alone"
+#define SANDBOX_CAPS_NEEDED "CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN"
 
 /* Whether we hold capability cap (CAP_*) in our effective set. */
 bool sandbox__has_cap(int cap);

@@ -176,9 +176,6 @@ static int find_targets(struct session *s, struct traced ***first, size_t *nr_fi
 		err = examine_pids(s, first, nr_first);
 		if (err)
 			return err;
-		for (size_t i = 0; i < *nr_first; i++)
-			topts->uprobes |= (*first)[i]->disc.kind == RUNTIME_TOKIO ||
-					  (*first)[i]->disc.kind == RUNTIME_GO;
 		topts->usdt_specs = common_usdt_specs(*first, *nr_first);
 		return 0;
 	}
@@ -314,7 +311,6 @@ int session__start(struct session *s)
 		.stack_after_ns = o->stacks ? (o->detect.long_poll_ns ? o->detect.long_poll_ns / 2
 								    : STACK_AFTER_NS)
 					    : 0,
-		.uprobes = s->follow,
 		.births = s->follow ? follow__on_birth : NULL,
 		.births_ctx = s,
 	};

@@ -42,6 +42,31 @@ static int usdt_file(const struct discovery *d, size_t i, const struct attach_op
 	return decided[first] == 1;
 }
 
+/* Linux's ENOTSUPP (524): the kernel will not put a uprobe on that instruction. */
+#define ENOTSUPP_KERNEL 524
+
+/* Every site of one probe in one file, by its offsets, semaphores and specs. */
+static int attach_sites(struct tracer *t, pid_t pid, long owner, const struct probe_site *site)
+{
+	uint64_t *offsets = calloc(site->nr_at + 1, 2 * sizeof(*offsets));
+	uint64_t *ref_ctrs = offsets + site->nr_at;
+	struct at_usdt_spec *specs = calloc(site->nr_at + 1, sizeof(*specs));
+	int err = -ENOMEM;
+
+	if (offsets && specs) {
+		for (size_t i = 0; i < site->nr_at; i++) {
+			offsets[i] = site->at[i].offset;
+			ref_ctrs[i] = site->at[i].ref_ctr;
+			specs[i] = site->at[i].spec;
+		}
+		err = tracer__attach_usdt(t, pid, owner, site->path, site->probe, offsets, ref_ctrs,
+					  specs, site->nr_at);
+	}
+	free(offsets);
+	free(specs);
+	return err;
+}
+
 static int attach_usdt(struct tracer *t, const struct discovery *d, const struct attach_opts *o)
 {
 	int *decided = calloc(d->nr + 1, sizeof(*decided));
@@ -68,7 +93,7 @@ static int attach_usdt(struct tracer *t, const struct discovery *d, const struct
 					AT_USDT_PROVIDER, site->name, site->target_path);
 			continue;
 		}
-		err = tracer__attach_usdt(t, pid, owner, site->path, site->probe, site->name);
+		err = attach_sites(t, pid, owner, site);
 
 		if (err == -ENOENT) {
 			/* A probe from a newer ABI than ours: not an error. */
@@ -80,10 +105,14 @@ static int attach_usdt(struct tracer *t, const struct discovery *d, const struct
 		}
 		if (err) {
 			err_msg("failed to attach usdt '%s:%s' in %s: %s%s\n", AT_USDT_PROVIDER,
-				site->name, site->path, strerror(-err),
+				site->name, site->path,
+				err == -ENOTSUPP_KERNEL
+					? "the kernel refuses a uprobe on the instruction there"
+					: strerror(-err),
 				err == -EACCES && !sandbox__has_cap(CAP_SYS_ADMIN)
-					? ": Linux creates the uprobes of USDT probes only for "
-					  "CAP_SYS_ADMIN (docs/security.md)"
+					? ": this kernel has no uprobe_multi links, and Linux "
+					  "creates other uprobes only for CAP_SYS_ADMIN "
+					  "(docs/security.md)"
 					: "");
 			goto out;
 		}
@@ -125,8 +154,6 @@ static const enum tokio_kind tokio_attach_order[] = {
 /* Where learnt rules that disagree with the kernel come from: learn them again. */
 #define PROBE_RULES_HINT "asynctraced probe-rules learns them again"
 
-/* Linux's ENOTSUPP (524): the kernel will not put a uprobe on that instruction. */
-#define ENOTSUPP_KERNEL 524
 
 /* The kernel refusing a probe's place, rather than a failure to attach at all. */
 static bool refused(int err)

@@ -31,7 +31,7 @@ static int usdt_probe_id(const char *name)
 /*
  * Keeps a probe's argument spec while every site of it (in every file)
  * agrees; one that differs, or that we cannot parse, leaves it unknown, and
- * the probe's programs look up each site's spec from libbpf.
+ * the probe's programs look up each site's spec by its attach cookie.
  */
 static void merge_spec(struct discovery *d, const struct usdt_probe *p)
 {
@@ -49,30 +49,67 @@ static void merge_spec(struct discovery *d, const struct usdt_probe *p)
 	d->specs_seen |= 1u << id;
 }
 
-static int add_site(struct discovery *d, const char *path, const char *target_path,
-		    const char *name)
+/*
+ * Where probe p of the file at path is: its uprobe's and semaphore's file
+ * offsets and its arguments. A site whose code is not in the file, or whose
+ * operands we cannot read, is left out, and said (its polls or wakes would
+ * go missing without a word otherwise).
+ */
+static int site_of(const struct usdt_probe *p, const char *target_path, struct usdt_site *at)
 {
-	struct probe_site *s;
-
-	/* One attach covers every site of a probe in one file. */
-	for (size_t j = 0; j < d->nr; j++)
-		if (!strcmp(d->sites[j].path, path) && !strcmp(d->sites[j].name, name))
-			return 0;
-	s = realloc(d->sites, (d->nr + 1) * sizeof(*s));
-	if (!s)
-		return -ENOMEM;
-	d->sites = s;
-	s = &d->sites[d->nr];
-	s->path = strdup(path);
-	s->target_path = strdup(target_path);
-	snprintf(s->name, sizeof(s->name), "%s", name);
-	s->probe = usdt_probe_id(name);
-	if (!s->path || !s->target_path) {
-		free(s->path);
-		free(s->target_path);
-		return -ENOMEM;
+	memset(at, 0, sizeof(*at));
+	if (!p->offset) {
+		warn_msg("usdt '%s:%s' at %#llx in %s is in no code of the file: not traced\n",
+			 p->provider, p->name, (unsigned long long)p->pc, target_path);
+		return -ENOENT;
 	}
-	d->nr++;
+	if (!p->args_known || usdt__parse_args(p->args, &at->spec)) {
+		warn_msg("usdt '%s:%s' at %#llx in %s: cannot read its arguments (%s): not "
+			 "traced\n",
+			 p->provider, p->name, (unsigned long long)p->pc, target_path,
+			 p->args_known ? p->args : "too long");
+		return -EINVAL;
+	}
+	at->offset = p->offset;
+	at->ref_ctr = p->sema_offset;
+	return 0;
+}
+
+static int add_site(struct discovery *d, const char *path, const char *target_path,
+		    const struct usdt_probe *p)
+{
+	struct probe_site *s = NULL;
+	struct usdt_site at, *grown;
+
+	if (site_of(p, target_path, &at))
+		return 0;
+	/* One attach covers every site of a probe in one file. */
+	for (size_t j = 0; j < d->nr && !s; j++)
+		if (!strcmp(d->sites[j].path, path) && !strcmp(d->sites[j].name, p->name))
+			s = &d->sites[j];
+	if (!s) {
+		s = realloc(d->sites, (d->nr + 1) * sizeof(*s));
+		if (!s)
+			return -ENOMEM;
+		d->sites = s;
+		s = &d->sites[d->nr];
+		memset(s, 0, sizeof(*s));
+		s->path = strdup(path);
+		s->target_path = strdup(target_path);
+		snprintf(s->name, sizeof(s->name), "%s", p->name);
+		s->probe = usdt_probe_id(p->name);
+		if (!s->path || !s->target_path) {
+			free(s->path);
+			free(s->target_path);
+			return -ENOMEM;
+		}
+		d->nr++;
+	}
+	grown = realloc(s->at, (s->nr_at + 1) * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	s->at = grown;
+	s->at[s->nr_at++] = at;
 	return 0;
 }
 
@@ -100,7 +137,7 @@ static int scan_usdt(void *ctx, const char *path, const char *target_path,
 		image_cache__note(d->images, path, IMAGE_NO_USDT);
 	for (size_t i = 0; i < nr && !err; i++) {
 		merge_spec(d, &probes[i]);
-		err = add_site(d, path, target_path, probes[i].name);
+		err = add_site(d, path, target_path, &probes[i]);
 	}
 	free(probes);
 	return err;
@@ -242,6 +279,7 @@ void discovery__free(struct discovery *d)
 	for (size_t i = 0; i < d->nr; i++) {
 		free(d->sites[i].path);
 		free(d->sites[i].target_path);
+		free(d->sites[i].at);
 	}
 	free(d->sites);
 	free(d->tokio.path);

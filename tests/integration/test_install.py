@@ -78,6 +78,15 @@ def unit_syscalls(unit):
     return allowed
 
 
+def daemon_of(strace_pid):
+    """The process strace started (its children, once it has started it)."""
+    try:
+        with open(f"/proc/{strace_pid}/task/{strace_pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
 def daemon_syscalls(tmp):
     """The names of the system calls asynctraced makes following the host."""
     from tests.integration import harness as h
@@ -96,9 +105,11 @@ def daemon_syscalls(tmp):
                            "--flight-recorder", "2", "--dump-dir", dumps,
                            "--comm", "^(sample-executor|tokio-app|go-app)$"],
                           stdout=subprocess.DEVNULL, stderr=err)
+    daemon = None
     try:
         assert h.wait_for(lambda: "Ctrl-C to stop" in h.read(err.name) or
                           tr.poll() is not None, 60), h.read(err.name)
+        daemon, = daemon_of(tr.pid)
         for argv in ([h.EXECUTOR, "--scenario", "noisy", "--duration", "2", "--workers", "2"],
                      [os.path.join(h.BUILD, "tokio-app"), "--duration", "1"],
                      [os.path.join(h.BUILD, "go-app"), "-scenario", "timers", "-duration", "1s"]):
@@ -106,13 +117,15 @@ def daemon_syscalls(tmp):
                            timeout=60)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
             assert b"asynctraced_" in r.read()
-        with open(f"/proc/{tr.pid}/task/{tr.pid}/children") as f:
-            daemon = int(f.read().split()[0])  # strace's child: signals go to it
         os.kill(daemon, signal.SIGHUP)  # the alert log reopened
         time.sleep(0.5)
         os.kill(daemon, signal.SIGINT)
         tr.wait(timeout=60)
     finally:
+        if tr.poll() is None:
+            # strace's child: signals meant for asynctraced go to it, never to strace
+            for pid in daemon_of(tr.pid):
+                os.kill(pid, signal.SIGKILL)
         h.kill(tr)
         err.close()
     said = h.read(err.name)

@@ -29,6 +29,17 @@ static const char *build(void)
 	return getenv("BUILD") ? getenv("BUILD") : "build";
 }
 
+static int file_byte(const char *path, uint64_t off)
+{
+	unsigned char c;
+	int fd = open(path, O_RDONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &c, 1, (off_t)off), 1);
+	close(fd);
+	return c;
+}
+
 static void probes_of_the_sample_executor(void **state)
 {
 	static const char *const want[] = { "task_spawn", "poll_begin",  "poll_end",
@@ -53,6 +64,17 @@ static void probes_of_the_sample_executor(void **state)
 		assert_int_not_equal(probes[j].semaphore, 0); /* every probe has one */
 		assert_true(probes[j].args_known);
 		assert_true(probes[j].args[0]); /* every probe has arguments... */
+		/*
+		 * where its uprobe goes: the nop at the probe (sdt.h's nop, or
+		 * the 5-byte one the executor's probe functions start with), at
+		 * that file offset; its semaphore: 2 bytes, 0 in the file
+		 */
+		assert_true(file_byte(path, probes[j].offset) == 0x90 ||
+			    (file_byte(path, probes[j].offset) == 0x0f &&
+			     file_byte(path, probes[j].offset + 1) == 0x1f));
+		assert_int_not_equal(probes[j].sema_offset, 0);
+		assert_int_equal(file_byte(path, probes[j].sema_offset), 0);
+		assert_int_equal(file_byte(path, probes[j].sema_offset + 1), 0);
 	}
 	/* ...which the loader can fix before loading (one site a probe) */
 	for (size_t j = 0; j < nr; j++) {
