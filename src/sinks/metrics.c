@@ -154,7 +154,8 @@ int metrics__open(struct metrics **out, const char *listen)
 {
 	struct sockaddr_storage sa = { 0 };
 	struct metrics *m;
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+	/* epoll: select() takes no descriptor from 1024 up */
+	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
 	char addr[128];
 	uint16_t port;
 	socklen_t len;

@@ -2,8 +2,9 @@
 /*
  * Prometheus metrics (--metrics [ADDR:]PORT): every traced process's
  * aggregates as Prometheus series, served at /metrics by libmicrohttpd's
- * own thread, in the text exposition format (0.0.4), or in OpenMetrics
- * when the scraper asks for it. The session renders the series once a
+ * own thread (on epoll: a daemon following many processes holds
+ * descriptors past select()'s 1024), in the text exposition format
+ * (0.0.4), or in OpenMetrics when the scraper asks for it. The session renders the series once a
  * second from the snapshot it has just read (metrics__update, then
  * metrics__publish); a scrape takes the latest rendering, never waits for
  * the maps, and never touches the session's state. docs/metrics.md lists

@@ -4,9 +4,11 @@ checks what it serves (text format); a real Prometheus (Debian's package)
 scrapes it on the loopback interface, in OpenMetrics as Prometheus asks,
 and its query API gives back the sample executor's poll count, which must
 be the executor's own; an exited process's final values reach Prometheus
-before its series go."""
+before its series go. The server takes descriptors past 1024 (epoll, not
+select)."""
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -64,14 +66,19 @@ class Metrics(unittest.TestCase):
         self.procs.append(p)
         return p
 
-    def tracer(self, port, *args):
+    def tracer(self, port, *args, pass_fds=()):
         err = os.path.join(self.dir, "tracer.err")
         with open(err, "w") as f:
             p = subprocess.Popen([harness.TRACER, "--metrics", f"127.0.0.1:{port}", "-q",
                                   "--no-trace", *map(str, args)],
-                                 stdout=subprocess.PIPE, stderr=f, text=True)
+                                 stdout=subprocess.PIPE, stderr=f, text=True,
+                                 pass_fds=pass_fds)
         self.procs.append(p)
         return p, err
+
+    def attached(self, err):
+        self.assertTrue(harness.wait_for(lambda: "Ctrl-C to stop" in harness.read(err), 30),
+                        harness.read(err))
 
     def test_promtool_checks_what_it_serves(self):
         """-p (the seccomp filter on): text format and OpenMetrics, a
@@ -80,8 +87,7 @@ class Metrics(unittest.TestCase):
         ex = harness.start_executor("noisy", 4)
         self.procs.append(ex)
         tr, err = self.tracer(port, "-p", ex.pid, "--metrics-tasks", 3, *harness.DETECTOR_ARGS)
-        self.assertTrue(harness.wait_for(lambda: "Ctrl-C to stop" in harness.read(err), 30),
-                        harness.read(err))
+        self.attached(err)
         url = f"http://127.0.0.1:{port}/metrics"
         # the first rendering comes with the first second's sample
         self.assertTrue(harness.wait_for(lambda: "asynctraced_polls_total" in get(url)[2], 10))
@@ -167,6 +173,41 @@ class Metrics(unittest.TestCase):
         tr.send_signal(signal.SIGINT)
         tr.communicate(timeout=60)
         self.assertEqual(tr.returncode, 0, harness.read(err))
+
+    def test_serves_past_descriptor_1024(self):
+        """A daemon following many processes holds many descriptors, and
+        select() cannot wait on one from 1024 up (FD_SETSIZE). Started with
+        1100 descriptors inherited (it closes none it did not open), the
+        tracer's listening socket and every connection it accepts are
+        numbered past 1024: scrapes are still answered, under -p with the
+        seccomp filter on."""
+        want = 1100
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < want + 100:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+            self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
+        held = [os.open("/dev/null", os.O_RDONLY) for _ in range(want)]
+        for fd in held:
+            self.addCleanup(os.close, fd)
+        port = free_port()
+        ex = harness.start_executor("healthy", 4)
+        self.procs.append(ex)
+        tr, err = self.tracer(port, "-p", ex.pid, pass_fds=held)
+        self.attached(err)
+        fds = os.listdir(f"/proc/{tr.pid}/fd")
+        sockets = [int(fd) for fd in fds
+                   if os.readlink(f"/proc/{tr.pid}/fd/{fd}").startswith("socket:")]
+        self.assertGreater(len(fds), want)
+        self.assertTrue(sockets and min(sockets) > 1024, sockets)
+        url = f"http://127.0.0.1:{port}/metrics"
+        self.assertTrue(harness.wait_for(lambda: "asynctraced_polls_total" in get(url)[2], 10),
+                        harness.read(err))
+        for _ in range(5):
+            self.assertEqual(get(url)[0], 200)
+        ex.communicate(timeout=60)
+        tr.communicate(timeout=60)
+        self.assertEqual(tr.returncode, 0, harness.read(err))
+        self.assertNotIn("refused", harness.read(err))
 
     def test_bad_listen_address(self):
         for bad in ("", "x", "70000", "1.2.3.4:", "[::1]9000"):
