@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,16 @@
 #define BUCKET_LAST 35
 /* An exited process's series go once a scrape has seen them, or after this long. */
 #define GONE_KEEP_NS (60 * 1000000000ull)
+/*
+ * Connections at once: in all (each holds up to 32 KiB, libmicrohttpd's
+ * pool), and from one client address. A scrape needs one (the server
+ * closes it after its answer); an HA pair of Prometheus servers, or a look
+ * by hand, come from other addresses. So a client that opens connections
+ * and leaves them idle (each then held 10 s) cannot take every one.
+ */
+#define MAX_CONNECTIONS 32u
+#define MAX_PER_CLIENT 4u
+#define IDLE_TIMEOUT_S 10u
 
 /* A task's series (--metrics-tasks): one of the busiest. */
 struct task_series {
@@ -150,6 +161,29 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	return ret;
 }
 
+/*
+ * libmicrohttpd's messages, as ours are said. A refused connection (over a
+ * limit) is said once: a client knocking on and on would fill the journal.
+ */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	static bool said_limit;
+	char msg[256];
+
+	(void)cls;
+	if (strstr(fmt, "connection limit")) {
+		if (__atomic_exchange_n(&said_limit, true, __ATOMIC_RELAXED))
+			return;
+		warn_msg("--metrics: a connection over the limits (%u in all, %u from one "
+			 "client) closed unanswered; later ones are not said\n",
+			 MAX_CONNECTIONS, MAX_PER_CLIENT);
+		return;
+	}
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	msg[strcspn(msg, "\n")] = '\0';
+	warn_msg("--metrics: %s\n", msg);
+}
+
 int metrics__open(struct metrics **out, const char *listen)
 {
 	struct sockaddr_storage sa = { 0 };
@@ -184,9 +218,11 @@ int metrics__open(struct metrics **out, const char *listen)
 		return -ENOMEM;
 	pthread_mutex_init(&m->lock, NULL);
 	m->statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-	m->daemon = MHD_start_daemon(flags, port, NULL, NULL, on_request, m, MHD_OPTION_SOCK_ADDR,
-				     (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, 32u,
-				     MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+	m->daemon = MHD_start_daemon(
+		flags, port, NULL, NULL, on_request, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT,
+		MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT, MAX_PER_CLIENT,
+		MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S, MHD_OPTION_END);
 	if (!m->daemon) {
 		err_msg("--metrics %s: cannot listen there (in use, or not this host's "
 			"address)\n",

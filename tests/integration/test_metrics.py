@@ -4,8 +4,8 @@ checks what it serves (text format); a real Prometheus (Debian's package)
 scrapes it on the loopback interface, in OpenMetrics as Prometheus asks,
 and its query API gives back the sample executor's poll count, which must
 be the executor's own; an exited process's final values reach Prometheus
-before its series go. The server takes descriptors past 1024 (epoll, not
-select)."""
+before its series go. The server's limits: descriptors past 1024 (epoll,
+not select), a cap on one client's connections."""
 import json
 import os
 import resource
@@ -21,6 +21,8 @@ from tests.integration import harness
 
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"
+# One client's connections at once (docs/metrics.md); more are closed unanswered.
+PER_CLIENT = 4
 
 
 def free_port():
@@ -208,6 +210,50 @@ class Metrics(unittest.TestCase):
         tr.communicate(timeout=60)
         self.assertEqual(tr.returncode, 0, harness.read(err))
         self.assertNotIn("refused", harness.read(err))
+
+    def test_one_client_cannot_take_every_connection(self):
+        """A client that holds PER_CLIENT connections open (each with a
+        request it has not finished) gets any more closed unanswered; another
+        client's scrape is answered meanwhile, and the first one's requests
+        are, once finished."""
+        port = free_port()
+        ex = harness.start_executor("healthy", 4)
+        self.procs.append(ex)
+        tr, err = self.tracer(port, "-p", ex.pid)
+        self.attached(err)
+
+        def begin(source):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5,
+                                         source_address=(source, 0))
+            self.addCleanup(s.close)
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n")
+            return s
+
+        def finish(s):
+            """The answer's status line; "" when closed unanswered."""
+            try:
+                s.sendall(b"\r\n")
+                answer = b""
+                while chunk := s.recv(65536):
+                    answer += chunk
+            except ConnectionError:
+                return ""
+            return answer.decode().partition("\r\n")[0]
+
+        # accepted in order: the first PER_CLIENT are held, the next one is over
+        hog = [begin("127.0.0.2") for _ in range(PER_CLIENT)]
+        self.assertEqual(finish(begin("127.0.0.2")), "")
+        self.assertEqual(get(f"http://127.0.0.1:{port}/metrics")[0], 200)
+        for s in hog:
+            self.assertEqual(finish(s), "HTTP/1.1 200 OK")
+        self.assertTrue(harness.wait_for(
+            lambda: finish(begin("127.0.0.2")) == "HTTP/1.1 200 OK", 5))
+        ex.communicate(timeout=60)
+        tr.communicate(timeout=60)
+        self.assertEqual(tr.returncode, 0, harness.read(err))
+        self.assertNotIn("refused", harness.read(err))
+        # said once, however many there were
+        self.assertEqual(harness.read(err).count("closed unanswered"), 1, harness.read(err))
 
     def test_bad_listen_address(self):
         for bad in ("", "x", "70000", "1.2.3.4:", "[::1]9000"):
