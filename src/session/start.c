@@ -110,6 +110,7 @@ static int confine(struct session *s)
 				strerror(-err));
 			return err;
 		}
+		s->filtered = true;
 	}
 	return 0;
 }
