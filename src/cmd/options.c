@@ -188,7 +188,8 @@ static const struct opt_def {
 	{ OPT_ALERTS, "alerts", "FILE", T | C | U, "also write every alert as a JSON line to FILE\n" },
 	{ OPT_METRICS, "metrics", "[ADDR:]PORT", T | U,
 	  "serve Prometheus metrics at http://ADDR:PORT/metrics\n"
-	  "(ADDR: 127.0.0.1 unless given; [ADDR] for IPv6)\n" },
+	  "(ADDR: 127.0.0.1 unless given; [ADDR] for IPv6); or\n"
+	  "unix:PATH: on a unix socket made there (mode 0660)\n" },
 	{ OPT_METRICS_TASKS, "metrics-tasks", "N", T | U,
 	  "with --metrics: series for each process's N busiest\n"
 	  "tasks too, by id and name (default 0: none)\n" },
@@ -542,7 +543,8 @@ static int check(struct options *o)
 		return EXIT_USAGE;
 	}
 	if (s->metrics_tasks && !s->metrics) {
-		err_msg("--metrics-tasks adds to --metrics: give --metrics [ADDR:]PORT\n");
+		err_msg("--metrics-tasks adds to --metrics: give --metrics [ADDR:]PORT or "
+			"unix:PATH\n");
 		return EXIT_USAGE;
 	}
 	if (s->flight_ns && !s->dump_dir) {
@@ -757,11 +759,10 @@ static int take_keeping(struct session_opts *s, int c, const char *arg)
 
 	switch (c) {
 	case OPT_METRICS: {
-		char addr[128];
-		uint16_t port;
+		const char *want = metrics__bad_listen(arg);
 
-		if (metrics__parse_listen(arg, addr, sizeof(addr), &port))
-			return bad("--metrics", arg, "PORT, ADDR:PORT or [ADDR]:PORT");
+		if (want)
+			return bad("--metrics", arg, want);
 		s->metrics = arg;
 		return 0;
 	}

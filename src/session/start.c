@@ -111,6 +111,7 @@ static int confine(struct session *s)
 				strerror(-err));
 			return err;
 		}
+		s->filtered = true;
 	}
 	return 0;
 }
