@@ -166,7 +166,7 @@ static void serving_child(void)
 			  !connect(ct, (struct sockaddr *)&in, sizeof(in)));
 	spare = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	CHECK(42, spare >= 0 && sandbox__drop_privileges(0) == 0);
-	CHECK(43, sandbox__filter(SANDBOX_SERVE, -1) == 0);
+	CHECK(43, sandbox__filter(SANDBOX_SERVE, -1, 0) == 0);
 
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	CHECK(50, ep >= 0 && !epoll_ctl(ep, EPOLL_CTL_ADD, lu, &ev) &&
@@ -217,6 +217,43 @@ static void test_sandbox_serves_metrics_only(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/*
+ * run's rules: its command (a child made before the filter) may be let go,
+ * signalled and waited for; no other process may be signalled or waited for.
+ */
+static void test_sandbox_run_reaches_its_command_alone(void **state)
+{
+	int status;
+	pid_t pid;
+
+	(void)state;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char names[256];
+		pid_t parent = getppid(), cmd = fork();
+
+		if (!cmd) { /* the command: waits to be killed */
+			pause();
+			_exit(0);
+		}
+		CHECK(50, cmd > 0);
+		CHECK(51, sandbox__drop_privileges(0) == 0);
+		CHECK(52, sandbox__filter(SANDBOX_CHILD, -1, cmd) == 0);
+		CHECK(53, kill(cmd, 0) == 0);
+		CHECK(54, kill(parent, 0) < 0 && errno == EPERM);
+		CHECK(55, waitpid(-1, NULL, WNOHANG) < 0 && errno == EPERM);
+		CHECK(56, kill(cmd, SIGKILL) == 0 && waitpid(cmd, &status, 0) == cmd);
+		CHECK(57, WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+		CHECK(58, sandbox__refused(names, sizeof(names)) == 2);
+		CHECK(59, strstr(names, "kill x1") && strstr(names, "wait4 x1"));
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 /* Every option's rules together: libseccomp takes the overlapping fcntl rules. */
 static void test_sandbox_every_option(void **state)
 {
@@ -228,7 +265,8 @@ static void test_sandbox_every_option(void **state)
 	assert_true(pid >= 0);
 	if (pid == 0)
 		_exit(sandbox__drop_privileges(0) ||
-		      sandbox__filter(SANDBOX_SERVE | SANDBOX_DUMPS | SANDBOX_STACKS, 0) ||
+		      sandbox__filter(SANDBOX_SERVE | SANDBOX_DUMPS | SANDBOX_STACKS | SANDBOX_CHILD,
+				      0, getppid()) ||
 		      fcntl(0, F_GETFD) < 0);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
@@ -240,6 +278,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sandbox_refuses_loudly),
 		cmocka_unit_test(test_sandbox_serves_metrics_only),
+		cmocka_unit_test(test_sandbox_run_reaches_its_command_alone),
 		cmocka_unit_test(test_sandbox_every_option),
 	};
 
