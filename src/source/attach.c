@@ -14,6 +14,13 @@
 #include "lib/util.h"
 #include "source/attach.h"
 
+static void say_alone(const char *target_path)
+{
+	info_msg("%s may be written by someone but root: its probes are for this process "
+		 "alone\n",
+		 target_path);
+}
+
 /*
  * Whether site's file gets its probes from this process (1, for pid as
  * owner), or has them already (0); the answer is asked once per file.
@@ -35,7 +42,12 @@ static int usdt_file(const struct discovery *d, size_t i, const struct attach_op
 		ret = o->share(o->share_ctx, path, &owners[first]);
 		if (ret < 0)
 			return ret;
-		decided[first] = ret ? 1 : 2;
+		decided[first] = ret == SHARE_ALONE ? 3 : ret ? 1 : 2;
+	}
+	if (decided[first] == 3) {
+		if (o->verbose && first == i)
+			say_alone(d->sites[i].target_path);
+		return 1;
 	}
 	*pid = -1;
 	*owner = owners[first];
@@ -432,7 +444,10 @@ static int attach_tokio(struct tracer *t, const struct discovery *d,
 					d->tokio.target_path);
 			return err;
 		}
-		pid = -1;
+		if (err == SHARE_ALONE && o->verbose)
+			say_alone(d->tokio.target_path);
+		pid = err == SHARE_ALONE ? o->pid : -1;
+		owner = err == SHARE_ALONE ? o->pid : owner;
 		err = 0;
 	}
 	for (size_t k = 0; !err && k < sizeof(tokio_attach_order) / sizeof(tokio_attach_order[0]);
@@ -541,7 +556,10 @@ static int attach_go(struct tracer *t, const struct discovery *d, const struct a
 		err = o->share(o->share_ctx, d->go_path, &owner);
 		if (err <= 0)
 			return err;
-		pid = -1;
+		if (err == SHARE_ALONE && o->verbose)
+			say_alone(d->go_path);
+		pid = err == SHARE_ALONE ? o->pid : -1;
+		owner = err == SHARE_ALONE ? o->pid : owner;
 	}
 	if (probe_set__init(&ps, UPROBE_GO_NEWPROC1_RET, d->go_path, GO_RETS))
 		return -ENOMEM;
