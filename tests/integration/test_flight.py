@@ -82,10 +82,8 @@ class Flight(unittest.TestCase):
         names = {e["name"] for e in pftrace_check.events(packets)}
         self.assertTrue(any(n and n.startswith("long-poll: noisy") for n in names), names)
 
-    def test_sigusr2_dumps_on_request(self):
-        ex, tr, err, _ = self.trace("healthy", 5)
-        self.assertTrue(harness.wait_for(lambda: "Ctrl-C to stop" in harness.read(err), 30))
-        time.sleep(2)  # let it record a while: the window dumped then holds many polls
+    def dump_on_request(self, ex, tr, err):
+        """SIGUSR2: a dump is written; then both run to their end, the tracer's clean."""
         tr.send_signal(signal.SIGUSR2)
         self.assertTrue(harness.wait_for(
             lambda: glob.glob(os.path.join(self.dumps, "*-request.pftrace")), 10),
@@ -93,6 +91,12 @@ class Flight(unittest.TestCase):
         ex.communicate(timeout=60)
         tr.communicate(timeout=60)
         self.assertEqual(tr.returncode, 0, harness.read(err))
+
+    def test_sigusr2_dumps_on_request(self):
+        ex, tr, err, _ = self.trace("healthy", 5)
+        self.assertTrue(harness.wait_for(lambda: "Ctrl-C to stop" in harness.read(err), 30))
+        time.sleep(2)  # let it record a while: the window dumped then holds many polls
+        self.dump_on_request(ex, tr, err)
         files = glob.glob(os.path.join(self.dumps, "*"))
         self.assertEqual(len(files), 1, files)
         packets = pftrace_check.decode(files[0])
@@ -113,13 +117,7 @@ class Flight(unittest.TestCase):
             when = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(t))
             os.symlink(victim, os.path.join(
                 self.dumps, f".asynctraced-{when}-{ex.pid}-request.pftrace.tmp"))
-        tr.send_signal(signal.SIGUSR2)
-        self.assertTrue(harness.wait_for(
-            lambda: glob.glob(os.path.join(self.dumps, "*-request.pftrace")), 10),
-            harness.read(err))
-        ex.communicate(timeout=60)
-        tr.communicate(timeout=60)
-        self.assertEqual(tr.returncode, 0, harness.read(err))
+        self.dump_on_request(ex, tr, err)
         with open(victim) as f:
             self.assertEqual(f.read(), "secret")
         dump, = glob.glob(os.path.join(self.dumps, "*-request.pftrace"))

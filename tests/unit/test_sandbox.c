@@ -61,6 +61,20 @@ static void *thread_fn(void *arg)
 			_exit(n);                                                                  \
 	} while (0)
 
+/* fn, run in a child (which it ends with _exit), exits 0: its CHECKs all held. */
+static void passes_in_a_child(void (*fn)(void))
+{
+	int status;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0)
+		fn();
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 static void sandboxed_child(void)
 {
 	char v[64], names[256], path[] = "/tmp/at-sandbox-XXXXXX";
@@ -221,37 +235,33 @@ static void test_sandbox_serves_metrics_only(void **state)
  * run's rules: its command (a child made before the filter) may be let go,
  * signalled and waited for; no other process may be signalled or waited for.
  */
-static void test_sandbox_run_reaches_its_command_alone(void **state)
+static void run_child(void)
 {
+	char names[256];
+	pid_t parent = getppid(), cmd = fork();
 	int status;
-	pid_t pid;
 
-	(void)state;
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		char names[256];
-		pid_t parent = getppid(), cmd = fork();
-
-		if (!cmd) { /* the command: waits to be killed */
-			pause();
-			_exit(0);
-		}
-		CHECK(50, cmd > 0);
-		CHECK(51, sandbox__drop_privileges(0) == 0);
-		CHECK(52, sandbox__filter(SANDBOX_CHILD, -1, cmd) == 0);
-		CHECK(53, kill(cmd, 0) == 0);
-		CHECK(54, kill(parent, 0) < 0 && errno == EPERM);
-		CHECK(55, waitpid(-1, NULL, WNOHANG) < 0 && errno == EPERM);
-		CHECK(56, kill(cmd, SIGKILL) == 0 && waitpid(cmd, &status, 0) == cmd);
-		CHECK(57, WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-		CHECK(58, sandbox__refused(names, sizeof(names)) == 2);
-		CHECK(59, strstr(names, "kill x1") && strstr(names, "wait4 x1"));
+	if (!cmd) { /* the command: waits to be killed */
+		pause();
 		_exit(0);
 	}
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	CHECK(50, cmd > 0);
+	CHECK(51, sandbox__drop_privileges(0) == 0);
+	CHECK(52, sandbox__filter(SANDBOX_CHILD, -1, cmd) == 0);
+	CHECK(53, kill(cmd, 0) == 0);
+	CHECK(54, kill(parent, 0) < 0 && errno == EPERM);
+	CHECK(55, waitpid(-1, NULL, WNOHANG) < 0 && errno == EPERM);
+	CHECK(56, kill(cmd, SIGKILL) == 0 && waitpid(cmd, &status, 0) == cmd);
+	CHECK(57, WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	CHECK(58, sandbox__refused(names, sizeof(names)) == 2);
+	CHECK(59, strstr(names, "kill x1") && strstr(names, "wait4 x1"));
+	_exit(0);
+}
+
+static void test_sandbox_run_reaches_its_command_alone(void **state)
+{
+	(void)state;
+	passes_in_a_child(run_child);
 }
 
 /* Every option's rules together: libseccomp takes the overlapping fcntl rules. */
