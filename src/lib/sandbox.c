@@ -13,12 +13,14 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
 
 #include <netinet/in.h>
 
 #include <linux/bpf.h>
+#include <linux/landlock.h>
 #include <linux/perf_event.h>
 #include <seccomp.h>
 #include <sys/capability.h>
@@ -357,6 +359,85 @@ static int build_filter(scmp_filter_ctx ctx, unsigned flags, int dirfd, pid_t ch
 	return err;
 }
 
+/*
+ * Landlock: the files the sandboxed side may still open. The seccomp
+ * filter sees an openat's directory descriptor and flags, not its path, and
+ * an absolute path ignores the descriptor: without this, --dump-dir's rule
+ * would let it create a file anywhere, and the read-only rule read any.
+ * Writing is confined to the dump directory; reading to /proc (thread
+ * names) and the time zone (libmicrohttpd's Date header), or anything with
+ * --stacks (libdwfl may open an image's debug file). Rights a kernel's
+ * Landlock does not know are left out; a kernel without Landlock leaves
+ * the seccomp filter alone (0). It binds this thread and those it starts
+ * (the detach threads), not one started before (libmicrohttpd's).
+ */
+#ifndef LANDLOCK_ACCESS_FS_REFER
+#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+
+static int allow_beneath(int ruleset, int fd, const char *path, uint64_t access)
+{
+	struct landlock_path_beneath_attr rule = { .allowed_access = access };
+	int err = 0;
+
+	rule.parent_fd = fd >= 0 ? fd : open(path, O_PATH | O_CLOEXEC);
+	if (rule.parent_fd < 0)
+		return errno == ENOENT ? 0 : -errno; /* no time zone file: nothing to allow */
+	if (syscall(__NR_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0))
+		err = -errno;
+	if (fd < 0)
+		close(rule.parent_fd);
+	return err;
+}
+
+static int confine_files(unsigned flags, int dirfd)
+{
+	const uint64_t reading = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
+	uint64_t handled = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | reading |
+			   LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |
+			   LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR |
+			   LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SOCK |
+			   LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |
+			   LANDLOCK_ACCESS_FS_MAKE_SYM;
+	uint64_t dumps = LANDLOCK_ACCESS_FS_WRITE_FILE | reading | LANDLOCK_ACCESS_FS_REMOVE_FILE |
+			 LANDLOCK_ACCESS_FS_MAKE_REG;
+	struct landlock_ruleset_attr attr = { 0 };
+	long abi = syscall(__NR_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+	int ruleset, err = 0;
+
+	if (abi < 1)
+		return 0; /* no Landlock here (or it is off): seccomp alone */
+	if (abi >= 2) { /* renaming a dump into place */
+		handled |= LANDLOCK_ACCESS_FS_REFER;
+		dumps |= LANDLOCK_ACCESS_FS_REFER;
+	}
+	if (abi >= 3) {
+		handled |= LANDLOCK_ACCESS_FS_TRUNCATE;
+		dumps |= LANDLOCK_ACCESS_FS_TRUNCATE;
+	}
+	attr.handled_access_fs = handled;
+	ruleset = (int)syscall(__NR_landlock_create_ruleset, &attr, sizeof(attr), 0);
+	if (ruleset < 0)
+		return -errno;
+	if (flags & SANDBOX_STACKS)
+		err = allow_beneath(ruleset, -1, "/", reading);
+	if (!err)
+		err = allow_beneath(ruleset, -1, "/proc", reading);
+	if (!err)
+		err = allow_beneath(ruleset, -1, "/etc/localtime", LANDLOCK_ACCESS_FS_READ_FILE);
+	if (!err)
+		err = allow_beneath(ruleset, -1, "/usr/share/zoneinfo", reading);
+	if (!err && (flags & SANDBOX_DUMPS) && dirfd >= 0)
+		err = allow_beneath(ruleset, dirfd, NULL, dumps);
+	if (!err && syscall(__NR_landlock_restrict_self, ruleset, 0))
+		err = -errno;
+	close(ruleset);
+	return err;
+}
+
 int sandbox__filter(unsigned flags, int dirfd, pid_t child)
 {
 #ifdef SET_RETURN
@@ -377,8 +458,10 @@ int sandbox__filter(unsigned flags, int dirfd, pid_t child)
 		goto out;
 	}
 #endif
+	err = confine_files(flags, dirfd);
 	/* the detach threads start after the filter; any other thread gets it too */
-	err = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+	if (!err)
+		err = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
 	if (!err)
 		err = build_filter(ctx, flags, dirfd, child);
 	if (!err)

@@ -264,6 +264,50 @@ static void test_sandbox_run_reaches_its_command_alone(void **state)
 	passes_in_a_child(run_child);
 }
 
+/*
+ * --dump-dir's rules: files made, written, renamed and removed in the dump
+ * directory, through its descriptor; an absolute path passes the seccomp
+ * rule (it sees the descriptor, not the path), and Landlock refuses it, as
+ * it refuses reading anything but /proc.
+ */
+static char dump_dir[] = "/tmp/at-sandbox-dumps-XXXXXX";
+
+static void dumps_child(void)
+{
+	char outside[64];
+	int dirfd = open(dump_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd;
+
+	snprintf(outside, sizeof(outside), "/tmp/at-sandbox-outside-%d", (int)getpid());
+	CHECK(60, dirfd >= 0);
+	CHECK(61, sandbox__drop_privileges(0) == 0);
+	CHECK(62, sandbox__filter(SANDBOX_DUMPS, dirfd, 0) == 0);
+	fd = openat(dirfd, ".d.tmp", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	CHECK(63, fd >= 0 && write(fd, "x", 1) == 1);
+	close(fd);
+	CHECK(64, renameat(dirfd, ".d.tmp", dirfd, "d") == 0);
+	CHECK(65, unlinkat(dirfd, "d", 0) == 0);
+	CHECK(66, openat(dirfd, outside, O_WRONLY | O_CREAT | O_CLOEXEC, 0600) < 0 &&
+			  errno == EACCES);
+	CHECK(67, access(outside, F_OK) < 0);
+	CHECK(68, openat(dirfd, "/etc/passwd", O_RDONLY | O_CLOEXEC) < 0 && errno == EACCES);
+	fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	CHECK(69, fd >= 0);
+	close(fd);
+	_exit(0);
+}
+
+static void test_sandbox_dumps_stay_in_their_directory(void **state)
+{
+	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, 1 /* the version */);
+
+	(void)state;
+	if (abi < 1)
+		skip(); /* no Landlock in this kernel: the seccomp rule alone (docs/security.md) */
+	assert_non_null(mkdtemp(dump_dir));
+	passes_in_a_child(dumps_child);
+	rmdir(dump_dir);
+}
+
 /* Every option's rules together: libseccomp takes the overlapping fcntl rules. */
 static void test_sandbox_every_option(void **state)
 {
@@ -276,7 +320,7 @@ static void test_sandbox_every_option(void **state)
 	if (pid == 0)
 		_exit(sandbox__drop_privileges(0) ||
 		      sandbox__filter(SANDBOX_SERVE | SANDBOX_DUMPS | SANDBOX_STACKS | SANDBOX_CHILD,
-				      0, getppid()) ||
+				      open("/tmp", O_RDONLY | O_DIRECTORY), getppid()) ||
 		      fcntl(0, F_GETFD) < 0);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
@@ -289,6 +333,7 @@ int main(void)
 		cmocka_unit_test(test_sandbox_refuses_loudly),
 		cmocka_unit_test(test_sandbox_serves_metrics_only),
 		cmocka_unit_test(test_sandbox_run_reaches_its_command_alone),
+		cmocka_unit_test(test_sandbox_dumps_stay_in_their_directory),
 		cmocka_unit_test(test_sandbox_every_option),
 	};
 
