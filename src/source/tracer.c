@@ -116,7 +116,6 @@ static struct bpf_program *uprobe_prog(struct asynctraced_bpf *skel, bool empty,
 	return table[which].prog;
 }
 
-/* The sched_switch program for a hook, real or empty. */
 /* The program for asynctrace probe id (enum at_usdt_probe, 0 .. AT_USDT_NR_PROBES - 1). */
 static struct bpf_program *usdt_prog_of(struct asynctraced_bpf *skel, bool empty, int id)
 {
@@ -133,6 +132,7 @@ static struct bpf_program *usdt_prog_of(struct asynctraced_bpf *skel, bool empty
 	return empty ? skel->progs.floor_usdt : progs[id];
 }
 
+/* The sched_switch program for a hook, real or empty. */
 static struct bpf_program *sched_prog(struct asynctraced_bpf *skel, bool empty,
 				      enum sched_hook hook)
 {
