@@ -38,7 +38,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 	usdt_spec_t spec = usdt_spec(ctx, probe)
 #define ARG(n) usdt_arg(ctx, spec, probe, n)
 
-SEC("usdt")
+SEC("uprobe")
 int usdt_task_spawn(struct pt_regs *ctx)
 {
 	USDT_PROBE(AT_USDT_TASK_SPAWN);
@@ -53,7 +53,7 @@ int usdt_task_spawn(struct pt_regs *ctx)
 	return 0;
 }
 
-SEC("usdt")
+SEC("uprobe")
 int usdt_poll_begin(struct pt_regs *ctx)
 {
 	USDT_PROBE(AT_USDT_POLL_BEGIN);
@@ -72,7 +72,7 @@ int usdt_poll_begin(struct pt_regs *ctx)
 	return 0;
 }
 
-SEC("usdt")
+SEC("uprobe")
 int usdt_poll_end(struct pt_regs *ctx)
 {
 	USDT_PROBE(AT_USDT_POLL_END);
@@ -94,7 +94,7 @@ int usdt_poll_end(struct pt_regs *ctx)
 	return 0;
 }
 
-SEC("usdt")
+SEC("uprobe")
 int usdt_wake(struct pt_regs *ctx)
 {
 	USDT_PROBE(AT_USDT_WAKE);
@@ -110,7 +110,7 @@ int usdt_wake(struct pt_regs *ctx)
 	return 0;
 }
 
-SEC("usdt")
+SEC("uprobe")
 int usdt_steal(struct pt_regs *ctx)
 {
 	USDT_PROBE(AT_USDT_STEAL);
@@ -124,7 +124,7 @@ int usdt_steal(struct pt_regs *ctx)
 	return 0;
 }
 
-SEC("usdt")
+SEC("uprobe")
 int usdt_worker_park(struct pt_regs *ctx)
 {
 	USDT_PROBE(AT_USDT_WORKER_PARK);
@@ -137,7 +137,7 @@ int usdt_worker_park(struct pt_regs *ctx)
 	return 0;
 }
 
-SEC("usdt")
+SEC("uprobe")
 int usdt_worker_unpark(struct pt_regs *ctx)
 {
 	USDT_PROBE(AT_USDT_WORKER_UNPARK);
@@ -1077,7 +1077,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
  * same attach points, and do nothing. What tracing costs beyond them is our
  * BPF code; what they cost is the probe traps and the hooks themselves.
  */
-SEC("?usdt")
+SEC("?uprobe")
 int floor_usdt(struct pt_regs *ctx)
 {
 	return 0;

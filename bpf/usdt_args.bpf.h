@@ -1,20 +1,19 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
- * USDT arguments, fetched cheaply. libbpf's BPF_USDT() calls bpf_usdt_arg()
- * once per argument, and each call finds the probe's argument spec again
- * (cookie, map lookup) before reading its argument: about 60 ns an argument
- * here, 300 ns for five, more than all our own work in a probe. This reads
- * the spec (which libbpf still fills in when attaching) once per probe hit,
- * reads registers straight from the context, and lets a program fetch an
- * argument only when it needs it. Where the loader could fix a probe's
- * arguments before loading (usdt_fixed), even that one lookup goes.
+ * USDT arguments, fetched cheaply. Each site of a probe is attached with its
+ * argument spec's id as the attach cookie (src/source/tracer.c), the spec
+ * parsed by asynctraced from the ELF note (src/targets/usdt/usdt_notes.c)
+ * and kept in usdt_specs: one lookup a probe hit, registers read straight
+ * from the context, an argument fetched only when a program needs it.
+ * (libbpf's BPF_USDT() finds the spec again for every argument, 60 ns each
+ * here, and would have libbpf parse the target's notes itself.) Where the
+ * loader could fix a probe's arguments before loading (usdt_fixed), even
+ * that one lookup goes.
  */
 #ifndef USDT_ARGS_BPF_H
 #define USDT_ARGS_BPF_H
 
-#include <bpf/usdt.bpf.h>
-
-typedef const struct __bpf_usdt_spec *usdt_spec_t;
+typedef const struct at_usdt_spec *usdt_spec_t;
 
 /*
  * Each probe's arguments, when every site of it says the same (set by the
@@ -24,15 +23,23 @@ typedef const struct __bpf_usdt_spec *usdt_spec_t;
  */
 const volatile struct at_usdt_spec usdt_fixed[AT_USDT_NR_PROBES];
 
+/* Every distinct spec of the sites attached, by id (the attach cookie). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, AT_USDT_MAX_SPECS);
+	__type(key, __u32);
+	__type(value, struct at_usdt_spec);
+} usdt_specs SEC(".maps");
+
 /* The spec of the probe being hit; NULL if fixed, or unknown (then every argument reads 0). */
 static __always_inline usdt_spec_t usdt_spec(struct pt_regs *ctx, const int probe)
 {
-	int id;
+	__u32 id;
 
 	if (usdt_fixed[probe].known)
 		return NULL;
-	id = __bpf_usdt_spec_id(ctx);
-	return id < 0 ? NULL : bpf_map_lookup_elem(&__bpf_usdt_specs, &id);
+	id = (__u32)bpf_get_attach_cookie(ctx);
+	return bpf_map_lookup_elem(&usdt_specs, &id);
 }
 
 /*
@@ -100,12 +107,11 @@ static __always_inline long usdt_value(struct pt_regs *ctx, int kind, short reg_
 	return (long)(val >> shift);
 }
 
-/* Argument n (a constant) of probe (a constant), as libbpf's bpf_usdt_arg() would give it. */
+/* Argument n (a constant) of probe (a constant), as the note's operand says. */
 static __always_inline long usdt_arg(struct pt_regs *ctx, usdt_spec_t spec, const int probe,
 				     const int n)
 {
 	const volatile struct at_usdt_spec *f = &usdt_fixed[probe];
-	const struct __bpf_usdt_arg_spec *a;
 
 	if (f->known) {
 		if (n >= f->nr_args)
@@ -113,22 +119,10 @@ static __always_inline long usdt_arg(struct pt_regs *ctx, usdt_spec_t spec, cons
 		return usdt_value(ctx, f->args[n].kind, f->args[n].reg_off, f->args[n].val,
 				  f->args[n].shift, f->args[n].is_signed);
 	}
-	if (!spec || n >= spec->arg_cnt)
+	if (!spec || !spec->known || n >= spec->nr_args || n >= AT_USDT_MAX_ARGS)
 		return 0;
-	a = &spec->args[n];
-	switch (a->arg_type) {
-	case BPF_USDT_ARG_CONST:
-		return usdt_value(ctx, AT_USDT_ARG_CONST, 0, a->val_off, a->arg_bitshift,
-				  a->arg_signed);
-	case BPF_USDT_ARG_REG:
-		return usdt_value(ctx, AT_USDT_ARG_REG, a->reg_off, 0, a->arg_bitshift,
-				  a->arg_signed);
-	case BPF_USDT_ARG_REG_DEREF:
-		return usdt_value(ctx, AT_USDT_ARG_DEREF, a->reg_off, a->val_off,
-				  a->arg_bitshift, a->arg_signed);
-	default:
-		return 0;
-	}
+	return usdt_value(ctx, spec->args[n].kind, spec->args[n].reg_off, spec->args[n].val,
+			  spec->args[n].shift, spec->args[n].is_signed);
 }
 
 #endif

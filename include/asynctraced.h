@@ -43,6 +43,12 @@ enum at_usdt_probe {
 };
 
 #define AT_USDT_MAX_ARGS 6	/* arguments a fixed spec describes (the ABI uses 5) */
+/*
+ * Distinct argument specs of the USDT sites attached at once, each kept
+ * once in usdt_specs by the id its sites carry as attach cookie (a build
+ * of a runtime has one a probe: this is hundreds of distinct builds).
+ */
+#define AT_USDT_MAX_SPECS 1024
 
 /*
  * A tokio probe's attach cookie: the probed function's file offset (a
@@ -108,10 +114,12 @@ struct at_usdt_arg {
 };
 
 /*
- * A probe's arguments when every site of it in the target says the same
- * (the usual case: one site a probe). The programs then read them from
- * these constants instead of looking up libbpf's spec by attach cookie
- * (docs/performance.md). known = 0: they look it up.
+ * A USDT probe site's arguments, as its note's operands say them: a site's
+ * attach cookie is the id of its spec in the usdt_specs map. When every
+ * site of a probe in the target says the same (the usual case: one site a
+ * probe), the loader fixes them as constants of the programs and the
+ * lookup goes (docs/performance.md). known = 0: not known, every argument
+ * reads 0 (usdt_fixed: look the site's spec up).
  */
 struct at_usdt_spec {
 	__u32 known;

@@ -13,8 +13,9 @@ libcap-dev libseccomp-dev libcap2-bin
 protobuf-compiler
 systemtap-sdt-dev
 libcmocka-dev
-libmicrohttpd-dev libjson-c-dev prometheus scdoc man-db systemd
+libmicrohttpd-dev libjson-c-dev prometheus curl scdoc man-db systemd
 python3
+strace
 cargo rustc librust-tokio-dev
 golang-go
 "

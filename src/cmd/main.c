@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include <bpf/libbpf.h>
 
@@ -35,6 +36,7 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 int main(int argc, char **argv)
 {
 	struct options o;
+	mode_t user_umask;
 	int err;
 
 	log_init();
@@ -42,6 +44,8 @@ int main(int argc, char **argv)
 
 	if (err)
 		return err < 0 ? EXIT_OK : err;
+	/* every file it creates: 0600 unless --umask says otherwise (run's command keeps its own) */
+	user_umask = umask(o.umask);
 	if (o.command == CMD_CONVERT)
 		return convert__run(&o);
 	if (o.command == CMD_PROBE_RULES)
@@ -50,6 +54,6 @@ int main(int argc, char **argv)
 	verbose = o.session.verbose;
 	libbpf_set_print(libbpf_print);
 	if (o.command == CMD_RUN)
-		return run__main(&o);
+		return run__main(&o, user_umask);
 	return session__run(&o.session);
 }

@@ -128,6 +128,8 @@ enum {
 	OPT_BASELINE,
 	OPT_TOLERANCE,
 	OPT_JUNIT,
+	OPT_UMASK,
+	OPT_USER,
 	/* the detectors' thresholds: OPT_long_poll_ns ... (pipeline/config.h) */
 #define X(field, ...) OPT_##field,
 	DETECT_THRESHOLDS(X)
@@ -186,7 +188,8 @@ static const struct opt_def {
 	{ OPT_ALERTS, "alerts", "FILE", T | C | U, "also write every alert as a JSON line to FILE\n" },
 	{ OPT_METRICS, "metrics", "[ADDR:]PORT", T | U,
 	  "serve Prometheus metrics at http://ADDR:PORT/metrics\n"
-	  "(ADDR: 127.0.0.1 unless given; [ADDR] for IPv6)\n" },
+	  "(ADDR: 127.0.0.1 unless given; [ADDR] for IPv6); or\n"
+	  "unix:PATH: on a unix socket made there (mode 0660)\n" },
 	{ OPT_METRICS_TASKS, "metrics-tasks", "N", T | U,
 	  "with --metrics: series for each process's N busiest\n"
 	  "tasks too, by id and name (default 0: none)\n" },
@@ -203,6 +206,9 @@ static const struct opt_def {
 	{ OPT_DUMP_DIR_SIZE, "dump-dir-size", "SIZE", T | U,
 	  "at most this much of dumps in --dump-dir, the oldest\n"
 	  "removed first (default 1G)\n" },
+	{ OPT_UMASK, "umask", "MASK", T | R | C | U,
+	  "the umask of the files it creates, in octal (default\n"
+	  "077: only their owner may read them)\n" },
 	{ OPT_SUMMARY, "summary", "FORMAT", T | C | U,
 	  "the report at exit: text (stderr, default) or json\n"
 	  "(stdout)\n" },
@@ -240,6 +246,10 @@ static const struct opt_def {
 	{ OPT_episode_gap_ns, "episode-gap", "TIME", T | R | C | U,
 	  "quiet this long ends an episode (default 1s)\n" },
 	{ 0, NULL, NULL, U, "the command, and the gates (a failed one exits 3; see below):\n" },
+	{ OPT_USER, "user", "USER", U,
+	  "run CMD as this user, a name or a uid (default: the\n"
+	  "user sudo was run by, else asynctraced's own); with\n"
+	  "no_new_privs always: setuid bits give it nothing\n" },
 	{ OPT_FOLLOW_CHILDREN, "follow-children", NULL, U,
 	  "also trace the processes CMD starts (and theirs)\n"
 	  "that run a known runtime: a test harness's server\n" },
@@ -533,7 +543,8 @@ static int check(struct options *o)
 		return EXIT_USAGE;
 	}
 	if (s->metrics_tasks && !s->metrics) {
-		err_msg("--metrics-tasks adds to --metrics: give --metrics [ADDR:]PORT\n");
+		err_msg("--metrics-tasks adds to --metrics: give --metrics [ADDR:]PORT or "
+			"unix:PATH\n");
 		return EXIT_USAGE;
 	}
 	if (s->flight_ns && !s->dump_dir) {
@@ -618,6 +629,7 @@ static void defaults(struct options *o, enum command cmd)
 	o->session.out.live = -1;
 	o->session.ringbuf_bytes = DEFAULT_RINGBUF_BYTES;
 	o->session.task_slots = AT_TASK_SLOTS;
+	o->umask = 077;
 	detect_config__defaults(d);
 }
 
@@ -747,11 +759,10 @@ static int take_keeping(struct session_opts *s, int c, const char *arg)
 
 	switch (c) {
 	case OPT_METRICS: {
-		char addr[128];
-		uint16_t port;
+		const char *want = metrics__bad_listen(arg);
 
-		if (metrics__parse_listen(arg, addr, sizeof(addr), &port))
-			return bad("--metrics", arg, "PORT, ADDR:PORT or [ADDR]:PORT");
+		if (want)
+			return bad("--metrics", arg, want);
 		s->metrics = arg;
 		return 0;
 	}
@@ -827,12 +838,15 @@ static int take_loading(struct session_opts *s, int c, const char *arg)
 	return NOT_MINE;
 }
 
-/* An option of run's gates: 0, EXIT_USAGE after a message, or NOT_MINE. */
+/* An option of run, its command and its gates: 0, EXIT_USAGE after a message, or NOT_MINE. */
 static int take_gate(struct options *o, int c, const char *arg)
 {
 	char why[1024], *end;
 
 	switch (c) {
+	case OPT_USER:
+		o->user = arg;
+		return 0;
 	case OPT_FOLLOW_CHILDREN:
 		o->follow_children = true;
 		return 0;
@@ -866,6 +880,7 @@ static int take_gate(struct options *o, int c, const char *arg)
 /* One option and its argument into o: 0, EXIT_USAGE after a message, or -1 when done. */
 static int take_option(struct options *o, int c, const char *arg)
 {
+	char *end;
 	int err;
 
 	if (c == 'p')
@@ -877,6 +892,16 @@ static int take_option(struct options *o, int c, const char *arg)
 	if (c == 'V') {
 		printf("asynctraced %s\n", VERSION);
 		return -1;
+	}
+	if (c == OPT_UMASK) {
+		unsigned long mask;
+
+		errno = 0;
+		mask = strtoul(arg, &end, 8);
+		if (errno || end == arg || *end || mask > 0777)
+			return bad("--umask", arg, "an octal mask from 0 to 777, e.g. 022");
+		o->umask = (mode_t)mask;
+		return 0;
 	}
 	err = take_output(&o->session.out, c, arg);
 	if (err == NOT_MINE)

@@ -29,6 +29,8 @@ struct options {
 	bool follow_children;	/* its descendants traced too */
 	struct gate_opts gate;	/* --fail-on, --max, --baseline, --tolerance */
 	const char *junit;	/* --junit FILE */
+	const char *user;	/* --user USER: whom the command runs as (NULL: the default) */
+	mode_t umask;		/* --umask: of every file created (default 077) */
 };
 
 /* 0 to run; EXIT_USAGE after a message; -1 when done (--help, --version). */

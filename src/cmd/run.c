@@ -39,26 +39,29 @@ static void summary(void *ctx, const char *json, size_t len)
 	r->summaries++;
 }
 
-/* --junit FILE: the gates, for CI systems to show. */
-static int write_junit(const struct run *r, const char *path, double seconds)
+/*
+ * --junit FILE, opened (and emptied) before anything runs, as a trace is
+ * opened: the tracer's side of run writes nothing it did not open before its
+ * seccomp filter. NULL after a message.
+ */
+static FILE *open_junit(const char *path)
 {
-	FILE *f;
-	int fd, err;
+	int fd = outbuf__open_file(path);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
 
-	err = outbuf__check(path);
-	if (err) {
-		err_msg("cannot write '%s': %s\n", path, outbuf__strerror(err));
-		return EXIT_FAIL;
-	}
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-	f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!f) {
-		err_msg("cannot write '%s': %s\n", path, strerror(errno));
+		err_msg("cannot write '%s': %s\n", path, outbuf__strerror(fd < 0 ? fd : -errno));
 		if (fd >= 0)
 			close(fd);
-		return EXIT_FAIL;
 	}
-	err = gate__junit(&r->gate, f, seconds);
+	return f;
+}
+
+/* The gates, for CI systems to show. */
+static int write_junit(const struct run *r, FILE *f, const char *path, double seconds)
+{
+	int err = gate__junit(&r->gate, f, seconds);
+
 	if (fclose(f) || err) {
 		err_msg("failed to write '%s'\n", path);
 		return EXIT_FAIL;
@@ -66,25 +69,32 @@ static int write_junit(const struct run *r, const char *path, double seconds)
 	return EXIT_OK;
 }
 
-int run__main(struct options *o)
+int run__main(struct options *o, mode_t user_umask)
 {
 	struct run r = { .several = o->follow_children };
 	struct session_hooks hooks = { .release = release, .summary = summary, .ctx = &r };
+	struct launch_user user;
 	uint64_t begin = now_ns();
 	enum gate_verdict verdict;
+	FILE *junit = NULL;
 	char why[1024];
 	int traced, status, err;
 
+	if (launch__user(&user, o->user)) {
+		err_msg("invalid --user '%s': no such user\n", o->user);
+		return EXIT_USAGE;
+	}
+	user.umask = user_umask;
 	err = gate__init(&r.gate, &o->gate, why, sizeof(why));
 	if (err) {
 		err_msg("%s\n", why);
+		launch__user_free(&user);
 		return err == -EINVAL ? EXIT_USAGE : EXIT_FAIL;
 	}
 	/* a --junit that cannot be written is said before anything runs */
-	err = o->junit ? outbuf__check(o->junit) : 0;
-	if (err) {
-		err_msg("cannot write '%s': %s\n", o->junit, outbuf__strerror(err));
+	if (o->junit && !(junit = open_junit(o->junit))) {
 		gate__free(&r.gate);
+		launch__user_free(&user);
 		return EXIT_FAIL;
 	}
 	/*
@@ -94,8 +104,11 @@ int run__main(struct options *o)
 	 */
 	if (o->follow_children && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0))
 		warn_msg("cannot adopt the command's orphans: %s\n", strerror(errno));
-	status = launch__start(&r.launch, o->cmd);
+	status = launch__start(&r.launch, o->cmd, &user);
+	launch__user_free(&user);
 	if (status) {
+		if (junit)
+			fclose(junit);
 		gate__free(&r.gate);
 		return status;
 	}
@@ -124,7 +137,7 @@ int run__main(struct options *o)
 		if (getenv("GITHUB_ACTIONS") && !strcmp(getenv("GITHUB_ACTIONS"), "true"))
 			gate__annotate(&r.gate, stdout);
 	}
-	if (o->junit && write_junit(&r, o->junit, (double)(now_ns() - begin) / 1e9))
+	if (junit && write_junit(&r, junit, o->junit, (double)(now_ns() - begin) / 1e9))
 		traced = EXIT_FAIL;
 	gate__free(&r.gate);
 	if (status) {

@@ -9,7 +9,10 @@
 
 #include "cmd/options.h"
 
-/* The exit status: CMD's when it failed, else the gates' (docs/cli.md). */
-int run__main(struct options *o);
+/*
+ * The exit status: CMD's when it failed, else the gates' (docs/cli.md).
+ * user_umask: the umask asynctraced was started with, CMD's.
+ */
+int run__main(struct options *o, mode_t user_umask);
 
 #endif

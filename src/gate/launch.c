@@ -4,11 +4,16 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -111,10 +116,84 @@ static int to_entry(struct launch *l)
 }
 #endif
 
+static bool numeric(const char *s, unsigned long *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtoul(s, &end, 10);
+	return *s && !*end && !errno && *v < (uid_t)-1;
+}
+
+int launch__user(struct launch_user *u, const char *user)
+{
+	const char *sudo_uid = getenv("SUDO_UID");
+	struct passwd *pw;
+	unsigned long id;
+
+	memset(u, 0, sizeof(*u));
+	if (!user && (!sudo_uid || !numeric(sudo_uid, &id) || id == getuid()))
+		return 0; /* as asynctraced runs */
+	if (!user || numeric(user, &id)) {
+		pw = getpwuid((uid_t)id);
+	} else {
+		pw = getpwnam(user);
+		if (!pw)
+			return -ENOENT;
+	}
+	u->change = true;
+	u->uid = (uid_t)id;
+	if (pw) {
+		u->uid = pw->pw_uid;
+		u->gid = pw->pw_gid;
+		u->name = strdup(pw->pw_name);
+		u->home = strdup(pw->pw_dir);
+	} else {
+		/* a uid with no passwd entry: sudo's group, else the uid's number */
+		const char *g = user ? NULL : getenv("SUDO_GID");
+
+		u->gid = g && numeric(g, &id) ? (gid_t)id : (gid_t)u->uid;
+	}
+	return 0;
+}
+
+void launch__user_free(struct launch_user *u)
+{
+	free(u->name);
+	free(u->home);
+	memset(u, 0, sizeof(*u));
+}
+
+/*
+ * In the child, before its exec: the user it runs as (groups first, while
+ * it may still change them), no_new_privs, and the umask the user had. 0 or
+ * an errno.
+ */
+static int become(const struct launch_user *u)
+{
+	if (u->change) {
+		if (u->name ? initgroups(u->name, u->gid) : setgroups(0, NULL))
+			return errno;
+		if (setresgid(u->gid, u->gid, u->gid) || setresuid(u->uid, u->uid, u->uid))
+			return errno;
+		if (u->home)
+			setenv("HOME", u->home, 1);
+		if (u->name) {
+			setenv("USER", u->name, 1);
+			setenv("LOGNAME", u->name, 1);
+		}
+	}
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return errno;
+	umask(u->umask);
+	return 0;
+}
+
 #ifndef __x86_64__
-int launch__start(struct launch *l, char *const argv[])
+int launch__start(struct launch *l, char *const argv[], const struct launch_user *u)
 {
 	(void)argv;
+	(void)u;
 	l->pid = 0;
 	l->held = false;
 	err_msg("run holds its command at its entry point by an x86-64 breakpoint: not on this "
@@ -122,8 +201,13 @@ int launch__start(struct launch *l, char *const argv[])
 	return EXIT_FAIL;
 }
 #else
-int launch__start(struct launch *l, char *const argv[])
+int launch__start(struct launch *l, char *const argv[], const struct launch_user *u)
 {
+	/* what the child reports when it cannot become the command: where, and errno */
+	struct {
+		int becoming;
+		int err;
+	} fail = { 0, 0 };
 	int pfd[2], err = 0;
 	ssize_t n;
 	pid_t pid;
@@ -145,21 +229,30 @@ int launch__start(struct launch *l, char *const argv[])
 		/* the child: traced, then the command (the pipe closes on success) */
 		close(pfd[0]);
 		nofile_restore(); /* the command gets the limits it would without us */
-		if (!ptrace(PTRACE_TRACEME, 0, 0, 0))
+		fail.err = become(u);
+		fail.becoming = fail.err != 0;
+		if (!fail.err && !ptrace(PTRACE_TRACEME, 0, 0, 0))
 			execvp(argv[0], argv);
-		err = errno;
-		if (write(pfd[1], &err, sizeof(err)) < 0)
+		if (!fail.err)
+			fail.err = errno;
+		if (write(pfd[1], &fail, sizeof(fail)) < 0)
 			_exit(EXIT_FAIL);
-		_exit(err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
+		_exit(fail.err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
 	}
 	close(pfd[1]);
-	n = read(pfd[0], &err, sizeof(err));
+	n = read(pfd[0], &fail, sizeof(fail));
 	close(pfd[0]);
-	if (n == sizeof(err)) {
+	if (n == sizeof(fail)) {
 		waitpid(pid, NULL, 0);
-		err_msg("cannot run '%s': %s\n", argv[0],
-			err == ENOENT ? "command not found" : strerror(err));
-		return err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
+		if (fail.becoming) {
+			err_msg("cannot run '%s' as uid %u: %s\n", argv[0], (unsigned)u->uid,
+				strerror(fail.err));
+			return EXIT_FAIL;
+		}
+		err_msg("cannot run '%s'%s%s: %s\n", argv[0], u->change ? " as " : "",
+			u->change ? (u->name ? u->name : "that user") : "",
+			fail.err == ENOENT ? "command not found" : strerror(fail.err));
+		return fail.err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
 	}
 	l->pid = pid;
 	l->held = true;

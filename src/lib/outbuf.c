@@ -30,11 +30,27 @@ static int regular(const struct stat *st)
  * when lstat already says what it is. O_NONBLOCK: a FIFO swapped in after the
  * lstat makes open fail or return at once instead of waiting for a reader.
  */
+/*
+ * The file opened is the authority, whatever lstat saw: a regular file, then
+ * blocking again (writes to a full disk must not spin). 0 or -errno.
+ */
+static int opened_regular(int fd)
+{
+	struct stat st;
+	int fl, err;
+
+	err = fstat(fd, &st) ? -errno : regular(&st);
+	fl = err ? 0 : fcntl(fd, F_GETFL);
+	if (!err && (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK)))
+		err = -errno;
+	return err;
+}
+
 static int open_output(const char *path)
 {
 	const int flags = O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
 	struct stat st;
-	int fd = -1, fl, err;
+	int fd = -1, err;
 
 	/* a file that comes or goes between lstat and open: look again */
 	for (int tries = 0; tries < 3; tries++) {
@@ -47,7 +63,7 @@ static int open_output(const char *path)
 			fd = open(path, flags);
 		} else if (errno == ENOENT) {
 			/* O_EXCL: a file this open creates, nothing planted since */
-			fd = open(path, flags | O_CREAT | O_EXCL, 0644);
+			fd = open(path, flags | O_CREAT | O_EXCL, OUTBUF_MODE);
 		} else {
 			return -errno;
 		}
@@ -56,11 +72,7 @@ static int open_output(const char *path)
 	}
 	if (fd < 0)
 		return -errno;
-	/* the file opened is the authority, whatever lstat saw */
-	err = fstat(fd, &st) ? -errno : regular(&st);
-	fl = fcntl(fd, F_GETFL);
-	if (!err && (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK)))
-		err = -errno;
+	err = opened_regular(fd);
 	if (!err && ftruncate(fd, 0))
 		err = -errno;
 	if (err) {
@@ -68,6 +80,11 @@ static int open_output(const char *path)
 		return err;
 	}
 	return fd;
+}
+
+int outbuf__open_file(const char *path)
+{
+	return open_output(path);
 }
 
 int outbuf__check(const char *path)
@@ -166,10 +183,14 @@ int outbuf__reopen(struct outbuf *ob, const char *path)
 	int fd, err;
 
 	outbuf__flush(ob);
-	fd = open(path, OUTBUF_REOPEN_FLAGS, 0644);
+	/* as open_output: a planted FIFO or device is not even opened, a
+	 * swapped-in one does not block the loop (O_NONBLOCK), fstat decides */
+	if (lstat(path, &st) == 0 && !S_ISLNK(st.st_mode) && (err = regular(&st)))
+		return err;
+	fd = open(path, OUTBUF_REOPEN_FLAGS, OUTBUF_MODE);
 	if (fd < 0)
 		return -errno;
-	err = fstat(fd, &st) ? -errno : regular(&st);
+	err = opened_regular(fd);
 	if (err) {
 		close(fd);
 		return err;

@@ -31,9 +31,14 @@ struct outbuf {
  * Opens path to write it from its start; "-" is standard output. Safe as root
  * where others can plant files: a symlink as the last component is refused
  * (-ELOOP), and so is anything but a regular file (-ENXIO; -EISDIR for a
- * directory), before it is truncated. A new file gets mode 0644 less the umask.
+ * directory), before it is truncated. A new file gets OUTBUF_MODE less the
+ * umask (asynctraced's is 077 unless --umask says otherwise: 0600).
  */
 int outbuf__open(struct outbuf **ob, const char *path);
+/* The same checks and open, for a writer of its own (stdio): the descriptor, or -errno. */
+int outbuf__open_file(const char *path);
+/* The mode files are created with, before the umask. */
+#define OUTBUF_MODE 0666
 /*
  * Whether outbuf__open would take path, asked before anything is created or
  * truncated (so that one refused output of several leaves the others as
@@ -58,7 +63,8 @@ struct outbuf *outbuf__get(struct outbuf *ob);
  */
 int outbuf__reopen(struct outbuf *ob, const char *path);
 /* The open flags of outbuf__reopen. */
-#define OUTBUF_REOPEN_FLAGS (O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC)
+#define OUTBUF_REOPEN_FLAGS \
+	(O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)
 void outbuf__free(struct outbuf *ob);
 
 /* 0, or the -errno of the first failed write. */

@@ -18,17 +18,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /*
  * Tracing programs need CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, which
- * Linux takes for both). That is all tokio's uprobe_multi links need, but
- * USDT probes are attached by libbpf as perf uprobes, which Linux creates
- * only for CAP_SYS_ADMIN (the 2025 kernel change "perf: Require
- * CAP_SYS_ADMIN for uprobes", also in stable kernels); so CAP_SYS_ADMIN is
- * the one set that traces both.
+ * Linux takes for both). That is all uprobe_multi links need, and every
+ * probe is one where the kernel has them (6.6). Before, a uprobe is a perf
+ * event, which Linux creates only for CAP_SYS_ADMIN (the 2025 kernel change
+ * "perf: Require CAP_SYS_ADMIN for uprobes", also in stable kernels).
  */
-#define SANDBOX_CAPS_NEEDED \
-	"CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON for a tokio target alone"
+#define SANDBOX_CAPS_NEEDED "CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN"
 
 /* Whether we hold capability cap (CAP_*) in our effective set. */
 bool sandbox__has_cap(int cap);
@@ -46,9 +45,10 @@ int sandbox__drop_privileges(uint64_t keep);
 #define SANDBOX_SERVE 1	/* answering HTTP on a socket bound before (--metrics) */
 #define SANDBOX_DUMPS 2	/* files made, renamed, removed in one directory (dirfd: --dump-dir) */
 #define SANDBOX_STACKS 4 /* images and their debug files read to unwind stacks (--stacks) */
+#define SANDBOX_CHILD 8	/* run: its command (child) let go, waited for, signalled */
 
 /* The seccomp allowlist, for this thread and every other. 0 or -errno. */
-int sandbox__filter(unsigned flags, int dirfd);
+int sandbox__filter(unsigned flags, int dirfd, pid_t child);
 
 /* How many calls the filter refused; their names into buf, "openat x2, ...". */
 unsigned long sandbox__refused(char *buf, size_t len);

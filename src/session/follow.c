@@ -41,6 +41,14 @@ int follow__share_file(void *ctx, const char *path, long *owner)
 
 	if (stat(path, &st))
 		return -errno;
+	/*
+	 * A file someone but root may change: its probes are its process's
+	 * alone. Shared, they would sit at offsets read from its bytes in every
+	 * process that maps it, root's too, and its owner could move the code
+	 * under them (a breakpoint inside an instruction corrupts it).
+	 */
+	if (st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)))
+		return SHARE_ALONE;
 	key = ((uint64_t)st.st_dev << 40 ^ (uint64_t)st.st_ino) | 1;
 	keys = realloc(tr->files, (tr->nr_files + 1) * sizeof(*keys));
 	if (!keys)

@@ -407,7 +407,7 @@ int session__run_with(const struct session_opts *o, struct session_hooks *h)
 		traced__free(s.targets[i]);
 	free(s.targets);
 	outputs__free(&s.out);
-	metrics__close(s.metrics);
+	metrics__close(s.metrics, !s.filtered); /* the filter forbids unlink */
 	flight__free(s.flight);
 	unwinder__free(s.unwinder);
 	ksyms__free(s.ksyms);

@@ -69,6 +69,7 @@ struct session {
 	struct examiner *examiner;	/* follow: examines processes off the loop */
 	bool said_watching;
 	bool started;			/* attached and confined: the loop may begin */
+	bool filtered;			/* ... under the seccomp filter (sandbox.h) */
 	struct birth {
 		pid_t pid;
 		uint64_t due;

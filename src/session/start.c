@@ -98,18 +98,20 @@ static int confine(struct session *s)
 		err_msg("failed to drop privileges after attaching: %s\n", strerror(-err));
 		return err;
 	}
-	/* run waits for its command and writes its gates after: no filter there either */
-	if (!s->o->no_sandbox && !s->follow && !s->hooks) {
+	/* run: its command let go and waited for, its --junit opened before */
+	if (!s->o->no_sandbox && !s->follow) {
 		err = sandbox__filter((s->metrics ? SANDBOX_SERVE : 0) |
 					      (s->flight ? SANDBOX_DUMPS : 0) |
-					      (s->unwinder ? SANDBOX_STACKS : 0),
-				      flight__dirfd(s->flight));
+					      (s->unwinder ? SANDBOX_STACKS : 0) |
+					      (s->hooks ? SANDBOX_CHILD : 0),
+				      flight__dirfd(s->flight), s->hooks ? s->hooks->root : 0);
 		if (err) {
 			err_msg("failed to install the seccomp filter: %s (--no-sandbox runs "
 				"without it)\n",
 				strerror(-err));
 			return err;
 		}
+		s->filtered = true;
 	}
 	return 0;
 }
@@ -175,9 +177,6 @@ static int find_targets(struct session *s, struct traced ***first, size_t *nr_fi
 		err = examine_pids(s, first, nr_first);
 		if (err)
 			return err;
-		for (size_t i = 0; i < *nr_first; i++)
-			topts->uprobes |= (*first)[i]->disc.kind == RUNTIME_TOKIO ||
-					  (*first)[i]->disc.kind == RUNTIME_GO;
 		topts->usdt_specs = common_usdt_specs(*first, *nr_first);
 		return 0;
 	}
@@ -313,7 +312,6 @@ int session__start(struct session *s)
 		.stack_after_ns = o->stacks ? (o->detect.long_poll_ns ? o->detect.long_poll_ns / 2
 								    : STACK_AFTER_NS)
 					    : 0,
-		.uprobes = s->follow,
 		.births = s->follow ? follow__on_birth : NULL,
 		.births_ctx = s,
 	};

@@ -306,6 +306,22 @@ static void make_room(struct flight *f, uint64_t need, bool keep_newest)
 	free(files);
 }
 
+/*
+ * A new file: O_EXCL, so that nothing anyone put there under that name (a
+ * symlink, a FIFO, a file of theirs) is written; one left by a dump that
+ * died half-written is removed (unlinkat removes a symlink, not what it
+ * names) and made anew. The descriptor, or -1 and errno.
+ */
+static int create_tmp(int dirfd, const char *name)
+{
+	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+	int fd = openat(dirfd, name, flags, OUTBUF_MODE);
+
+	if (fd < 0 && errno == EEXIST && !unlinkat(dirfd, name, 0))
+		fd = openat(dirfd, name, flags, OUTBUF_MODE);
+	return fd;
+}
+
 /* The window of d, replayed into a trace of its own, with the live model's names. */
 static int write_dump(struct flight *f, const struct due *d, const struct model *live)
 {
@@ -323,7 +339,7 @@ static int write_dump(struct flight *f, const struct due *d, const struct model 
 	make_room(f, f->bytes / 2, false);
 	/* written under a name no dump has, then renamed: a dump is whole or absent */
 	snprintf(tmp, sizeof(tmp), ".%s.tmp", d->name);
-	fd = openat(f->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	fd = create_tmp(f->dirfd, tmp);
 	if (fd < 0 || (err = outbuf__from_fd(&ob, fd))) {
 		err = fd < 0 ? -errno : err;
 		err_msg("flight recorder: cannot write '%s/%s': %s\n", f->dir, tmp, strerror(-err));

@@ -6,11 +6,14 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,6 +26,22 @@
 #define BUCKET_LAST 35
 /* An exited process's series go once a scrape has seen them, or after this long. */
 #define GONE_KEEP_NS (60 * 1000000000ull)
+/*
+ * Connections at once: in all (each holds up to 32 KiB, libmicrohttpd's
+ * pool), and from one client address. A scrape needs one (the server
+ * closes it after its answer); an HA pair of Prometheus servers, or a look
+ * by hand, come from other addresses. So a client that opens connections
+ * and leaves them idle (each then held 10 s) cannot take every one. A unix
+ * socket's clients have no address: only the total holds there, and the
+ * socket's mode says who may connect.
+ */
+#define MAX_CONNECTIONS 32u
+#define MAX_PER_CLIENT 4u
+#define IDLE_TIMEOUT_S 10u
+#define UNIX_PREFIX "unix:"
+/* sun_path, its NUL included */
+#define SUN_PATH_LEN (sizeof(((struct sockaddr_un *)0)->sun_path))
+_Static_assert(SUN_PATH_LEN == 108, "metrics__bad_listen says 107 bytes");
 
 /* A task's series (--metrics-tasks): one of the busiest. */
 struct task_series {
@@ -60,9 +79,12 @@ struct metrics {
 	size_t nr;
 	int statm;			/* /proc/self/statm, opened before the sandbox */
 	bool top_tasks;			/* some process has task series */
+	char *sock_path;		/* unix:PATH: the socket we made there, */
+	dev_t sock_dev;			/* ... which is ours while this inode is there */
+	ino_t sock_ino;
 };
 
-int metrics__parse_listen(const char *listen, char *addr, size_t addr_len, uint16_t *port)
+static int parse_tcp(const char *listen, char *addr, size_t addr_len, uint16_t *port)
 {
 	const char *colon, *p;
 	char *end;
@@ -92,6 +114,23 @@ int metrics__parse_listen(const char *listen, char *addr, size_t addr_len, uint1
 		return -EINVAL;
 	*port = (uint16_t)n;
 	return 0;
+}
+
+const char *metrics__bad_listen(const char *listen)
+{
+	char addr[128];
+	uint16_t port;
+
+	if (!listen || strncmp(listen, UNIX_PREFIX, strlen(UNIX_PREFIX)))
+		return listen && !parse_tcp(listen, addr, sizeof(addr), &port)
+			       ? NULL
+			       : "PORT, ADDR:PORT, [ADDR]:PORT or unix:PATH";
+	listen += strlen(UNIX_PREFIX);
+	if (!*listen)
+		return "unix:PATH, the socket to make";
+	if (strlen(listen) >= SUN_PATH_LEN)
+		return "unix:PATH, a path of at most 107 bytes (a unix socket's)";
+	return NULL;
 }
 
 static bool wants_openmetrics(struct MHD_Connection *c)
@@ -150,51 +189,190 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	return ret;
 }
 
-int metrics__open(struct metrics **out, const char *listen)
+/*
+ * libmicrohttpd's messages, as ours are said. A refused connection (over a
+ * limit) is said once: a client knocking on and on would fill the journal.
+ */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-	struct sockaddr_storage sa = { 0 };
-	struct metrics *m;
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+	static bool said_limit;
+	char msg[256];
+
+	(void)cls;
+	if (strstr(fmt, "connection limit")) {
+		if (__atomic_exchange_n(&said_limit, true, __ATOMIC_RELAXED))
+			return;
+		warn_msg("--metrics: a connection over the limits (%u in all, %u from one "
+			 "client) closed unanswered; later ones are not said\n",
+			 MAX_CONNECTIONS, MAX_PER_CLIENT);
+		return;
+	}
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	msg[strcspn(msg, "\n")] = '\0';
+	warn_msg("--metrics: %s\n", msg);
+}
+
+/*
+ * unix:PATH: the socket made, bound and listening before the sandbox
+ * (which lets the server accept on it, never bind), 0660 whatever the
+ * umask. What is at PATH is replaced only when it is a socket nobody
+ * answers on: one an earlier run left (metrics__close). The listening
+ * descriptor, or -errno after a message.
+ */
+static int listen_unix(struct metrics *m, const char *arg)
+{
+	const char *path = arg + strlen(UNIX_PREFIX);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	mode_t mask;
+	int fd, probe, err;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (!lstat(path, &st)) {
+		if (!S_ISSOCK(st.st_mode)) {
+			err_msg("--metrics %s: exists and is not a socket: not replaced\n", arg);
+			return -EEXIST;
+		}
+		/* stale: nothing listens (ECONNREFUSED); connected, or a full backlog: in use */
+		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		err = probe < 0 ? errno : 0;
+		if (probe >= 0) {
+			if (connect(probe, (struct sockaddr *)&sa, sizeof(sa)))
+				err = errno;
+			close(probe);
+		}
+		if (!err || err == EAGAIN) {
+			err_msg("--metrics %s: in use (something answers there): not replaced\n",
+				arg);
+			return -EADDRINUSE;
+		}
+		if (err != ECONNREFUSED) {
+			err_msg("--metrics %s: a socket, which cannot be told stale (%s): not "
+				"replaced\n",
+				arg, strerror(err));
+			return -err;
+		}
+		if (unlink(path)) {
+			err = -errno;
+			err_msg("--metrics %s: cannot remove the stale socket there: %s\n", arg,
+				strerror(-err));
+			return err;
+		}
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		err = -errno;
+		err_msg("--metrics %s: cannot make a socket: %s\n", arg, strerror(-err));
+		return err;
+	}
+	mask = umask(0117);
+	err = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
+	umask(mask);
+	if (err) {
+		err_msg("--metrics %s: cannot bind there: %s\n", arg, strerror(-err));
+		close(fd);
+		return err;
+	}
+	/* what metrics__close may remove: this inode, no other made there since */
+	err = lstat(path, &st) || listen(fd, SOMAXCONN) ? -errno : 0;
+	if (!err && !(m->sock_path = strdup(path)))
+		err = -ENOMEM;
+	if (err) {
+		err_msg("--metrics %s: cannot listen there: %s\n", arg, strerror(-err));
+		unlink(path);
+		close(fd);
+		return err;
+	}
+	m->sock_dev = st.st_dev;
+	m->sock_ino = st.st_ino;
+	return fd;
+}
+
+/* [ADDR:]PORT: the address libmicrohttpd binds (sa), and its flags. 0, or -EINVAL. */
+static int tcp_address(const char *listen, struct sockaddr_storage *sa, unsigned *flags)
+{
 	char addr[128];
 	uint16_t port;
-	socklen_t len;
 
-	*out = NULL;
-	if (metrics__parse_listen(listen, addr, sizeof(addr), &port)) {
-		err_msg("--metrics %s: want PORT, ADDR:PORT or [ADDR]:PORT\n", listen);
-		return -EINVAL;
-	}
-	if (inet_pton(AF_INET, addr, &((struct sockaddr_in *)&sa)->sin_addr) == 1) {
-		((struct sockaddr_in *)&sa)->sin_family = AF_INET;
-		((struct sockaddr_in *)&sa)->sin_port = htons(port);
-		len = sizeof(struct sockaddr_in);
-	} else if (inet_pton(AF_INET6, addr, &((struct sockaddr_in6 *)&sa)->sin6_addr) == 1) {
-		((struct sockaddr_in6 *)&sa)->sin6_family = AF_INET6;
-		((struct sockaddr_in6 *)&sa)->sin6_port = htons(port);
-		len = sizeof(struct sockaddr_in6);
-		flags |= MHD_USE_IPv6;
+	if (parse_tcp(listen, addr, sizeof(addr), &port))
+		return -EINVAL; /* metrics__bad_listen has said it */
+	if (inet_pton(AF_INET, addr, &((struct sockaddr_in *)sa)->sin_addr) == 1) {
+		((struct sockaddr_in *)sa)->sin_family = AF_INET;
+		((struct sockaddr_in *)sa)->sin_port = htons(port);
+	} else if (inet_pton(AF_INET6, addr, &((struct sockaddr_in6 *)sa)->sin6_addr) == 1) {
+		((struct sockaddr_in6 *)sa)->sin6_family = AF_INET6;
+		((struct sockaddr_in6 *)sa)->sin6_port = htons(port);
+		*flags |= MHD_USE_IPv6;
 	} else {
 		err_msg("--metrics %s: %s is not an IPv4 or IPv6 address\n", listen, addr);
 		return -EINVAL;
 	}
-	(void)len;
+	return 0;
+}
+
+static void metrics_free(struct metrics *m)
+{
+	if (m->statm >= 0)
+		close(m->statm);
+	pthread_mutex_destroy(&m->lock);
+	free(m->sock_path);
+	free(m);
+}
+
+int metrics__open(struct metrics **out, const char *listen)
+{
+	/* epoll: select() takes no descriptor from 1024 up */
+	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+	struct sockaddr_storage sa = { 0 };
+	bool unix_socket = !strncmp(listen, UNIX_PREFIX, strlen(UNIX_PREFIX));
+	const char *bad = metrics__bad_listen(listen);
+	struct metrics *m;
+	int fd = -1, err;
+
+	*out = NULL;
+	if (bad) {
+		err_msg("--metrics %s: want %s\n", listen, bad);
+		return -EINVAL;
+	}
+	err = unix_socket ? 0 : tcp_address(listen, &sa, &flags);
+	if (err)
+		return err;
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
 	pthread_mutex_init(&m->lock, NULL);
 	m->statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-	m->daemon = MHD_start_daemon(flags, port, NULL, NULL, on_request, m, MHD_OPTION_SOCK_ADDR,
-				     (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, 32u,
-				     MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+	if (unix_socket && (fd = listen_unix(m, listen)) < 0) {
+		metrics_free(m);
+		return fd;
+	}
+	{
+		struct MHD_OptionItem opts[] = {
+			{ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL }, /* first */
+			unix_socket ? (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, fd, NULL }
+				    : (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0, &sa },
+			{ MHD_OPTION_CONNECTION_LIMIT, MAX_CONNECTIONS, NULL },
+			{ MHD_OPTION_PER_IP_CONNECTION_LIMIT, MAX_PER_CLIENT, NULL },
+			{ MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S, NULL },
+			{ MHD_OPTION_END, 0, NULL },
+		};
+
+		/* the port is sa's (libmicrohttpd's argument is for when it has no address) */
+		m->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, m, MHD_OPTION_ARRAY,
+					     opts, MHD_OPTION_END);
+	}
 	if (!m->daemon) {
-		err_msg("--metrics %s: cannot listen there (in use, or not this host's "
-			"address)\n",
-			listen);
-		if (m->statm >= 0)
-			close(m->statm);
-		pthread_mutex_destroy(&m->lock);
-		free(m);
-		return -EADDRINUSE;
+		if (unix_socket) {
+			err_msg("--metrics %s: cannot serve there\n", listen);
+			unlink(m->sock_path);
+			close(fd);
+		} else {
+			err_msg("--metrics %s: cannot listen there (in use, or not this host's "
+				"address)\n",
+				listen);
+		}
+		metrics_free(m);
+		return unix_socket ? -EIO : -EADDRINUSE;
 	}
 	*out = m;
 	return 0;
@@ -660,18 +838,20 @@ void metrics__publish(struct metrics *m, const struct metrics_self *self)
 	pthread_mutex_unlock(&m->lock);
 }
 
-void metrics__close(struct metrics *m)
+void metrics__close(struct metrics *m, bool remove_socket)
 {
+	struct stat st;
+
 	if (!m)
 		return;
-	MHD_stop_daemon(m->daemon);
+	MHD_stop_daemon(m->daemon); /* closes the listening socket */
+	if (remove_socket && m->sock_path && !lstat(m->sock_path, &st) &&
+	    st.st_dev == m->sock_dev && st.st_ino == m->sock_ino)
+		unlink(m->sock_path);
 	for (size_t i = 0; i < m->nr; i++)
 		series_free(m->sets[i]);
 	free(m->sets);
 	free(m->text);
 	free(m->om);
-	if (m->statm >= 0)
-		close(m->statm);
-	pthread_mutex_destroy(&m->lock);
-	free(m);
+	metrics_free(m);
 }

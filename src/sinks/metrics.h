@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Prometheus metrics (--metrics [ADDR:]PORT): every traced process's
- * aggregates as Prometheus series, served at /metrics by libmicrohttpd's
- * own thread, in the text exposition format (0.0.4), or in OpenMetrics
- * when the scraper asks for it. The session renders the series once a
+ * Prometheus metrics (--metrics [ADDR:]PORT or unix:PATH): every traced
+ * process's aggregates as Prometheus series, served at /metrics by
+ * libmicrohttpd's own thread (on epoll: a daemon following many processes
+ * holds descriptors past select()'s 1024), in the text exposition format
+ * (0.0.4), or in OpenMetrics when the scraper asks for it. The session renders the series once a
  * second from the snapshot it has just read (metrics__update, then
  * metrics__publish); a scrape takes the latest rendering, never waits for
  * the maps, and never touches the session's state. docs/metrics.md lists
@@ -41,7 +42,8 @@ struct metrics_self {
 };
 
 /*
- * Serves on listen: "PORT" (on 127.0.0.1), "ADDR:PORT", "[ADDR6]:PORT".
+ * Serves on listen: "PORT" (on 127.0.0.1), "ADDR:PORT", "[ADDR6]:PORT", or
+ * "unix:PATH", a socket made there (0660), replacing only a stale socket.
  * 0, or -errno, said on stderr. Call before the sandbox closes the network.
  */
 int metrics__open(struct metrics **out, const char *listen);
@@ -54,9 +56,14 @@ void metrics__update(struct metrics *m, const struct metrics_target *t);
 void metrics__gone(struct metrics *m, uint32_t pid);
 /* Renders every series for the scrapes to come. */
 void metrics__publish(struct metrics *m, const struct metrics_self *self);
-void metrics__close(struct metrics *m);
+/*
+ * Stops serving. remove_socket: the unix socket is removed too (if it is still
+ * ours); the seccomp filter forbids it, so under the filter it stays, and
+ * the next run replaces it.
+ */
+void metrics__close(struct metrics *m, bool remove_socket);
 
-/* Parses [ADDR:]PORT (for the option parser): 0, or -EINVAL. */
-int metrics__parse_listen(const char *listen, char *addr, size_t addr_len, uint16_t *port);
+/* What is wrong with --metrics listen, as "want ..." says it (for the option parser); or NULL. */
+const char *metrics__bad_listen(const char *listen);
 
 #endif

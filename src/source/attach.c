@@ -14,6 +14,13 @@
 #include "lib/util.h"
 #include "source/attach.h"
 
+static void say_alone(const char *target_path)
+{
+	info_msg("%s may be written by someone but root: its probes are for this process "
+		 "alone\n",
+		 target_path);
+}
+
 /*
  * Whether site's file gets its probes from this process (1, for pid as
  * owner), or has them already (0); the answer is asked once per file.
@@ -35,11 +42,41 @@ static int usdt_file(const struct discovery *d, size_t i, const struct attach_op
 		ret = o->share(o->share_ctx, path, &owners[first]);
 		if (ret < 0)
 			return ret;
-		decided[first] = ret ? 1 : 2;
+		decided[first] = ret == SHARE_ALONE ? 3 : ret ? 1 : 2;
+	}
+	if (decided[first] == 3) {
+		if (o->verbose && first == i)
+			say_alone(d->sites[i].target_path);
+		return 1;
 	}
 	*pid = -1;
 	*owner = owners[first];
 	return decided[first] == 1;
+}
+
+/* Linux's ENOTSUPP (524): the kernel will not put a uprobe on that instruction. */
+#define ENOTSUPP_KERNEL 524
+
+/* Every site of one probe in one file, by its offsets, semaphores and specs. */
+static int attach_sites(struct tracer *t, pid_t pid, long owner, const struct probe_site *site)
+{
+	uint64_t *offsets = calloc(site->nr_at + 1, 2 * sizeof(*offsets));
+	uint64_t *ref_ctrs = offsets + site->nr_at;
+	struct at_usdt_spec *specs = calloc(site->nr_at + 1, sizeof(*specs));
+	int err = -ENOMEM;
+
+	if (offsets && specs) {
+		for (size_t i = 0; i < site->nr_at; i++) {
+			offsets[i] = site->at[i].offset;
+			ref_ctrs[i] = site->at[i].ref_ctr;
+			specs[i] = site->at[i].spec;
+		}
+		err = tracer__attach_usdt(t, pid, owner, site->path, site->probe, offsets, ref_ctrs,
+					  specs, site->nr_at);
+	}
+	free(offsets);
+	free(specs);
+	return err;
 }
 
 static int attach_usdt(struct tracer *t, const struct discovery *d, const struct attach_opts *o)
@@ -68,7 +105,7 @@ static int attach_usdt(struct tracer *t, const struct discovery *d, const struct
 					AT_USDT_PROVIDER, site->name, site->target_path);
 			continue;
 		}
-		err = tracer__attach_usdt(t, pid, owner, site->path, site->probe, site->name);
+		err = attach_sites(t, pid, owner, site);
 
 		if (err == -ENOENT) {
 			/* A probe from a newer ABI than ours: not an error. */
@@ -80,10 +117,14 @@ static int attach_usdt(struct tracer *t, const struct discovery *d, const struct
 		}
 		if (err) {
 			err_msg("failed to attach usdt '%s:%s' in %s: %s%s\n", AT_USDT_PROVIDER,
-				site->name, site->path, strerror(-err),
+				site->name, site->path,
+				err == -ENOTSUPP_KERNEL
+					? "the kernel refuses a uprobe on the instruction there"
+					: strerror(-err),
 				err == -EACCES && !sandbox__has_cap(CAP_SYS_ADMIN)
-					? ": Linux creates the uprobes of USDT probes only for "
-					  "CAP_SYS_ADMIN (docs/security.md)"
+					? ": this kernel has no uprobe_multi links, and Linux "
+					  "creates other uprobes only for CAP_SYS_ADMIN "
+					  "(docs/security.md)"
 					: "");
 			goto out;
 		}
@@ -125,8 +166,6 @@ static const enum tokio_kind tokio_attach_order[] = {
 /* Where learnt rules that disagree with the kernel come from: learn them again. */
 #define PROBE_RULES_HINT "asynctraced probe-rules learns them again"
 
-/* Linux's ENOTSUPP (524): the kernel will not put a uprobe on that instruction. */
-#define ENOTSUPP_KERNEL 524
 
 /* The kernel refusing a probe's place, rather than a failure to attach at all. */
 static bool refused(int err)
@@ -405,7 +444,10 @@ static int attach_tokio(struct tracer *t, const struct discovery *d,
 					d->tokio.target_path);
 			return err;
 		}
-		pid = -1;
+		if (err == SHARE_ALONE && o->verbose)
+			say_alone(d->tokio.target_path);
+		pid = err == SHARE_ALONE ? o->pid : -1;
+		owner = err == SHARE_ALONE ? o->pid : owner;
 		err = 0;
 	}
 	for (size_t k = 0; !err && k < sizeof(tokio_attach_order) / sizeof(tokio_attach_order[0]);
@@ -514,7 +556,10 @@ static int attach_go(struct tracer *t, const struct discovery *d, const struct a
 		err = o->share(o->share_ctx, d->go_path, &owner);
 		if (err <= 0)
 			return err;
-		pid = -1;
+		if (err == SHARE_ALONE && o->verbose)
+			say_alone(d->go_path);
+		pid = err == SHARE_ALONE ? o->pid : -1;
+		owner = err == SHARE_ALONE ? o->pid : owner;
 	}
 	if (probe_set__init(&ps, UPROBE_GO_NEWPROC1_RET, d->go_path, GO_RETS))
 		return -ENOMEM;

@@ -10,14 +10,18 @@
 #include "source/tracer.h"
 #include "targets/discover.h"
 
+#define SHARE_ALONE 2
+
 struct attach_opts {
 	pid_t pid;		/* the process whose probes they are */
 	/*
-	 * Following the host: a file's probes (asynctrace's, or tokio's) are
-	 * attached once, for every process that maps it, and shared.
+	 * Following the host: a file's probes (asynctrace's, tokio's, Go's)
+	 * are attached once, for every process that maps it, and shared.
 	 * share(ctx, path, &owner) says whether to attach them now (1: as
-	 * owner), or that they are attached already (0: this process takes its
-	 * share); -errno to fail. NULL: for pid alone.
+	 * owner), that they are attached already (0: this process takes its
+	 * share), or that this file's are for pid alone (SHARE_ALONE: a file
+	 * someone but root may write, whose bytes could move under another
+	 * process's probes); -errno to fail. NULL: for pid alone.
 	 */
 	int (*share)(void *ctx, const char *path, long *owner);
 	void *share_ctx;

@@ -233,7 +233,8 @@ int probe_learn(struct probe_rules *r, char *why, size_t why_len)
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", memfd);
 	prog = empty_prog();
 	if (prog >= 0)
-		link = uprobe_multi__link(prog, path, offsets, NULL, (__u32)nr_probe_forms, false, 0);
+		link = uprobe_multi__link(prog, path, offsets, NULL, NULL, (__u32)nr_probe_forms, false,
+					  0);
 	if (link < 0)
 		err = perf_probes(path, offsets, fds);
 	if (err) {

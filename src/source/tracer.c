@@ -116,6 +116,22 @@ static struct bpf_program *uprobe_prog(struct asynctraced_bpf *skel, bool empty,
 	return table[which].prog;
 }
 
+/* The program for asynctrace probe id (enum at_usdt_probe, 0 .. AT_USDT_NR_PROBES - 1). */
+static struct bpf_program *usdt_prog_of(struct asynctraced_bpf *skel, bool empty, int id)
+{
+	struct bpf_program *progs[AT_USDT_NR_PROBES] = {
+		[AT_USDT_TASK_SPAWN] = skel->progs.usdt_task_spawn,
+		[AT_USDT_POLL_BEGIN] = skel->progs.usdt_poll_begin,
+		[AT_USDT_POLL_END] = skel->progs.usdt_poll_end,
+		[AT_USDT_WAKE] = skel->progs.usdt_wake,
+		[AT_USDT_STEAL] = skel->progs.usdt_steal,
+		[AT_USDT_WORKER_PARK] = skel->progs.usdt_worker_park,
+		[AT_USDT_WORKER_UNPARK] = skel->progs.usdt_worker_unpark,
+	};
+
+	return empty ? skel->progs.floor_usdt : progs[id];
+}
+
 /* The sched_switch program for a hook, real or empty. */
 static struct bpf_program *sched_prog(struct asynctraced_bpf *skel, bool empty,
 				      enum sched_hook hook)
@@ -201,6 +217,9 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 		err = bpf_program__set_expected_attach_type(
 			uprobe_prog(skel, o->empty_programs, u, &ret), AT_BPF_TRACE_UPROBE_MULTI);
 	}
+	for (int id = 0; multi && !err && id < AT_USDT_NR_PROBES; id++)
+		err = bpf_program__set_expected_attach_type(
+			usdt_prog_of(skel, o->empty_programs, id), AT_BPF_TRACE_UPROBE_MULTI);
 	if (!err)
 		err = asynctraced_bpf__load(skel);
 	if (err) {
@@ -231,7 +250,7 @@ int tracer__new(struct tracer **tp, const struct tracer_opts *o, tracer_record_f
 		return -ENOMEM;
 	}
 	/* uprobe_multi where the kernel has it (6.6); one link per uprobe otherwise. */
-	for (int multi = o->uprobes; multi >= 0; multi--) {
+	for (int multi = 1; multi >= 0; multi--) {
 		if (o->sched_hook == SCHED_HOOK_AUTO) {
 			/* tp_btf is cheaper; kernels without it still have raw_tp. */
 			err = open_and_load(t, o, SCHED_HOOK_TP_BTF, multi);
@@ -412,36 +431,10 @@ void tracer__births_consume(struct tracer *t)
 		ring_buffer__consume(t->births);
 }
 
-static struct bpf_program *usdt_prog(struct tracer *t, int id)
-{
-	struct bpf_program *progs[AT_USDT_NR_PROBES] = {
-		[AT_USDT_TASK_SPAWN] = t->skel->progs.usdt_task_spawn,
-		[AT_USDT_POLL_BEGIN] = t->skel->progs.usdt_poll_begin,
-		[AT_USDT_POLL_END] = t->skel->progs.usdt_poll_end,
-		[AT_USDT_WAKE] = t->skel->progs.usdt_wake,
-		[AT_USDT_STEAL] = t->skel->progs.usdt_steal,
-		[AT_USDT_WORKER_PARK] = t->skel->progs.usdt_worker_park,
-		[AT_USDT_WORKER_UNPARK] = t->skel->progs.usdt_worker_unpark,
-	};
 
-	if (id < 0 || id >= AT_USDT_NR_PROBES)
-		return NULL;
-	return t->empty ? t->skel->progs.floor_usdt : progs[id];
-}
-
-int tracer__attach_usdt(struct tracer *t, pid_t pid, long owner, const char *binary, int id,
-			const char *probe)
-{
-	struct bpf_program *prog = usdt_prog(t, id);
-
-	if (!prog)
-		return -ENOENT;
-	return add_link(t, owner,
-			bpf_program__attach_usdt(prog, pid, binary, AT_USDT_PROVIDER, probe, NULL));
-}
-
-int uprobe_multi__link(int prog_fd, const char *path, const uint64_t *offsets, const uint64_t *cookies,
-		       __u32 cnt, bool ret, __u32 pid)
+int uprobe_multi__link(int prog_fd, const char *path, const uint64_t *offsets,
+		       const uint64_t *ref_ctrs, const uint64_t *cookies, __u32 cnt, bool ret,
+		       __u32 pid)
 {
 	union {
 		struct link_create_uprobe_multi uprobe;
@@ -454,6 +447,7 @@ int uprobe_multi__link(int prog_fd, const char *path, const uint64_t *offsets, c
 	a.uprobe.attach_type = AT_BPF_TRACE_UPROBE_MULTI;
 	a.uprobe.path = (uintptr_t)path;
 	a.uprobe.offsets = (uintptr_t)offsets;
+	a.uprobe.ref_ctr_offsets = (uintptr_t)ref_ctrs;
 	a.uprobe.cookies = (uintptr_t)cookies;
 	a.uprobe.cnt = cnt;
 	a.uprobe.multi_flags = ret ? AT_BPF_F_UPROBE_MULTI_RETURN : 0;
@@ -464,7 +458,7 @@ int uprobe_multi__link(int prog_fd, const char *path, const uint64_t *offsets, c
 
 static int attach_multi(struct tracer *t, pid_t pid, long owner, struct bpf_program *prog,
 			bool ret, const char *binary, const uint64_t *offsets,
-			const uint64_t *cookies, size_t n)
+			const uint64_t *ref_ctrs, const uint64_t *cookies, size_t n)
 {
 	long *owners;
 	int *fds, fd;
@@ -478,8 +472,8 @@ static int attach_multi(struct tracer *t, pid_t pid, long owner, struct bpf_prog
 		return -ENOMEM;
 	t->multi_owners = owners;
 	/* pid 0: every process */
-	fd = uprobe_multi__link(bpf_program__fd(prog), binary, offsets, cookies, (__u32)n, ret,
-				pid < 0 ? 0 : (__u32)pid);
+	fd = uprobe_multi__link(bpf_program__fd(prog), binary, offsets, ref_ctrs, cookies, (__u32)n,
+				ret, pid < 0 ? 0 : (__u32)pid);
 	if (fd < 0)
 		return fd;
 	t->multi_owners[t->nr_multi] = owner;
@@ -487,20 +481,21 @@ static int attach_multi(struct tracer *t, pid_t pid, long owner, struct bpf_prog
 	return 0;
 }
 
-int tracer__attach_uprobes(struct tracer *t, pid_t pid, long owner, enum tracer_uprobe which,
-			   const char *binary, const uint64_t *offsets, const uint64_t *cookies,
-			   size_t n)
+/* n probes of prog in binary, each with its cookie and semaphore (ref_ctrs: NULL for none). */
+static int attach_probes(struct tracer *t, pid_t pid, long owner, struct bpf_program *prog,
+			 bool ret, const char *binary, const uint64_t *offsets,
+			 const uint64_t *ref_ctrs, const uint64_t *cookies, size_t n)
 {
-	bool ret;
-	struct bpf_program *prog = uprobe_prog(t->skel, t->empty, which, &ret);
 	size_t before = t->nr_links;
 
 	if (!n)
 		return 0;
 	if (t->multi)
-		return attach_multi(t, pid, owner, prog, ret, binary, offsets, cookies, n);
+		return attach_multi(t, pid, owner, prog, ret, binary, offsets, ref_ctrs, cookies,
+				    n);
 	for (size_t i = 0; i < n; i++) {
-		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookies[i], .retprobe = ret);
+		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookies[i], .retprobe = ret,
+			    .ref_ctr_offset = ref_ctrs ? (size_t)ref_ctrs[i] : 0);
 		int err = add_link(t, owner,
 				   bpf_program__attach_uprobe_opts(prog, pid, binary, offsets[i],
 								   &opts));
@@ -512,6 +507,74 @@ int tracer__attach_uprobes(struct tracer *t, pid_t pid, long owner, enum tracer_
 			return err;
 	}
 	return 0;
+}
+
+int tracer__attach_uprobes(struct tracer *t, pid_t pid, long owner, enum tracer_uprobe which,
+			   const char *binary, const uint64_t *offsets, const uint64_t *cookies,
+			   size_t n)
+{
+	bool ret;
+	struct bpf_program *prog = uprobe_prog(t->skel, t->empty, which, &ret);
+
+	return attach_probes(t, pid, owner, prog, ret, binary, offsets, NULL, cookies, n);
+}
+
+/*
+ * The id of spec in usdt_specs, stored there the first time it is seen: a
+ * build of a runtime has one spec a probe, so ids are few and kept for the
+ * session (what a process gone leaves is another process's, often).
+ */
+static int usdt_spec_id(struct tracer *t, const struct at_usdt_spec *spec, __u32 *id)
+{
+	struct at_usdt_spec *grown;
+	int err;
+
+	for (__u32 i = 0; i < t->nr_usdt_specs; i++)
+		if (!memcmp(&t->usdt_specs[i], spec, sizeof(*spec))) {
+			*id = i;
+			return 0;
+		}
+	if (t->nr_usdt_specs == AT_USDT_MAX_SPECS)
+		return -ENOSPC;
+	grown = realloc(t->usdt_specs, (t->nr_usdt_specs + 1) * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	t->usdt_specs = grown;
+	*id = t->nr_usdt_specs;
+	err = bpf_map__update_elem(t->skel->maps.usdt_specs, id, sizeof(*id), spec,
+				   sizeof(*spec), BPF_ANY);
+	if (err)
+		return err;
+	grown[t->nr_usdt_specs++] = *spec;
+	return 0;
+}
+
+int tracer__attach_usdt(struct tracer *t, pid_t pid, long owner, const char *binary, int id,
+			const uint64_t *offsets, const uint64_t *ref_ctrs,
+			const struct at_usdt_spec *specs, size_t n)
+{
+	struct bpf_program *prog = id >= 0 && id < AT_USDT_NR_PROBES
+					   ? usdt_prog_of(t->skel, t->empty, id)
+					   : NULL;
+	uint64_t *cookies;
+	int err = 0;
+
+	if (!prog)
+		return -ENOENT;
+	cookies = calloc(n ? n : 1, sizeof(*cookies));
+	if (!cookies)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && !err; i++) {
+		__u32 spec_id;
+
+		err = usdt_spec_id(t, &specs[i], &spec_id);
+		cookies[i] = spec_id;
+	}
+	if (!err)
+		err = attach_probes(t, pid, owner, prog, false, binary, offsets, ref_ctrs, cookies,
+				    n);
+	free(cookies);
+	return err;
 }
 
 /* An owner's links, destroyed on a thread of their own (each waits for RCU). */

@@ -42,8 +42,6 @@ struct tracer_opts {
 	bool trace_events;
 	/* the thresholds the programs filter by (long polls, late polls, deep queues) */
 	struct detect_config detect;
-	/* uprobes will be attached (a runtime probed at its own functions) */
-	bool uprobes;
 	/* USDT: each probe's arguments where all its sites agree (NULL: none) */
 	const struct at_usdt_spec *usdt_specs;	/* [AT_USDT_NR_PROBES] */
 	/* the floor: empty programs at the same attach points, nothing recorded */
@@ -115,11 +113,18 @@ void tracer__unfollow(struct tracer *t, pid_t pid);
  * belong to owner (a pid, or a number the caller gives a file whose probes
  * several processes share; never 0), which tracer__detach_owner() detaches.
  *
- * Attaches the program for one asynctrace probe (enum at_usdt_probe, named
- * probe in the notes); -ENOENT if we have none.
+ * Attaches the program for one asynctrace probe (enum at_usdt_probe) at n
+ * sites of binary: each at its file offset, with its semaphore's file
+ * offset (0: none; the kernel raises it while the probe is attached) and
+ * its arguments' spec, which the program finds by the attach cookie. As
+ * tracer__attach_uprobes: one uprobe_multi link, all or none. -ENOENT if
+ * we have no program for id; -ENOSPC when AT_USDT_MAX_SPECS distinct specs
+ * are attached already.
  */
+struct at_usdt_spec;
 int tracer__attach_usdt(struct tracer *t, pid_t pid, long owner, const char *binary, int id,
-			const char *probe);
+			const uint64_t *offsets, const uint64_t *ref_ctrs,
+			const struct at_usdt_spec *specs, size_t n);
 /*
  * Attaches a uprobe program (entry or return, as the program wants) at n
  * file offsets of binary, each with its cookie: one uprobe_multi link where

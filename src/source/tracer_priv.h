@@ -40,6 +40,8 @@ struct tracer {
 	tracer_record_fn fn;
 	void *ctx;
 	struct dump *dumps;	/* DUMP_NR: a snapshot's copies of the hash maps */
+	struct at_usdt_spec *usdt_specs; /* what usdt_specs holds, by id (the attach cookie) */
+	__u32 nr_usdt_specs;
 };
 
 /*

@@ -30,10 +30,13 @@ struct link_create_uprobe_multi {
 };
 
 /*
- * One link of prog at offsets (with cookies, or none) in the file at path,
- * for process pid (0: every process that maps it); its fd, or -errno.
+ * One link of prog at offsets (with cookies, or none; with the file offsets
+ * of USDT semaphores the kernel raises while attached, or none) in the file
+ * at path, for process pid (0: every process that maps it); its fd, or
+ * -errno.
  */
-int uprobe_multi__link(int prog_fd, const char *path, const uint64_t *offsets, const uint64_t *cookies,
-		       __u32 cnt, bool ret, __u32 pid);
+int uprobe_multi__link(int prog_fd, const char *path, const uint64_t *offsets,
+		       const uint64_t *ref_ctrs, const uint64_t *cookies, __u32 cnt, bool ret,
+		       __u32 pid);
 
 #endif

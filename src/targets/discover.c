@@ -31,7 +31,7 @@ static int usdt_probe_id(const char *name)
 /*
  * Keeps a probe's argument spec while every site of it (in every file)
  * agrees; one that differs, or that we cannot parse, leaves it unknown, and
- * the probe's programs look up each site's spec from libbpf.
+ * the probe's programs look up each site's spec by its attach cookie.
  */
 static void merge_spec(struct discovery *d, const struct usdt_probe *p)
 {
@@ -49,6 +49,32 @@ static void merge_spec(struct discovery *d, const struct usdt_probe *p)
 	d->specs_seen |= 1u << id;
 }
 
+/*
+ * Where probe p of the file at path is: its uprobe's and semaphore's file
+ * offsets and its arguments. A site whose code is not in the file, or whose
+ * operands we cannot read, is left out, and said (its polls or wakes would
+ * go missing without a word otherwise).
+ */
+static int site_of(const struct usdt_probe *p, const char *target_path, struct usdt_site *at)
+{
+	memset(at, 0, sizeof(*at));
+	if (!p->offset) {
+		warn_msg("usdt '%s:%s' at %#llx in %s is in no code of the file: not traced\n",
+			 p->provider, p->name, (unsigned long long)p->pc, target_path);
+		return -ENOENT;
+	}
+	if (!p->args_known || usdt__parse_args(p->args, &at->spec)) {
+		warn_msg("usdt '%s:%s' at %#llx in %s: cannot read its arguments (%s): not "
+			 "traced\n",
+			 p->provider, p->name, (unsigned long long)p->pc, target_path,
+			 p->args_known ? p->args : "too long");
+		return -EINVAL;
+	}
+	at->offset = p->offset;
+	at->ref_ctr = p->sema_offset;
+	return 0;
+}
+
 static int by_name(const void *a, const void *b, void *probes)
 {
 	const struct usdt_probe *p = probes;
@@ -58,74 +84,100 @@ static int by_name(const void *a, const void *b, void *probes)
 	return c ? c : x < y ? -1 : x > y;
 }
 
-/* Whether one of the first nr sites is probe name in the file at path. */
-static bool have_site(const struct discovery *d, size_t nr, const char *path, const char *name)
+/* The site of probe name in the file at path among the first nr, or NULL. */
+static struct probe_site *site_named(struct discovery *d, size_t nr, const char *path,
+				     const char *name)
 {
 	for (size_t j = 0; j < nr; j++)
 		if (!strcmp(d->sites[j].path, path) && !strcmp(d->sites[j].name, name))
-			return true;
-	return false;
+			return &d->sites[j];
+	return NULL;
+}
+
+/* Appends the places of probes order[from] .. order[to - 1] (one name) to site s. */
+static int add_places(struct probe_site *s, const struct usdt_probe *probes,
+		      const size_t *order, size_t from, size_t to, const char *target_path)
+{
+	struct usdt_site *grown = realloc(s->at, (s->nr_at + to - from + 1) * sizeof(*grown));
+
+	if (!grown)
+		return -ENOMEM;
+	s->at = grown;
+	for (size_t k = from; k < to; k++)
+		if (!site_of(&probes[order[k]], target_path, &s->at[s->nr_at]))
+			s->nr_at++;
+	return 0;
 }
 
 /*
- * A site for each probe name of a file (one attach covers every site of a
- * probe in one file), in the order its notes first give them. The names are
- * sorted once to find each one's first: not each probe checked against
- * every site so far, which a file of a hundred thousand notes made
- * quadratic. Sites of this path from before, which would mean the file was
- * scanned twice (target__for_each_binary gives each file once), are looked
- * through as before.
+ * A site for each probe name of a file (one attach covers every place of a
+ * probe in one file), holding every place of it, in the order its notes
+ * first give the names. The names are sorted once to group them: not each
+ * probe checked against every site so far, which a file of a hundred
+ * thousand notes made quadratic. Sites of this path from before, which would
+ * mean the file was scanned twice (target__for_each_binary gives each file
+ * once), are looked through as before. A name none of whose places can be
+ * read gets no site.
  */
 static int add_sites(struct discovery *d, const char *path, const char *target_path,
 		     const struct usdt_probe *probes, size_t nr)
 {
-	size_t *order = malloc((nr ? nr : 1) * sizeof(*order)), before = d->nr, added = 0;
-	bool *first = calloc(nr ? nr : 1, sizeof(*first)), again = false;
-	struct probe_site *s;
+	size_t *order = malloc((nr ? nr : 1) * sizeof(*order)), before = d->nr;
+	size_t *group = malloc((nr ? nr : 1) * sizeof(*group)); /* probe -> its name's first k */
+	bool again = false;
 	int err = -ENOMEM;
 
 	for (size_t j = 0; !again && j < before; j++)
 		again = !strcmp(d->sites[j].path, path);
-	if (!order || !first)
+	if (!order || !group)
 		goto out;
 	for (size_t i = 0; i < nr; i++)
 		order[i] = i;
 	qsort_r(order, nr, sizeof(*order), by_name, (void *)probes);
-	for (size_t k = 0; k < nr; k++) {
-		const char *name = probes[order[k]].name;
-
-		first[order[k]] = (!k || strcmp(name, probes[order[k - 1]].name)) &&
-				  !(again && have_site(d, before, path, name));
-		added += first[order[k]];
+	for (size_t k = 0, start = 0; k < nr; k++) {
+		if (k && strcmp(probes[order[k]].name, probes[order[k - 1]].name))
+			start = k;
+		group[order[k]] = start;
 	}
 	err = 0;
-	if (!added)
-		goto out;
-	s = realloc(d->sites, (before + added) * sizeof(*s));
-	if (!s) {
-		err = -ENOMEM;
-		goto out;
-	}
-	d->sites = s;
 	for (size_t i = 0; i < nr && !err; i++) {
-		if (!first[i])
+		size_t from = group[i], to = from + 1;
+		struct probe_site *s;
+
+		if (order[from] != i)
+			continue; /* not its name's first place */
+		while (to < nr && group[order[to]] == from)
+			to++;
+		s = again ? site_named(d, before, path, probes[i].name) : NULL;
+		if (s) {
+			err = add_places(s, probes, order, from, to, target_path);
 			continue;
+		}
+		s = realloc(d->sites, (d->nr + 1) * sizeof(*s));
+		if (!s) {
+			err = -ENOMEM;
+			break;
+		}
+		d->sites = s;
 		s = &d->sites[d->nr];
+		memset(s, 0, sizeof(*s));
 		s->path = strdup(path);
 		s->target_path = strdup(target_path);
 		snprintf(s->name, sizeof(s->name), "%s", probes[i].name);
 		s->probe = usdt_probe_id(probes[i].name);
-		if (s->path && s->target_path) {
+		err = s->path && s->target_path ? add_places(s, probes, order, from, to, target_path)
+						: -ENOMEM;
+		if (!err && s->nr_at) {
 			d->nr++;
 			continue;
 		}
 		free(s->path);
 		free(s->target_path);
-		err = -ENOMEM;
+		free(s->at);
 	}
 out:
 	free(order);
-	free(first);
+	free(group);
 	return err;
 }
 
@@ -294,6 +346,7 @@ void discovery__free(struct discovery *d)
 	for (size_t i = 0; i < d->nr; i++) {
 		free(d->sites[i].path);
 		free(d->sites[i].target_path);
+		free(d->sites[i].at);
 	}
 	free(d->sites);
 	free(d->tokio.path);

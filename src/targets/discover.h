@@ -23,11 +23,21 @@ enum runtime_kind {
 	RUNTIME_GO,
 };
 
+/* One place a USDT probe is in a file. */
+struct usdt_site {
+	uint64_t offset;		/* its file offset: its uprobe's */
+	uint64_t ref_ctr;		/* its semaphore's file offset; 0: none */
+	struct at_usdt_spec spec;	/* its arguments */
+};
+
+/* A USDT probe of one file: every site of it there, attached together. */
 struct probe_site {
 	char *path;		/* opens the ELF from our mount namespace */
 	char *target_path;	/* what the target calls it */
 	char name[USDT_NAME_LEN];
 	int probe;		/* enum at_usdt_probe; -1: not one we know */
+	struct usdt_site *at;
+	size_t nr_at;
 };
 
 struct tokio_binary {

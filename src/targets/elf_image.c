@@ -8,12 +8,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <libiberty/demangle.h>
 
+#include "lib/file_copy.h"
 #include "lib/util.h"
 #include "targets/elf_strtab.h"
 
@@ -172,7 +172,6 @@ int elf_image__open_mem(struct elf_image *im, const void *data, size_t size)
 	int err;
 
 	memset(im, 0, sizeof(*im));
-	im->fd = -1;
 	im->data = data;
 	im->size = size;
 	err = read_image(im);
@@ -183,48 +182,22 @@ int elf_image__open_mem(struct elf_image *im, const void *data, size_t size)
 
 int elf_image__open(struct elf_image *im, const char *path)
 {
-	struct stat st;
+	struct file_copy fc;
 	int err;
 
-	memset(im, 0, sizeof(*im));
-	/*
-	 * The target's owner can put a FIFO where the file it maps was (we open
-	 * it by its path): without O_NONBLOCK the open waits for a writer, and
-	 * discovery with it. Regular files only.
-	 */
-	im->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (im->fd < 0)
-		return -errno;
-	if (fstat(im->fd, &st)) {
-		err = -errno;
-		goto fail;
+	/* a copy, not a mapping: its owner may truncate the file (file_copy.h) */
+	err = file_copy__read(&fc, path, FILE_COPY_MAX);
+	if (err) {
+		memset(im, 0, sizeof(*im));
+		return err;
 	}
-	if (!S_ISREG(st.st_mode)) {
-		err = -ENOEXEC;
-		goto fail;
+	err = elf_image__open_mem(im, fc.data, fc.size);
+	if (err) {
+		file_copy__free(&fc);
+		return err;
 	}
-	im->size = (size_t)st.st_size;
-	/*
-	 * Shared, not private: Linux puts a uprobe's breakpoint (0xcc) into
-	 * every private mapping of the file that may be executable, ours too,
-	 * when the uprobe is for every process (a file's probes shared,
-	 * session/follow.c); a shared mapping it never touches, and it shows the
-	 * file's own bytes, which a read-only mapping cannot change.
-	 */
-	im->data = mmap(NULL, im->size, PROT_READ, MAP_SHARED, im->fd, 0);
-	if (im->data == MAP_FAILED) /* a filesystem without shared mappings */
-		im->data = mmap(NULL, im->size, PROT_READ, MAP_PRIVATE, im->fd, 0);
-	if (im->data == MAP_FAILED) {
-		im->data = NULL;
-		err = -errno;
-		goto fail;
-	}
-	err = read_image(im);
-	if (!err)
-		return 0;
-fail:
-	elf_image__close(im);
-	return err;
+	im->owned = fc.data;
+	return 0;
 }
 
 void elf_image__close(struct elf_image *im)
@@ -233,13 +206,8 @@ void elf_image__close(struct elf_image *im)
 		free(im->funcs[i].demangled);
 	free(im->funcs);
 	free(im->secs);
-	/* mapped by elf_image__open; elf_image__open_mem's caller owns its bytes */
-	if (im->fd >= 0 && im->data)
-		munmap((void *)im->data, im->size);
-	if (im->fd >= 0)
-		close(im->fd);
+	free(im->owned); /* elf_image__open's copy; elf_image__open_mem's caller owns its bytes */
 	memset(im, 0, sizeof(*im));
-	im->fd = -1;
 }
 
 const struct elf_func *elf_image__func_at(const struct elf_image *im, uint64_t addr, bool contains)

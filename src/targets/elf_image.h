@@ -25,8 +25,8 @@ struct elf_section {
 };
 
 struct elf_image {
-	int fd;			/* -1: data is the caller's (elf_image__open_mem) */
-	const uint8_t *data;	/* the whole file, mapped */
+	uint8_t *owned;		/* elf_image__open's copy of the file (= data); NULL: the caller's */
+	const uint8_t *data;	/* the whole file, in memory */
 	size_t size;
 	struct elf_func *funcs;	/* sorted by addr */
 	size_t nr_funcs;
@@ -37,7 +37,11 @@ struct elf_image {
 	bool is_x86_64;
 };
 
-/* 0, -errno opening or mapping, -ENOEXEC if not an ELF file. */
+/*
+ * Reads the file at path into memory (lib/file_copy.h: not mapped, a regular
+ * file of at most FILE_COPY_MAX bytes). 0, -errno opening or reading,
+ * -EFBIG when too large, -ENOEXEC if not an ELF file.
+ */
 int elf_image__open(struct elf_image *im, const char *path);
 /* The same from a file's bytes in memory, which must outlive the image. */
 int elf_image__open_mem(struct elf_image *im, const void *data, size_t size);

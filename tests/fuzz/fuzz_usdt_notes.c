@@ -33,6 +33,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			CHECK(strnlen(p->provider, sizeof(p->provider)) < sizeof(p->provider));
 			CHECK(strnlen(p->name, sizeof(p->name)) < sizeof(p->name));
 			CHECK(strnlen(p->args, sizeof(p->args)) < sizeof(p->args));
+			/* what a uprobe and a semaphore are attached at: inside the file */
+			CHECK(p->offset < size && p->sema_offset < size);
 			if (p->args_known)
 				usdt__parse_args(p->args, &spec);
 		}

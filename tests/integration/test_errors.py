@@ -216,17 +216,24 @@ class Errors(unittest.TestCase):
         r = harness.run_tracer("convert", CAPTURE, "-q", "-o", d + "/", "--format", "json")
         self.assertFails(r, 1, f"cannot write trace to '{d}/': Is a directory")
 
-    def test_new_outputs_respect_the_umask(self):
+    def test_new_outputs_are_the_owners_alone_unless_umask_says(self):
+        """Created 0600 whatever umask the shell had (root's 022 would let
+        everyone read a trace of another user's program); --umask opens them."""
         d = self.scratch()
-        for mask, mode in ((0o022, 0o644), (0o077, 0o600), (0, 0o644)):
-            with self.subTest(umask=oct(mask)):
-                trace, alerts = os.path.join(d, "t%o.json" % mask), os.path.join(d, "a%o" % mask)
+        for flag, mode in (([], 0o600), (["--umask", "022"], 0o644), (["--umask", "0"], 0o666),
+                           (["--umask", "027"], 0o640)):
+            with self.subTest(flag=flag):
+                name = "".join(flag)
+                trace, alerts = os.path.join(d, f"t{name}.json"), os.path.join(d, f"a{name}")
                 r = subprocess.run([harness.TRACER, "convert", CAPTURE, "-q", "-o", trace,
-                                    "--alerts", alerts], capture_output=True, text=True,
-                                   timeout=60, preexec_fn=lambda: os.umask(mask))
+                                    "--alerts", alerts, *flag], capture_output=True, text=True,
+                                   timeout=60, preexec_fn=lambda: os.umask(0))
                 self.assertEqual(r.returncode, 0, r.stderr)
                 for path in (trace, alerts):
                     self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), mode, path)
+        for bad in ("888", "1000", "", "u=rw", "-1"):
+            r = harness.run_tracer("convert", CAPTURE, "-q", "--umask", bad)
+            self.assertFails(r, 2, f"invalid --umask '{bad}': want an octal mask from 0 to 777")
 
     def test_two_outputs_may_not_be_one_file(self):
         ex = self.executor()

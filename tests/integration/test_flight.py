@@ -82,10 +82,8 @@ class Flight(unittest.TestCase):
         names = {e["name"] for e in pftrace_check.events(packets)}
         self.assertTrue(any(n and n.startswith("long-poll: noisy") for n in names), names)
 
-    def test_sigusr2_dumps_on_request(self):
-        ex, tr, err, _ = self.trace("healthy", 5)
-        self.assertTrue(harness.wait_for(lambda: "Ctrl-C to stop" in harness.read(err), 30))
-        time.sleep(2)  # let it record a while: the window dumped then holds many polls
+    def dump_on_request(self, ex, tr, err):
+        """SIGUSR2: a dump is written; then both run to their end, the tracer's clean."""
         tr.send_signal(signal.SIGUSR2)
         self.assertTrue(harness.wait_for(
             lambda: glob.glob(os.path.join(self.dumps, "*-request.pftrace")), 10),
@@ -93,11 +91,38 @@ class Flight(unittest.TestCase):
         ex.communicate(timeout=60)
         tr.communicate(timeout=60)
         self.assertEqual(tr.returncode, 0, harness.read(err))
+
+    def test_sigusr2_dumps_on_request(self):
+        ex, tr, err, _ = self.trace("healthy", 5)
+        self.assertTrue(harness.wait_for(lambda: "Ctrl-C to stop" in harness.read(err), 30))
+        time.sleep(2)  # let it record a while: the window dumped then holds many polls
+        self.dump_on_request(ex, tr, err)
         files = glob.glob(os.path.join(self.dumps, "*"))
         self.assertEqual(len(files), 1, files)
         packets = pftrace_check.decode(files[0])
         self.assertEqual(pftrace_check.check(packets), [])
         self.assertGreater(len(pftrace_check.slices(packets)), 100)
+
+    def test_a_planted_temporary_name_is_not_written_through(self):
+        """A dump is written under a predictable name first (.NAME.tmp), in a
+        directory others may write: one planted there (a symlink to a file of
+        root's) is removed and made anew (O_EXCL), never followed."""
+        victim = os.path.join(self.dir, "victim")
+        with open(victim, "w") as f:
+            f.write("secret")
+        ex, tr, err, _ = self.trace("healthy", 6)
+        self.assertTrue(harness.wait_for(lambda: "Ctrl-C to stop" in harness.read(err), 30))
+        now = time.time()
+        for t in range(int(now) - 1, int(now) + 8):
+            when = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(t))
+            os.symlink(victim, os.path.join(
+                self.dumps, f".asynctraced-{when}-{ex.pid}-request.pftrace.tmp"))
+        self.dump_on_request(ex, tr, err)
+        with open(victim) as f:
+            self.assertEqual(f.read(), "secret")
+        dump, = glob.glob(os.path.join(self.dumps, "*-request.pftrace"))
+        self.assertEqual(os.stat(dump).st_mode & 0o777, 0o600)  # --umask's default
+        self.assertEqual(pftrace_check.check(pftrace_check.decode(dump)), [])
 
     def test_the_directory_keeps_its_size_and_what_is_not_ours(self):
         old = os.path.join(self.dumps, "asynctraced-20000101T000000Z-1-long-poll.pftrace")

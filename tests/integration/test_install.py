@@ -10,9 +10,13 @@ priority when stderr is the journal."""
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import tempfile
+import time
 import unittest
+import urllib.request
 
 from tests.integration import harness
 
@@ -35,6 +39,105 @@ def long_options(command):
     out = subprocess.run([harness.TRACER, "help", command], capture_output=True,
                          text=True).stdout
     return set(re.findall(r"^\s+(?:-\w, )?(--[a-z][a-z-]*)", out, re.M))
+
+
+def syscall_groups():
+    """{@group: [members]}, as this systemd knows them."""
+    out = subprocess.run(["systemd-analyze", "syscall-filter", "--no-pager"],
+                         capture_output=True, text=True, check=True).stdout
+    groups, cur = {}, None
+    for line in out.splitlines():
+        if line.startswith("@"):
+            cur = groups.setdefault(line.split()[0], [])
+        elif line.strip() and not line.strip().startswith("#") and cur is not None:
+            cur.append(line.strip())
+    return groups
+
+
+def unit_syscalls(unit):
+    """The calls a unit's SystemCallFilter= lines let through."""
+    groups = syscall_groups()
+
+    def expand(names, seen=()):
+        out = set()
+        for n in names:
+            if n.startswith("@"):
+                if n not in seen:
+                    out |= expand(groups[n], (*seen, n))
+            else:
+                out.add(n)
+        return out
+
+    lines = re.findall(r"^SystemCallFilter=(.*)$", unit, re.M)
+    assert lines and not lines[0].startswith("~"), "an allow list comes first"
+    allowed = expand(groups["@default"])
+    for line in lines:
+        deny = line.startswith("~")
+        names = expand(line.lstrip("~").split())
+        allowed = allowed - names if deny else allowed | names
+    return allowed
+
+
+def daemon_of(strace_pid):
+    """The process strace started (its children, once it has started it)."""
+    try:
+        with open(f"/proc/{strace_pid}/task/{strace_pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
+def daemon_syscalls(tmp):
+    """The names of the system calls asynctraced makes following the host."""
+    from tests.integration import harness as h
+    log, alerts = os.path.join(tmp, "strace"), os.path.join(tmp, "alerts.jsonl")
+    dumps = os.path.join(tmp, "dumps")
+    os.mkdir(dumps)
+    rules = "/run/asynctraced/uprobe-rules"
+    if os.path.exists(rules):
+        os.unlink(rules)  # learnt again, as at a boot
+    err = open(os.path.join(tmp, "err"), "w")
+    with socket.socket() as sock:  # a free port
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    tr = subprocess.Popen(["strace", "-f", "-qq", "-o", log, h.TRACER, "-q",
+                           "--alerts", alerts, "--metrics", str(port),
+                           "--flight-recorder", "2", "--dump-dir", dumps,
+                           "--comm", "^(sample-executor|tokio-app|go-app)$"],
+                          stdout=subprocess.DEVNULL, stderr=err)
+    daemon = None
+    try:
+        assert h.wait_for(lambda: "Ctrl-C to stop" in h.read(err.name) or
+                          tr.poll() is not None, 60), h.read(err.name)
+        daemon, = daemon_of(tr.pid)
+        for argv in ([h.EXECUTOR, "--scenario", "noisy", "--duration", "2", "--workers", "2"],
+                     [os.path.join(h.BUILD, "tokio-app"), "--duration", "1"],
+                     [os.path.join(h.BUILD, "go-app"), "-scenario", "timers", "-duration", "1s"]):
+            subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=60)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            assert b"asynctraced_" in r.read()
+        os.kill(daemon, signal.SIGHUP)  # the alert log reopened
+        time.sleep(0.5)
+        os.kill(daemon, signal.SIGINT)
+        tr.wait(timeout=60)
+    finally:
+        if tr.poll() is None:
+            # strace's child: signals meant for asynctraced go to it, never to strace
+            for pid in daemon_of(tr.pid):
+                os.kill(pid, signal.SIGKILL)
+        h.kill(tr)
+        err.close()
+    said = h.read(err.name)
+    assert tr.returncode == 0, said
+    assert said.count("tracing pid") >= 3, said
+    assert os.listdir(dumps), said  # the noisy executor's long polls: a dump
+    made = set()
+    for line in h.read(log).splitlines():
+        m = re.match(r"^\d+\s+(?:<\.\.\. (\w+) resumed>|(\w+)\()", line)
+        if m:
+            made.add(m[1] or m[2])
+    return made
 
 
 class Install(unittest.TestCase):
@@ -100,8 +203,31 @@ class Install(unittest.TestCase):
                              capture_output=True, text=True)
         m = re.search(r"Overall exposure level for asynctraced.service: ([\d.]+)", sec.stdout)
         self.assertIsNotNone(m, sec.stdout + sec.stderr)
-        # a root service that loads BPF programs: "OK" (under 5), not "MEDIUM" or worse
-        self.assertLess(float(m[1]), 5.0, sec.stdout)
+        # a root service that loads BPF programs: "OK" (under 5), not "MEDIUM" or
+        # worse; 4.4 before its system calls, addresses, memory and tasks were bounded
+        self.assertLess(float(m[1]), 3.0, sec.stdout)
+
+    def test_the_units_system_call_filter_lets_the_daemon_work(self):
+        """The unit's SystemCallFilter=, expanded as systemd does (the first
+        line's kind sets the default; each later line adds or takes away),
+        holds every system call the daemon makes while it follows the host:
+        strace -f over a session that learns the kernel's uprobe rules,
+        attaches to a USDT executor, a tokio and a Go program as they start,
+        serves a scrape, dumps a flight-recorder window, reopens its log on
+        SIGHUP and stops. No systemd runs here to apply the filter itself."""
+        harness.require_root()
+        unit = harness.read(self.path("usr/lib/systemd/system/asynctraced.service"))
+        allowed = unit_syscalls(unit)
+        self.assertIn("bpf", allowed)
+        self.assertNotIn("settimeofday", allowed)
+        self.assertNotIn("mount", allowed)
+        made = daemon_syscalls(tempfile.mkdtemp(prefix="asynctraced-unit-"))
+        self.assertGreater(len(made), 30, made)
+        # uretprobe (335) and uprobe (336): made by the kernel's trampolines in
+        # probed code (the rule learner's children), and let through by seccomp
+        # (checked: the learner learns the same under a filter refusing both)
+        exempt = {"uretprobe", "uprobe", "syscall_0x14f", "syscall_0x150"}
+        self.assertEqual(sorted(made - allowed - exempt), [], "calls the unit would refuse")
 
     def complete(self, line):
         """What bash's completion for asynctraced offers for line."""

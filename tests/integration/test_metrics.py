@@ -4,11 +4,15 @@ checks what it serves (text format); a real Prometheus (Debian's package)
 scrapes it on the loopback interface, in OpenMetrics as Prometheus asks,
 and its query API gives back the sample executor's poll count, which must
 be the executor's own; an exited process's final values reach Prometheus
-before its series go."""
+before its series go. The server's limits: descriptors past 1024 (epoll,
+not select), a cap on one client's connections; and a unix socket, which
+Debian's Prometheus cannot scrape: curl does."""
 import json
 import os
+import resource
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import unittest
@@ -19,6 +23,9 @@ from tests.integration import harness
 
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"
+CURL = "/usr/bin/curl"
+# One client's connections at once (docs/metrics.md); more are closed unanswered.
+PER_CLIENT = 4
 
 
 def free_port():
@@ -64,14 +71,22 @@ class Metrics(unittest.TestCase):
         self.procs.append(p)
         return p
 
-    def tracer(self, port, *args):
+    def tracer(self, listen, *args, pass_fds=()):
+        """--metrics listen: a port (on 127.0.0.1), or unix:PATH."""
         err = os.path.join(self.dir, "tracer.err")
+        if not str(listen).startswith("unix:"):
+            listen = f"127.0.0.1:{listen}"
         with open(err, "w") as f:
-            p = subprocess.Popen([harness.TRACER, "--metrics", f"127.0.0.1:{port}", "-q",
+            p = subprocess.Popen([harness.TRACER, "--metrics", listen, "-q",
                                   "--no-trace", *map(str, args)],
-                                 stdout=subprocess.PIPE, stderr=f, text=True)
+                                 stdout=subprocess.PIPE, stderr=f, text=True,
+                                 pass_fds=pass_fds)
         self.procs.append(p)
         return p, err
+
+    def attached(self, err):
+        self.assertTrue(harness.wait_for(lambda: "Ctrl-C to stop" in harness.read(err), 30),
+                        harness.read(err))
 
     def test_promtool_checks_what_it_serves(self):
         """-p (the seccomp filter on): text format and OpenMetrics, a
@@ -80,8 +95,7 @@ class Metrics(unittest.TestCase):
         ex = harness.start_executor("noisy", 4)
         self.procs.append(ex)
         tr, err = self.tracer(port, "-p", ex.pid, "--metrics-tasks", 3, *harness.DETECTOR_ARGS)
-        self.assertTrue(harness.wait_for(lambda: "Ctrl-C to stop" in harness.read(err), 30),
-                        harness.read(err))
+        self.attached(err)
         url = f"http://127.0.0.1:{port}/metrics"
         # the first rendering comes with the first second's sample
         self.assertTrue(harness.wait_for(lambda: "asynctraced_polls_total" in get(url)[2], 10))
@@ -169,10 +183,14 @@ class Metrics(unittest.TestCase):
         self.assertEqual(tr.returncode, 0, harness.read(err))
 
     def test_bad_listen_address(self):
-        for bad in ("", "x", "70000", "1.2.3.4:", "[::1]9000"):
+        for bad in ("", "x", "70000", "1.2.3.4:", "[::1]9000", "unix:",
+                    "unix:/" + "x" * 107):
             r = harness.run_tracer("--metrics", bad, "-p", "1")
             self.assertEqual(r.returncode, 2, r.stderr)
             self.assertIn("--metrics", r.stderr)
+        # sun_path holds 108 bytes, the last one a NUL
+        r = harness.run_tracer("--metrics", "unix:/" + "x" * 107, "-p", "1")
+        self.assertIn("at most 107 bytes", r.stderr)
 
     def test_port_in_use(self):
         with socket.socket() as s:
@@ -184,3 +202,159 @@ class Metrics(unittest.TestCase):
             r = harness.run_tracer("--metrics", port, "-p", ex.pid, "-q")
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn(f"--metrics {port}: cannot listen there", r.stderr)
+
+    def test_serves_past_descriptor_1024(self):
+        """A daemon following many processes holds many descriptors, and
+        select() cannot wait on one from 1024 up (FD_SETSIZE). Started with
+        1100 descriptors inherited (it closes none it did not open), the
+        tracer's listening socket and every connection it accepts are
+        numbered past 1024: scrapes are still answered, under -p with the
+        seccomp filter on."""
+        want = 1100
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < want + 100:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+            self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
+        held = [os.open("/dev/null", os.O_RDONLY) for _ in range(want)]
+        for fd in held:
+            self.addCleanup(os.close, fd)
+        port = free_port()
+        ex = harness.start_executor("healthy", 4)
+        self.procs.append(ex)
+        tr, err = self.tracer(port, "-p", ex.pid, pass_fds=held)
+        self.attached(err)
+        fds = os.listdir(f"/proc/{tr.pid}/fd")
+        sockets = [int(fd) for fd in fds
+                   if os.readlink(f"/proc/{tr.pid}/fd/{fd}").startswith("socket:")]
+        self.assertGreater(len(fds), want)
+        self.assertTrue(sockets and min(sockets) > 1024, sockets)
+        url = f"http://127.0.0.1:{port}/metrics"
+        self.assertTrue(harness.wait_for(lambda: "asynctraced_polls_total" in get(url)[2], 10),
+                        harness.read(err))
+        for _ in range(5):
+            self.assertEqual(get(url)[0], 200)
+        ex.communicate(timeout=60)
+        tr.communicate(timeout=60)
+        self.assertEqual(tr.returncode, 0, harness.read(err))
+        self.assertNotIn("refused", harness.read(err))
+
+    def test_one_client_cannot_take_every_connection(self):
+        """A client that holds PER_CLIENT connections open (each with a
+        request it has not finished) gets any more closed unanswered; another
+        client's scrape is answered meanwhile, and the first one's requests
+        are, once finished."""
+        port = free_port()
+        ex = harness.start_executor("healthy", 4)
+        self.procs.append(ex)
+        tr, err = self.tracer(port, "-p", ex.pid)
+        self.attached(err)
+
+        def begin(source):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5,
+                                         source_address=(source, 0))
+            self.addCleanup(s.close)
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n")
+            return s
+
+        def finish(s):
+            """The answer's status line; "" when closed unanswered."""
+            try:
+                s.sendall(b"\r\n")
+                answer = b""
+                while chunk := s.recv(65536):
+                    answer += chunk
+            except ConnectionError:
+                return ""
+            return answer.decode().partition("\r\n")[0]
+
+        # accepted in order: the first PER_CLIENT are held, the next one is over
+        hog = [begin("127.0.0.2") for _ in range(PER_CLIENT)]
+        self.assertEqual(finish(begin("127.0.0.2")), "")
+        self.assertEqual(get(f"http://127.0.0.1:{port}/metrics")[0], 200)
+        for s in hog:
+            self.assertEqual(finish(s), "HTTP/1.1 200 OK")
+        self.assertTrue(harness.wait_for(
+            lambda: finish(begin("127.0.0.2")) == "HTTP/1.1 200 OK", 5))
+        ex.communicate(timeout=60)
+        tr.communicate(timeout=60)
+        self.assertEqual(tr.returncode, 0, harness.read(err))
+        self.assertNotIn("refused", harness.read(err))
+        # said once, however many there were
+        self.assertEqual(harness.read(err).count("closed unanswered"), 1, harness.read(err))
+
+    def curl(self, path, *args):
+        return subprocess.run([CURL, "-sS", "--fail", "--unix-socket", path, *args,
+                               "http://localhost/metrics"], capture_output=True, text=True,
+                              timeout=10)
+
+    def test_unix_socket(self):
+        """--metrics unix:PATH under -p (the seccomp filter on): the socket
+        is made 0660, curl scrapes it in both formats and promtool passes
+        what it gets. The filter forbids unlink, so the socket stays after
+        the run; the next run finds it stale (nobody answers) and replaces
+        it, and following the host (no filter) removes it at the end."""
+        self.assertTrue(os.access(CURL, os.X_OK), f"{CURL} missing: scripts/setup.sh installs curl")
+        path = os.path.join(self.dir, "metrics.sock")
+        ex = harness.start_executor("healthy", 3)
+        self.procs.append(ex)
+        tr, err = self.tracer(f"unix:{path}", "-p", ex.pid)
+        self.attached(err)
+        st = os.lstat(path)
+        self.assertTrue(stat.S_ISSOCK(st.st_mode))
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o660)
+        self.assertTrue(harness.wait_for(
+            lambda: "asynctraced_polls_total" in self.curl(path).stdout, 10), harness.read(err))
+        text = self.curl(path).stdout
+        check = subprocess.run([PROMTOOL, "check", "metrics"], input=text,
+                               capture_output=True, text=True)
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr + text)
+        om = self.curl(path, "-H", "Accept: application/openmetrics-text; version=1.0.0")
+        self.assertTrue(om.stdout.endswith("# EOF\n"), om.stdout + om.stderr)
+        ex.communicate(timeout=60)
+        tr.communicate(timeout=60)
+        self.assertEqual(tr.returncode, 0, harness.read(err))
+        self.assertNotIn("refused", harness.read(err))
+        self.assertTrue(stat.S_ISSOCK(os.lstat(path).st_mode))
+        # stale: replaced; following the host, removed at the end
+        tr, err = self.tracer(f"unix:{path}", "--comm", "^no-such-program$")
+        self.assertTrue(harness.wait_for(lambda: "watching" in harness.read(err), 30),
+                        harness.read(err))
+        # answered: a new socket (the stale one has nobody behind it)
+        self.assertTrue(harness.wait_for(
+            lambda: "asynctraced_targets 0" in self.curl(path).stdout, 10), harness.read(err))
+        tr.send_signal(signal.SIGINT)
+        tr.communicate(timeout=60)
+        self.assertEqual(tr.returncode, 0, harness.read(err))
+        self.assertFalse(os.path.lexists(path))
+
+    def test_unix_socket_refuses_what_is_not_stale(self):
+        """A socket someone answers on, a file, a directory, a symlink to a
+        socket: each refused before anything is attached (exit 1), and left
+        as it was; so is a directory that does not exist."""
+        ex = harness.start_executor("healthy", 3)
+        self.procs.append(ex)
+        live = os.path.join(self.dir, "live.sock")
+        with socket.socket(socket.AF_UNIX) as s:
+            s.bind(live)
+            s.listen()
+            r = harness.run_tracer("--metrics", f"unix:{live}", "-p", ex.pid, "-q")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(f"--metrics unix:{live}: in use", r.stderr)
+            self.assertTrue(stat.S_ISSOCK(os.lstat(live).st_mode))
+        file = os.path.join(self.dir, "file")
+        with open(file, "w") as f:
+            f.write("keep me\n")
+        link = os.path.join(self.dir, "link.sock")
+        os.symlink(live, link)
+        for path in (file, self.dir, link):
+            r = harness.run_tracer("--metrics", f"unix:{path}", "-p", ex.pid, "-q")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(f"--metrics unix:{path}: exists and is not a socket", r.stderr)
+        self.assertEqual(harness.read(file), "keep me\n")
+        self.assertTrue(os.path.islink(link))
+        missing = os.path.join(self.dir, "no-such-dir", "m.sock")
+        r = harness.run_tracer("--metrics", f"unix:{missing}", "-p", ex.pid, "-q")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(f"--metrics unix:{missing}: cannot bind", r.stderr)
+        self.assertIn("No such file or directory", r.stderr)
+        self.assertNotIn("tracing pid", r.stderr)

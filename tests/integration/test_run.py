@@ -24,10 +24,15 @@ TOLERANCE = ["--tolerance", "100"]
 EXECUTOR_SLOW = os.path.join(harness.BUILD, "sample-executor-slow")
 
 
+# Run as root: the command runs as asynctraced does (SUDO_UID would make it
+# the user who typed `sudo make test`, who cannot reach root's TMP).
+AS_ROOT = {k: v for k, v in os.environ.items() if k not in ("SUDO_UID", "SUDO_GID")}
+
+
 def run(*args, env=None, timeout=120):
     """asynctraced run ARGS: its exit status, stdout, stderr."""
     return subprocess.run([harness.TRACER, "run", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, env=env)
+                          text=True, timeout=timeout, env=env or AS_ROOT)
 
 
 def executor(scenario, duration=2, exe=harness.EXECUTOR):
@@ -134,7 +139,7 @@ class SampleExecutor(unittest.TestCase):
         self.assertEqual(rows, {"poll.p50": "FAIL", "poll.max": "pass", "dropped": "pass"})
 
     def test_github_annotations(self):
-        env = dict(os.environ, GITHUB_ACTIONS="true")
+        env = dict(AS_ROOT, GITHUB_ACTIONS="true")
         r = run("--no-trace", "-q", "--fail-on", "long-poll", "--long-poll", "15ms",
                 *executor("noisy"), env=env)
         self.assertEqual(r.returncode, 3, r.stderr)
@@ -271,7 +276,7 @@ class ExitStatus(unittest.TestCase):
             p = subprocess.Popen([harness.TRACER, "run", "--no-trace", "-q", "--fail-on", "all",
                                   "--", os.path.join(harness.BUILD, "go-app"), "-scenario",
                                   "timers", "-duration", "30s"],
-                                 stdout=subprocess.DEVNULL, stderr=f)
+                                 stdout=subprocess.DEVNULL, stderr=f, env=AS_ROOT)
         try:
             self.assertTrue(harness.wait_for(lambda: "tracing pid" in harness.read(err), 30),
                             harness.read(err))
@@ -282,6 +287,48 @@ class ExitStatus(unittest.TestCase):
                 p.kill()
                 p.wait()
         self.assertEqual(p.returncode, 128 + 15, harness.read(err))
+
+    def status_of(self, pid):
+        """{field: value} of /proc/PID/status."""
+        with open(f"/proc/{pid}/status") as f:
+            return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+
+    def test_the_command_runs_as_its_user_and_the_tracer_confined(self):
+        """Under sudo, the command runs as the user who typed it (SUDO_UID),
+        --user names another; no_new_privs either way, and the umask the
+        user had. The tracer's side, once attached: no capability and its
+        seccomp filter, and it still lets the command go, waits for it,
+        counts every poll and writes its --junit."""
+        harness.require_root()
+        for env, user, uid in ((dict(os.environ, SUDO_UID="65534", SUDO_GID="65534"), [], "65534"),
+                               (dict(os.environ, SUDO_UID="65534"), ["--user", "root"], "0"),
+                               (AS_ROOT, ["--user", "nobody"], "65534")):
+            with self.subTest(user=user, sudo_uid=env.get("SUDO_UID")):
+                junit = os.path.join(TMP, f"user{uid}.xml")
+                p = subprocess.Popen([harness.TRACER, "run", "-q", "--summary", "json",
+                                      "--fail-on", "all", "--junit", junit, *user,
+                                      *executor("healthy", 3)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=env, preexec_fn=lambda: os.umask(0o027))
+                try:
+                    m = harness.wait_line(p, r"^sample-executor: pid (\d+) ")
+                    self.assertIsNotNone(m, "the command did not start")
+                    cmd, tracer = self.status_of(int(m[1])), self.status_of(p.pid)
+                finally:
+                    out, err = p.communicate(timeout=60)
+                self.assertEqual(p.returncode, 0, err)
+                self.assertEqual(cmd["Uid"].split(), [uid] * 4)
+                self.assertEqual(cmd["NoNewPrivs"], "1")
+                self.assertEqual(cmd["Umask"], "0027")
+                self.assertEqual((tracer["CapEff"], tracer["Seccomp"]), ("0" * 16, "2"))
+                self.assertNotIn("refused", err)
+                s, = summaries(out)
+                self.assertEqual(s["counts"]["polls"], harness.parse_executor(out)["polls"], err)
+                self.assertEqual(os.stat(junit).st_mode & 0o777, 0o600)
+                self.assertEqual(ET.parse(junit).getroot().get("failures"), "0")
+        r = run("--user", "no-such-user-here", "--", "true")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("invalid --user 'no-such-user-here': no such user", r.stderr)
 
     def test_no_runtime_and_an_empty_trace_are_never_a_pass(self):
         harness.require_root()

@@ -4,6 +4,7 @@ without -p (processes that start later, each let go when it exits)."""
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -198,8 +199,12 @@ class System(unittest.TestCase):
     def test_tokio_processes_of_one_binary_share_its_probes(self):
         """The whole host followed: two tokio processes of one binary share one set
         of uprobes (the second attaches none), each task still named by its
-        future type (file offsets, the same in both), every poll counted."""
-        app = os.path.join(harness.BUILD, "tokio-app")
+        future type (file offsets, the same in both), every poll counted. The
+        binary is root's and no one else may write it (a copy: the build's may
+        be the user's who ran `sudo make test`)."""
+        app = os.path.join(self.dir, "tokio-app")
+        shutil.copy(os.path.join(harness.BUILD, "tokio-app"), app)
+        os.chmod(app, 0o755)
         self.log = os.path.join(self.dir, "tracer.log")
         self.out = os.path.join(self.dir, "tracer.out")
         trace = os.path.join(self.dir, "t.json")
@@ -230,6 +235,35 @@ class System(unittest.TestCase):
                      if e.get("cat") == "poll" and e.get("ph") == "X"}
         for pid in counts:
             self.assertIn((pid, "tokio_app"), named)
+
+    def test_a_file_others_may_write_gets_probes_per_process(self):
+        """A binary its (non-root) owner may rewrite: each process of it gets
+        probes of its own, never probes shared with every process that maps
+        it (placed from bytes that can change under them)."""
+        app = os.path.join(self.dir, "users-tokio-app")
+        shutil.copy(os.path.join(harness.BUILD, "tokio-app"), app)
+        os.chmod(self.dir, 0o755)
+        os.chown(app, 65534, 65534)
+        self.log = os.path.join(self.dir, "tracer.log")
+        apps = [self.start(app, "--wait-stdin", "--duration", "1", stdin=subprocess.PIPE)
+                for _ in range(2)]
+        with open(self.log, "w") as log:
+            # no --comm: files are shared only when every process is followed
+            tr = self.start(harness.TRACER, "-v", "-d", "12", "--no-trace", "-q", stderr=log)
+        self.assertTrue(harness.wait_for(
+            lambda: all(f"tracing pid {a.pid}" in self.said() for a in apps), 30),
+            self.said()[-3000:])
+        self.assertEqual(self.said().count("may be written by someone but root: its probes are "
+                                           "for this process alone"), 2, self.said()[-3000:])
+        self.assertNotIn("attached already", self.said())
+        for a in apps:
+            a.stdin.write("go\n")
+            a.stdin.flush()
+        for a in apps:
+            a.communicate(timeout=60)
+        tr.send_signal(signal.SIGINT)
+        rc, _, _ = self.finish(tr)
+        self.assertEqual(rc, 0, self.said()[-3000:])
 
     def test_forked_children(self):
         """A pre-forking server: the children a traced process forks (no exec) are

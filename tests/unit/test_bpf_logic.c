@@ -401,8 +401,8 @@ static __u64 same_slot_as(__u64 task)
 
 static int setup(void **state)
 {
-	struct __bpf_usdt_spec *spec;
-	int zero = 0;
+	struct at_usdt_spec *spec;
+	__u32 zero = 0;
 
 	nr_maps = 0;
 	MAP(thread_slots);
@@ -416,18 +416,20 @@ static int setup(void **state)
 	MAP(cpu_thread);
 	MAP(tokio_vtables);
 	MAP(tokio_hdrs);
-	MAP(__bpf_usdt_specs);
+	MAP(usdt_specs);
 	MAP(worker_slots);
 	MAP(target_flags);
 	MAP(tokio_next_worker);
 	MAP(tokio_bases);
 	MAP(stack_scratch);
 	MAP(asleep_stacks);
-	spec = bpf_map_lookup_elem(&__bpf_usdt_specs, &zero);
-	spec->arg_cnt = 6;
+	/* every site's spec, id 0 (the attach cookie here): six register arguments */
+	spec = bpf_map_lookup_elem(&usdt_specs, &zero);
+	spec->known = 1;
+	spec->nr_args = 6;
 	for (int i = 0; i < 6; i++) {
-		spec->args[i].arg_type = BPF_USDT_ARG_REG;
-		spec->args[i].reg_off = arg_regs[i];
+		spec->args[i].kind = AT_USDT_ARG_REG;
+		spec->args[i].reg_off = (__u16)arg_regs[i];
 	}
 	memset(worker_stats, 0, sizeof(worker_stats));
 	rq_clock_known = false;

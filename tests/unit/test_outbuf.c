@@ -195,26 +195,68 @@ static void rewrites_regular_file(void **state)
 	rmdir(dir);
 }
 
-/* New files: 0644 at most, less when the umask says so. */
+/* New files: 0666 less the umask (asynctraced's: 077 unless --umask). */
 static void creates_with_umask(void **state)
 {
+	static const mode_t masks[][2] = { { 022, 0644 }, { 077, 0600 }, { 0, 0666 } };
 	char *dir = scratch(), *path = in(dir, "t.json");
+	mode_t old = umask(0);
+
+	for (size_t i = 0; i < sizeof(masks) / sizeof(masks[0]); i++) {
+		struct outbuf *ob;
+		struct stat st;
+
+		umask(masks[i][0]);
+		assert_int_equal(outbuf__open(&ob, path), 0);
+		outbuf__free(ob);
+		assert_int_equal(stat(path, &st), 0);
+		assert_int_equal(st.st_mode & 07777, masks[i][1]);
+		unlink(path);
+	}
+	umask(old);
+	rmdir(dir);
+}
+
+/*
+ * SIGHUP's reopen of the alert log (logrotate moved it): what is at the path
+ * then is as untrusted as at the start. A FIFO, with a reader or without,
+ * neither blocks the loop nor gets the log; a symlink is not followed; a
+ * regular file is appended to.
+ */
+static void reopen_takes_only_a_regular_file(void **state)
+{
+	char *dir = scratch(), *path = in(dir, "alerts"), *victim = in(dir, "victim");
 	struct outbuf *ob;
-	struct stat st;
-	mode_t old = umask(022);
+	int rd;
 
 	assert_int_equal(outbuf__open(&ob, path), 0);
-	outbuf__free(ob);
-	assert_int_equal(stat(path, &st), 0);
-	assert_int_equal(st.st_mode & 07777, 0644);
+	ob_puts(ob, "one\n");
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(mkfifo(path, 0666), 0);
+	signal(SIGALRM, on_alarm);
+	alarm(5);
+	assert_int_equal(outbuf__reopen(ob, path), -ENXIO);
+	rd = open(path, O_RDONLY | O_NONBLOCK);
+	assert_true(rd >= 0);
+	assert_int_equal(outbuf__reopen(ob, path), -ENXIO);
+	alarm(0);
+	assert_int_equal(read(rd, (char[8]){ 0 }, 8), 0);
+	close(rd);
 	unlink(path);
-	umask(077);
-	assert_int_equal(outbuf__open(&ob, path), 0);
-	outbuf__free(ob);
-	assert_int_equal(stat(path, &st), 0);
-	assert_int_equal(st.st_mode & 07777, 0600);
-	umask(old);
+	put_file(victim, "secret", 0600);
+	assert_int_equal(symlink(victim, path), 0);
+	assert_int_equal(outbuf__reopen(ob, path), -ELOOP);
+	assert_string_equal(slurp(victim), "secret");
 	unlink(path);
+	assert_int_equal(outbuf__reopen(ob, "/dev/null"), -ENXIO);
+	put_file(path, "zero\n", 0600);
+	assert_int_equal(outbuf__reopen(ob, path), 0);
+	ob_puts(ob, "two\n");
+	assert_int_equal(outbuf__flush(ob), 0);
+	outbuf__free(ob);
+	assert_string_equal(slurp(path), "zero\ntwo\n");
+	unlink(path);
+	unlink(victim);
 	rmdir(dir);
 }
 
@@ -238,6 +280,7 @@ int main(void)
 		cmocka_unit_test(refuses_other_files),
 		cmocka_unit_test(rewrites_regular_file),
 		cmocka_unit_test(creates_with_umask),
+		cmocka_unit_test(reopen_takes_only_a_regular_file),
 		cmocka_unit_test(dash_is_stdout),
 	};
 

@@ -15,11 +15,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -57,6 +61,20 @@ static void *thread_fn(void *arg)
 			_exit(n);                                                                  \
 	} while (0)
 
+/* fn, run in a child (which it ends with _exit), exits 0: its CHECKs all held. */
+static void passes_in_a_child(void (*fn)(void))
+{
+	int status;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0)
+		fn();
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 static void sandboxed_child(void)
 {
 	char v[64], names[256], path[] = "/tmp/at-sandbox-XXXXXX";
@@ -71,7 +89,7 @@ static void sandboxed_child(void)
 	CHECK(13, status_line("NoNewPrivs", v, sizeof(v)) == 0 && !strcmp(v, "\t1"));
 	fd = mkstemp(path); /* made before the filter, written after */
 	CHECK(14, fd >= 0);
-	CHECK(15, sandbox__filter(0, -1) == 0);
+	CHECK(15, sandbox__filter(0, -1, 0) == 0);
 	CHECK(16, status_line("Seccomp", v, sizeof(v)) == 0 && !strcmp(v, "\t2"));
 
 	/* what the loop and the shutdown do */
@@ -133,10 +151,190 @@ static void test_sandbox_refuses_loudly(void **state)
 	close(fd);
 }
 
+/*
+ * --metrics (SANDBOX_SERVE): what libmicrohttpd's epoll thread does on
+ * sockets made before the filter works (accept, read, answer, TCP_NODELAY,
+ * shut down, epoll); making, binding, connecting or listening on a socket,
+ * any socket option but TCP's, fcntl, and removing the unix socket do not.
+ */
+static void serving_child(void)
+{
+	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	struct sockaddr_in in = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct epoll_event ev = { .events = EPOLLIN }, got;
+	socklen_t in_len = sizeof(in);
+	char names[256], buf[8];
+	int lu, cu, lt, ct, spare, su, st, ep, one = 1;
+
+	/* before the filter: a unix and a TCP listener, each with a client queued */
+	snprintf(un.sun_path, sizeof(un.sun_path), "/tmp/at-sandbox-%d.sock", (int)getpid());
+	lu = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	cu = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(40, lu >= 0 && cu >= 0 && !bind(lu, (struct sockaddr *)&un, sizeof(un)) &&
+			  !listen(lu, 4) && !connect(cu, (struct sockaddr *)&un, sizeof(un)));
+	lt = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	ct = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(41, lt >= 0 && ct >= 0 && !bind(lt, (struct sockaddr *)&in, sizeof(in)) &&
+			  !listen(lt, 4) && !getsockname(lt, (struct sockaddr *)&in, &in_len) &&
+			  !connect(ct, (struct sockaddr *)&in, sizeof(in)));
+	spare = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(42, spare >= 0 && sandbox__drop_privileges(0) == 0);
+	CHECK(43, sandbox__filter(SANDBOX_SERVE, -1, 0) == 0);
+
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(50, ep >= 0 && !epoll_ctl(ep, EPOLL_CTL_ADD, lu, &ev) &&
+			  epoll_wait(ep, &got, 1, 1000) == 1);
+	su = accept4(lu, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	st = accept4(lt, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	CHECK(51, su >= 0 && st >= 0);
+	CHECK(52, write(cu, "GET", 3) == 3 && recv(su, buf, sizeof(buf), 0) == 3);
+	CHECK(53, send(su, "200", 3, MSG_NOSIGNAL) == 3 && read(cu, buf, sizeof(buf)) == 3);
+	CHECK(54, !setsockopt(st, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)));
+	CHECK(55, !shutdown(su, SHUT_WR) && !shutdown(st, SHUT_WR));
+
+	CHECK(60, socket(AF_UNIX, SOCK_STREAM, 0) < 0 && errno == EPERM);
+	CHECK(61, bind(spare, (struct sockaddr *)&un, sizeof(un)) < 0 && errno == EPERM);
+	CHECK(62, connect(spare, (struct sockaddr *)&un, sizeof(un)) < 0 && errno == EPERM);
+	CHECK(63, listen(spare, 4) < 0 && errno == EPERM);
+	CHECK(64, setsockopt(st, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 &&
+			  errno == EPERM);
+	CHECK(65, fcntl(su, F_GETFL) < 0 && errno == EPERM);
+	CHECK(66, unlink(un.sun_path) < 0 && errno == EPERM);
+	CHECK(67, sandbox__refused(names, sizeof(names)) == 7);
+	CHECK(68, strstr(names, "socket x1") && strstr(names, "bind x1") &&
+			  strstr(names, "connect x1") && strstr(names, "listen x1") &&
+			  strstr(names, "setsockopt x1") && strstr(names, "fcntl x1") &&
+			  strstr(names, "unlink x1"));
+	_exit(0);
+}
+
+static void test_sandbox_serves_metrics_only(void **state)
+{
+	char path[64];
+	int status;
+	pid_t pid;
+
+	(void)state;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(null, STDERR_FILENO); /* the refusals are said: not here */
+		serving_child();
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	snprintf(path, sizeof(path), "/tmp/at-sandbox-%d.sock", (int)pid);
+	unlink(path);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/*
+ * run's rules: its command (a child made before the filter) may be let go,
+ * signalled and waited for; no other process may be signalled or waited for.
+ */
+static void run_child(void)
+{
+	char names[256];
+	pid_t parent = getppid(), cmd = fork();
+	int status;
+
+	if (!cmd) { /* the command: waits to be killed */
+		pause();
+		_exit(0);
+	}
+	CHECK(50, cmd > 0);
+	CHECK(51, sandbox__drop_privileges(0) == 0);
+	CHECK(52, sandbox__filter(SANDBOX_CHILD, -1, cmd) == 0);
+	CHECK(53, kill(cmd, 0) == 0);
+	CHECK(54, kill(parent, 0) < 0 && errno == EPERM);
+	CHECK(55, waitpid(-1, NULL, WNOHANG) < 0 && errno == EPERM);
+	CHECK(56, kill(cmd, SIGKILL) == 0 && waitpid(cmd, &status, 0) == cmd);
+	CHECK(57, WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	CHECK(58, sandbox__refused(names, sizeof(names)) == 2);
+	CHECK(59, strstr(names, "kill x1") && strstr(names, "wait4 x1"));
+	_exit(0);
+}
+
+static void test_sandbox_run_reaches_its_command_alone(void **state)
+{
+	(void)state;
+	passes_in_a_child(run_child);
+}
+
+/*
+ * --dump-dir's rules: files made, written, renamed and removed in the dump
+ * directory, through its descriptor; an absolute path passes the seccomp
+ * rule (it sees the descriptor, not the path), and Landlock refuses it, as
+ * it refuses reading anything but /proc.
+ */
+static char dump_dir[] = "/tmp/at-sandbox-dumps-XXXXXX";
+
+static void dumps_child(void)
+{
+	char outside[64];
+	int dirfd = open(dump_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd;
+
+	snprintf(outside, sizeof(outside), "/tmp/at-sandbox-outside-%d", (int)getpid());
+	CHECK(60, dirfd >= 0);
+	CHECK(61, sandbox__drop_privileges(0) == 0);
+	CHECK(62, sandbox__filter(SANDBOX_DUMPS, dirfd, 0) == 0);
+	fd = openat(dirfd, ".d.tmp", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	CHECK(63, fd >= 0 && write(fd, "x", 1) == 1);
+	close(fd);
+	CHECK(64, renameat(dirfd, ".d.tmp", dirfd, "d") == 0);
+	CHECK(65, unlinkat(dirfd, "d", 0) == 0);
+	CHECK(66, openat(dirfd, outside, O_WRONLY | O_CREAT | O_CLOEXEC, 0600) < 0 &&
+			  errno == EACCES);
+	CHECK(67, access(outside, F_OK) < 0);
+	CHECK(68, openat(dirfd, "/etc/passwd", O_RDONLY | O_CLOEXEC) < 0 && errno == EACCES);
+	fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	CHECK(69, fd >= 0);
+	close(fd);
+	_exit(0);
+}
+
+static void test_sandbox_dumps_stay_in_their_directory(void **state)
+{
+	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, 1 /* the version */);
+
+	(void)state;
+	if (abi < 1)
+		skip(); /* no Landlock in this kernel: the seccomp rule alone (docs/security.md) */
+	assert_non_null(mkdtemp(dump_dir));
+	passes_in_a_child(dumps_child);
+	rmdir(dump_dir);
+}
+
+/* Every option's rules together: libseccomp takes the overlapping fcntl rules. */
+static void test_sandbox_every_option(void **state)
+{
+	int status;
+	pid_t pid;
+
+	(void)state;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(sandbox__drop_privileges(0) ||
+		      sandbox__filter(SANDBOX_SERVE | SANDBOX_DUMPS | SANDBOX_STACKS | SANDBOX_CHILD,
+				      open("/tmp", O_RDONLY | O_DIRECTORY), getppid()) ||
+		      fcntl(0, F_GETFD) < 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sandbox_refuses_loudly),
+		cmocka_unit_test(test_sandbox_serves_metrics_only),
+		cmocka_unit_test(test_sandbox_run_reaches_its_command_alone),
+		cmocka_unit_test(test_sandbox_dumps_stay_in_their_directory),
+		cmocka_unit_test(test_sandbox_every_option),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

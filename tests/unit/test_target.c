@@ -17,6 +17,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "lib/file_copy.h"
 #include "targets/discover.h"
 #include "targets/elf_image.h"
 #include "targets/scan.h"
@@ -26,6 +27,17 @@
 static const char *build(void)
 {
 	return getenv("BUILD") ? getenv("BUILD") : "build";
+}
+
+static int file_byte(const char *path, uint64_t off)
+{
+	unsigned char c;
+	int fd = open(path, O_RDONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &c, 1, (off_t)off), 1);
+	close(fd);
+	return c;
 }
 
 static void probes_of_the_sample_executor(void **state)
@@ -52,6 +64,17 @@ static void probes_of_the_sample_executor(void **state)
 		assert_int_not_equal(probes[j].semaphore, 0); /* every probe has one */
 		assert_true(probes[j].args_known);
 		assert_true(probes[j].args[0]); /* every probe has arguments... */
+		/*
+		 * where its uprobe goes: the nop at the probe (sdt.h's nop, or
+		 * the 5-byte one the executor's probe functions start with), at
+		 * that file offset; its semaphore: 2 bytes, 0 in the file
+		 */
+		assert_true(file_byte(path, probes[j].offset) == 0x90 ||
+			    (file_byte(path, probes[j].offset) == 0x0f &&
+			     file_byte(path, probes[j].offset + 1) == 0x1f));
+		assert_int_not_equal(probes[j].sema_offset, 0);
+		assert_int_equal(file_byte(path, probes[j].sema_offset), 0);
+		assert_int_equal(file_byte(path, probes[j].sema_offset + 1), 0);
 	}
 	/* ...which the loader can fix before loading (one site a probe) */
 	for (size_t j = 0; j < nr; j++) {
@@ -144,22 +167,50 @@ static void files_without_probes(void **state)
 }
 
 /*
- * A FIFO where a target's file was (its owner can put one there): refused,
- * not waited on for a writer, by both readers discovery opens files with.
+ * A target's file is its owner's to change while we read it: only a regular
+ * file is read (a FIFO does not block, a device is not read), and what was
+ * read is a copy, which the file truncated to nothing afterwards leaves
+ * whole (a mapping would SIGBUS at its first page past the new end).
  */
-static void a_fifo_is_no_file(void **state)
+static void hostile_files(void **state)
 {
-	char dir[] = "/tmp/at-fifo-XXXXXX", fifo[64];
+	char dir[] = "/tmp/asynctraced-hostile-XXXXXX", fifo[64], copy[64], cmd[256];
 	struct usdt_probe *probes;
 	struct elf_image im;
+	struct file_copy fc;
+	uint64_t sum = 0;
 	size_t nr;
 
-	(void)state;
 	assert_non_null(mkdtemp(dir));
 	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
 	assert_int_equal(mkfifo(fifo, 0600), 0);
-	assert_int_equal(usdt__list(fifo, NULL, &probes, &nr), -ENOEXEC);
+	alarm(10); /* a blocked open or read fails the test by SIGALRM */
 	assert_int_equal(elf_image__open(&im, fifo), -ENOEXEC);
+	assert_int_equal(usdt__list(fifo, NULL, &probes, &nr), -ENOEXEC);
+	assert_int_equal(elf_image__open(&im, "/dev/zero"), -ENOEXEC);
+	assert_int_equal(elf_image__open(&im, "/tmp"), -ENOEXEC);
+	alarm(0);
+	/* too large for the budget: not read at all */
+	assert_int_equal(file_copy__read(&fc, "/proc/self/exe", 1024), -EFBIG);
+	assert_null(fc.data);
+
+	snprintf(copy, sizeof(copy), "%s/exe", dir);
+	snprintf(cmd, sizeof(cmd), "cp %s/sample-executor %s", build(), copy);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(elf_image__open(&im, copy), 0);
+	assert_true(im.nr_funcs > 10);
+	assert_int_equal(truncate(copy, 0), 0);
+	for (size_t i = 0; i < im.nr_funcs; i++) {
+		const struct elf_func *f = &im.funcs[i];
+		const uint8_t *code = elf_image__bytes(&im, f->addr, f->size);
+
+		sum += strlen(elf_image__name(&im, f));
+		for (size_t j = 0; code && j < f->size; j++)
+			sum += code[j];
+	}
+	assert_true(sum > 0);
+	elf_image__close(&im);
+	unlink(copy);
 	unlink(fifo);
 	rmdir(dir);
 }
@@ -663,7 +714,7 @@ int main(void)
 		cmocka_unit_test(probes_of_the_sample_executor),
 		cmocka_unit_test(usdt_argument_specs),
 		cmocka_unit_test(files_without_probes),
-		cmocka_unit_test(a_fifo_is_no_file),
+		cmocka_unit_test(hostile_files),
 		cmocka_unit_test(ourselves_as_a_target),
 		cmocka_unit_test(maps_lines),
 		cmocka_unit_test(stat_and_cgroup_lines),

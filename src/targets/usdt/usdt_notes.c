@@ -8,10 +8,10 @@
 #include <libelf.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/file_copy.h"
 #include "targets/elf_strtab.h"
 
 #define NT_STAPSDT 3
@@ -35,6 +35,7 @@ static int parse_note(const char *desc, size_t len, int is64, struct usdt_probe 
 		}
 	}
 	p->pc = addr[0];
+	p->base = addr[1];
 	p->semaphore = addr[2];
 	n = strnlen(desc + off, len - off);
 	if (off + n >= len || n >= sizeof(p->provider))
@@ -106,6 +107,70 @@ static int collect(Elf *elf, size_t size, const char *provider, struct usdt_prob
 	return 0;
 }
 
+/*
+ * The file offset of vaddr in a PT_LOAD segment with flags (PF_X: code); 0
+ * if none, or not inside the file (size bytes: a crafted header may say
+ * anything).
+ */
+static uint64_t file_offset(Elf *elf, size_t size, uint64_t vaddr, uint32_t flags)
+{
+	size_t n;
+
+	if (elf_getphdrnum(elf, &n))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
+		    (ph.p_flags & flags) != flags)
+			continue;
+		/* in the part the file holds (not .bss), without wrapping */
+		if (vaddr >= ph.p_vaddr && vaddr - ph.p_vaddr < ph.p_filesz) {
+			uint64_t off = ph.p_offset + (vaddr - ph.p_vaddr);
+
+			return off >= ph.p_offset && off < size ? off : 0;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Where each probe's uprobe and semaphore go, as file offsets. A prelinked
+ * file moved its code after the notes were written: the distance between
+ * the .stapsdt.base section's address now and the one a note recorded is
+ * how far (as in systemtap's sdt.h and libbpf).
+ */
+static void locate(Elf *elf, size_t size, struct usdt_probe *probes, size_t nr)
+{
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+	uint64_t base = 0;
+	bool has_base = false;
+
+	if (!elf_getshdrstrndx(elf, &shstrndx))
+		while ((scn = elf_nextscn(elf, scn))) {
+			GElf_Shdr sh;
+			const char *name;
+
+			if (!gelf_getshdr(scn, &sh))
+				continue;
+			name = elf_strptr(elf, shstrndx, sh.sh_name);
+			if (name && !strcmp(name, ".stapsdt.base")) {
+				base = sh.sh_addr;
+				has_base = true;
+				break;
+			}
+		}
+	for (size_t i = 0; i < nr; i++) {
+		struct usdt_probe *p = &probes[i];
+
+		if (has_base && p->base)
+			p->pc += base - p->base;
+		p->offset = file_offset(elf, size, p->pc, PF_X);
+		p->sema_offset = p->semaphore ? file_offset(elf, size, p->semaphore, 0) : 0;
+	}
+}
+
 int usdt__list_mem(const void *data, size_t size, const char *provider,
 		   struct usdt_probe **probes, size_t *nr)
 {
@@ -122,6 +187,8 @@ int usdt__list_mem(const void *data, size_t size, const char *provider,
 		err = -ENOEXEC;
 	else
 		err = collect(elf, size, provider, probes, nr);
+	if (!err)
+		locate(elf, size, *probes, *nr);
 	elf_end(elf);
 	if (err) {
 		free(*probes);
@@ -133,36 +200,17 @@ int usdt__list_mem(const void *data, size_t size, const char *provider,
 
 int usdt__list(const char *path, const char *provider, struct usdt_probe **probes, size_t *nr)
 {
-	struct stat st;
-	void *data;
-	int fd, err;
+	struct file_copy fc;
+	int err;
 
 	*probes = NULL;
 	*nr = 0;
-	/* a FIFO put where the target's file was must not block us (elf_image.c) */
-	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st)) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	/* an empty file cannot be mapped, and is no ELF file either; nor a device */
-	if (!st.st_size || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return -ENOEXEC;
-	}
-	/* shared: no uprobe breakpoint is put into it (elf_image.c) */
-	data = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-	if (data == MAP_FAILED)
-		data = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	err = data == MAP_FAILED ? -errno : 0;
-	close(fd);
+	/* a copy, not a mapping: its owner may truncate the file (file_copy.h) */
+	err = file_copy__read(&fc, path, FILE_COPY_MAX);
 	if (err)
 		return err;
-	err = usdt__list_mem(data, (size_t)st.st_size, provider, probes, nr);
-	munmap(data, (size_t)st.st_size);
+	err = usdt__list_mem(fc.data, fc.size, provider, probes, nr);
+	file_copy__free(&fc);
 	return err;
 }
 

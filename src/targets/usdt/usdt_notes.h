@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Reads the USDT probes an ELF file declares in its .note.stapsdt section.
- * libbpf parses the same notes when it attaches; we read them first to know
- * what a target offers, and to say so clearly when it offers nothing.
+ * Reads the USDT probes an ELF file declares in its .note.stapsdt section:
+ * what a target offers (said clearly when it offers nothing), and where each
+ * site's uprobe and semaphore go and how to read its arguments, from which
+ * asynctraced attaches them (not libbpf, which would parse the notes again).
  */
 #ifndef USDT_NOTES_H
 #define USDT_NOTES_H
@@ -19,8 +20,11 @@
 struct usdt_probe {
 	char provider[USDT_NAME_LEN];
 	char name[USDT_NAME_LEN];
-	uint64_t pc;
-	uint64_t semaphore; /* 0: none */
+	uint64_t pc;		/* the probe's address (link time; prelink undone) */
+	uint64_t base;		/* the note's .stapsdt.base address */
+	uint64_t semaphore;	/* its semaphore's address; 0: none */
+	uint64_t offset;	/* pc's file offset, where its uprobe goes; 0: not in code */
+	uint64_t sema_offset;	/* the semaphore's file offset; 0: none, or not in the file */
 	char args[USDT_ARGS_LEN]; /* as the note says them: "8@%rdi -4@8(%rbp)" */
 	bool args_known;	  /* false: longer than args holds (then empty) */
 };
@@ -39,7 +43,7 @@ int usdt__list_mem(const void *data, size_t size, const char *provider,
 /*
  * Parses a probe's argument string (x86-64 assembler operands: "N@%reg",
  * "N@$imm", "N@disp(%reg)"; N the size in bytes, negative if signed) into
- * spec. 0, or -EINVAL for a form we do not read (libbpf's spec is used then),
+ * spec. 0, or -EINVAL for a form we do not read (that site is then not traced),
  * -EOPNOTSUPP on other architectures.
  */
 int usdt__parse_args(const char *args, struct at_usdt_spec *spec);
