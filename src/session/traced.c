@@ -531,9 +531,8 @@ int traced__start(struct session *s, struct traced *tr)
 		else
 			err_msg("cannot trace pid %d (%s): attaching failed: %s\n", tr->target.pid,
 				tr->target.comm,
-				/* Linux's ENOTSUPP, which strerror does not know */
-				err == -524 ? "the kernel refused a probe (said above)"
-					    : strerror(-err));
+				err == -ENOTSUPP_KERNEL ? "the kernel refused a probe (said above)"
+							: strerror(-err));
 		s->failed++;
 		traced__drop(s, tr);
 		return err;

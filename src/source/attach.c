@@ -54,18 +54,15 @@ static int usdt_file(const struct discovery *d, size_t i, const struct attach_op
 	return decided[first] == 1;
 }
 
-/* Linux's ENOTSUPP (524): the kernel will not put a uprobe on that instruction. */
-#define ENOTSUPP_KERNEL 524
-
 /* Every site of one probe in one file, by its offsets, semaphores and specs. */
 static int attach_sites(struct tracer *t, pid_t pid, long owner, const struct probe_site *site)
 {
-	uint64_t *offsets = calloc(site->nr_at + 1, 2 * sizeof(*offsets));
-	uint64_t *ref_ctrs = offsets + site->nr_at;
+	uint64_t *offsets = calloc(site->nr_at + 1, 2 * sizeof(*offsets)), *ref_ctrs;
 	struct at_usdt_spec *specs = calloc(site->nr_at + 1, sizeof(*specs));
 	int err = -ENOMEM;
 
 	if (offsets && specs) {
+		ref_ctrs = offsets + site->nr_at;
 		for (size_t i = 0; i < site->nr_at; i++) {
 			offsets[i] = site->at[i].offset;
 			ref_ctrs[i] = site->at[i].ref_ctr;

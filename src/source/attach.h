@@ -12,6 +12,9 @@
 
 #define SHARE_ALONE 2
 
+/* Linux's ENOTSUPP (524), which strerror does not know: no uprobe on that instruction. */
+#define ENOTSUPP_KERNEL 524
+
 struct attach_opts {
 	pid_t pid;		/* the process whose probes they are */
 	/*
