@@ -517,6 +517,25 @@ int traced__start(struct session *s, struct traced *tr)
 	tr->pipe.model.last_ts = tr->start;
 	tr->pipe.model.realtime_offset =
 		(uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec - tr->start;
+	/*
+	 * Probes go into the very files that were read (attach.h), whatever
+	 * the process runs now; one that exec'd since is not the program read.
+	 */
+	if (!target__same_program(&tr->target)) {
+		if (!target__alive(&tr->target))
+			err_msg("pid %d exited while attaching\n", tr->target.pid);
+		else if (!s->examiner)
+			err_msg("pid %d (%s) ran another program (exec) while it was examined: "
+				"not traced\n", tr->target.pid, tr->target.comm);
+		else if (s->o->verbose)
+			info_msg("pid %d ran another program since it was examined: looked at "
+				 "again\n", tr->target.pid);
+		if (target__alive(&tr->target) && s->examiner)
+			examiner__ask(s->examiner, tr->target.pid);
+		s->failed += !s->examiner;
+		traced__drop(s, tr);
+		return -ESRCH;
+	}
 	if (s->cap)
 		begin_capture(s, tr);
 	err = attach__probes(s->tracer, &tr->disc, &ao, &tr->probes);

@@ -114,7 +114,7 @@ static int attach_usdt(struct tracer *t, const struct discovery *d, const struct
 		}
 		if (err) {
 			err_msg("failed to attach usdt '%s:%s' in %s: %s%s\n", AT_USDT_PROVIDER,
-				site->name, site->path,
+				site->name, site->target_path,
 				err == -ENOTSUPP_KERNEL
 					? "the kernel refuses a uprobe on the instruction there"
 					: strerror(-err),
@@ -554,7 +554,7 @@ static int attach_go(struct tracer *t, const struct discovery *d, const struct a
 		if (err <= 0)
 			return err;
 		if (err == SHARE_ALONE && o->verbose)
-			say_alone(d->go_path);
+			say_alone(d->go_target_path);
 		pid = err == SHARE_ALONE ? o->pid : -1;
 		owner = err == SHARE_ALONE ? o->pid : owner;
 	}

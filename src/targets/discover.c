@@ -115,7 +115,7 @@ static int add_places(struct probe_site *s, const struct usdt_probe *probes,
  * first give the names. The names are sorted once to group them: not each
  * probe checked against every site so far, which a file of a hundred
  * thousand notes made quadratic. Sites of this path from before, which would
- * mean the file was scanned twice (target__for_each_binary gives each file
+ * mean the file was scanned twice (target__open_files gives each file
  * once), are looked through as before. A name none of whose places can be
  * read gets no site.
  */
@@ -291,7 +291,7 @@ static bool stripped_rust(struct discovery *d, const struct target *t)
 	const char *marker = NULL;
 	struct elf_image im;
 
-	if (elf_image__open(&im, t->exe))
+	if (d->files.exe < 0 || elf_image__open(&im, d->files.f[d->files.exe].path))
 		return false;
 	if (!im.has_symtab)
 		marker = elf_image__rust_marker(&im);
@@ -301,24 +301,39 @@ static bool stripped_rust(struct discovery *d, const struct target *t)
 	return marker != NULL;
 }
 
+typedef int (*scan_fn)(void *ctx, const char *path, const char *target_path,
+		       const struct target_mapping *map);
+
+/* fn for every file, until one returns nonzero: its value. */
+static int scan(struct discovery *d, scan_fn fn)
+{
+	int ret = 0;
+
+	for (size_t i = 0; !ret && i < d->files.nr; i++)
+		ret = fn(d, d->files.f[i].path, d->files.f[i].target_path, &d->files.f[i].map);
+	return ret;
+}
+
 int discover(struct discovery *d, const struct target *t)
 {
-	int err = target__for_each_binary(t, scan_usdt, d);
+	int err = target__open_files(t, &d->files);
 
+	if (!err)
+		err = scan(d, scan_usdt);
 	if (err)
 		return err;
 	if (d->nr) {
 		d->kind = RUNTIME_USDT;
 		return 0;
 	}
-	err = target__for_each_binary(t, scan_tokio, d);
+	err = scan(d, scan_tokio);
 	if (err < 0)
 		return err;
 	if (err > 0) {
 		d->kind = RUNTIME_TOKIO;
 		return 0;
 	}
-	err = target__for_each_binary(t, scan_go, d);
+	err = scan(d, scan_go);
 	if (err < 0)
 		return err;
 	if (d->is_go && !d->go_err)
@@ -358,5 +373,6 @@ void discovery__free(struct discovery *d)
 	if (d->go_image)
 		elf_image__close(d->go_image);
 	free(d->go_image);
+	target_files__close(&d->files);
 	memset(d, 0, sizeof(*d));
 }

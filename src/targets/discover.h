@@ -49,6 +49,8 @@ struct tokio_binary {
 
 struct discovery {
 	enum runtime_kind kind;
+	/* every file the target maps executable, held open: the paths below are theirs */
+	struct target_files files;
 	struct probe_site *sites;	/* USDT: one per (file, probe name) */
 	size_t nr;
 	/* USDT: each probe's arguments, if all its sites agree (known) */

@@ -41,6 +41,7 @@ int target__comm(pid_t pid, char *comm, size_t len)
 
 int target__open(struct target *t, pid_t pid)
 {
+	struct stat st;
 	char path[64];
 	int err;
 
@@ -56,6 +57,10 @@ int target__open(struct target *t, pid_t pid)
 	if (err)
 		return err == -ENOENT ? -ESRCH : err;
 	snprintf(t->exe, sizeof(t->exe), "/proc/%d/exe", pid);
+	if (!stat(t->exe, &st)) {
+		t->exe_dev = st.st_dev;
+		t->exe_ino = st.st_ino;
+	}
 	t->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (t->pidfd < 0)
 		return errno == ESRCH ? -ESRCH : -errno;
@@ -89,6 +94,19 @@ int target__alive(const struct target *t)
 	struct pollfd p = { .fd = t->pidfd, .events = POLLIN };
 
 	return poll(&p, 1, 0) == 0;
+}
+
+bool target__same_program(const struct target *t)
+{
+	struct stat st;
+
+	if (!target__alive(t))
+		return false;
+	if (!t->exe_ino) /* not ours to look at then: its maps were not read either */
+		return true;
+	if (stat(t->exe, &st))
+		return false;
+	return st.st_dev == t->exe_dev && st.st_ino == t->exe_ino;
 }
 
 int target__thread_comm(void *target, uint32_t tid, char *comm, size_t len)
@@ -190,8 +208,9 @@ int target__next_exec_mapping(FILE *maps, struct target_exec_mapping *m)
 		unsigned long start, end, offset;
 
 		m->file[0] = '\0';
-		if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %4095[^\n]", &start, &end, perms, &offset,
-			   m->file) < 4)
+		m->inode = 0;
+		if (sscanf(line, "%lx-%lx %7s %lx %*s %lu %4095[^\n]", &start, &end, perms, &offset,
+			   &m->inode, m->file) < 4)
 			continue;
 		if (perms[2] != 'x' || m->file[0] != '/')
 			continue;
@@ -201,46 +220,96 @@ int target__next_exec_mapping(FILE *maps, struct target_exec_mapping *m)
 	return 0;
 }
 
-int target__for_each_binary(const struct target *t, target_binary_fn fn, void *ctx)
+/*
+ * The file of mapping m, opened: the mapped file itself through map_files,
+ * else its name under the target's root if that is a file of the inode the
+ * mapping shows. -EACCES/-EPERM: not ours to reach; -ENOENT: neither.
+ */
+static int open_mapped(const struct target *t, const struct target_exec_mapping *m,
+		       struct stat *st)
+{
+	const int flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
+	char path[4352];
+	int fd, err;
+
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", t->pid,
+		 (unsigned long)m->map.start, (unsigned long)m->map.end);
+	fd = open(path, flags);
+	err = fd < 0 ? -errno : 0;
+	if (fd < 0 && !strstr(m->file, " (deleted)")) {
+		snprintf(path, sizeof(path), "/proc/%d/root%s", t->pid, m->file);
+		fd = open(path, flags);
+		if (fd >= 0 && (fstat(fd, st) || st->st_ino != m->inode)) {
+			close(fd); /* renamed or replaced since it was mapped */
+			fd = -1;
+			errno = ENOENT;
+		}
+		err = fd < 0 && err != -EACCES && err != -EPERM ? -errno : err;
+	}
+	if (fd < 0)
+		return err;
+	if (fstat(fd, st) || !S_ISREG(st->st_mode)) {
+		close(fd);
+		return -ENOENT;
+	}
+	return fd;
+}
+
+static int add_file(struct target_files *fs, int fd, const struct stat *st,
+		    const struct target_exec_mapping *m)
+{
+	struct target_file *f = realloc(fs->f, (fs->nr + 1) * sizeof(*f));
+
+	if (!f)
+		return -ENOMEM;
+	fs->f = f;
+	f += fs->nr;
+	*f = (struct target_file){ .fd = fd, .map = m->map, .dev = st->st_dev, .ino = st->st_ino };
+	snprintf(f->path, sizeof(f->path), "/proc/self/fd/%d", fd);
+	f->target_path = strdup(m->file);
+	if (!f->target_path)
+		return -ENOMEM;
+	fs->nr++;
+	return 0;
+}
+
+int target__open_files(const struct target *t, struct target_files *fs)
 {
 	struct target_exec_mapping m;
 	struct u64map seen;
-	char path[4352], maps[64];
+	char maps[64];
 	struct stat exe_st;
-	int have_exe, ret = 0;
+	int have_exe, err = 0;
 	size_t reached = 0, denied = 0;
 	FILE *f;
 
+	*fs = (struct target_files){ .exe = -1 };
 	snprintf(maps, sizeof(maps), "/proc/%d/maps", t->pid);
 	f = fopen(maps, "re");
 	if (!f)
 		return errno == ENOENT ? -ESRCH : -errno;
 	u64map__init(&seen);
 	have_exe = stat(t->exe, &exe_st) == 0;
-	while (!ret && target__next_exec_mapping(f, &m)) {
+	while (!err && target__next_exec_mapping(f, &m)) {
 		struct stat st;
+		int fd = open_mapped(t, &m, &st);
 
-		/* Through the target's root: its mount namespace, not ours. A file
-		 * deleted or replaced since it was mapped is still in map_files. */
-		snprintf(path, sizeof(path), "/proc/%d/root%s", t->pid, m.file);
-		if (strstr(m.file, " (deleted)") || stat(path, &st)) {
-			snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", t->pid,
-				 (unsigned long)m.map.start, (unsigned long)m.map.end);
-			if (stat(path, &st)) {
-				denied += errno == EACCES || errno == EPERM;
-				continue;
-			}
-		}
-		reached++;
-		ret = seen_before(&seen, &st);
-		if (ret) {
-			ret = ret < 0 ? ret : 0;
+		if (fd < 0) {
+			denied += fd == -EACCES || fd == -EPERM;
+			err = fd == -ENOMEM ? fd : 0;
 			continue;
 		}
-		if (have_exe && exe_st.st_dev == st.st_dev && exe_st.st_ino == st.st_ino)
-			ret = fn(ctx, t->exe, m.file, &m.map);
-		else
-			ret = fn(ctx, path, m.file, &m.map);
+		reached++;
+		err = seen_before(&seen, &st);
+		if (!err) {
+			if (have_exe && exe_st.st_dev == st.st_dev && exe_st.st_ino == st.st_ino)
+				fs->exe = (int)fs->nr;
+			err = add_file(fs, fd, &st, &m);
+			fd = err ? fd : -1;
+		}
+		err = err < 0 ? err : 0;
+		if (fd >= 0)
+			close(fd);
 	}
 	fclose(f);
 	seen_free(&seen);
@@ -249,7 +318,19 @@ int target__for_each_binary(const struct target *t, target_binary_fn fn, void *c
 	 * links (another user's process, without CAP_SYS_PTRACE): saying that
 	 * is better than "no runtime in 0 files".
 	 */
-	if (!ret && !reached && denied)
-		return -EACCES;
-	return ret;
+	if (!err && !reached && denied)
+		err = -EACCES;
+	if (err)
+		target_files__close(fs);
+	return err;
+}
+
+void target_files__close(struct target_files *fs)
+{
+	for (size_t i = 0; i < fs->nr; i++) {
+		close(fs->f[i].fd);
+		free(fs->f[i].target_path);
+	}
+	free(fs->f);
+	*fs = (struct target_files){ .exe = -1 };
 }

@@ -8,6 +8,7 @@
 #ifndef TARGET_H
 #define TARGET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +28,8 @@ struct target {
 	int memfd;
 	char comm[TARGET_COMM_LEN];
 	char exe[64];		/* "/proc/PID/exe" */
+	dev_t exe_dev;		/* what it named when opened (0, 0: unknown) */
+	ino_t exe_ino;
 };
 
 /* -ESRCH: no such process; -EPERM: not ours to look at. */
@@ -35,6 +38,12 @@ int target__open(struct target *t, pid_t pid);
 int target__comm(pid_t pid, char *comm, size_t len);
 void target__close(struct target *t);
 int target__alive(const struct target *t);
+/*
+ * Whether the process still runs the program it ran when opened: alive, and
+ * no exec since (its executable the same file). Checked just before its
+ * probes go in: what was read of it then is of another program.
+ */
+bool target__same_program(const struct target *t);
 
 /* Matches model_thread_comm_fn and model_read_str_fn. */
 int target__thread_comm(void *target, uint32_t tid, char *comm, size_t len);
@@ -46,24 +55,46 @@ struct target_mapping {
 };
 
 /*
- * Calls fn for every distinct ELF file mapped executable in the target, with
- * a path that opens it from our namespace, the path the target knows it by,
- * and its (first) executable mapping. Stops early, returning fn's value, when
- * fn returns nonzero.
+ * An ELF file the target maps executable, opened by us: what is read of it
+ * and where its probes go is this very file, whatever its name names later
+ * (a process that execs, a path swapped in the target's mount namespace).
  */
-typedef int (*target_binary_fn)(void *ctx, const char *path, const char *target_path,
-				const struct target_mapping *map);
-int target__for_each_binary(const struct target *t, target_binary_fn fn, void *ctx);
+struct target_file {
+	int fd;			/* O_RDONLY | O_NONBLOCK, a regular file */
+	char path[32];		/* "/proc/self/fd/N": reads it, and attaches to it */
+	char *target_path;	/* what the target calls it */
+	struct target_mapping map;	/* its first executable mapping */
+	dev_t dev;
+	ino_t ino;
+};
+
+struct target_files {
+	struct target_file *f;
+	size_t nr;
+	int exe;		/* the executable's index; -1: not among them */
+};
+
+/*
+ * Opens every distinct file the target maps executable: through
+ * /proc/PID/map_files (the mapped file itself, which needs CAP_SYS_ADMIN),
+ * else by its name under /proc/PID/root (its mount namespace), when that
+ * names a file of the inode the mapping shows. 0; -ESRCH: gone; -EACCES:
+ * not one reachable, for want of the right to (another user's process,
+ * without CAP_SYS_PTRACE); -errno.
+ */
+int target__open_files(const struct target *t, struct target_files *fs);
+void target_files__close(struct target_files *fs);
 
 /* An executable mapping of a file, as /proc/PID/maps lists it. */
 struct target_exec_mapping {
 	struct target_mapping map;
+	unsigned long inode;	/* as the mapping shows it */
 	char file[4096];	/* as the kernel shows it: " (deleted)" after a file gone */
 };
 /*
  * The next line of a maps file (/proc/PID/maps: "start-end perms offset dev
  * inode path") that maps a file executable: 1 with *m, 0 at the end. What
- * target__for_each_binary reads, apart for the fuzzer (tests/fuzz/fuzz_proc.c).
+ * target__open_files reads, apart for the fuzzer (tests/fuzz/fuzz_proc.c).
  */
 int target__next_exec_mapping(FILE *maps, struct target_exec_mapping *m);
 

@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
@@ -10,6 +11,26 @@ import unittest
 
 from tests.integration import harness
 from tests.integration.test_lifecycle import our_progs
+
+# Probes of its own that it fires until SIGUSR1, then it execs argv[1:]
+EXECS_LATER_C = r"""#include <signal.h>
+#include <sys/sdt.h>
+#include <unistd.h>
+static volatile sig_atomic_t go;
+static void on_usr1(int sig) { (void)sig; go = 1; }
+int main(int argc, char **argv)
+{
+	(void)argc;
+	signal(SIGUSR1, on_usr1);
+	while (!go) {
+		STAP_PROBE4(asynctrace, poll_begin, 1ULL, 0U, 0U, "before");
+		STAP_PROBE5(asynctrace, poll_end, 1ULL, 0U, 1, 0, 0U);
+		usleep(1000);
+	}
+	execv(argv[1], argv + 1);
+	return 127;
+}
+"""
 
 CAPTURE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "data", "noisy.atcap"))
 
@@ -50,6 +71,70 @@ class Errors(unittest.TestCase):
         # one line says what failed (usage errors may add the usage text)
         self.assertTrue(r.stderr.startswith("asynctraced: "), r.stderr)
         self.assertNotIn("summary for pid", r.stderr)
+
+    def test_exec_between_examination_and_attach(self):
+        """A process that execs another program after it was examined and
+        before its probes go in: the probes were read from the first
+        program's files, so none may land in the second. The tracer is
+        held (strace delays its open of the kernel's BTF) while the target
+        execs (after it was examined, as its programs load); it then says so
+        and attaches nothing, and the second
+        program's code is byte for byte its file's."""
+        if not shutil.which("strace"):
+            self.fail("strace is not installed (scripts/setup.sh installs it)")
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        src, first = os.path.join(tmp, "first.c"), os.path.join(tmp, "first")
+        with open(src, "w") as f:
+            f.write(EXECS_LATER_C)
+        subprocess.run(["cc", "-O1", "-o", first, src], check=True)
+        second = os.path.realpath(harness.EXECUTOR)
+        ex = self.spawn(first, second, "--scenario", "healthy", "--duration", "20",
+                        "--workers", "2")
+        self.assertTrue(harness.wait_for(
+            lambda: os.path.realpath(f"/proc/{ex.pid}/exe") == first, 10), "it did not start")
+        # examined, the tracer loads its programs, reading the kernel's BTF first
+        btf = "/sys/kernel/btf/vmlinux"
+        tracer = self.spawn("strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=openat",
+                            "-P", btf, "-e", "inject=openat:delay_exit=8000000:when=1",
+                            harness.TRACER, "-p", str(ex.pid), "-d", "1")
+
+        def holding_btf():
+            for pid in os.listdir("/proc"):
+                try:
+                    if os.path.realpath(f"/proc/{pid}/exe") == os.path.realpath(
+                            harness.TRACER):
+                        for fd in os.listdir(f"/proc/{pid}/fd"):
+                            if os.readlink(f"/proc/{pid}/fd/{fd}") == btf:
+                                return True
+                except OSError:
+                    continue
+            return False
+
+        # the tracer has opened the BTF, and waits there for strace
+        self.assertTrue(harness.wait_for(holding_btf, 30), "the tracer never read the BTF")
+        ex.send_signal(signal.SIGUSR1)
+        self.assertTrue(harness.wait_for(
+            lambda: os.path.realpath(f"/proc/{ex.pid}/exe") == second, 5), "it did not exec")
+        self.assertTrue(holding_btf(), "the exec came after the tracer went on")
+        out, err = tracer.communicate(timeout=60)
+        self.assertEqual(tracer.returncode, 1, err)
+        self.assertIn(f"pid {ex.pid} (first) ran another program (exec) while it was "
+                      "examined: not traced", err)
+        self.assertNotIn("tracing pid", err)
+        # every executable byte of the second program is its file's: no breakpoint
+        with open(f"/proc/{ex.pid}/maps") as f:
+            code = [line.split() for line in f if line.split()[1].startswith("r-x")
+                    and line.rstrip().endswith(second)]
+        self.assertTrue(code)
+        with open(second, "rb") as f, open(f"/proc/{ex.pid}/mem", "rb") as mem:
+            for fields in code:
+                start, end = (int(x, 16) for x in fields[0].split("-"))
+                f.seek(int(fields[2], 16))
+                mem.seek(start)
+                want = f.read(end - start)
+                self.assertEqual(mem.read(len(want)), want)
+        self.assertIsNone(ex.poll())
 
     def test_no_such_pid(self):
         p = self.spawn("true")

@@ -215,38 +215,45 @@ static void hostile_files(void **state)
 	rmdir(dir);
 }
 
-struct found {
-	int self;
-	int libc;
-};
-
-static int note_binary(void *ctx, const char *path, const char *target_path,
-		       const struct target_mapping *map)
+/*
+ * Every file we map executable, opened once: ourselves (this very function
+ * inside its mapping, and known as the executable) and libc; each read
+ * through the descriptor its path names.
+ */
+static void check_files(const struct target_files *fs)
 {
-	struct found *f = ctx;
-	char self[4096];
+	char self[4096], fdpath[32];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	int seen_self = 0, seen_libc = 0;
 
 	assert_true(n > 0);
 	self[n] = '\0';
-	if (!strcmp(target_path, self)) {
-		/* the main executable is reached through /proc/PID/exe */
-		assert_non_null(strstr(path, "/exe"));
-		/* this very function is inside the executable mapping */
-		assert_true((uintptr_t)note_binary >= map->start &&
-			    (uintptr_t)note_binary < map->end);
-		f->self++;
+	for (size_t i = 0; i < fs->nr; i++) {
+		const struct target_file *f = &fs->f[i];
+		struct stat st;
+
+		snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", f->fd);
+		assert_string_equal(f->path, fdpath);
+		assert_int_equal(fstat(f->fd, &st), 0);
+		assert_true(S_ISREG(st.st_mode) && st.st_ino == f->ino && st.st_dev == f->dev);
+		assert_true(fcntl(f->fd, F_GETFL) & O_NONBLOCK);
+		if (!strcmp(f->target_path, self)) {
+			assert_int_equal(fs->exe, (int)i);
+			assert_true((uintptr_t)check_files >= f->map.start &&
+				    (uintptr_t)check_files < f->map.end);
+			seen_self++;
+		}
+		seen_libc += strstr(f->target_path, "libc.so") != NULL;
 	}
-	if (strstr(target_path, "libc.so"))
-		f->libc++;
-	return 0;
+	assert_int_equal(seen_self, 1); /* once, however many mappings */
+	assert_int_equal(seen_libc, 1);
 }
 
 static void ourselves_as_a_target(void **state)
 {
 	static const char greeting[] = "hello from the target";
 	struct target t;
-	struct found f = { 0 };
+	struct target_files fs;
 	char buf[64], comm[16];
 
 	assert_int_equal(target__open(&t, getpid()), 0);
@@ -260,9 +267,10 @@ static void ourselves_as_a_target(void **state)
 	assert_int_not_equal(target__read_str(&t, 8, buf, sizeof(buf)), 0);
 	assert_int_equal(target__thread_comm(&t, (uint32_t)getpid(), comm, sizeof(comm)), 0);
 	assert_string_equal(comm, "test_target");
-	assert_int_equal(target__for_each_binary(&t, note_binary, &f), 0);
-	assert_int_equal(f.self, 1); /* once, however many mappings */
-	assert_int_equal(f.libc, 1);
+	assert_int_equal(target__open_files(&t, &fs), 0);
+	check_files(&fs);
+	target_files__close(&fs);
+	assert_int_equal(fs.nr, 0);
 	target__close(&t);
 	assert_int_equal(target__open(&t, 0), -ESRCH);
 	assert_int_equal(target__open(&t, 0x7ffffff0), -ESRCH);
@@ -292,6 +300,7 @@ static void maps_lines(void **state)
 	assert_non_null(f);
 	assert_int_equal(target__next_exec_mapping(f, &m), 1);
 	assert_string_equal(m.file, "/usr/bin/prog");
+	assert_int_equal(m.inode, 1234);
 	assert_int_equal(m.map.start, 0x55d0c0a02000);
 	assert_int_equal(m.map.end, 0x55d0c0a09000);
 	assert_int_equal(m.map.offset, 0x2000);
