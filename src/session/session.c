@@ -380,6 +380,7 @@ int session__run_with(const struct session_opts *o, struct session_hooks *h)
 	u64map__init(&s.files);
 	image_cache__init(&s.images);
 	s.ex_opts.verbose = o->verbose;
+	s.ex_opts.probe_at_entry = o->probe_at_entry;
 	s.ex_opts.images = s.follow ? &s.images : NULL;
 	s.ep = epoll_create1(EPOLL_CLOEXEC);
 	if (s.ep >= 0 && session__start(&s) == 0) {

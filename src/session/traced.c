@@ -95,6 +95,7 @@ int traced__examine(struct traced **out, struct session *s, pid_t pid,
 	tr->disc.verbose = o->verbose;
 	tr->disc.images = o->images;
 	tr->disc.rules = o->rules;
+	tr->disc.probe_at_entry = o->probe_at_entry;
 	err = target__open(&tr->target, pid);
 	if (err) {
 		if (err == -ESRCH && !quiet)
@@ -179,10 +180,9 @@ static int unwind_stack(void *ctx, const struct at_stack *st, struct stack_frame
 /* A goroutine's name: the function it started in, at addr in the target. */
 static const char *go_code_name(void *ctx, uint64_t addr)
 {
-	const struct discovery *d = ctx; /* RUNTIME_GO: its image is read */
+	const struct discovery *d = ctx; /* RUNTIME_GO: its functions are read */
 
-	return addr > d->go_bias ? golang__goroutine_name(&d->go, d->go_image, addr - d->go_bias)
-				 : NULL;
+	return addr > d->go_bias ? golang__goroutine_name(&d->go, addr - d->go_bias) : NULL;
 }
 
 /* record: a record and, the first time they show up, its thread's and task's names. */

@@ -44,6 +44,7 @@ struct examine_opts {
 	bool verbose;			/* say why each file was skipped */
 	struct image_cache *images;	/* files known to hold no runtime, or NULL */
 	const struct probe_rules *rules; /* the kernel's, for probe placement */
+	bool probe_at_entry;		/* --probe-at entry */
 };
 
 /*

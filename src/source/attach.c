@@ -456,9 +456,6 @@ static int attach_tokio(struct tracer *t, const struct discovery *d,
 	return err;
 }
 
-/* newproc1's ret instructions: at most this many are probed. */
-#define GO_RETS 16
-
 static uint64_t go_addr(const void *d, uint64_t offset)
 {
 	const struct target_mapping *m = &((const struct discovery *)d)->go_map;
@@ -466,43 +463,17 @@ static uint64_t go_addr(const void *d, uint64_t offset)
 	return m->start + (offset - m->offset);
 }
 
-/*
- * Where a Go function's entry probe goes: past the stack-bound check (a
- * `cmp` the kernel would single-step) to the branch after it, which it
- * emulates, unless --probe-at entry; into ps, with the entry to fall back to.
- */
-static int go_entry(const struct discovery *d, const struct elf_image *im,
-		    const struct attach_opts *o, enum go_func f, struct probe_set *ps,
+/* A Go function's entry probe, where discovery placed it, into ps. */
+static int go_entry(const struct attach_opts *o, const struct go_probe *gp, struct probe_set *ps,
 		    struct attach_counts *counts)
 {
-	uint64_t addr = d->go.funcs[f], size = golang__func_size(&d->go, addr);
-	const uint8_t *code = size ? elf_image__bytes(im, addr, size) : NULL;
-	struct placement_need need = { .arg = -1, .spills = true };
-	int64_t at = elf_image__offset(im, addr);
-	struct placement p = { 0 };
-	bool moved;
-
-	if (at < 0)
+	if (!gp->said[0])
 		return -ENOENT;
-	/* placement keeps memory and control flow; the registers read are checked here */
-	moved = !o->probe_at_entry && code &&
-		!placement__entry(code, size, addr, &need, d->rules, &p) &&
-		p.cheap && p.skip && golang__keeps_args(code, p.skip, addr);
-	probe_set__add(ps, (uint64_t)at + (moved ? p.skip : 0), 0, (uint64_t)at, 0,
-		       moved && p.verdict == PROBE_OPTIMIZED);
-	counts->moved += moved;
-	counts->stepped += !moved;
-	if (o->verbose && moved)
-		info_msg("attaching %s at %s+0x%llx (+%llu: past %s, at %s, %s)\n", go_func_names[f],
-			 d->go_target_path, (unsigned long long)at, (unsigned long long)p.skip,
-			 p.entry, p.at, probe_verdict_str(p.verdict));
-	else if (o->verbose)
-		info_msg("attaching %s at %s+0x%llx (%s, single-stepped: %s)\n", go_func_names[f],
-			 d->go_target_path, (unsigned long long)at, p.entry[0] ? p.entry : "?",
-			 o->probe_at_entry ? "--probe-at entry"
-			 : p.why[0]	   ? p.why
-			 : p.skip	   ? "it would move past a register a probe reads"
-					   : "no cheaper instruction before its first side effect");
+	probe_set__add(ps, gp->at, 0, gp->entry, 0, gp->optimized);
+	counts->moved += gp->moved;
+	counts->stepped += !gp->moved;
+	if (o->verbose)
+		info_msg("%s\n", gp->said);
 	return 0;
 }
 
@@ -533,21 +504,20 @@ static int attach_go_set(struct tracer *t, const struct discovery *d,
 static int attach_go(struct tracer *t, const struct discovery *d, const struct attach_opts *o,
 		     struct attach_counts *counts)
 {
-	uint64_t addr = d->go.funcs[GO_NEWPROC1], size = golang__func_size(&d->go, addr);
-	uint64_t rets[GO_RETS];
 	static const struct {
+		enum go_entry_probe p;
 		enum go_func f;
 		enum tracer_uprobe which;
 		const char *loss;
 	} entries[] = {
-		{ GO_CASGSTATUS, UPROBE_GO_CASGSTATUS, NULL }, /* nothing useful without it */
-		{ GO_RUNQSTEAL, UPROBE_GO_RUNQSTEAL, "steals not seen" },
+		/* nothing useful without it */
+		{ GO_PROBE_CASGSTATUS, GO_CASGSTATUS, UPROBE_GO_CASGSTATUS, NULL },
+		{ GO_PROBE_RUNQSTEAL, GO_RUNQSTEAL, UPROBE_GO_RUNQSTEAL, "steals not seen" },
 	};
-	const struct elf_image *im = d->go_image; /* read at discovery (RUNTIME_GO has it) */
 	struct probe_set ps;
 	pid_t pid = o->pid;
 	long owner = o->pid;
-	int n, err;
+	int n = d->nr_go_rets, err;
 
 	if (o->share) {
 		err = o->share(o->share_ctx, d->go_path, &owner);
@@ -561,17 +531,8 @@ static int attach_go(struct tracer *t, const struct discovery *d, const struct a
 	if (probe_set__init(&ps, UPROBE_GO_NEWPROC1_RET, d->go_path, GO_RETS))
 		return -ENOMEM;
 	/* newproc1 returns the goroutine it made: probed at its rets, never by a uretprobe */
-	n = size && elf_image__bytes(im, addr, size)
-		    ? golang__rets(elf_image__bytes(im, addr, size), size, addr, rets, GO_RETS)
-		    : -ENOENT;
-	for (int i = 0; i < n; i++) {
-		int64_t at = elf_image__offset(im, rets[i]);
-
-		if (at < 0)
-			n = -ENOENT;
-		else
-			probe_set__add(&ps, (uint64_t)at, 0, (uint64_t)at, 0, false);
-	}
+	for (int i = 0; i < n && i < GO_RETS; i++)
+		probe_set__add(&ps, d->go_rets[i].at, 0, d->go_rets[i].entry, 0, false);
 	err = n > 0 ? 0 : n < 0 ? n : -ENOENT;
 	if (err)
 		err_msg("cannot find the returns of runtime.newproc1 in %s: %s\n", d->go_target_path,
@@ -584,7 +545,7 @@ static int attach_go(struct tracer *t, const struct discovery *d, const struct a
 		probe_set__free(&ps);
 		err = probe_set__init(&ps, entries[i].which, d->go_path, 1);
 		if (!err)
-			err = go_entry(d, im, o, entries[i].f, &ps, counts);
+			err = go_entry(o, &d->go_entries[entries[i].p], &ps, counts);
 		if (!err)
 			err = attach_go_set(t, d, o, pid, owner, &ps, go_func_names[entries[i].f],
 					    entries[i].loss ? entries[i].loss : "nothing to trace",

@@ -9,6 +9,7 @@
 #include "asynctraced.h"
 #include "lib/util.h"
 #include "targets/elf_image.h"
+#include "targets/placement.h"
 
 static int usdt_probe_id(const char *name)
 {
@@ -235,11 +236,96 @@ static int scan_tokio(void *ctx, const char *path, const char *target_path,
 	return 1; /* found: one tokio per process is what we trace */
 }
 
+/*
+ * Where a Go function's entry probe goes: past the stack-bound check (a
+ * `cmp` the kernel would single-step) to the branch after it, which it
+ * emulates, unless --probe-at entry.
+ */
+static int place_go_entry(struct discovery *d, const struct elf_image *im, enum go_func f,
+			  struct go_probe *gp)
+{
+	uint64_t addr = d->go.funcs[f], size = golang__func_size(&d->go, addr);
+	const uint8_t *code = size ? elf_image__bytes(im, addr, size) : NULL;
+	struct placement_need need = { .arg = -1, .spills = true };
+	int64_t at = addr ? elf_image__offset(im, addr) : -1;
+	struct placement p = { 0 };
+
+	if (at < 0)
+		return -ENOENT;
+	/* placement keeps memory and control flow; the registers read are checked here */
+	gp->moved = !d->probe_at_entry && code &&
+		    !placement__entry(code, size, addr, &need, d->rules, &p) && p.cheap && p.skip &&
+		    golang__keeps_args(code, p.skip, addr);
+	gp->entry = (uint64_t)at;
+	gp->at = (uint64_t)at + (gp->moved ? p.skip : 0);
+	gp->optimized = gp->moved && p.verdict == PROBE_OPTIMIZED;
+	if (gp->moved)
+		snprintf(gp->said, sizeof(gp->said), "attaching %s at %s+0x%llx (+%llu: past %s, at "
+			 "%s, %s)", go_func_names[f], d->go_target_path, (unsigned long long)at,
+			 (unsigned long long)p.skip, p.entry, p.at, probe_verdict_str(p.verdict));
+	else
+		snprintf(gp->said, sizeof(gp->said), "attaching %s at %s+0x%llx (%s, single-stepped: "
+			 "%s)", go_func_names[f], d->go_target_path, (unsigned long long)at,
+			 p.entry[0] ? p.entry : "?",
+			 d->probe_at_entry ? "--probe-at entry"
+			 : p.why[0]	   ? p.why
+			 : p.skip	   ? "it would move past a register a probe reads"
+					   : "no cheaper instruction before its first side effect");
+	return 0;
+}
+
+/* newproc1 returns the goroutine it made: probed at its rets, never by a uretprobe. */
+static int place_go_rets(struct discovery *d, const struct elf_image *im)
+{
+	uint64_t addr = d->go.funcs[GO_NEWPROC1], size = golang__func_size(&d->go, addr);
+	const uint8_t *code = size ? elf_image__bytes(im, addr, size) : NULL;
+	uint64_t rets[GO_RETS];
+	int n = code ? golang__rets(code, size, addr, rets, GO_RETS) : -ENOENT;
+
+	for (int i = 0; i < n; i++) {
+		int64_t at = elf_image__offset(im, rets[i]);
+
+		if (at < 0)
+			return -ENOENT;
+		d->go_rets[i] = (struct go_probe){ .at = (uint64_t)at, .entry = (uint64_t)at };
+	}
+	return n > 0 ? n : n < 0 ? n : -ENOENT;
+}
+
+/*
+ * What the probes and the names need of a Go binary's code, taken while it
+ * is read: where each probe goes, where the binary was loaded (PIE), and
+ * each goroutine start function's name. Its code is not kept.
+ */
+static void read_go_code(struct discovery *d, const struct elf_image *im,
+			 const struct target_mapping *map)
+{
+	static const enum go_func entry_funcs[GO_ENTRY_PROBES] = {
+		[GO_PROBE_CASGSTATUS] = GO_CASGSTATUS,
+		[GO_PROBE_RUNQSTEAL] = GO_RUNQSTEAL,
+	};
+
+	/* PIE: where it was loaded, by the file offset of a function in its text */
+	if (d->go.pie) {
+		uint64_t vaddr = d->go.funcs[GO_EXECUTE];
+		int64_t off = vaddr ? elf_image__offset(im, vaddr) : -1;
+
+		if (off >= 0)
+			d->go_bias = map->start + ((uint64_t)off - map->offset) - vaddr;
+	}
+	d->nr_go_rets = place_go_rets(d, im);
+	for (int i = 0; i < GO_ENTRY_PROBES; i++)
+		if (place_go_entry(d, im, entry_funcs[i], &d->go_entries[i]))
+			d->go_entries[i].said[0] = '\0'; /* entry 0: not found */
+	golang__name_goroutines(&d->go, im);
+}
+
 /* The first Go binary the target maps (its executable, or a c-shared library). */
 static int scan_go(void *ctx, const char *path, const char *target_path,
 		   const struct target_mapping *map)
 {
 	struct discovery *d = ctx;
+	struct elf_image im;
 	int err;
 
 	if (d->images && image_cache__lacks(d->images, path, IMAGE_NO_GO))
@@ -253,30 +339,19 @@ static int scan_go(void *ctx, const char *path, const char *target_path,
 		return 0;
 	}
 	d->is_go = true;
-	/* its code, kept: the probes are placed, and goroutines named, by it */
-	d->go_image = calloc(1, sizeof(*d->go_image));
-	if (!d->go_image)
-		return -ENOMEM;
-	err = elf_image__open(d->go_image, path);
-	if (err) {
-		free(d->go_image);
-		d->go_image = NULL;
-		if (!d->go_err)
-			d->go_err = err;
-	}
 	d->go_path = strdup(path);
 	d->go_target_path = strdup(target_path);
 	d->go_map = *map;
-	/* PIE: where it was loaded, by the file offset of a function in its text */
-	if (d->go.pie && d->go_image) {
-		uint64_t vaddr = d->go.funcs[GO_EXECUTE];
-		int64_t off = vaddr ? elf_image__offset(d->go_image, vaddr) : -1;
-
-		if (off >= 0)
-			d->go_bias = map->start + ((uint64_t)off - map->offset) - vaddr;
-	}
 	if (!d->go_path || !d->go_target_path)
 		return -ENOMEM;
+	err = elf_image__open(&im, path);
+	if (err) {
+		d->go_err = d->go_err ? d->go_err : err;
+		d->nr_go_rets = -ENOENT;
+		return 1;
+	}
+	read_go_code(d, &im, map);
+	elf_image__close(&im);
 	return 1;
 }
 
@@ -370,9 +445,6 @@ void discovery__free(struct discovery *d)
 	golang__free(&d->go);
 	free(d->go_path);
 	free(d->go_target_path);
-	if (d->go_image)
-		elf_image__close(d->go_image);
-	free(d->go_image);
 	target_files__close(&d->files);
 	memset(d, 0, sizeof(*d));
 }

@@ -47,6 +47,21 @@ struct tokio_binary {
 	struct tokio_runtime rt;
 };
 
+/* newproc1's ret instructions: at most this many are probed. */
+#define GO_RETS 16
+
+/* Where one Go probe goes, chosen when the binary was read (placement.h). */
+struct go_probe {
+	uint64_t at;		/* its file offset */
+	uint64_t entry;		/* its function's entry, should the kernel refuse `at` */
+	bool optimized;		/* at `at`, the kernel makes it a call */
+	bool moved;		/* past a single-stepped entry */
+	char said[256];		/* -v: where it goes, and why */
+};
+
+/* The Go functions probed at their entry, besides newproc1's returns. */
+enum go_entry_probe { GO_PROBE_CASGSTATUS, GO_PROBE_RUNQSTEAL, GO_ENTRY_PROBES };
+
 struct discovery {
 	enum runtime_kind kind;
 	/* every file the target maps executable, held open: the paths below are theirs */
@@ -70,10 +85,13 @@ struct discovery {
 	struct go_binary go;
 	int go_err;			/* golang__detect()'s: 0, or what it lacked */
 	char *go_path, *go_target_path;	/* GO: its binary, as for tokio */
-	struct elf_image *go_image;	/* GO: its code, to place probes and name goroutines */
+	struct go_probe go_rets[GO_RETS];	/* GO: newproc1's returns */
+	int nr_go_rets;				/* ... how many; -errno: not found */
+	struct go_probe go_entries[GO_ENTRY_PROBES];
 	uint64_t go_bias;		/* GO: its addresses in the target less link-time ones (PIE) */
 	struct target_mapping go_map;
 	const struct probe_rules *rules; /* where the kernel lets probes go (probe_rules.h) */
+	bool probe_at_entry;		/* --probe-at entry: Go's probes on the entries */
 	bool verbose;			/* say why a file was skipped */
 };
 

@@ -110,10 +110,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* discovery keeps going with a Go program of a layout it does not know */
 	if (gb.version[0] && !elf_image__open_mem(&im, file, size)) {
 		probed(&gb, &im);
+		golang__name_goroutines(&gb, &im);
 		for (size_t i = 0; i < gb.nr_all && i < NAMED_MAX; i++) {
 			const struct go_func_entry *e = &gb.all[i];
 
-			check_name(&gb, golang__goroutine_name(&gb, &im, e->addr));
+			check_name(&gb, golang__goroutine_name(&gb, e->addr));
 			check_name(&gb, golang__func_at(&gb, e->addr + e->size / 2));
 			golang__func_size(&gb, e->addr);
 		}

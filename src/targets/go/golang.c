@@ -218,7 +218,8 @@ static int func_found(struct go_binary *gb, const char *name, uint64_t addr, uin
 	}
 	memcpy(gb->names + gb->names_len, name, n);
 	gb->all[gb->nr_all++] = (struct go_func_entry){ .addr = addr, .size = size,
-						       .name = (uint32_t)gb->names_len };
+						       .name = (uint32_t)gb->names_len,
+						       .goroutine = (uint32_t)gb->names_len };
 	gb->names_len += n;
 	return 0;
 }
@@ -253,40 +254,70 @@ static bool wrapper_name(const char *name)
 	return !*d;
 }
 
-const char *golang__goroutine_name(const struct go_binary *gb, const struct elf_image *im,
-				   uint64_t startpc)
+/*
+ * The one function wrapper f calls, besides the stack's growth (its entry in
+ * gb->all), or NULL: none, several, or the runtime (a closure of its own).
+ */
+static const struct go_func_entry *wrapped(const struct go_binary *gb,
+					   const struct go_func_entry *f, const struct elf_image *im,
+					   csh cs, cs_insn *insn)
 {
-	const char *name = golang__func_at(gb, startpc), *callee = NULL, *c;
-	uint64_t size = name ? golang__func_size(gb, startpc) : 0, addr = startpc;
-	const uint8_t *code = size && size < 4096 ? elf_image__bytes(im, startpc, size) : NULL;
-	size_t len = size;
-	cs_insn *insn;
-	csh cs;
+	const uint8_t *code = f->size < 4096 ? elf_image__bytes(im, f->addr, f->size) : NULL;
+	const struct go_func_entry *callee = NULL;
+	uint64_t addr = f->addr;
+	size_t len = code ? f->size : 0;
 
-	if (!code || !wrapper_name(name) || cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK)
-		return name;
-	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
-	insn = cs_malloc(cs);
-	/* a wrapper calls its function and nothing else but the stack's growth */
-	while (insn && len && cs_disasm_iter(cs, &code, &len, &addr, insn)) {
+	while (len && cs_disasm_iter(cs, &code, &len, &addr, insn)) {
 		const cs_x86 *x = &insn->detail->x86;
+		const struct go_func_entry *c = NULL;
+		size_t at;
 
 		if (insn->id != X86_INS_CALL)
 			continue;
-		c = x->op_count == 1 && x->operands[0].type == X86_OP_IMM
-			    ? golang__func_at(gb, (uint64_t)x->operands[0].imm)
-			    : NULL;
-		if (c && !strncmp(c, "runtime.morestack", 17))
+		if (x->op_count == 1 && x->operands[0].type == X86_OP_IMM &&
+		    (at = upper_bound_u64(gb->all, gb->nr_all, sizeof(*gb->all),
+					  (uint64_t)x->operands[0].imm)))
+			c = &gb->all[at - 1];
+		if (c && !strncmp(gb->names + c->name, "runtime.morestack", 17))
 			continue;
-		if (!c || callee || !strncmp(c, "runtime.", 8)) { /* a closure of its own */
-			callee = NULL;
-			break;
-		}
+		if (!c || callee || !strncmp(gb->names + c->name, "runtime.", 8))
+			return NULL;
 		callee = c;
 	}
-	cs_free(insn, 1);
+	return callee;
+}
+
+void golang__name_goroutines(struct go_binary *gb, const struct elf_image *im)
+{
+	cs_insn *insn;
+	csh cs;
+
+	if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK)
+		return;
+	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
+	insn = cs_malloc(cs);
+	for (size_t i = 0; insn && i < gb->nr_all; i++) {
+		struct go_func_entry *f = &gb->all[i];
+		const struct go_func_entry *callee =
+			wrapper_name(gb->names + f->name) ? wrapped(gb, f, im, cs, insn) : NULL;
+
+		if (callee)
+			f->goroutine = callee->name;
+	}
+	if (insn)
+		cs_free(insn, 1);
 	cs_close(&cs);
-	return callee ? callee : name;
+}
+
+const char *golang__goroutine_name(const struct go_binary *gb, uint64_t startpc)
+{
+	size_t lo = upper_bound_u64(gb->all, gb->nr_all, sizeof(*gb->all), startpc);
+
+	if (!lo)
+		return NULL;
+	/* a goroutine starts at its function's entry; a pc inside one is named by it */
+	return gb->names + (gb->all[lo - 1].addr == startpc ? gb->all[lo - 1].goroutine
+							    : gb->all[lo - 1].name);
 }
 
 uint64_t golang__func_size(const struct go_binary *gb, uint64_t addr)

@@ -38,6 +38,7 @@ struct go_offsets {
 struct go_func_entry {
 	uint64_t addr, size;
 	uint32_t name;		/* offset in go_binary.names */
+	uint32_t goroutine;	/* ... of the name of a goroutine started in it */
 };
 
 struct go_binary {
@@ -88,11 +89,17 @@ const char *golang__func_at(const struct go_binary *gb, uint64_t addr);
  * a `go f(x)` statement starts the goroutine in a wrapper the compiler makes
  * (main.main.func1; main.main.gowrap1 from Go 1.21), which calls f: then
  * f's name, when the wrapper calls one function outside the runtime, as
- * code of im (the binary) shows. Else the function's own name; NULL if none.
+ * golang__name_goroutines() found in the code. Else the function's own
+ * name; NULL if none.
+ */
+const char *golang__goroutine_name(const struct go_binary *gb, uint64_t startpc);
+/*
+ * Reads in im (the binary's code) what each wrapper calls, for
+ * golang__goroutine_name(): once, when the binary is read, so that naming
+ * needs no code.
  */
 struct elf_image;
-const char *golang__goroutine_name(const struct go_binary *gb, const struct elf_image *im,
-				   uint64_t startpc);
+void golang__name_goroutines(struct go_binary *gb, const struct elf_image *im);
 /* The size of the function starting at addr; 0 if unknown. */
 uint64_t golang__func_size(const struct go_binary *gb, uint64_t addr);
 /*
