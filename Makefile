@@ -60,7 +60,7 @@ endif
 # The tracer's layers, a folder each (docs/architecture.md); a header is
 # included by its folder and name ("pipeline/detect.h"), from src/.
 SRC_DIRS    := src/cmd src/session src/targets src/targets/usdt src/targets/tokio src/targets/go \
-	       src/source src/pipeline src/sinks src/capture src/stacks src/gate src/lib
+	       src/analyser src/source src/pipeline src/sinks src/capture src/stacks src/gate src/lib
 TRACER_SRCS := $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))
 TRACER_OBJS := $(patsubst src/%.c,$(BUILD)/src/%.o,$(TRACER_SRCS))
 SRC_INC     := -Isrc
@@ -92,7 +92,7 @@ FUZZ_TIME   ?= 60
 # tests/fuzz/<target>/ (the capture's is tests/fuzz/corpus), and the largest
 # input it mutates (docs/testing.md says why these).
 FUZZ_TARGETS ?= capture elf_image usdt_notes usdt_args tokio_names placement golang func_index \
-		proc ksyms
+		proc ksyms plan
 FUZZ_BINS    := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 fuzz_corpus   = $(if $(filter capture,$(1)),tests/fuzz/corpus,tests/fuzz/$(1))
 # capture: the corpus holds a whole real capture of some 280 KB (several
@@ -108,6 +108,7 @@ FUZZ_MAX_LEN_golang      := 65536
 FUZZ_MAX_LEN_func_index  := 65536
 FUZZ_MAX_LEN_proc        := 16384
 FUZZ_MAX_LEN_ksyms       := 16384
+FUZZ_MAX_LEN_plan        := 65536
 
 .PHONY: all clean test test-unit test-integration ci-gate demo setup bench tokio tokio-matrix go \
 	go-versions fuzz \
@@ -376,7 +377,7 @@ demo: setup
 
 # Unit tests need no root: they feed synthetic events to the real code. The
 # trace they write is then held to Perfetto's import rules.
-test-unit: $(UNIT_BINS) $(BUILD)/sample-executor $(BUILD)/asynctraced fuzz-regress go go-versions
+test-unit: $(UNIT_BINS) $(BUILD)/sample-executor $(BUILD)/asynctraced fuzz-regress go go-versions tokio
 	$(Q)set -e; for t in $(UNIT_BINS); do echo "== $$t"; \
 		BUILD=$(BUILD) GO_VERSIONS="$(GO_VERSIONS)" $$t; done
 	$(Q)$(PYTHON) tests/integration/trace_check.py $(BUILD)/tests/synthetic.json

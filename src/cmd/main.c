@@ -13,10 +13,12 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include <bpf/libbpf.h>
 
+#include "analyser/analyser.h"
 #include "cmd/convert.h"
 #include "cmd/options.h"
 #include "cmd/run.h"
@@ -40,6 +42,9 @@ int main(int argc, char **argv)
 	int err;
 
 	log_init();
+	/* asynctraced's own analyser (analyser.h), started by it with its socket */
+	if (argc == 2 && !strcmp(argv[1], ANALYSER_ARG))
+		return analyser__main();
 	err = options__parse(argc, argv, &o);
 
 	if (err)

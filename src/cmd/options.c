@@ -117,6 +117,7 @@ enum {
 	OPT_STACKS,
 	OPT_EMPTY_PROGRAMS,
 	OPT_PROBE_AT,
+	OPT_EXAMINE_TIMEOUT,
 	OPT_NO_SANDBOX,
 	OPT_COMM,
 	OPT_EXCLUDE_COMM,
@@ -284,6 +285,10 @@ static const struct opt_def {
 	{ OPT_PROBE_AT, "probe-at", "WHERE", T | R | U,
 	  "function probes (tokio) at the cheapest equivalent\n"
 	  "instruction (cheapest, default) or at the entry\n" },
+	{ OPT_EXAMINE_TIMEOUT, "examine-timeout", "SECONDS", T | R | U,
+	  "how long the analyser may read one process's files\n"
+	  "(default 30) before it is stopped and that file\n"
+	  "left out\n" },
 	{ OPT_STACKS, "stacks", NULL, T | U,
 	  "sample the user stack of a poll that runs long:\n"
 	  "its alert says where in the code (function, file,\n"
@@ -826,6 +831,14 @@ static int take_loading(struct session_opts *s, int c, const char *arg)
 	case OPT_NO_SANDBOX:
 		s->no_sandbox = true;
 		return 0;
+	case OPT_EXAMINE_TIMEOUT: {
+		uint64_t ns;
+
+		if (parse_duration(arg, 1000000000ull, &ns) || ns < 1000000 || ns > 3600000000000ull)
+			return bad("--examine-timeout", arg, "seconds, from 0.001 to 3600");
+		s->examine_timeout_ms = (unsigned int)(ns / 1000000);
+		return 0;
+	}
 	case OPT_PROBE_AT:
 		if (!strcmp(arg, "cheapest"))
 			s->probe_at_entry = false;

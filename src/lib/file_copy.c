@@ -8,6 +8,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/*
+ * "/proc/self/fd/N", a file we hold open, is read through that descriptor
+ * (a copy of it) rather than opened again: opening it again checks its mode
+ * against our user, and the analyser, running as nobody, may hold a file
+ * it could not open (docs/security.md). Anything else is opened.
+ */
+static int open_file(const char *path)
+{
+	const char *held = "/proc/self/fd/";
+	char *end;
+	long fd;
+
+	if (!strncmp(path, held, strlen(held))) {
+		fd = strtol(path + strlen(held), &end, 10);
+		if (end != path + strlen(held) && !*end && fd >= 0 && fd <= INT32_MAX)
+			return fcntl((int)fd, F_DUPFD_CLOEXEC, 0);
+	}
+	return open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+}
+
 int file_copy__read(struct file_copy *fc, const char *path, size_t max)
 {
 	struct stat st;
@@ -15,7 +35,7 @@ int file_copy__read(struct file_copy *fc, const char *path, size_t max)
 	int fd, err = 0;
 
 	memset(fc, 0, sizeof(*fc));
-	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	fd = open_file(path);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st))

@@ -142,51 +142,6 @@ size_t upper_bound_u64(const void *base, size_t nr, size_t stride, uint64_t key)
 	return lo;
 }
 
-int read_whole_file(const char *path, size_t max, uint8_t **data, size_t *size)
-{
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), err = 0;
-	size_t got = 0;
-	struct stat st;
-	uint8_t *buf = NULL;
-
-	*data = NULL;
-	*size = 0;
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st))
-		err = -errno;
-	else if (!S_ISREG(st.st_mode))
-		err = -ENOEXEC;
-	else if ((uint64_t)st.st_size > max)
-		err = -EFBIG;
-	else if (!(buf = malloc(st.st_size ? (size_t)st.st_size : 1)))
-		err = -ENOMEM;
-	if (err) {
-		close(fd);
-		return err;
-	}
-	/* a file cut meanwhile is read as far as it goes; one grown, as far as it went */
-	while (got < (size_t)st.st_size) {
-		ssize_t n = pread(fd, buf + got, (size_t)st.st_size - got, (off_t)got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			err = -errno;
-			free(buf);
-			close(fd);
-			return err;
-		}
-		if (!n)
-			break;
-		got += (size_t)n;
-	}
-	close(fd);
-	*data = buf;
-	*size = got;
-	return 0;
-}
-
 static struct rlimit nofile_was;
 static bool nofile_raised;
 

@@ -44,13 +44,4 @@ int parse_int(const char *s, int min, int max, int *out);
  */
 size_t upper_bound_u64(const void *base, size_t nr, size_t stride, uint64_t key);
 
-/*
- * A file another user may own, read whole into memory of our own (malloc'd
- * into *data, *size bytes): no mapping of it that a truncation could turn
- * into SIGBUS, nor one a change could alter under the reader. Opened
- * without blocking (a FIFO put in its place) and refused unless a regular
- * file: -ENOEXEC; -EFBIG past max bytes; 0, or -errno.
- */
-int read_whole_file(const char *path, size_t max, uint8_t **data, size_t *size);
-
 #endif

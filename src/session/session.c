@@ -378,10 +378,10 @@ int session__run_with(const struct session_opts *o, struct session_hooks *h)
 	u64map__init(&s.by_pid);
 	u64map__init(&s.seen);
 	u64map__init(&s.files);
-	image_cache__init(&s.images);
+	s.ana.sock = -1;
 	s.ex_opts.verbose = o->verbose;
 	s.ex_opts.probe_at_entry = o->probe_at_entry;
-	s.ex_opts.images = s.follow ? &s.images : NULL;
+	s.ex_opts.remember = s.follow;
 	s.ep = epoll_create1(EPOLL_CLOEXEC);
 	if (s.ep >= 0 && session__start(&s) == 0) {
 		if (!s.follow)
@@ -403,6 +403,7 @@ int session__run_with(const struct session_opts *o, struct session_hooks *h)
 	if (h)
 		h->stopped_by = s.stop_signo;
 	examiner__free(s.examiner); /* before the tracer: it may hold processes to trace */
+	analyser__stop(&s.ana); /* after the examiner, which asks it */
 	tracer__free(s.tracer);
 	for (size_t i = 0; i < s.nr; i++)
 		traced__free(s.targets[i]);
@@ -416,7 +417,6 @@ int session__run_with(const struct session_opts *o, struct session_hooks *h)
 	u64map__clear(&s.by_pid);
 	u64map__clear(&s.seen);
 	u64map__clear_free(&s.files);
-	image_cache__free(&s.images);
 	free(s.births);
 	if (s.filter_set)
 		scan_filter__free(&s.filter);

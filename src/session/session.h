@@ -43,6 +43,7 @@ struct session_opts {
 	bool verbose;
 	bool empty_programs;	/* benchmarks: the floor */
 	bool probe_at_entry;	/* no probe placement past single-stepped entries */
+	unsigned int examine_timeout_ms; /* the analyser's watchdog (0: its default) */
 	bool no_sandbox;	/* no seccomp filter once attached */
 	bool stacks;		/* --stacks: a long poll's stack, unwound */
 };

@@ -30,7 +30,7 @@
 #include "sinks/report.h"
 #include "source/probe_learn.h"
 #include "source/tracer.h"
-#include "targets/images.h"
+#include "analyser/analyser.h"
 #include "targets/scan.h"
 
 /* --stacks: CPU-clock samples a second on each CPU */
@@ -54,7 +54,7 @@ struct session {
 	struct scan_filter filter;	/* follow: --comm, --exclude-comm, --cgroup */
 	bool filter_set;
 	struct u64map seen;		/* follow: the processes looked at (scan.h) */
-	struct image_cache images;	/* follow: files known to hold no runtime */
+	struct analyser ana;		/* reads the targets' files (analyser.h) */
 	/*
 	 * Following the whole host (no filter), a file's probes are attached
 	 * once, for every process that maps it: each of its processes is

@@ -83,9 +83,15 @@ static int examine_pids(struct session *s, struct traced ***out, size_t *nr)
  */
 static int confine(struct session *s)
 {
+	/*
+	 * and the analyser's: started again as nobody after it failed
+	 * (CAP_SETUID, CAP_SETGID), killed when it hangs (CAP_KILL: it is
+	 * another user's process)
+	 */
 	const uint64_t attach_caps = 1ull << CAP_SYS_ADMIN | 1ull << CAP_BPF |
 				     1ull << CAP_PERFMON | 1ull << CAP_SYS_PTRACE |
-				     1ull << CAP_DAC_READ_SEARCH | 1ull << CAP_DAC_OVERRIDE;
+				     1ull << CAP_DAC_READ_SEARCH | 1ull << CAP_DAC_OVERRIDE |
+				     1ull << CAP_SETUID | 1ull << CAP_SETGID | 1ull << CAP_KILL;
 	uint64_t keep = 0;
 	int err;
 
@@ -320,6 +326,9 @@ int session__start(struct session *s)
 	int err;
 
 	err = check_host(s);
+	/* before any process is examined: it reads their files (analyser.h) */
+	if (!err)
+		err = analyser__start(&s->ana, o->examine_timeout_ms);
 	if (!err)
 		err = open_flight(s);
 	if (!err)
@@ -330,6 +339,9 @@ int session__start(struct session *s)
 		err = load(s, &topts);
 	if (!err)
 		err = begin_tracing(s, first, nr_first);
+	/* with -p, nothing is examined once attached: it goes before the sandbox */
+	if (!s->follow)
+		analyser__stop(&s->ana);
 	if (!err) {
 		err = confine(s);
 		s->started = true;

@@ -92,10 +92,6 @@ int traced__examine(struct traced **out, struct session *s, pid_t pid,
 	if (!tr)
 		return -ENOMEM;
 	tr->s = s;
-	tr->disc.verbose = o->verbose;
-	tr->disc.images = o->images;
-	tr->disc.rules = o->rules;
-	tr->disc.probe_at_entry = o->probe_at_entry;
 	err = target__open(&tr->target, pid);
 	if (err) {
 		if (err == -ESRCH && !quiet)
@@ -104,7 +100,13 @@ int traced__examine(struct traced **out, struct session *s, pid_t pid,
 			err_msg("cannot inspect pid %d: %s\n", pid, strerror(-err));
 		goto fail;
 	}
-	err = discover(&tr->disc, &tr->target);
+	err = analyser__examine(&s->ana, &tr->target,
+				&(struct analyser_opts){ .verbose = o->verbose, .remember = o->remember,
+							 .probe_at_entry = o->probe_at_entry,
+							 .rules = o->rules },
+				&tr->disc);
+	if (err == -EIO || err == -EBADMSG || err == -ETIMEDOUT) /* said */
+		goto fail;
 	if (err) {
 		if (!quiet || target__alive(&tr->target))
 			err_msg("cannot read the mappings of pid %d: %s%s\n", pid, strerror(-err),

@@ -19,7 +19,6 @@
 #include "source/sampler.h"
 #include "source/stats.h"
 #include "targets/discover.h"
-#include "targets/images.h"
 #include "targets/target.h"
 
 struct session;
@@ -42,7 +41,7 @@ struct traced {
 
 struct examine_opts {
 	bool verbose;			/* say why each file was skipped */
-	struct image_cache *images;	/* files known to hold no runtime, or NULL */
+	bool remember;			/* files found to hold no runtime are remembered */
 	const struct probe_rules *rules; /* the kernel's, for probe placement */
 	bool probe_at_entry;		/* --probe-at entry */
 };

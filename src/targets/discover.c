@@ -361,7 +361,7 @@ static int scan_go(void *ctx, const char *path, const char *target_path,
  * distribution strips libc and ld.so, which hold no tokio, and saying that a
  * C program's binary is stripped tells its user nothing useful.
  */
-static bool stripped_rust(struct discovery *d, const struct target *t)
+static bool stripped_rust(struct discovery *d, pid_t pid)
 {
 	const char *marker = NULL;
 	struct elf_image im;
@@ -372,7 +372,7 @@ static bool stripped_rust(struct discovery *d, const struct target *t)
 		marker = elf_image__rust_marker(&im);
 	elf_image__close(&im);
 	if (marker && d->verbose)
-		warn_msg("the executable of pid %d is stripped, and Rust (%s)\n", t->pid, marker);
+		warn_msg("the executable of pid %d is stripped, and Rust (%s)\n", pid, marker);
 	return marker != NULL;
 }
 
@@ -384,17 +384,18 @@ static int scan(struct discovery *d, scan_fn fn)
 {
 	int ret = 0;
 
-	for (size_t i = 0; !ret && i < d->files.nr; i++)
+	for (size_t i = 0; !ret && i < d->files.nr; i++) {
+		if (d->reading)
+			d->reading(d->reading_ctx, i);
 		ret = fn(d, d->files.f[i].path, d->files.f[i].target_path, &d->files.f[i].map);
+	}
 	return ret;
 }
 
-int discover(struct discovery *d, const struct target *t)
+int discover_files(struct discovery *d, pid_t pid)
 {
-	int err = target__open_files(t, &d->files);
+	int err = scan(d, scan_usdt);
 
-	if (!err)
-		err = scan(d, scan_usdt);
 	if (err)
 		return err;
 	if (d->nr) {
@@ -414,8 +415,15 @@ int discover(struct discovery *d, const struct target *t)
 	if (d->is_go && !d->go_err)
 		d->kind = RUNTIME_GO;
 	if (!d->is_go)
-		d->stripped = stripped_rust(d, t);
+		d->stripped = stripped_rust(d, pid);
 	return 0;
+}
+
+int discover(struct discovery *d, const struct target *t)
+{
+	int err = target__open_files(t, &d->files);
+
+	return err ? err : discover_files(d, t->pid);
 }
 
 bool discovered(const struct discovery *d, const char *probe)

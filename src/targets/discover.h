@@ -93,10 +93,15 @@ struct discovery {
 	const struct probe_rules *rules; /* where the kernel lets probes go (probe_rules.h) */
 	bool probe_at_entry;		/* --probe-at entry: Go's probes on the entries */
 	bool verbose;			/* say why a file was skipped */
+	/* told of each file before it is read (NULL: not) */
+	void (*reading)(void *ctx, size_t file);
+	void *reading_ctx;
 };
 
 /* Scans every ELF file the target maps executable; 0 or -errno. */
 int discover(struct discovery *d, const struct target *t);
+/* The same in the files d->files, already open, of process pid. */
+int discover_files(struct discovery *d, pid_t pid);
 bool discovered(const struct discovery *d, const char *probe);
 void discovery__free(struct discovery *d);
 /* The address in the target of a file offset of the tokio binary. */

@@ -204,8 +204,10 @@ class Install(unittest.TestCase):
         m = re.search(r"Overall exposure level for asynctraced.service: ([\d.]+)", sec.stdout)
         self.assertIsNotNone(m, sec.stdout + sec.stderr)
         # a root service that loads BPF programs: "OK" (under 5), not "MEDIUM" or
-        # worse; 4.4 before its system calls, addresses, memory and tasks were bounded
-        self.assertLess(float(m[1]), 3.0, sec.stdout)
+        # worse; 4.4 before its system calls, addresses, memory and tasks were
+        # bounded, 2.7 after; 3.1 with what starting its analyser as nobody and
+        # killing it takes (CAP_SETUID, CAP_SETGID, CAP_KILL: 0.4)
+        self.assertLessEqual(float(m[1]), 3.1, sec.stdout)
 
     def test_the_units_system_call_filter_lets_the_daemon_work(self):
         """The unit's SystemCallFilter=, expanded as systemd does (the first

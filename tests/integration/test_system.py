@@ -20,6 +20,12 @@ def json_lines(text):
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+def status(pid):
+    """/proc/PID/status as a dict of its fields."""
+    with open(f"/proc/{pid}/status") as f:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+
+
 def map_entries(name):
     """The entries of our BPF map called name (one tracer runs at a time)."""
     maps = json.loads(subprocess.run(["bpftool", "-j", "map", "show"], capture_output=True,
@@ -144,6 +150,122 @@ class System(unittest.TestCase):
         with open(trace) as f:
             events = json.load(f)
         self.assertEqual({e["pid"] for e in events}, set(counts))
+
+    def analyser_of(self, pid, not_pid=None):
+        """Process pid's analyser (its child called at-analyser), once there: its pid."""
+        found = []
+
+        def look():
+            for d in os.listdir("/proc"):
+                if d.isdigit() and int(d) != not_pid:
+                    try:
+                        st = status(int(d))
+                    except OSError:
+                        continue
+                    if st.get("Name") == "at-analyser" and st.get("PPid") == str(pid):
+                        found.append(int(d))
+                        return True
+            return False
+
+        self.assertTrue(harness.wait_for(look, 20), "no analyser")
+        return found[0]
+
+    def assertConfined(self, ana):
+        st = status(ana)
+        self.assertNotEqual(st["Uid"].split()[0], "0")
+        self.assertEqual(st["Uid"].split(), [st["Uid"].split()[0]] * 4)
+        self.assertEqual((st["CapEff"], st["CapPrm"], st["CapInh"], st["CapAmb"]), ("0" * 16,) * 4)
+        self.assertEqual((st["NoNewPrivs"], st["Seccomp"]), ("1", "2"))
+        fds = {int(fd): os.readlink(f"/proc/{ana}/fd/{fd}") for fd in os.listdir(f"/proc/{ana}/fd")}
+        self.assertEqual(set(fds), {0, 1, 2, 3}, fds)
+        self.assertEqual((fds[0], fds[1]), ("/dev/null", "/dev/null"))
+        self.assertTrue(fds[3].startswith("socket:"), fds)
+
+    def test_the_analyser_reads_as_nobody_and_is_started_again(self):
+        """Following the host, a process's files are read by the analyser: a
+        process of nobody's, without capability, no_new_privs, under seccomp,
+        holding no descriptor but its socket (and stderr). Killed (as a crash
+        would), it is started again for the next process; stopped (as a hang
+        would), the watchdog kills it and starts another. Each time the
+        process is traced all the same, and those traced before go on."""
+        tr = self.tracer("-d", "30", "--no-trace", "--summary", "json", "--examine-timeout", "2")
+        ana = self.analyser_of(tr.pid)
+        self.assertConfined(ana)
+        first = self.executor("healthy", 8)
+        self.assertTrue(harness.wait_line(first, rf"^sample-executor: pid {first.pid} "))
+        # a crash
+        os.kill(ana, signal.SIGSEGV)
+        second = self.executor("healthy", 2)
+        rc, out, err = self.finish(second)
+        self.assertEqual(rc, 0, err + self.said())
+        self.assertRegex(self.said(), r"the analyser died of Segmentation fault examining pid "
+                         r"\d+ \(sample-executor\): started again")
+        again = self.analyser_of(tr.pid, not_pid=ana)
+        self.assertConfined(again)
+        # a hang
+        os.kill(again, signal.SIGSTOP)
+        third = self.executor("healthy", 2)
+        rc, out3, err = self.finish(third)
+        self.assertEqual(rc, 0, err + self.said())
+        self.assertRegex(self.said(), r"the analyser took over 2 s examining pid \d+ "
+                         r"\(sample-executor\): started again")
+        self.assertConfined(self.analyser_of(tr.pid, not_pid=again))
+        counts = {}
+        for ex, o in ((first, None), (second, out), (third, out3)):
+            if o is None:
+                rc, o, err = self.finish(ex)
+                self.assertEqual(rc, 0, err)
+            counts[ex.pid] = harness.parse_executor(o)
+        tr.send_signal(signal.SIGINT)
+        rc, _, _ = self.finish(tr)
+        self.assertEqual(rc, 0, self.said())
+        reports = {r["pid"]: r for r in json_lines(self.said("out"))}
+        self.assertEqual(set(reports), set(counts), self.said())
+        for pid, r in reports.items():
+            self.assertEqual(r["counts"]["polls"], counts[pid]["polls"])
+
+    def test_no_file_of_a_target_opened_by_name(self):
+        """The privileged side opens a process's files through
+        /proc/PID/map_files (the mapped file itself), never by a name the
+        target controls (its executable's path, /proc/PID/root/..., its
+        exe link), and the analyser opens none at all."""
+        trace = os.path.join(self.dir, "strace.log")
+        self.log = os.path.join(self.dir, "tracer.log")
+        self.out = os.path.join(self.dir, "tracer.out")
+        with open(self.log, "w") as log, open(self.out, "w") as out:
+            tr = self.start("strace", "-f", "-qq", "-o", trace, "-e",
+                            "trace=open,openat,openat2,execve,seccomp", harness.TRACER, "--comm",
+                            "^sample-exec", "-d", "30", "--no-trace", stdout=out, stderr=log)
+        self.assertTrue(harness.wait_for(lambda: "watching for one" in self.said(), 30),
+                        self.said())
+        ex = self.executor("healthy", 1)
+        rc, _, err = self.finish(ex)
+        self.assertEqual(rc, 0, err + self.said())
+        tr.send_signal(signal.SIGINT)
+        self.finish(tr)
+        with open(trace) as f:
+            lines = f.read().splitlines()
+        analysers = {line.split()[0] for line in lines if "--be-the-analyser" in line}
+        self.assertTrue(analysers, "no analyser was started")
+        opened = [(line.split()[0], m.group(1)) for line in lines
+                  for m in [re.search(r'open(?:at2?)?\((?:AT_FDCWD, )?"([^"]*)"', line)] if m]
+        exe = os.path.realpath(harness.EXECUTOR)
+        by_us = [path for pid, path in opened if pid not in analysers]
+        self.assertIn(True, [path.startswith(f"/proc/{ex.pid}/map_files/") for path in by_us])
+        for path in by_us:
+            self.assertNotEqual(os.path.realpath(path) if not path.startswith("/proc/") else path,
+                                exe)
+            self.assertNotRegex(path, r"^/proc/\d+/(root|exe|cwd)(/|$)")
+        # the analyser's own, once its filter is in: none succeeds
+        filtered = set()
+        for line in lines:
+            pid = line.split()[0]
+            if pid in analysers and "seccomp(SECCOMP_SET_MODE_FILTER" in line \
+                    and line.rstrip().endswith("= 0"):
+                filtered.add(pid)
+            elif pid in filtered and "open" in line:
+                self.assertIn("= -1 EACCES", line)
+        self.assertEqual(filtered, analysers)
 
     def tracer(self, *args):
         """The tracer following the host, its output in files (reports of many

@@ -22,6 +22,7 @@ RANK = {
     "gate": 2,       # run's gates on a summary
     "sinks": 2,      # where records and reports go
     "capture": 2,    # captures written and replayed
+    "analyser": 3,   # the targets' files read as nobody, and the plan it sends back
     "source": 3,     # the BPF side: load, attach, rings, snapshots
     "pipeline": 4,   # model, detectors, their thresholds, the sink interface
     "targets": 4,    # what runs on the host, and where to probe it

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/file_copy.h"
 #include "lib/util.h"
 #include "targets/elf_image.h"
 #include "targets/elf_strtab.h"
@@ -692,9 +693,8 @@ int golang__detect_mem(const void *data, size_t size, struct go_binary *gb)
 
 int golang__detect(const char *path, struct go_binary *gb)
 {
-	uint8_t *data;
-	size_t size;
-	int err = read_whole_file(path, GO_FILE_MAX, &data, &size);
+	struct file_copy fc;
+	int err = file_copy__read(&fc, path, GO_FILE_MAX);
 
 	if (err) {
 		go_binary_init(gb);
@@ -703,7 +703,7 @@ int golang__detect(const char *path, struct go_binary *gb)
 				 "not looked into\n", path, GO_FILE_MAX >> 20);
 		return err;
 	}
-	err = golang__detect_mem(data, size, gb);
-	free(data);
+	err = golang__detect_mem(fc.data, fc.size, gb);
+	file_copy__free(&fc);
 	return err;
 }
