@@ -20,6 +20,63 @@ def json_lines(text):
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+# Maps each file it is given, executable (as a loader would), then waits.
+MAPPER_C = r"""#include <fcntl.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		int fd = open(argv[i], O_RDONLY);
+		struct stat st;
+
+		if (fd < 0 || fstat(fd, &st) ||
+		    mmap(NULL, st.st_size ? (size_t)st.st_size : 4096, PROT_READ | PROT_EXEC,
+			 MAP_PRIVATE, fd, 0) == MAP_FAILED)
+			return 1;
+	}
+	printf("mapped\n");
+	fflush(stdout);
+	pause();
+	return 0;
+}
+"""
+
+
+def section_offset(path, name):
+    """The file offset of ELF section name (readelf)."""
+    out = subprocess.run(["readelf", "-S", "--wide", path], capture_output=True, text=True,
+                         check=True).stdout
+    for line in out.splitlines():
+        fields = line.replace("[ ", "[").split()
+        if name in fields:
+            return int(fields[fields.index(name) + 3], 16)
+    raise AssertionError(f"no {name} in {path}")
+
+
+def hostile_files(tmp):
+    """Files made to trip the readers, in tmp; the last to be truncated once mapped."""
+    go = os.path.join(harness.BUILD, "go-app-stripped")
+    with open(go, "rb") as f:
+        data = bytearray(f.read())
+    # a stripped Go binary's functions come from .gopclntab: its count, 2^32 - 1
+    at = section_offset(go, ".gopclntab")
+    data[at + 8:at + 16] = (2**32 - 1).to_bytes(8, "little")
+    with open(harness.EXECUTOR, "rb") as f:
+        elf = bytearray(f.read())
+    shoff = bytearray(elf)
+    shoff[0x28:0x30] = (2**64 - 2**16).to_bytes(8, "little")  # e_shoff
+    with open(os.path.join(harness.BUILD, "tokio-app"), "rb") as f:
+        tokio = f.read()
+    made = {"go-nfunc": data, "half": elf[:len(elf) // 2], "shoff": shoff, "cut": tokio}
+    for name, content in made.items():
+        with open(os.path.join(tmp, name), "wb") as f:
+            f.write(content)
+    return [os.path.join(tmp, name) for name in made]
+
+
 def status(pid):
     """/proc/PID/status as a dict of its fields."""
     with open(f"/proc/{pid}/status") as f:
@@ -266,6 +323,43 @@ class System(unittest.TestCase):
             elif pid in filtered and "open" in line:
                 self.assertIn("= -1 EACCES", line)
         self.assertEqual(filtered, analysers)
+
+    def test_hostile_files_are_read_and_the_host_still_traced(self):
+        """A process that maps, executable, files made to trip the readers (a
+        Go binary whose function table claims 2^32 functions, an ELF file cut
+        in half, one whose section headers lie past its end, one truncated
+        after it was mapped): it is examined, found to run nothing known, and
+        the tracer goes on with the same analyser; a process started next is
+        traced whole."""
+        src, mapper = os.path.join(self.dir, "hostile.c"), os.path.join(self.dir, "hostile")
+        with open(src, "w") as f:
+            f.write(MAPPER_C)
+        subprocess.run(["cc", "-o", mapper, src], check=True)
+        files = hostile_files(self.dir)
+        hostile = self.start(mapper, *files)
+        self.assertTrue(harness.wait_line(hostile, "^mapped$", stream="stdout"))
+        # truncated under its mapping
+        os.truncate(files[-1], 4096)
+        self.log = os.path.join(self.dir, "tracer.log")
+        self.out = os.path.join(self.dir, "tracer.out")
+        with open(self.log, "w") as log, open(self.out, "w") as out:
+            tr = self.start(harness.TRACER, "--comm", "^(hostile|sample-exec)", "-v", "-d", "30",
+                            "--no-trace", "--summary", "json", stdout=out, stderr=log)
+        self.assertTrue(harness.wait_for(
+            lambda: f"pid {hostile.pid}: no known runtime, or gone" in self.said(), 30),
+            self.said()[-3000:])
+        ana = self.analyser_of(tr.pid)
+        ex = self.executor("healthy", 1)
+        rc, out, err = self.finish(ex)
+        self.assertEqual(rc, 0, err + self.said()[-3000:])
+        self.assertEqual(self.analyser_of(tr.pid), ana)
+        tr.send_signal(signal.SIGINT)
+        rc, _, _ = self.finish(tr)
+        self.assertEqual(rc, 0, self.said()[-3000:])
+        self.assertNotIn("the analyser", self.said())
+        reports = {r["pid"]: r for r in json_lines(self.said("out"))}
+        self.assertEqual(set(reports), {ex.pid})
+        self.assertEqual(reports[ex.pid]["counts"]["polls"], harness.parse_executor(out)["polls"])
 
     def tracer(self, *args):
         """The tracer following the host, its output in files (reports of many
