@@ -241,7 +241,9 @@ static int32_t get_file(struct rd *r, bool may_be_none)
 /* An offset inside file f (a probe, a semaphore, a return site). */
 static bool in_file(struct rd *r, int32_t f, uint64_t offset)
 {
-	return f >= 0 && (offset < r->sizes[f] || fail(r, "an offset past its file's end"));
+	if (f < 0)
+		return fail(r, "an offset in no file");
+	return offset < r->sizes[f] || fail(r, "an offset past its file's end");
 }
 
 /* A fixed char array from the plan: its last byte made the end of the string. */
