@@ -2,7 +2,7 @@
 /*
  * libFuzzer target: any bytes as the /proc files the tracer reads of a
  * process it does not own (src/targets/target.c, src/targets/scan.c): as
- * /proc/PID/maps, line by line as target__for_each_binary takes them
+ * /proc/PID/maps, line by line as target__open_files takes them
  * (target__next_exec_mapping); as /proc/PID/stat, its first 511 bytes as
  * --follow-children reads them for the parent (scan__stat_ppid: the name
  * in it is the process's own, parentheses and all); as /proc/PID/cgroup,
