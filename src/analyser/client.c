@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -64,6 +65,9 @@ static void become_analyser(const struct analyser *a, int sock, int devnull)
 	/* nothing else of ours: no ring, no map, no target's file, no output */
 	if (close_range(ANALYSER_FD + 1, ~0U, 0))
 		_exit(127);
+	/* a bounding set with nothing in it, where we may empty it (CAP_SETPCAP) */
+	for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
+		prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
 	if (a->uid != (uid_t)-1 &&
 	    (setgroups(0, NULL) || setresgid(a->gid, a->gid, a->gid) ||
 	     setresuid(a->uid, a->uid, a->uid)))

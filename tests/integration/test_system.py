@@ -231,7 +231,8 @@ class System(unittest.TestCase):
         st = status(ana)
         self.assertNotEqual(st["Uid"].split()[0], "0")
         self.assertEqual(st["Uid"].split(), [st["Uid"].split()[0]] * 4)
-        self.assertEqual((st["CapEff"], st["CapPrm"], st["CapInh"], st["CapAmb"]), ("0" * 16,) * 4)
+        self.assertEqual((st["CapEff"], st["CapPrm"], st["CapInh"], st["CapAmb"], st["CapBnd"]),
+                         ("0" * 16,) * 5)
         self.assertEqual((st["NoNewPrivs"], st["Seccomp"]), ("1", "2"))
         fds = {int(fd): os.readlink(f"/proc/{ana}/fd/{fd}") for fd in os.listdir(f"/proc/{ana}/fd")}
         self.assertEqual(set(fds), {0, 1, 2, 3}, fds)
