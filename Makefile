@@ -30,6 +30,7 @@ MANDIR         ?= $(PREFIX)/share/man
 SYSCONFDIR     ?= /etc
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 BASHCOMPDIR    ?= $(PREFIX)/share/bash-completion/completions
+SYSUSERSDIR    ?= $(PREFIX)/lib/sysusers.d
 # Debian's Rust toolchain, whatever else is on PATH: it builds against the
 # tokio sources Debian packages (librust-tokio-dev), offline.
 CARGO     ?= /usr/bin/cargo
@@ -449,6 +450,10 @@ install: $(BUILD)/asynctraced $(BUILD)/asynctraced.8 $(BUILD)/asynctraced.servic
 	$(Q)install -D -m 0644 $(BUILD)/asynctraced.service \
 		$(DESTDIR)$(SYSTEMDUNITDIR)/asynctraced.service
 	$(Q)install -D -m 0644 dist/asynctraced.bash-completion $(DESTDIR)$(BASHCOMPDIR)/asynctraced
+	$(Q)install -D -m 0644 dist/asynctraced.sysusers $(DESTDIR)$(SYSUSERSDIR)/asynctraced.conf
+	@# the analyser's user, made now on this machine (systemd makes it at boot too)
+	$(Q)[ -n "$(DESTDIR)" ] || ! command -v systemd-sysusers >/dev/null || \
+		systemd-sysusers $(SYSUSERSDIR)/asynctraced.conf
 	@# the options file is the administrator's once installed: never overwritten
 	$(Q)[ -e $(DESTDIR)$(SYSCONFDIR)/default/asynctraced ] || \
 		install -D -m 0644 dist/asynctraced.default $(DESTDIR)$(SYSCONFDIR)/default/asynctraced
@@ -456,7 +461,8 @@ install: $(BUILD)/asynctraced $(BUILD)/asynctraced.8 $(BUILD)/asynctraced.servic
 uninstall:
 	$(call msg,UNINSTALL,$(DESTDIR)$(PREFIX))
 	$(Q)rm -f $(DESTDIR)$(SBINDIR)/asynctraced $(DESTDIR)$(MANDIR)/man8/asynctraced.8 \
-		$(DESTDIR)$(SYSTEMDUNITDIR)/asynctraced.service $(DESTDIR)$(BASHCOMPDIR)/asynctraced
+		$(DESTDIR)$(SYSTEMDUNITDIR)/asynctraced.service $(DESTDIR)$(BASHCOMPDIR)/asynctraced \
+		$(DESTDIR)$(SYSUSERSDIR)/asynctraced.conf
 	@# the options file goes only if it is still the one installed
 	$(Q)! cmp -s dist/asynctraced.default $(DESTDIR)$(SYSCONFDIR)/default/asynctraced || \
 		rm -f $(DESTDIR)$(SYSCONFDIR)/default/asynctraced

@@ -26,6 +26,7 @@ INSTALLED = {
     "usr/share/man/man8/asynctraced.8": 0o644,
     "usr/lib/systemd/system/asynctraced.service": 0o644,
     "usr/share/bash-completion/completions/asynctraced": 0o644,
+    "usr/lib/sysusers.d/asynctraced.conf": 0o644,
     "etc/default/asynctraced": 0o644,
 }
 
@@ -165,6 +166,24 @@ class Install(unittest.TestCase):
         unit = harness.read(self.path("usr/lib/systemd/system/asynctraced.service"))
         self.assertIn("ExecStart=/usr/sbin/asynctraced $ASYNCTRACED_OPTS", unit)
         self.assertIn("EnvironmentFile=-/etc/default/asynctraced", unit)
+
+    def test_the_analysers_user(self):
+        """The sysusers.d file makes the user the analyser runs as
+        (docs/security.md): systemd-sysusers, on a root of its own, adds
+        it, a system user that logs in nowhere."""
+        root = tempfile.mkdtemp(prefix="asynctraced-sysusers-")
+        os.makedirs(os.path.join(root, "etc"))
+        # (a file named on the command line is looked for under --root: given on stdin)
+        with open(self.path("usr/lib/sysusers.d/asynctraced.conf")) as conf:
+            r = subprocess.run(["systemd-sysusers", f"--root={root}", "-"], stdin=conf,
+                               capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        users = {line.split(":")[0]: line.split(":") for line in
+                 harness.read(os.path.join(root, "etc/passwd")).splitlines()}
+        self.assertIn("asynctraced", users)
+        name, _, uid, _, _, home, shell = users["asynctraced"]
+        self.assertTrue(0 < int(uid) < 1000, uid)
+        self.assertEqual((home, shell), ("/", "/usr/sbin/nologin"))
 
     def test_man_page_covers_every_option_exit_status_and_signal(self):
         env = dict(os.environ, MANWIDTH="200")
