@@ -55,8 +55,8 @@ int analyser__start(struct analyser *a, unsigned int timeout_ms);
 /*
  * Process t examined: its files opened here and read by the analyser, into
  * d (d->files holds them, open: the paths in d are theirs). 0, or -errno:
- * those of target__open_files(), -ETIMEDOUT or -EIO when the analyser
- * failed on every file (said), -EBADMSG for a plan out of bounds (said).
+ * those of target__open_files(), -EIO when the analyser failed at every
+ * try (each said), -EBADMSG for a plan out of bounds (said).
  */
 int analyser__examine(struct analyser *a, const struct target *t, const struct analyser_opts *o,
 		      struct discovery *d);

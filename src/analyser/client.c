@@ -298,5 +298,6 @@ int analyser__examine(struct analyser *a, const struct target *t, const struct a
 		leave_out(fs, (size_t)reading);
 		err = 0;
 	}
-	return err ? err : -EIO;
+	/* the analyser failed at every try: said each time */
+	return err == -EPIPE || err == -ETIMEDOUT || !err ? -EIO : err;
 }
