@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -67,13 +66,8 @@ static int filter(void)
 		err = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(openat), 0);
 	if (!err)
 		err = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(open), 0);
-	/* memory, never executable */
 	if (!err)
-		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
-				       SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
-	if (!err)
-		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
-				       SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+		err = sandbox__allow_memory(ctx);
 	if (!err)
 		err = seccomp_load(ctx);
 	seccomp_release(ctx);

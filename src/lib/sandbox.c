@@ -242,6 +242,16 @@ static const int serving[] = {
 static const int bpf_cmds[] = { BPF_MAP_LOOKUP_ELEM, BPF_MAP_LOOKUP_BATCH, BPF_MAP_GET_NEXT_KEY,
 				BPF_MAP_UPDATE_ELEM, BPF_MAP_DELETE_ELEM };
 
+int sandbox__allow_memory(scmp_filter_ctx ctx)
+{
+	int err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
+				   SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+
+	return err ? err
+		   : seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
+				      SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+}
+
 /* Calls allowed only with some arguments: each rule's comment says which. */
 static int build_filter(scmp_filter_ctx ctx, unsigned flags, int dirfd, pid_t child)
 {
@@ -325,13 +335,8 @@ static int build_filter(scmp_filter_ctx ctx, unsigned flags, int dirfd, pid_t ch
 	if (!err)
 		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
 				       SCMP_A2(SCMP_CMP_MASKED_EQ, writing, 0));
-	/* memory that is never executable: nothing new runs */
 	if (!err)
-		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
-				       SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
-	if (!err)
-		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
-				       SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+		err = sandbox__allow_memory(ctx);
 	/*
 	 * Threads, not processes: clone only with CLONE_THREAD. clone3 passes
 	 * its flags in memory a filter cannot read, so it answers ENOSYS, and

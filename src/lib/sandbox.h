@@ -20,6 +20,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <seccomp.h>
+
 /*
  * Tracing programs need CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, which
  * Linux takes for both). That is all uprobe_multi links need, and every
@@ -46,6 +48,9 @@ int sandbox__drop_privileges(uint64_t keep);
 #define SANDBOX_DUMPS 2	/* files made, renamed, removed in one directory (dirfd: --dump-dir) */
 #define SANDBOX_STACKS 4 /* images and their debug files read to unwind stacks (--stacks) */
 #define SANDBOX_CHILD 8	/* run: its command (child) let go, waited for, signalled */
+
+/* A filter's rules for memory that never becomes executable: nothing new runs. */
+int sandbox__allow_memory(scmp_filter_ctx ctx);
 
 /* The seccomp allowlist, for this thread and every other. 0 or -errno. */
 int sandbox__filter(unsigned flags, int dirfd, pid_t child);

@@ -86,6 +86,17 @@ static void examine(struct examined *e, char *const argv[], const char *comm)
 	}
 }
 
+/* The sample executor, examined. */
+static void examine_executor(struct examined *e)
+{
+	char exe[PATH_MAX];
+	char *argv[] = { exe, "--scenario", "healthy", "--rate", "10", "--duration", "20",
+			 "--workers", "2", NULL };
+
+	snprintf(exe, sizeof(exe), "%s/sample-executor", build());
+	examine(e, argv, "sample-executor");
+}
+
 static void done(struct examined *e)
 {
 	plan_buf__free(&e->plan);
@@ -131,15 +142,11 @@ static void check_bounds(const struct examined *e, const struct discovery *d)
 
 static void usdt_probes_whole(void **state)
 {
-	char exe[PATH_MAX];
-	char *argv[] = { exe, "--scenario", "healthy", "--rate", "10", "--duration", "20",
-			 "--workers", "2", NULL };
 	struct examined e;
 	struct discovery d;
 
 	(void)state;
-	snprintf(exe, sizeof(exe), "%s/sample-executor", build());
-	examine(&e, argv, "sample-executor");
+	examine_executor(&e);
 	assert_int_equal(e.d.kind, RUNTIME_USDT);
 	assert_int_equal(decode(&e, e.plan.data, e.plan.len, &d), 0);
 	assert_int_equal(d.kind, RUNTIME_USDT);
@@ -179,9 +186,6 @@ static void usdt_probes_whole(void **state)
 /* The first USDT site's offset moved to its file's end: refused, and why. */
 static void offset_past_the_end(void **state)
 {
-	char exe[PATH_MAX];
-	char *argv[] = { exe, "--scenario", "healthy", "--rate", "10", "--duration", "20",
-			 "--workers", "2", NULL };
 	struct examined e;
 	struct discovery d;
 	const char *why = NULL;
@@ -189,8 +193,7 @@ static void offset_past_the_end(void **state)
 	uint8_t *at;
 
 	(void)state;
-	snprintf(exe, sizeof(exe), "%s/sample-executor", build());
-	examine(&e, argv, "sample-executor");
+	examine_executor(&e);
 	offset = e.d.sites[0].at[0].offset;
 	at = memmem(e.plan.data, e.plan.len, &offset, sizeof(offset));
 	assert_non_null(at);
