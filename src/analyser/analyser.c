@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "analyser/plan.h"
+#include "analyser/unwinding.h"
 #include "analyser/wire.h"
 #include "lib/exits.h"
 #include "lib/sandbox.h"
@@ -49,10 +50,15 @@ static int filter(void)
 
 	for (size_t i = 0; !err && i < sizeof(allowed) / sizeof(allowed[0]); i++)
 		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0);
-	/* a copy of a descriptor it holds: how a file it was given is read (file_copy.c) */
-	if (!err)
+	/*
+	 * a copy of a descriptor it holds: how a file it was given is read
+	 * (file_copy.c, libdwfl's images); libelf asks an open file's flags
+	 */
+	static const int fcntls[] = { F_DUPFD_CLOEXEC, F_GETFD, F_SETFD, F_GETFL };
+
+	for (size_t i = 0; !err && i < sizeof(fcntls) / sizeof(fcntls[0]); i++)
 		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1,
-				       SCMP_A1(SCMP_CMP_EQ, F_DUPFD_CLOEXEC));
+				       SCMP_A1(SCMP_CMP_EQ, (uint64_t)fcntls[i]));
 	/*
 	 * What the libraries try on their own and do without: a file's name
 	 * behind its descriptor (libdw, for debug files beside it), a file
@@ -97,9 +103,7 @@ static int take_files(const struct wire_examine *ex, const uint8_t *body, size_t
 		      struct target_files *fs)
 {
 	size_t at = sizeof(*ex);
-	uint32_t got = 0;
-	struct wire_hdr h;
-	int err = 0;
+	int *fds, err;
 
 	fs->f = calloc(ex->nr_files + 1, sizeof(*fs->f));
 	if (!fs->f)
@@ -124,27 +128,17 @@ static int take_files(const struct wire_examine *ex, const uint8_t *body, size_t
 		f->ino = (ino_t)wf.ino;
 		fs->nr++;
 	}
-	while (!err && got < ex->nr_files) {
-		int fds[WIRE_FDS_MAX], n;
-
-		err = wire__read_hdr(ANALYSER_FD, &h, 0);
-		if (err <= 0)
-			return err ? err : -EPIPE;
-		n = wire__read_fds(ANALYSER_FD, &h, fds, WIRE_FDS_MAX);
-		if (n < 0)
-			return n;
-		for (int i = 0; i < n; i++) {
-			if (got < ex->nr_files) {
-				fs->f[got].fd = fds[i];
-				snprintf(fs->f[got].path, sizeof(fs->f[got].path), "/proc/self/fd/%d",
-					 fds[i]);
-				got++;
-			} else {
-				close(fds[i]);
-			}
-		}
-		err = 0;
+	fds = calloc(ex->nr_files + 1, sizeof(*fds));
+	if (!fds)
+		return -ENOMEM;
+	err = wire__take_fds(ANALYSER_FD, fds, ex->nr_files, 0);
+	for (uint32_t i = 0; !err && i < ex->nr_files; i++) {
+		fs->f[i].fd = fds[i];
+		snprintf(fs->f[i].path, sizeof(fs->f[i].path), "/proc/self/fd/%d", fds[i]);
 	}
+	free(fds);
+	if (err)
+		return err;
 	fs->exe = ex->exe >= 0 && (uint32_t)ex->exe < ex->nr_files ? ex->exe : -1;
 	return 0;
 }
@@ -236,10 +230,24 @@ int analyser__main(void)
 		err = wire__read_hdr(ANALYSER_FD, &h, 0);
 		if (err <= 0)
 			break;
-		err = examine(&h, &images);
+		switch (h.kind) {
+		case WIRE_PRIME:
+			err = unwinding__prime(&h);
+			break;
+		case WIRE_UNWIND:
+			err = unwinding__unwind(&h);
+			break;
+		case WIRE_FORGET:
+			err = unwinding__forget(&h);
+			break;
+		default:
+			err = examine(&h, &images);
+			break;
+		}
 		if (err)
 			break;
 	}
+	unwinding__end();
 	image_cache__free(&images);
 	return err < 0 && err != -EPIPE ? EXIT_FAIL : EXIT_OK;
 }

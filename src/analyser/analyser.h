@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "lib/u64map.h"
+#include "stacks/unwind.h"
 #include "targets/discover.h"
 #include "targets/probe_rules.h"
 #include "targets/target.h"
@@ -39,7 +41,12 @@ struct analyser {
 	gid_t gid;
 	unsigned int timeout_ms;
 	unsigned int restarts;	/* after a death or a timeout */
+	unsigned int gen;	/* how many times it was started */
 	bool failed;		/* could not be started again */
+	bool no_restart;	/* it may not be: the caller is confined (-p, once attached) */
+	/* --stacks: what it was handed of each process (pid -> its state), the last frames' strings */
+	struct u64map primed;
+	char *frames;
 };
 
 /* What an examination is asked to do besides finding the runtime. */
@@ -60,8 +67,30 @@ int analyser__start(struct analyser *a, unsigned int timeout_ms);
  */
 int analyser__examine(struct analyser *a, const struct target *t, const struct analyser_opts *o,
 		      struct discovery *d);
-/* Stops it (its socket closed; it exits) and waits for it. */
+/* Stops it (its socket closed; it exits) and waits for it; what it held goes. */
 void analyser__stop(struct analyser *a);
+/* Kills it (what it was doing is lost): why it ended, into buf. */
+void analyser__kill(struct analyser *a, char *buf, size_t len);
+
+/*
+ * --stacks, on an analyser of its own (stacks.c): process t's images
+ * handed to it, while they may be read (the files it maps opened here, its
+ * debug files too, within its root and only those anyone may read). 0, or
+ * -errno (-EIO: the analyser failed, said).
+ */
+int analyser__prime(struct analyser *a, const struct target *t);
+/*
+ * A sample of primed process t unwound and symbolised into frames (at most
+ * max): how many; 0 when none (an analyser that failed on t is said once,
+ * and t's stacks are left out from then on). The strings live until the
+ * next call.
+ */
+int analyser__unwind(struct analyser *a, const struct target *t, const struct stack_sample *s,
+		     struct stack_frame *frames, int max, bool *by_fp);
+/* Process pid gone: what the analyser holds of it goes. */
+void analyser__forget(struct analyser *a, pid_t pid);
+/* What was kept of every process, freed (analyser__stop does). */
+void analyser__clear(struct analyser *a);
 
 /* The analyser's side: main() of `asynctraced --be-the-analyser`. Its exit status. */
 int analyser__main(void);

@@ -108,6 +108,7 @@ int analyser__start(struct analyser *a, unsigned int timeout_ms)
 	}
 	a->pid = pid;
 	a->sock = sv[0];
+	a->gen++;
 	/* it did not get as far as exec (a user it could not become): said now */
 	if (waitpid(pid, &status, WNOHANG) == pid) {
 		err_msg("cannot start the analyser as uid %d: %s\n", (int)a->uid,
@@ -123,7 +124,7 @@ int analyser__start(struct analyser *a, unsigned int timeout_ms)
 }
 
 /* Kills it (what it was doing is lost): why it ended, into buf. */
-static void kill_analyser(struct analyser *a, char *buf, size_t len)
+void analyser__kill(struct analyser *a, char *buf, size_t len)
 {
 	int status = 0;
 
@@ -148,7 +149,8 @@ void analyser__stop(struct analyser *a)
 	char why[64];
 
 	if (a->pid > 0 || a->sock >= 0)
-		kill_analyser(a, why, sizeof(why));
+		analyser__kill(a, why, sizeof(why));
+	analyser__clear(a);
 }
 
 /* The examination's request: the files' places and names, then their descriptors. */
@@ -185,13 +187,13 @@ static int ask(struct analyser *a, const struct target *t, const struct analyser
 	}
 	err = wire__send(a->sock, WIRE_EXAMINE, body, len);
 	free(body);
-	for (size_t i = 0; !err && i < fs->nr; i += WIRE_FDS_MAX) {
-		int fds[WIRE_FDS_MAX];
-		uint32_t n = fs->nr - i < WIRE_FDS_MAX ? (uint32_t)(fs->nr - i) : WIRE_FDS_MAX;
+	if (!err) {
+		int *fds = calloc(fs->nr + 1, sizeof(*fds));
 
-		for (uint32_t j = 0; j < n; j++)
-			fds[j] = fs->f[i + j].fd;
-		err = wire__send_fds(a->sock, fds, n);
+		for (size_t i = 0; fds && i < fs->nr; i++)
+			fds[i] = fs->f[i].fd;
+		err = fds ? wire__send_all_fds(a->sock, fds, fs->nr) : -ENOMEM;
+		free(fds);
 	}
 	return err;
 }
@@ -280,7 +282,7 @@ int analyser__examine(struct analyser *a, const struct target *t, const struct a
 		free(sizes);
 		if (err != -ETIMEDOUT && err != -EPIPE && err != -EBADMSG)
 			return err;
-		kill_analyser(a, ended, sizeof(ended));
+		analyser__kill(a, ended, sizeof(ended));
 		a->restarts++;
 		if (err == -EBADMSG)
 			return err; /* a plan out of bounds: an analyser gone wrong, not a file */

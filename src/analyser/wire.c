@@ -165,3 +165,44 @@ int wire__read_fds(int fd, const struct wire_hdr *h, int *fds, uint32_t max)
 	}
 	return (int)got;
 }
+
+int wire__send_all_fds(int fd, const int *fds, size_t n)
+{
+	int err = 0;
+
+	for (size_t i = 0; !err && i < n; i += WIRE_FDS_MAX)
+		err = wire__send_fds(fd, fds + i, n - i < WIRE_FDS_MAX ? (uint32_t)(n - i)
+								  : WIRE_FDS_MAX);
+	return err;
+}
+
+int wire__take_fds(int fd, int *fds, uint32_t n, uint64_t deadline)
+{
+	uint32_t got = 0;
+
+	while (got < n) {
+		int some[WIRE_FDS_MAX], k;
+		struct wire_hdr h;
+
+		k = wire__read_hdr(fd, &h, deadline);
+		if (k <= 0) {
+			k = k ? k : -EPIPE;
+			goto fail;
+		}
+		k = wire__read_fds(fd, &h, some, WIRE_FDS_MAX);
+		if (k < 0)
+			goto fail;
+		for (int i = 0; i < k; i++) {
+			if (got < n)
+				fds[got++] = some[i];
+			else
+				close(some[i]);
+		}
+		continue;
+fail:
+		while (got)
+			close(fds[--got]);
+		return k;
+	}
+	return 0;
+}

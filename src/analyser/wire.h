@@ -5,6 +5,12 @@
  * and then their descriptors, FDS messages of at most WIRE_FDS_MAX each
  * (SCM_RIGHTS); the analyser answers READING before each file it reads
  * (so that the file it dies on is known) and PLAN at the end.
+ *
+ * Stacks (--stacks) go to an analyser of their own: PRIME hands it a
+ * process's maps text and files (then FDS); it answers WANT, the debug
+ * files it would read; DEBUG hands over those that were found (then FDS)
+ * and PRIMED says it is ready. UNWIND is a sample, FRAMES its frames;
+ * FORGET a process gone (no answer).
  */
 #ifndef WIRE_H
 #define WIRE_H
@@ -26,6 +32,13 @@ enum wire_kind {
 	WIRE_FDS,		/* -> uint32_t how many, the descriptors as SCM_RIGHTS */
 	WIRE_READING,		/* <- uint32_t the file read next */
 	WIRE_PLAN,		/* <- int32_t 0 or -errno, then the plan (plan.h) */
+	WIRE_PRIME,		/* -> struct wire_prime, names, maps text, then FDS messages */
+	WIRE_WANT,		/* <- uint32_t how many, then each a uint32_t length and path */
+	WIRE_DEBUG,		/* -> uint32_t how many, each a uint32_t index in WANT; FDS */
+	WIRE_PRIMED,		/* <- int32_t 0 or -errno */
+	WIRE_UNWIND,		/* -> struct wire_unwind, the stack's bytes, returns, fp */
+	WIRE_FRAMES,		/* <- struct wire_frames, each a struct wire_frame and strings */
+	WIRE_FORGET,		/* -> int32_t the pid */
 };
 
 struct wire_hdr {
@@ -55,6 +68,48 @@ struct wire_file {
 	uint32_t pad;
 };
 
+/* the maps text of one process: a few hundred KB for the largest */
+#define WIRE_MAPS_MAX ((uint64_t)16 << 20)
+/* debug files asked for at once: four paths an image, some thousands of images */
+#define WIRE_WANT_MAX 16384
+/* a frame's string at most, and what a FRAMES body may hold */
+#define WIRE_STR_MAX 4096
+#define WIRE_FRAMES_MAX ((uint64_t)4 << 20)
+/* a string not there: NULL, not "" */
+#define WIRE_NO_STR 0xffffu
+
+struct wire_prime {
+	int32_t pid;
+	uint32_t nr_files;
+	uint64_t maps_len;
+	/* then nr_files names, each a uint32_t length and its bytes; then the maps text */
+};
+
+struct wire_unwind {
+	uint32_t pid, tid;
+	uint64_t ip, sp, bp;
+	uint32_t len;		/* the stack's bytes that follow */
+	uint32_t nr_returns;	/* then this many (slot, ret) pairs of uint64_t */
+	uint32_t nr_fp;		/* then this many uint64_t */
+	uint32_t max;		/* frames wanted at most */
+};
+
+struct wire_frames {
+	int32_t n;		/* frames, or -errno */
+	uint8_t by_fp;
+	uint8_t no_image;	/* ip lies in no image it was given: something mapped since */
+	uint16_t pad;
+};
+
+struct wire_frame {
+	uint64_t pc, rel_pc;
+	int32_t line;
+	uint8_t inlined;
+	uint8_t pad;
+	/* lengths of the strings that follow (function, module, file); WIRE_NO_STR: none */
+	uint16_t len[3];
+};
+
 /*
  * The socket's reads and writes. deadline: CLOCK_MONOTONIC ns after which
  * a read gives up (-ETIMEDOUT); 0: waits for good. -EPIPE: the other end
@@ -68,5 +123,9 @@ int wire__read(int fd, void *buf, size_t len, uint64_t deadline);
 int wire__read_hdr(int fd, struct wire_hdr *h, uint64_t deadline);
 /* The body of an FDS message: its descriptors into fds (room for max); how many, or -errno. */
 int wire__read_fds(int fd, const struct wire_hdr *h, int *fds, uint32_t max);
+/* n descriptors, in as many FDS messages as it takes. */
+int wire__send_all_fds(int fd, const int *fds, size_t n);
+/* n descriptors from the FDS messages that come next (any more are closed). 0, or -errno. */
+int wire__take_fds(int fd, int *fds, uint32_t n, uint64_t deadline);
 
 #endif

@@ -98,7 +98,7 @@ int convert__run(const struct options *o)
 			err_msg("failed to drop privileges: %s\n", strerror(-err));
 	}
 	if (!err && !o->session.no_sandbox) {
-		err = sandbox__filter(0, -1, 0);
+		err = sandbox__filter(0, -1, 0, 0);
 		if (err)
 			err_msg("failed to install the seccomp filter: %s (--no-sandbox runs "
 				"without it)\n",

@@ -253,7 +253,8 @@ int sandbox__allow_memory(scmp_filter_ctx ctx)
 }
 
 /* Calls allowed only with some arguments: each rule's comment says which. */
-static int build_filter(scmp_filter_ctx ctx, unsigned flags, int dirfd, pid_t child)
+static int build_filter(scmp_filter_ctx ctx, unsigned flags, int dirfd, pid_t child,
+			pid_t analyser)
 {
 	const uint64_t writing = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_PATH;
 	int err = 0;
@@ -296,17 +297,24 @@ static int build_filter(scmp_filter_ctx ctx, unsigned flags, int dirfd, pid_t ch
 			err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 0);
 	}
 	/*
-	 * --stacks: libdwfl finds an image's separate debug file by following
-	 * its links (readlink), and libelf asks an open file's flags (fcntl:
-	 * F_GETFD, F_SETFD, F_GETFL only; the others change nothing it needs)
+	 * --stacks: samples sent to the analyser that unwinds them and its
+	 * frames read back, within a deadline (poll); an image mapped since
+	 * (dlopen) handed over with its files (sendmsg); an analyser that
+	 * failed killed and waited for: that process and no other
 	 */
-	if (!err && (flags & SANDBOX_STACKS)) {
-		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(readlink), 0);
+	if (!err && (flags & SANDBOX_STACKS) && analyser > 0) {
+		static const int talking[] = { SCMP_SYS(sendto), SCMP_SYS(sendmsg),
+					       SCMP_SYS(recvfrom), SCMP_SYS(recvmsg),
+					       SCMP_SYS(poll) };
+
+		for (size_t i = 0; !err && i < sizeof(talking) / sizeof(talking[0]); i++)
+			err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, talking[i], 0);
 		if (!err)
-			err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(readlinkat), 0);
-		for (int cmd = F_GETFD; !err && cmd <= F_GETFL; cmd++)
-			err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1,
-					       SCMP_A1(SCMP_CMP_EQ, (uint64_t)cmd));
+			err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1,
+					       SCMP_A0(SCMP_CMP_EQ, (uint64_t)analyser));
+		if (!err)
+			err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(wait4), 1,
+					       SCMP_A0(SCMP_CMP_EQ, (uint64_t)analyser));
 	}
 	/*
 	 * run: its command, held at its entry point under ptrace, let go once
@@ -427,10 +435,7 @@ static int confine_files(unsigned flags, int dirfd)
 	ruleset = (int)syscall(__NR_landlock_create_ruleset, &attr, sizeof(attr), 0);
 	if (ruleset < 0)
 		return -errno;
-	if (flags & SANDBOX_STACKS)
-		err = allow_beneath(ruleset, -1, "/", reading);
-	if (!err)
-		err = allow_beneath(ruleset, -1, "/proc", reading);
+	err = allow_beneath(ruleset, -1, "/proc", reading);
 	if (!err)
 		err = allow_beneath(ruleset, -1, "/etc/localtime", LANDLOCK_ACCESS_FS_READ_FILE);
 	if (!err)
@@ -443,7 +448,7 @@ static int confine_files(unsigned flags, int dirfd)
 	return err;
 }
 
-int sandbox__filter(unsigned flags, int dirfd, pid_t child)
+int sandbox__filter(unsigned flags, int dirfd, pid_t child, pid_t analyser)
 {
 #ifdef SET_RETURN
 	const uint32_t deny = SCMP_ACT_TRAP;
@@ -468,7 +473,7 @@ int sandbox__filter(unsigned flags, int dirfd, pid_t child)
 	if (!err)
 		err = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
 	if (!err)
-		err = build_filter(ctx, flags, dirfd, child);
+		err = build_filter(ctx, flags, dirfd, child, analyser);
 	if (!err)
 		err = seccomp_load(ctx);
 #ifdef SET_RETURN

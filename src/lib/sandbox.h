@@ -46,14 +46,14 @@ int sandbox__drop_privileges(uint64_t keep);
 /* What the filter lets through besides the loop's own calls. */
 #define SANDBOX_SERVE 1	/* answering HTTP on a socket bound before (--metrics) */
 #define SANDBOX_DUMPS 2	/* files made, renamed, removed in one directory (dirfd: --dump-dir) */
-#define SANDBOX_STACKS 4 /* images and their debug files read to unwind stacks (--stacks) */
+#define SANDBOX_STACKS 4 /* samples unwound by an analyser (pid analyser), talked to (--stacks) */
 #define SANDBOX_CHILD 8	/* run: its command (child) let go, waited for, signalled */
 
 /* A filter's rules for memory that never becomes executable: nothing new runs. */
 int sandbox__allow_memory(scmp_filter_ctx ctx);
 
 /* The seccomp allowlist, for this thread and every other. 0 or -errno. */
-int sandbox__filter(unsigned flags, int dirfd, pid_t child);
+int sandbox__filter(unsigned flags, int dirfd, pid_t child, pid_t analyser);
 
 /* How many calls the filter refused; their names into buf, "openat x2, ...". */
 unsigned long sandbox__refused(char *buf, size_t len);

@@ -30,7 +30,6 @@
 #include "sinks/flight.h"
 #include "sinks/metrics.h"
 #include "stacks/ksyms.h"
-#include "stacks/unwind.h"
 
 #define TICK_NS (100 * 1000 * 1000ull)
 /* Ticks between two snapshots of the per-task maps (the live view's pace). */
@@ -379,6 +378,7 @@ int session__run_with(const struct session_opts *o, struct session_hooks *h)
 	u64map__init(&s.seen);
 	u64map__init(&s.files);
 	s.ana.sock = -1;
+	s.stacks.sock = -1;
 	s.ex_opts.verbose = o->verbose;
 	s.ex_opts.probe_at_entry = o->probe_at_entry;
 	s.ex_opts.remember = s.follow;
@@ -411,7 +411,7 @@ int session__run_with(const struct session_opts *o, struct session_hooks *h)
 	outputs__free(&s.out);
 	metrics__close(s.metrics, !s.filtered); /* the filter forbids unlink */
 	flight__free(s.flight);
-	unwinder__free(s.unwinder);
+	analyser__stop(&s.stacks);
 	ksyms__free(s.ksyms);
 	capture_writer__free(s.cap);
 	u64map__clear(&s.by_pid);

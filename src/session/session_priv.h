@@ -82,7 +82,8 @@ struct session {
 	uint64_t failed;		/* processes found and not traced */
 	struct metrics *metrics;	/* --metrics: the series it serves */
 	struct flight *flight;		/* --flight-recorder */
-	struct unwinder *unwinder;	/* --stacks: unwinds the long polls' stacks */
+	struct analyser stacks;		/* --stacks: unwinds the long polls' stacks (its own) */
+	bool unwinding;			/* ... started */
 	struct ksyms *ksyms;		/* --stacks: names their kernel frames; NULL unknown */
 	uint64_t malformed;		/* records too short to say whose they are */
 	uint64_t dropped;		/* record: records the rings had no room for */

@@ -18,7 +18,6 @@
 #include "sinks/flight.h"
 #include "sinks/metrics.h"
 #include "stacks/ksyms.h"
-#include "stacks/unwind.h"
 
 /* The flight recorder: after an alert, the window goes on this long; one dump a process this often */
 #define FLIGHT_AFTER_NS (2 * 1000000000ull)
@@ -99,6 +98,14 @@ static int confine(struct session *s)
 	for (size_t i = 0; i < s->nr; i++)
 		if (s->targets[i]->disc.kind == RUNTIME_USDT && s->targets[i]->target.memfd < 0)
 			keep |= 1ull << CAP_SYS_PTRACE;
+	/*
+	 * --stacks: its analyser, another user's process, killed should it
+	 * hang (the filter lets that one pid alone be signalled); it cannot be
+	 * started again once confined
+	 */
+	if (s->unwinding)
+		keep |= 1ull << CAP_KILL;
+	s->stacks.no_restart = !s->follow;
 	err = sandbox__drop_privileges(s->follow ? attach_caps : keep);
 	if (err) {
 		err_msg("failed to drop privileges after attaching: %s\n", strerror(-err));
@@ -108,9 +115,10 @@ static int confine(struct session *s)
 	if (!s->o->no_sandbox && !s->follow) {
 		err = sandbox__filter((s->metrics ? SANDBOX_SERVE : 0) |
 					      (s->flight ? SANDBOX_DUMPS : 0) |
-					      (s->unwinder ? SANDBOX_STACKS : 0) |
+					      (s->unwinding ? SANDBOX_STACKS : 0) |
 					      (s->hooks ? SANDBOX_CHILD : 0),
-				      flight__dirfd(s->flight), s->hooks ? s->hooks->root : 0);
+				      flight__dirfd(s->flight), s->hooks ? s->hooks->root : 0,
+				      s->stacks.pid);
 		if (err) {
 			err_msg("failed to install the seccomp filter: %s (--no-sandbox runs "
 				"without it)\n",
@@ -235,13 +243,18 @@ static int open_outputs(struct session *s)
 	return o->metrics ? metrics__open(&s->metrics, o->metrics) : 0;
 }
 
-/* --stacks: the sampling programs attached, the unwinder and the kernel's symbols. */
+/*
+ * --stacks: the sampling programs attached, the analyser that unwinds
+ * (one of its own: an examination may take long, a stack should not wait
+ * for it) and the kernel's symbols.
+ */
 static int begin_stacks(struct session *s)
 {
 	int err = tracer__attach_stacks(s->tracer, STACK_HZ);
 
 	if (!err)
-		err = unwinder__new(&s->unwinder);
+		err = analyser__start(&s->stacks, s->o->examine_timeout_ms);
+	s->unwinding = !err;
 	if (err) {
 		err_msg("cannot sample stacks (--stacks): %s\n", strerror(-err));
 		return err;

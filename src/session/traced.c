@@ -157,7 +157,7 @@ static int kernel_frames(const struct ksyms *k, const struct at_stack *st,
 static int unwind_stack(void *ctx, const struct at_stack *st, struct stack_frame *frames, int max,
 			bool *by_fp)
 {
-	struct session *ss = ctx;
+	struct traced *tr = ctx;
 	struct stack_return returns[AT_STACK_RETURNS];
 	struct stack_sample s = { .pid = st->hdr.pid, .tid = st->hdr.tid, .ip = st->ip,
 				  .sp = st->sp, .bp = st->bp, .stack = st->stack,
@@ -172,8 +172,8 @@ static int unwind_stack(void *ctx, const struct at_stack *st, struct stack_frame
 		returns[i].ret = st->returns[i].ret;
 	}
 
-	int k = kernel_frames(ss->ksyms, st, frames, max);
-	int u = unwinder__unwind(ss->unwinder, &s, frames + k, max - k, by_fp);
+	int k = kernel_frames(tr->s->ksyms, st, frames, max);
+	int u = analyser__unwind(&tr->s->stacks, &tr->target, &s, frames + k, max - k, by_fp);
 
 	/* a wait with no user frames to say who made it is not worth showing */
 	return u > 0 ? k + u : 0;
@@ -401,8 +401,8 @@ void traced__drop(struct session *s, struct traced *tr)
 	if (i < s->nr)
 		memmove(&s->targets[i], &s->targets[i + 1], (s->nr - i - 1) * sizeof(*s->targets));
 	s->nr -= i < s->nr;
-	if (s->unwinder)
-		unwinder__forget(s->unwinder, (uint32_t)tr->target.pid);
+	if (s->unwinding)
+		analyser__forget(&s->stacks, tr->target.pid);
 	traced__free(tr);
 }
 
@@ -446,14 +446,16 @@ static int begin_pipeline(struct session *s, struct traced *tr)
 	}
 	tr->pipe.model.thread_comm = target__thread_comm;
 	tr->pipe.model.target_ctx = &tr->target;
-	if (s->unwinder) {
+	if (s->unwinding) {
 		tr->pipe.model.unwind = unwind_stack;
-		tr->pipe.model.unwind_ctx = s;
+		tr->pipe.model.unwind_ctx = tr;
 		tr->pipe.model.stack_period_ns = 1000000000ull / STACK_HZ;
 		/* its images now: once attached, the tracer may no longer read its maps */
-		if (unwinder__prime(s->unwinder, (uint32_t)tr->target.pid))
-			warn_msg("pid %d: its stacks cannot be unwound (its memory map could not "
-				 "be read)\n", tr->target.pid);
+		int unreadable = analyser__prime(&s->stacks, &tr->target);
+
+		if (unreadable && unreadable != -EIO) /* -EIO: said */
+			warn_msg("pid %d: its stacks cannot be unwound (its images could not be "
+				 "read: %s)\n", tr->target.pid, strerror(-unreadable));
 	}
 	if (!err && !s->cap) {
 		if (tr->disc.kind == RUNTIME_TOKIO)

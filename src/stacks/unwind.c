@@ -2,9 +2,13 @@
 #include "stacks/unwind.h"
 
 #include <dwarf.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libiberty/demangle.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,6 +24,11 @@ enum { DWARF_RBP = 6, DWARF_RSP = 7 };
 
 struct proc {
 	Dwfl *dwfl;
+	/* given (unwinder__prime_from): its images and debug files, open, by name */
+	struct unwind_file *files;
+	size_t nr_files;
+	struct unwind_file *debug;
+	size_t nr_debug;
 	bool attached;		/* dwfl_attach_state done */
 	bool refreshed;		/* its modules read again for a pc none covered */
 	struct u64map demangled; /* a mangled name's address -> its demangled copy */
@@ -44,6 +53,130 @@ struct unwinder {
 static const Dwfl_Callbacks proc_callbacks = {
 	.find_elf = dwfl_linux_proc_find_elf,
 	.find_debuginfo = dwfl_standard_find_debuginfo,
+};
+
+/*
+ * The process whose modules libdwfl reads now: given_elf() and
+ * given_debuginfo() hand it the descriptors it was given (libdwfl's
+ * callbacks are told the module, not the process). Set by every entry
+ * point that may make libdwfl read an image.
+ */
+static __thread struct proc *current;
+
+static void files_close(struct unwind_file *f, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++) {
+		free(f[i].name);
+		if (f[i].fd >= 0)
+			close(f[i].fd);
+	}
+	free(f);
+}
+
+/* A copy of a descriptor given for name, for libdwfl to own; -1: none. */
+static int given_fd(const struct unwind_file *f, size_t nr, const char *name)
+{
+	for (size_t i = 0; name && i < nr; i++)
+		if (f[i].fd >= 0 && !strcmp(f[i].name, name))
+			return fcntl(f[i].fd, F_DUPFD_CLOEXEC, 0);
+	return -1;
+}
+
+/* An image: the file of that name the process was given, never one opened by name. */
+static int given_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+		     char **file_name, Elf **elfp)
+{
+	const struct proc *p = current;
+	int fd;
+
+	(void)mod, (void)userdata, (void)base;
+	*elfp = NULL;
+	fd = p ? given_fd(p->files, p->nr_files, modname) : -1;
+	if (fd >= 0 && !(*file_name = strdup(modname))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Whether debug's build id is mod's (a module without one: whatever its link names). */
+static bool same_build(Dwfl_Module *mod, int fd)
+{
+	const unsigned char *bits;
+	const void *theirs;
+	GElf_Addr vaddr;
+	int n = dwfl_module_build_id(mod, &bits, &vaddr);
+	Elf *elf;
+	bool same;
+
+	if (n <= 0)
+		return true;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	same = elf && dwelf_elf_gnu_build_id(elf, &theirs) == n && !memcmp(bits, theirs, (size_t)n);
+	elf_end(elf);
+	return same;
+}
+
+/* Where a module's separate debug file may be: paths in the process's root. */
+#define DEBUG_PATHS 4
+
+static int debug_paths(Dwfl_Module *mod, const char *file, char out[DEBUG_PATHS][PATH_MAX])
+{
+	const unsigned char *bits;
+	GElf_Addr vaddr, bias;
+	GElf_Word crc;
+	Elf *elf = dwfl_module_getelf(mod, &bias);
+	const char *link = elf ? dwelf_elf_gnu_debuglink(elf, &crc) : NULL;
+	const char *slash = file ? strrchr(file, '/') : NULL;
+	int n = 0, len = dwfl_module_build_id(mod, &bits, &vaddr);
+
+	if (len > 1 && len <= 64) {
+		char hex[129];
+
+		for (int i = 0; i < len; i++)
+			snprintf(hex + 2 * i, 3, "%02x", bits[i]);
+		snprintf(out[n++], PATH_MAX, "/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2);
+	}
+	/* a link names a file, never a path: beside the image, in .debug, under /usr/lib/debug */
+	if (link && *link && !strchr(link, '/') && strcmp(link, ".") && strcmp(link, "..") &&
+	    slash && file[0] == '/') {
+		int dir = (int)(slash - file);
+
+		snprintf(out[n++], PATH_MAX, "%.*s/%s", dir, file, link);
+		snprintf(out[n++], PATH_MAX, "%.*s/.debug/%s", dir, file, link);
+		snprintf(out[n++], PATH_MAX, "/usr/lib/debug%.*s/%s", dir, file, link);
+	}
+	return n;
+}
+
+/* Its debug file: one of those given for its paths, of its build. */
+static int given_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+			   Dwarf_Addr base, const char *file_name, const char *debuglink_file,
+			   GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	const struct proc *p = current;
+	char paths[DEBUG_PATHS][PATH_MAX];
+	int n, fd = -1;
+
+	(void)userdata, (void)base, (void)file_name, (void)debuglink_file, (void)debuglink_crc;
+	n = p && p->nr_debug ? debug_paths(mod, modname, paths) : 0;
+	for (int i = 0; fd < 0 && i < n; i++) {
+		fd = given_fd(p->debug, p->nr_debug, paths[i]);
+		if (fd >= 0 && !same_build(mod, fd)) {
+			close(fd);
+			fd = -1;
+		}
+		if (fd >= 0 && !(*debuginfo_file_name = strdup(paths[i]))) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	return fd;
+}
+
+static const Dwfl_Callbacks given_callbacks = {
+	.find_elf = given_elf,
+	.find_debuginfo = given_debuginfo,
 };
 
 int unwinder__new(struct unwinder **up)
@@ -71,12 +204,35 @@ static void proc_free(struct proc *p)
 {
 	if (!p)
 		return;
+	if (current == p)
+		current = NULL;
 	u64map__clear_free(&p->demangled);
 	u64map__clear_free(&p->frames);
 	funcs_clear(p);
 	if (p->dwfl)
 		dwfl_end(p->dwfl);
+	files_close(p->files, p->nr_files);
+	files_close(p->debug, p->nr_debug);
 	free(p);
+}
+
+/* The images a process maps, as its maps text (/proc/PID/maps) says, from the files given. */
+static Dwfl *report_maps(const char *maps, size_t len)
+{
+	Dwfl *dwfl = len ? dwfl_begin(&given_callbacks) : NULL;
+	FILE *f = dwfl ? fmemopen((void *)maps, len, "r") : NULL;
+	int err = !f;
+
+	if (f) {
+		dwfl_report_begin(dwfl);
+		err = dwfl_linux_proc_maps_report(dwfl, f) || dwfl_report_end(dwfl, NULL, NULL);
+		fclose(f);
+	}
+	if (err && dwfl) {
+		dwfl_end(dwfl);
+		dwfl = NULL;
+	}
+	return dwfl;
 }
 
 /* The process's images, as it maps them now. */
@@ -110,7 +266,7 @@ static struct proc *proc_of(struct unwinder *u, uint32_t pid)
 	struct proc *p = u64map__get(&u->procs, (uint64_t)pid + 1);
 
 	if (p)
-		return p;
+		return current = p;
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
@@ -122,7 +278,7 @@ static struct proc *proc_of(struct unwinder *u, uint32_t pid)
 		proc_free(p);
 		return NULL;
 	}
-	return p;
+	return current = p;
 }
 
 /* --- the thread libdwfl unwinds: the sample's registers and stack copy --- */
@@ -435,7 +591,7 @@ int unwinder__unwind(struct unwinder *u, const struct stack_sample *s, struct st
 	if (!p || max <= 0)
 		return 0;
 	/* a pc in no image: something was mapped since (dlopen); read them again once */
-	if (!dwfl_addrmodule(p->dwfl, s->ip) && !p->refreshed) {
+	if (!p->files && !dwfl_addrmodule(p->dwfl, s->ip) && !p->refreshed) {
 		Dwfl *fresh = report(s->pid);
 
 		p->refreshed = true;
@@ -468,6 +624,109 @@ int unwinder__unwind(struct unwinder *u, const struct stack_sample *s, struct st
 			break;
 	}
 	return n;
+}
+
+/* Whether an image holds DWARF of its own (a separate debug file would add nothing). */
+static bool has_debug_info(Elf *elf)
+{
+	size_t shstrndx;
+	GElf_Shdr sh;
+	const char *name;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return false;
+	for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn))
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_PROGBITS &&
+		    (name = elf_strptr(elf, shstrndx, sh.sh_name)) && !strcmp(name, ".debug_info"))
+			return true;
+	return false;
+}
+
+int unwinder__prime_from(struct unwinder *u, uint32_t pid, const char *maps, size_t len,
+			 struct unwind_file *files, size_t nr)
+{
+	struct proc *p = calloc(1, sizeof(*p));
+
+	unwinder__forget(u, pid);
+	if (!p) {
+		files_close(files, nr);
+		return -ENOMEM;
+	}
+	u64map__init(&p->demangled);
+	u64map__init(&p->funcs);
+	u64map__init(&p->frames);
+	p->files = files;
+	p->nr_files = nr;
+	/* libdwfl may look for an image while reporting: it is this process's */
+	current = p;
+	p->dwfl = report_maps(maps, len);
+	if (!p->files)
+		p->files = calloc(1, sizeof(*p->files)); /* none given is still given */
+	if (!p->dwfl || !p->files || u64map__set(&u->procs, (uint64_t)pid + 1, p)) {
+		proc_free(p);
+		current = NULL;
+		return -EINVAL;
+	}
+	return 0;
+}
+
+struct wanted {
+	void (*fn)(void *ctx, const char *path);
+	void *ctx;
+};
+
+static int want_debug(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+		      void *arg)
+{
+	const struct wanted *w = arg;
+	char paths[DEBUG_PATHS][PATH_MAX];
+	Dwarf_Addr bias;
+	Elf *elf = dwfl_module_getelf(mod, &bias);
+	int n;
+
+	(void)userdata, (void)start;
+	if (!elf || has_debug_info(elf))
+		return DWARF_CB_OK;
+	n = debug_paths(mod, name, paths);
+	for (int i = 0; i < n; i++)
+		w->fn(w->ctx, paths[i]);
+	return DWARF_CB_OK;
+}
+
+int unwinder__wanted(struct unwinder *u, uint32_t pid, void (*fn)(void *ctx, const char *path),
+		     void *ctx)
+{
+	struct proc *p = u64map__get(&u->procs, (uint64_t)pid + 1);
+	struct wanted w = { fn, ctx };
+
+	if (!p || !p->files)
+		return -ENOENT;
+	current = p;
+	dwfl_getmodules(p->dwfl, want_debug, &w, 0);
+	return 0;
+}
+
+int unwinder__give_debug(struct unwinder *u, uint32_t pid, struct unwind_file *files, size_t nr)
+{
+	struct proc *p = u64map__get(&u->procs, (uint64_t)pid + 1);
+
+	if (!p || !p->files) {
+		files_close(files, nr);
+		return -ENOENT;
+	}
+	files_close(p->debug, p->nr_debug);
+	p->debug = files;
+	p->nr_debug = nr;
+	current = p;
+	dwfl_getmodules(p->dwfl, load_elf, NULL, 0);
+	return 0;
+}
+
+bool unwinder__covers(struct unwinder *u, uint32_t pid, uint64_t pc)
+{
+	struct proc *p = u64map__get(&u->procs, (uint64_t)pid + 1);
+
+	return p && dwfl_addrmodule(p->dwfl, pc);
 }
 
 int unwinder__prime(struct unwinder *u, uint32_t pid)

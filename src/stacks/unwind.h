@@ -64,6 +64,35 @@ int unwinder__unwind(struct unwinder *u, const struct stack_sample *s, struct st
  * docs/security.md). 0, or -errno.
  */
 int unwinder__prime(struct unwinder *u, uint32_t pid);
+/*
+ * Given what it maps instead of reading it (the analyser, which may open
+ * nothing: analyser/unwinding.c): process pid's images as maps (the text of
+ * its /proc/PID/maps) names them, each read from the file of that name in
+ * files, open; nothing is opened by name. files (names and descriptors) is
+ * the unwinder's from then on, whatever the outcome. What pid was before
+ * goes. 0, or -errno.
+ */
+struct unwind_file {
+	char *name;
+	int fd;
+};
+int unwinder__prime_from(struct unwinder *u, uint32_t pid, const char *maps, size_t len,
+			 struct unwind_file *files, size_t nr);
+/*
+ * The separate debug files pid's images (primed from files) may have, as
+ * paths in its root (a build id's under /usr/lib/debug, a debug link's
+ * beside the image), fn called with each; none for an image with DWARF.
+ */
+int unwinder__wanted(struct unwinder *u, uint32_t pid, void (*fn)(void *ctx, const char *path),
+		     void *ctx);
+/*
+ * Those of them that were found, open, each named by its path (files the
+ * unwinder's, as above); pid's images and DWARF are read then. A debug
+ * file of another build than its image's is not taken. 0, or -errno.
+ */
+int unwinder__give_debug(struct unwinder *u, uint32_t pid, struct unwind_file *files, size_t nr);
+/* Whether an image pid is known to map covers pc (primed from files: none is looked for). */
+bool unwinder__covers(struct unwinder *u, uint32_t pid, uint64_t pc);
 /* A process that exited or exec'd: what was read of it goes. */
 void unwinder__forget(struct unwinder *u, uint32_t pid);
 void unwinder__free(struct unwinder *u);

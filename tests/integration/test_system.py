@@ -286,34 +286,45 @@ class System(unittest.TestCase):
         """The privileged side opens a process's files through
         /proc/PID/map_files (the mapped file itself), never by a name the
         target controls (its executable's path, /proc/PID/root/..., its
-        exe link), and the analyser opens none at all."""
+        exe link), and the analysers (one examines, one unwinds --stacks)
+        open none at all; the stacks are unwound all the same."""
         trace = os.path.join(self.dir, "strace.log")
         self.log = os.path.join(self.dir, "tracer.log")
         self.out = os.path.join(self.dir, "tracer.out")
         with open(self.log, "w") as log, open(self.out, "w") as out:
             tr = self.start("strace", "-f", "-qq", "-o", trace, "-e",
                             "trace=open,openat,openat2,execve,seccomp", harness.TRACER, "--comm",
-                            "^sample-exec", "-d", "30", "--no-trace", stdout=out, stderr=log)
+                            "^sample-exec", "-d", "30", "--no-trace", "--stacks", stdout=out,
+                            stderr=log)
         self.assertTrue(harness.wait_for(lambda: "watching for one" in self.said(), 30),
                         self.said())
-        ex = self.executor("healthy", 1)
+        ex = self.executor("noisy", 2)
         rc, _, err = self.finish(ex)
         self.assertEqual(rc, 0, err + self.said())
         tr.send_signal(signal.SIGINT)
         self.finish(tr)
+        # the stacks were unwound, symbolised from the images the analyser was handed
+        self.assertIn("      burn_cpu_ns (sample-executor executor/util.c:", self.said())
         with open(trace) as f:
             lines = f.read().splitlines()
         analysers = {line.split()[0] for line in lines if "--be-the-analyser" in line}
-        self.assertTrue(analysers, "no analyser was started")
-        opened = [(line.split()[0], m.group(1)) for line in lines
+        self.assertEqual(len(analysers), 2, "an analyser examines, another unwinds")
+        opened = [(line.split()[0], m.group(1), line) for line in lines
                   for m in [re.search(r'open(?:at2?)?\((?:AT_FDCWD, )?"([^"]*)"', line)] if m]
         exe = os.path.realpath(harness.EXECUTOR)
-        by_us = [path for pid, path in opened if pid not in analysers]
-        self.assertIn(True, [path.startswith(f"/proc/{ex.pid}/map_files/") for path in by_us])
-        for path in by_us:
+        by_us = [(path, line) for pid, path, line in opened if pid not in analysers]
+        self.assertIn(True, [path.startswith(f"/proc/{ex.pid}/map_files/") for path, _ in by_us])
+        for path, line in by_us:
             self.assertNotEqual(os.path.realpath(path) if not path.startswith("/proc/") else path,
                                 exe)
+            # its root is opened as a place (O_PATH) that debug files are found in, no further
+            if re.match(r"^/proc/\d+/root$", path):
+                self.assertIn("O_PATH", line)
+                continue
             self.assertNotRegex(path, r"^/proc/\d+/(root|exe|cwd)(/|$)")
+        # the debug files the unwinding analyser named: looked for inside the target's root
+        self.assertIn(True, ["openat2(" in line and "RESOLVE_IN_ROOT" in line
+                             for line in lines if line.split()[0] not in analysers])
         # the analyser's own, once its filter is in: none succeeds
         filtered = set()
         for line in lines:

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -89,7 +90,7 @@ static void sandboxed_child(void)
 	CHECK(13, status_line("NoNewPrivs", v, sizeof(v)) == 0 && !strcmp(v, "\t1"));
 	fd = mkstemp(path); /* made before the filter, written after */
 	CHECK(14, fd >= 0);
-	CHECK(15, sandbox__filter(0, -1, 0) == 0);
+	CHECK(15, sandbox__filter(0, -1, 0, 0) == 0);
 	CHECK(16, status_line("Seccomp", v, sizeof(v)) == 0 && !strcmp(v, "\t2"));
 
 	/* what the loop and the shutdown do */
@@ -180,7 +181,7 @@ static void serving_child(void)
 			  !connect(ct, (struct sockaddr *)&in, sizeof(in)));
 	spare = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	CHECK(42, spare >= 0 && sandbox__drop_privileges(0) == 0);
-	CHECK(43, sandbox__filter(SANDBOX_SERVE, -1, 0) == 0);
+	CHECK(43, sandbox__filter(SANDBOX_SERVE, -1, 0, 0) == 0);
 
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	CHECK(50, ep >= 0 && !epoll_ctl(ep, EPOLL_CTL_ADD, lu, &ev) &&
@@ -247,7 +248,7 @@ static void run_child(void)
 	}
 	CHECK(50, cmd > 0);
 	CHECK(51, sandbox__drop_privileges(0) == 0);
-	CHECK(52, sandbox__filter(SANDBOX_CHILD, -1, cmd) == 0);
+	CHECK(52, sandbox__filter(SANDBOX_CHILD, -1, cmd, 0) == 0);
 	CHECK(53, kill(cmd, 0) == 0);
 	CHECK(54, kill(parent, 0) < 0 && errno == EPERM);
 	CHECK(55, waitpid(-1, NULL, WNOHANG) < 0 && errno == EPERM);
@@ -262,6 +263,47 @@ static void test_sandbox_run_reaches_its_command_alone(void **state)
 {
 	(void)state;
 	passes_in_a_child(run_child);
+}
+
+/*
+ * --stacks' rules: the analyser that unwinds (a child made before the
+ * filter) is talked to over its socket, killed and waited for; no other
+ * process is, and no file outside /proc is read (the analyser reads them).
+ */
+static void stacks_child(void)
+{
+	char names[256], got[4];
+	pid_t parent = getppid(), ana;
+	long landlock = syscall(SYS_landlock_create_ruleset, NULL, 0, 1 /* the version */);
+	int sv[2], status;
+
+	CHECK(70, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+	ana = fork();
+	if (!ana) { /* the analyser: echoes, then waits to be killed */
+		CHECK(71, read(sv[1], got, 4) == 4 && write(sv[1], got, 4) == 4);
+		pause();
+		_exit(0);
+	}
+	CHECK(72, ana > 0);
+	CHECK(73, sandbox__drop_privileges(0) == 0);
+	CHECK(74, sandbox__filter(SANDBOX_STACKS, -1, 0, ana) == 0);
+	CHECK(75, send(sv[0], "ping", 4, MSG_NOSIGNAL) == 4);
+	CHECK(76, recv(sv[0], got, 4, 0) == 4 && !memcmp(got, "ping", 4));
+	CHECK(77, poll(&(struct pollfd){ .fd = sv[0], .events = POLLOUT }, 1, 0) == 1);
+	CHECK(78, kill(parent, 0) < 0 && errno == EPERM);
+	/* refused by Landlock, where the kernel has it */
+	CHECK(79, landlock < 1 || open("/usr/lib/os-release", O_RDONLY | O_CLOEXEC) < 0);
+	CHECK(80, kill(ana, SIGKILL) == 0 && waitpid(ana, &status, 0) == ana);
+	CHECK(81, WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	CHECK(82, sandbox__refused(names, sizeof(names)) == 1);
+	CHECK(83, strstr(names, "kill x1") != NULL);
+	_exit(0);
+}
+
+static void test_sandbox_stacks_reach_their_analyser_alone(void **state)
+{
+	(void)state;
+	passes_in_a_child(stacks_child);
 }
 
 /*
@@ -280,7 +322,7 @@ static void dumps_child(void)
 	snprintf(outside, sizeof(outside), "/tmp/at-sandbox-outside-%d", (int)getpid());
 	CHECK(60, dirfd >= 0);
 	CHECK(61, sandbox__drop_privileges(0) == 0);
-	CHECK(62, sandbox__filter(SANDBOX_DUMPS, dirfd, 0) == 0);
+	CHECK(62, sandbox__filter(SANDBOX_DUMPS, dirfd, 0, 0) == 0);
 	fd = openat(dirfd, ".d.tmp", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	CHECK(63, fd >= 0 && write(fd, "x", 1) == 1);
 	close(fd);
@@ -320,7 +362,7 @@ static void test_sandbox_every_option(void **state)
 	if (pid == 0)
 		_exit(sandbox__drop_privileges(0) ||
 		      sandbox__filter(SANDBOX_SERVE | SANDBOX_DUMPS | SANDBOX_STACKS | SANDBOX_CHILD,
-				      open("/tmp", O_RDONLY | O_DIRECTORY), getppid()) ||
+				      open("/tmp", O_RDONLY | O_DIRECTORY), getppid(), getpid()) ||
 		      fcntl(0, F_GETFD) < 0);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
@@ -333,6 +375,7 @@ int main(void)
 		cmocka_unit_test(test_sandbox_refuses_loudly),
 		cmocka_unit_test(test_sandbox_serves_metrics_only),
 		cmocka_unit_test(test_sandbox_run_reaches_its_command_alone),
+		cmocka_unit_test(test_sandbox_stacks_reach_their_analyser_alone),
 		cmocka_unit_test(test_sandbox_dumps_stay_in_their_directory),
 		cmocka_unit_test(test_sandbox_every_option),
 	};

@@ -6,12 +6,14 @@
  * symbolised: the callers come back in order, an inlined call as a frame of
  * its own, with file and line from DWARF.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -187,12 +189,125 @@ static void frame_pointer_walks(void **state)
 	unwinder__free(u);
 }
 
+/* This process's maps text, and (with_files) each file it maps executable, opened. */
+static size_t given(char *maps, size_t room, bool with_files, struct unwind_file **files,
+		    size_t *nr)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	size_t len = f ? fread(maps, 1, room - 1, f) : 0;
+	char *line, *save = NULL, *text;
+
+	if (f)
+		fclose(f);
+	maps[len] = 0;
+	text = strdup(maps);
+	*files = calloc(64, sizeof(**files));
+	*nr = 0;
+	for (line = strtok_r(text, "\n", &save); with_files && line && *nr < 64;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char perms[8] = "", *path = strchr(line, '/');
+		bool seen = false;
+
+		sscanf(line, "%*s %7s", perms);
+		if (!path || perms[2] != 'x')
+			continue;
+		for (size_t i = 0; i < *nr; i++)
+			seen |= !strcmp((*files)[i].name, path);
+		if (seen)
+			continue;
+		(*files)[*nr].name = strdup(path);
+		(*files)[(*nr)++].fd = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	free(text);
+	return len;
+}
+
+/* The debug files asked for: those that are here, opened as the privileged side does. */
+struct wants {
+	int nr;
+	int build_ids;
+	struct unwind_file found[64];
+	size_t nr_found;
+};
+
+static void want(void *ctx, const char *path)
+{
+	struct wants *w = ctx;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	w->nr++;
+	w->build_ids += !strncmp(path, "/usr/lib/debug/.build-id/", 25);
+	assert_true(path[0] == '/');
+	if (fd >= 0 && w->nr_found < 64)
+		w->found[w->nr_found++] = (struct unwind_file){ .name = strdup(path), .fd = fd };
+	else if (fd >= 0)
+		close(fd);
+}
+
+/*
+ * As the analyser unwinds: from the maps text and the files it is handed,
+ * opening nothing itself. The same frames as read from /proc; without the
+ * files, not one symbol (nothing was opened by name behind its back).
+ */
+static void unwinds_from_the_files_given(void **state)
+{
+	static char maps[1 << 18];
+	struct stack_frame frames[64], own[64];
+	struct unwind_file *files, *found;
+	struct wants w = { 0 };
+	struct unwinder *u;
+	size_t nr, len;
+	int n, d;
+
+	(void)state;
+	outer();
+	assert_int_equal(unwinder__new(&u), 0);
+	d = unwinder__unwind(u, &sample, own, 64, &by_fp);
+	for (int i = 0; i < d; i++) /* kept: they go with the process */
+		own[i].function = own[i].function ? strdup(own[i].function) : NULL;
+	unwinder__forget(u, sample.pid);
+	len = given(maps, sizeof(maps), true, &files, &nr);
+	assert_true(nr >= 2); /* this program and the C library at least */
+	assert_int_equal(unwinder__prime_from(u, sample.pid, maps, len, files, nr), 0);
+	assert_int_equal(unwinder__wanted(u, sample.pid, want, &w), 0);
+	/* the C library's debug file, by its build id (this program has its DWARF) */
+	assert_true(w.build_ids >= 1);
+	found = calloc(w.nr_found + 1, sizeof(*found));
+	memcpy(found, w.found, w.nr_found * sizeof(*found));
+	assert_int_equal(unwinder__give_debug(u, sample.pid, found, w.nr_found), 0);
+	assert_true(unwinder__covers(u, sample.pid, sample.ip));
+	assert_false(unwinder__covers(u, sample.pid, 0x1000));
+	n = unwinder__unwind(u, &sample, frames, 64, &by_fp);
+	assert_int_equal(n, d);
+	for (int i = 0; i < n; i++) {
+		assert_int_equal(frames[i].pc, own[i].pc);
+		if (own[i].function)
+			assert_string_equal(frames[i].function, own[i].function);
+	}
+	assert_int_equal(find(frames, n, 0, "outer"), find(own, d, 0, "outer"));
+	/* the same maps, no file: the images are known, not one is read */
+	len = given(maps, sizeof(maps), false, &files, &nr);
+	assert_int_equal(unwinder__prime_from(u, sample.pid, maps, len, files, nr), 0);
+	assert_true(unwinder__covers(u, sample.pid, sample.ip));
+	n = unwinder__unwind(u, &sample, frames, 64, &by_fp);
+	for (int i = 0; i < n; i++)
+		assert_null(frames[i].function);
+	/* maps that say nothing: refused, and nothing is left of it */
+	given(maps, sizeof(maps), false, &files, &nr);
+	assert_int_not_equal(unwinder__prime_from(u, sample.pid, "", 0, files, nr), 0);
+	assert_false(unwinder__covers(u, sample.pid, sample.ip));
+	unwinder__free(u);
+	for (int i = 0; i < d; i++)
+		free((char *)own[i].function);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(unwinds_own_stack),
 		cmocka_unit_test(what_cannot_be_unwound),
 		cmocka_unit_test(frame_pointer_walks),
+		cmocka_unit_test(unwinds_from_the_files_given),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The analyser's answers to --stacks' requests (wire.h: PRIME, UNWIND,
+ * FORGET), each from its header on. 0, or -errno when the socket cannot go
+ * on (the analyser then ends).
+ */
+#ifndef UNWINDING_H
+#define UNWINDING_H
+
+#include "analyser/wire.h"
+
+int unwinding__prime(const struct wire_hdr *h);
+int unwinding__unwind(const struct wire_hdr *h);
+int unwinding__forget(const struct wire_hdr *h);
+/* What it holds of every process, freed at its end. */
+void unwinding__end(void);
+
+#endif
