@@ -278,7 +278,16 @@ int unwinding__unwind(const struct wire_hdr *h)
 		fr.by_fp = by_fp;
 	}
 	free(b);
-	out = malloc(sizeof(fr) + (size_t)fr.n * (sizeof(struct wire_frame) + 3 * WIRE_STR_MAX));
+	/* the answer's size, measured first: not a worst case allocated on every sample */
+	need = sizeof(fr);
+	for (int i = 0; i < fr.n; i++) {
+		const char *str[3] = { frames[i].function, frames[i].module, frames[i].file };
+
+		need += sizeof(struct wire_frame);
+		for (int k = 0; k < 3; k++)
+			need += str[k] ? strnlen(str[k], WIRE_STR_MAX - 1) : 0;
+	}
+	out = malloc(need);
 	if (!out)
 		return -ENOMEM;
 	p = out + sizeof(fr);

@@ -185,24 +185,21 @@ int wire__take_fds(int fd, int *fds, uint32_t n, uint64_t deadline)
 		struct wire_hdr h;
 
 		k = wire__read_hdr(fd, &h, deadline);
-		if (k <= 0) {
-			k = k ? k : -EPIPE;
-			goto fail;
+		if (k > 0)
+			k = wire__read_fds(fd, &h, some, WIRE_FDS_MAX);
+		else if (!k)
+			k = -EPIPE;
+		if (k < 0) { /* what came before goes too */
+			while (got)
+				close(fds[--got]);
+			return k;
 		}
-		k = wire__read_fds(fd, &h, some, WIRE_FDS_MAX);
-		if (k < 0)
-			goto fail;
 		for (int i = 0; i < k; i++) {
 			if (got < n)
 				fds[got++] = some[i];
 			else
 				close(some[i]);
 		}
-		continue;
-fail:
-		while (got)
-			close(fds[--got]);
-		return k;
 	}
 	return 0;
 }

@@ -261,18 +261,28 @@ static int load_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_A
 	return DWARF_CB_OK;
 }
 
+/* A process's state, empty. */
+static struct proc *proc_new(void)
+{
+	struct proc *p = calloc(1, sizeof(*p));
+
+	if (p) {
+		u64map__init(&p->demangled);
+		u64map__init(&p->funcs);
+		u64map__init(&p->frames);
+	}
+	return p;
+}
+
 static struct proc *proc_of(struct unwinder *u, uint32_t pid)
 {
 	struct proc *p = u64map__get(&u->procs, (uint64_t)pid + 1);
 
 	if (p)
 		return current = p;
-	p = calloc(1, sizeof(*p));
+	p = proc_new();
 	if (!p)
 		return NULL;
-	u64map__init(&p->demangled);
-	u64map__init(&p->funcs);
-	u64map__init(&p->frames);
 	p->dwfl = report(pid);
 	if (!p->dwfl || u64map__set(&u->procs, (uint64_t)pid + 1, p)) {
 		proc_free(p);
@@ -645,16 +655,13 @@ static bool has_debug_info(Elf *elf)
 int unwinder__prime_from(struct unwinder *u, uint32_t pid, const char *maps, size_t len,
 			 struct unwind_file *files, size_t nr)
 {
-	struct proc *p = calloc(1, sizeof(*p));
+	struct proc *p = proc_new();
 
 	unwinder__forget(u, pid);
 	if (!p) {
 		files_close(files, nr);
 		return -ENOMEM;
 	}
-	u64map__init(&p->demangled);
-	u64map__init(&p->funcs);
-	u64map__init(&p->frames);
 	p->files = files;
 	p->nr_files = nr;
 	/* libdwfl may look for an image while reporting: it is this process's */
