@@ -336,6 +336,32 @@ class System(unittest.TestCase):
                 self.assertIn("= -1 EACCES", line)
         self.assertEqual(filtered, analysers)
 
+    def test_a_path_swapped_in_the_targets_mount_namespace(self):
+        """A process whose executable's path names another file in its own
+        mount namespace (bind-mounted over it once it started): the tracer
+        reads the file the process maps (/proc/PID/map_files), not what the
+        path names now, and traces every poll."""
+        exe = os.path.join(self.dir, "sample-executor")
+        shutil.copy(harness.EXECUTOR, exe)
+        other = shutil.which("true")
+        script = (f"{exe} --scenario healthy --duration 2 --workers 2 --wait-traced 30 & "
+                  f"pid=$!; mount --bind {other} {exe} && echo swapped $pid; wait $pid")
+        ns = self.start("unshare", "-m", "--propagation", "private", "sh", "-c", script)
+        m = harness.wait_line(ns, r"^swapped (\d+)$", stream="stdout")
+        self.assertIsNotNone(m, "unshare -m and mount --bind failed")
+        pid = int(m[1])
+        # the path, seen from inside the process's namespace, names the other file
+        self.assertEqual(os.stat(f"/proc/{pid}/root{exe}").st_size, os.stat(other).st_size)
+        self.assertNotEqual(os.stat(exe).st_size, os.stat(other).st_size)
+        tr = self.start(harness.TRACER, "-p", pid, "--summary", "json", "--no-trace")
+        rc, out, err = self.finish(ns)
+        self.assertEqual(rc, 0, err)
+        trc, tout, terr = self.finish(tr)
+        self.assertEqual(trc, 0, terr)
+        self.assertIn("7 asynctrace probes", terr)
+        self.assertEqual(json_lines(tout)[0]["counts"]["polls"],
+                         harness.parse_executor(out)["polls"], terr)
+
     def test_hostile_files_are_read_and_the_host_still_traced(self):
         """A process that maps, executable, files made to trip the readers (a
         Go binary whose function table claims 2^32 functions, an ELF file cut
