@@ -986,13 +986,180 @@ int BPF_KPROBE(go_runqsteal)
 	return 0;
 }
 
+/* ---- sample mode: the running goroutine, read without a probe ------------ */
+
+/*
+ * --mode sample attaches no uprobe. A CPU-clock sample on every CPU, and a
+ * followed thread's switch-out (its memory is still the one mapped then),
+ * read which goroutine it runs from the runtime's own state: g from the
+ * thread pointer, its M's curg, the P's schedtick. A run is one goroutine
+ * seen again with the same g.trackingSeq (bumped each time it leaves
+ * running) on a P whose schedtick (bumped for each slice a P starts anew)
+ * has not moved: it runs from its first sighting to its last, and is then
+ * a poll as the probes make them (AT_POLL_SAMPLED). Its time is split into
+ * on-CPU, blocked and runnable by sched_switch as a probed poll's is.
+ */
+struct run_seen {
+	__u64 g, goid, startpc;
+	__u32 ident, worker, depth;
+};
+
+static __always_inline bool go_run_seen(const struct at_go_layout *l, struct task_struct *task,
+					struct run_seen *r)
+{
+	__u64 fs = BPF_CORE_READ(task, thread.fsbase), g, m, p;
+
+	if (!l->tls_g || !fs)
+		return false;
+	g = go_read(fs, l->tls_g);
+	m = g ? go_read(g, l->g_m) : 0;
+	r->g = m ? go_read(m, l->m_curg) : 0;
+	/* none: the scheduler runs; not running: in a syscall, or off its P */
+	if (!r->g || (go_read32(r->g, l->g_status) & ~GO_SCAN) != GO_RUNNING)
+		return false;
+	p = go_read(m, l->m_p);
+	if (!p)
+		return false;
+	r->goid = go_read(r->g, l->g_goid);
+	r->startpc = go_read(r->g, l->g_startpc);
+	r->worker = go_read32(p, l->p_id);
+	r->depth = go_read32(p, l->p_runqtail) - go_read32(p, l->p_runqhead);
+	r->ident = (__u32)go_read8(r->g, l->g_seq) | go_read32(p, l->p_schedtick) << 8;
+	return true;
+}
+
+/*
+ * The run in progress on thread t ended after it was last seen: a poll
+ * from its first sighting to its last, with its times as they were then.
+ * What the goroutine is now says how it ended: done, back in a queue
+ * (preempted, if the runtime asked it to yield), or waiting.
+ */
+static __always_inline void sample_close(struct thread_state *t, const struct at_go_layout *l)
+{
+	__u32 status = go_read32(t->s_g, l->g_status) & ~GO_SCAN;
+	struct at_task_state *ts;
+	struct at_task_slot *slot;
+	__u64 task = t->task;
+
+	t->oncpu = t->s_oncpu;
+	t->blocked = t->s_blocked;
+	t->runnable = t->s_runnable;
+	t->nr_blocked = t->s_nr_blocked;
+	t->nr_preempted = t->s_nr_preempted;
+	t->since = t->s_last;
+	t->off_cpu = 0;
+	ts = task_find(task_key(t->tgid, task), &slot);
+	/* preempted: back in a queue, or running again already, as the runtime asked */
+	poll_end_at(t, task, ts, slot, status == GO_DEAD,
+		    status == GO_RUNNABLE ? AT_QUEUE_INJECT : AT_QUEUE_NONE, 0, false, false,
+		    (status == GO_RUNNABLE || status == GO_RUNNING) &&
+			    (t->s_preempt || go_read8(t->s_g, l->g_preempt)),
+		    t->s_last, t->s_charged, AT_POLL_SAMPLED);
+}
+
+/* The run in progress on t goes on at least until now: its times as they are. */
+static __always_inline void sample_seen(struct thread_state *t, __u64 now, __u64 charged)
+{
+	t->s_last = now;
+	t->s_oncpu = t->oncpu;
+	t->s_blocked = t->blocked;
+	t->s_runnable = t->runnable;
+	t->s_nr_blocked = t->nr_blocked;
+	t->s_nr_preempted = t->nr_preempted;
+	t->s_charged = charged;
+}
+
+/* Thread t (task, the current one) seen now: its run goes on, ends, or begins. */
+static __always_inline void sample_observe(struct thread_state *t, struct task_struct *task)
+{
+	const struct at_go_layout *l = bpf_map_lookup_elem(&go_layouts, &t->tgid);
+	struct at_task_state *ts;
+	struct at_task_slot *slot;
+	struct run_seen r = {};
+	bool running;
+	__u64 now;
+
+	if (!l)
+		return;
+	running = go_run_seen(l, task, &r);
+	if (t->task && (!running || r.g != t->s_g || r.ident != t->s_ident))
+		sample_close(t, l);
+	if (!running)
+		return;
+	if (!t->task) {
+		ts = task_find(task_key(t->tgid, r.goid), &slot);
+		on_poll_begin(t, r.goid, ts, slot, r.worker, r.depth,
+			      ts && ts->name_addr ? ts->name_addr : r.startpc);
+		t->s_g = r.g;
+		t->s_ident = r.ident;
+		t->s_preempt = 0;
+	}
+	now = bpf_ktime_get_ns();
+	if (t->off_cpu) /* on a CPU now, whatever sched_switch said */
+		back_on_cpu(t, now, true);
+	t->oncpu += now - t->since;
+	t->since = now;
+	sample_seen(t, now, charged_cpu());
+}
+
+/*
+ * Thread t (next, not yet running its own code) takes a CPU with a run in
+ * progress: the run went on at least until now, as a thread off its CPU
+ * cannot end it, and comes back to the very code it left (a blocked poll
+ * seen asleep is so measured to its wake, though no sample may fall in
+ * the little it then runs).
+ */
+static __always_inline void sample_switch_in(struct task_struct *next, const bool direct)
+{
+	struct thread_state *t;
+
+	if (!sample_period_ns || !tgid_traced(TASK_READ(next, tgid, direct)))
+		return;
+	t = thread_find(TASK_READ(next, pid, direct));
+	if (t && t->task && !t->off_cpu)
+		sample_seen(t, bpf_ktime_get_ns(),
+			    TASK_READ(next, utime, direct) + TASK_READ(next, stime, direct));
+}
+
+/*
+ * The runtime asks a goroutine to yield with SIGURG to its thread (Go's
+ * preemption, since 1.14): what ends that run is then a preemption.
+ */
+SEC("?tp_btf/signal_generate")
+int BPF_PROG(sample_signal, int sig, struct kernel_siginfo *info, struct task_struct *task)
+{
+	struct thread_state *t;
+
+	if (sig != 23 /* SIGURG */ || !tgid_traced(task->tgid))
+		return 0;
+	t = thread_find(task->pid);
+	if (t && t->task)
+		t->s_preempt = 1;
+	return 0;
+}
+
 /* ---- sched_switch ----------------------------------------------------- */
+
+/* Sample mode: a followed thread (prev, the current task) seen as it leaves its CPU. */
+static __always_inline void sample_switch_out(struct task_struct *prev, const bool direct)
+{
+	struct thread_state *t;
+	__u32 tgid = TASK_READ(prev, tgid, direct);
+
+	if (!sample_period_ns || !tgid_traced(tgid) || (TASK_READ(prev, flags, direct) & PF_EXITING))
+		return;
+	t = thread_get(TASK_READ(prev, pid, direct), tgid);
+	if (t)
+		sample_observe(t, prev);
+}
 
 SEC("?tp_btf/sched_switch")
 int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev,
 	     struct task_struct *next)
 {
+	sample_switch_out(prev, true);
 	on_switch(ctx, preempt, prev, next, true);
+	sample_switch_in(next, true);
 	return 0;
 }
 
@@ -1000,14 +1167,17 @@ SEC("?raw_tp/sched_switch")
 int BPF_PROG(handle_sched_switch_raw, bool preempt, struct task_struct *prev,
 	     struct task_struct *next)
 {
+	sample_switch_out(prev, false);
 	on_switch(ctx, preempt, prev, next, false);
+	sample_switch_in(next, false);
 	return 0;
 }
 
 /* ---- stacks of long polls (--stacks) ------------------------------------ */
 
 /*
- * A CPU-clock sample on every CPU: a thread of a traced process inside a
+ * A CPU-clock sample on every CPU: in sample mode, a thread of a followed
+ * process is seen (sample_observe()); a thread of a traced process inside a
  * poll that has run stack_after_ns already gets its user registers and the
  * top of its stack recorded; anything else returns at once (a map lookup).
  * (The blocked half is in on_switch: core.bpf.h.)
@@ -1015,11 +1185,19 @@ int BPF_PROG(handle_sched_switch_raw, bool preempt, struct task_struct *prev,
 SEC("?perf_event")
 int on_cpu_sample(struct bpf_perf_event_data *ctx)
 {
-	__u32 tid = current_tid();
-	struct thread_state *t = thread_find(tid);
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	struct thread_state *t;
 	struct at_stack *e;
 	__u64 now;
 
+	if (sample_period_ns) {
+		t = thread_get(tid, id >> 32);
+		if (t)
+			sample_observe(t, bpf_get_current_task_btf());
+	} else {
+		t = thread_find(tid);
+	}
 	if (!stack_after_ns || !t || !t->task)
 		return 0;
 	now = bpf_ktime_get_ns();

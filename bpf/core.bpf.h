@@ -34,6 +34,8 @@ const volatile __u32 task_slot_bits = 14;
 const volatile __u64 long_poll_ns = 0;
 const volatile __u64 sched_delay_ns = 0;
 const volatile __u32 starve_depth = 0;
+/* --mode sample: the sampling period (0: probe mode, no sampling of runs) */
+const volatile __u64 sample_period_ns = 0;
 
 /* switch-ins a thread remembers, to tell a late poll's wait for a CPU (host_wait()) */
 #define AT_CPU_MARKS 4
@@ -103,6 +105,18 @@ struct thread_state {
 	__u8 in_next;
 	__u64 in_ts[AT_CPU_MARKS];
 	__u64 in_run_delay[AT_CPU_MARKS];
+	/*
+	 * Sample mode (sample_observe()): the run in progress (task: its id) as
+	 * the runtime's state names it (Go: its g, g.trackingSeq | p.schedtick
+	 * << 8); whether the runtime asked it to yield; when it was last seen,
+	 * and its times as they were then (the run ends there, for all we know).
+	 */
+	__u64 s_g;
+	__u64 s_last;
+	__u64 s_oncpu, s_blocked, s_runnable, s_charged;
+	__u32 s_ident;
+	__u16 s_nr_blocked, s_nr_preempted;
+	__u8 s_preempt;
 } __attribute__((aligned(64))); /* whole cache lines: threads run on different CPUs */
 
 /*
@@ -1302,16 +1316,20 @@ static __always_inline void back_on_cpu(struct thread_state *t, __u64 now, const
  * so nothing can ever wake it: its record goes out whatever the mode, for
  * the lost-waker detector to say at once.
  */
-static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
+/*
+ * ... at now, when the kernel had charged the thread charged_now (the two
+ * are the moment of the call but for sample mode, which ends a run where
+ * it last saw it: sample_close()); sampled: flags of what measured it.
+ */
+static __always_inline void poll_end_at(struct thread_state *t, __u64 task,
 					struct at_task_state *ts, struct at_task_slot *slot,
 					int ready, __s32 queue, __u32 depth, bool known_end,
-					bool unwakeable, bool preempted)
+					bool unwakeable, bool preempted, __u64 now, __u64 charged_now,
+					__u8 flags)
 {
-	__u64 now = bpf_ktime_get_ns(), dur;
 	struct at_poll_self_wake *pw;
-	__u64 cpu = 0, charged;
+	__u64 cpu = 0, charged, dur;
 	struct at_poll *e;
-	__u8 flags = 0;
 
 	t->task = 0;
 	if (t->off_cpu)
@@ -1324,9 +1342,9 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 	 * by that: at_poll.cpu_ns).
 	 */
 	if (long_poll_ns && CONFIG_HZ && t->oncpu >= long_poll_ns) {
-		charged = charged_cpu() - t->charged + 1000000000ull / CONFIG_HZ;
+		charged = charged_now - t->charged + 1000000000ull / CONFIG_HZ;
 		cpu = charged < t->oncpu ? charged : t->oncpu;
-		flags = AT_POLL_CPU_CHARGED;
+		flags |= AT_POLL_CPU_CHARGED;
 	}
 	account_poll(t, task, slot, dur);
 	if (ready) {
@@ -1343,7 +1361,8 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 			task_queued(task_key(t->tgid, task), ts, queue, depth);
 	}
 
-	if (preempted && dur >= AT_PREEMPTED_LONG_NS)
+	/* (a sampled run may have been up to a sample period longer) */
+	if (preempted && dur + (flags & AT_POLL_SAMPLED ? sample_period_ns : 0) >= AT_PREEMPTED_LONG_NS)
 		flags |= AT_POLL_PREEMPTED;
 	if (!poll_wanted(t, dur) && !(flags & (AT_POLL_UNWAKEABLE | AT_POLL_PREEMPTED)))
 		return;
@@ -1386,6 +1405,15 @@ static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
 	e->holder_begin = t->holder_begin;
 	e->cpu_ns = cpu;
 	event_submit(e);
+}
+
+static __always_inline void on_poll_end(struct thread_state *t, __u64 task,
+					struct at_task_state *ts, struct at_task_slot *slot,
+					int ready, __s32 queue, __u32 depth, bool known_end,
+					bool unwakeable, bool preempted)
+{
+	poll_end_at(t, task, ts, slot, ready, queue, depth, known_end, unwakeable, preempted,
+		    bpf_ktime_get_ns(), charged_cpu(), 0);
 }
 
 /* A wake record's body (its header's kind, size, tid and pid are the caller's). */

@@ -82,6 +82,13 @@ struct at_go_layout {
 	__s32 m_p;
 	__s32 p_id, p_runqhead, p_runqtail;
 	/*
+	 * Sample mode: g's slot from the thread pointer (0: unknown, sample
+	 * mode reads nothing), g.atomicstatus, g.trackingSeq (a byte bumped
+	 * each time g leaves running), m.curg, p.schedtick (bumped for each
+	 * run slice a P starts anew).
+	 */
+	__s32 tls_g, g_status, g_seq, m_curg, p_schedtick;
+	/*
 	 * Wait reasons, bit sets by value: a park for one of may_lose (a
 	 * channel, a lock: only another goroutine ends it) leaves the goroutine
 	 * idle for the lost-waker detector; one of never_woken (a nil channel)
@@ -244,6 +251,13 @@ struct at_poll {
  * whatever the threshold, as the runtime judged it so
  */
 #define AT_POLL_PREEMPTED 4
+/*
+ * measured by samples (--mode sample), not probes: the run was seen from its
+ * first sample (or switch-out) to its last; it began up to a sample period
+ * before the first and ended up to one after the last, which duration_ns
+ * leaves out (a long poll so found is one at least that long)
+ */
+#define AT_POLL_SAMPLED 8
 /* Go's forcePreemptNS: sysmon preempts a goroutine that has run this long. */
 #define AT_PREEMPTED_LONG_NS 10000000ull
 /* The shortest at_poll a reader takes: before cpu_ns was appended. */

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #define PLAN_MAGIC 0x4c505441u /* "ATPL" */
-#define PLAN_VERSION 1
+#define PLAN_VERSION 2
 #define NO_STRING UINT32_MAX
 
 /* Bounds on what a plan may hold: far beyond any real runtime's. */
@@ -130,6 +130,7 @@ static void put_go(const struct discovery *d, struct plan_buf *b)
 	put_u32(b, g->has_symtab | g->has_dwarf << 1 | g->pie << 2);
 	put(b, g->funcs, sizeof(g->funcs));
 	put(b, &g->off, sizeof(g->off));
+	put_u32(b, (uint32_t)g->tls_g);
 	put(b, g->may_lose, sizeof(g->may_lose));
 	put(b, g->never_woken, sizeof(g->never_woken));
 	put_u64(b, g->nr_all);
@@ -397,6 +398,9 @@ static void get_go(struct rd *r, struct discovery *d)
 	for (size_t i = 0; i < sizeof(g->off) / sizeof(*off); i++)
 		if (off[i] < -1 || off[i] > (1 << 16))
 			fail(r, "a Go offset out of range");
+	g->tls_g = (int32_t)get_u32(r);
+	if (g->tls_g > 0 || g->tls_g < -(1 << 20))
+		fail(r, "g's TLS slot out of range");
 	get(r, g->may_lose, sizeof(g->may_lose));
 	get(r, g->never_woken, sizeof(g->never_woken));
 	nr_all = get_u64(r);

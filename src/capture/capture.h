@@ -105,7 +105,8 @@ struct cap_process {
 	uint32_t runtime;	/* enum capture_runtime */
 	uint64_t realtime_offset; /* CLOCK_REALTIME - CLOCK_MONOTONIC at ts */
 	uint8_t maps_only;	/* recorded with --no-trace */
-	uint8_t pad[7];
+	uint8_t pad[3];
+	uint32_t sample_hz;	/* recorded in sample mode, at this rate (0: probe mode) */
 	char comm[CAP_COMM_LEN];
 	/*
 	 * The detectors' thresholds when recorded: the BPF side filtered with
@@ -359,6 +360,7 @@ AT_PIN_OFF(struct cap_process, runtime, 28);
 AT_PIN_OFF(struct cap_process, realtime_offset, 32);
 AT_PIN_OFF(struct cap_process, maps_only, 40);
 AT_PIN_OFF(struct cap_process, pad, 41);
+AT_PIN_OFF(struct cap_process, sample_hz, 44);
 AT_PIN_OFF(struct cap_process, comm, 48);
 AT_PIN_OFF(struct cap_process, long_poll_ns, 64);
 AT_PIN_OFF(struct cap_process, sched_delay_ns, 72);

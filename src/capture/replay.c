@@ -46,6 +46,7 @@ static int proc_begin(struct replay *rp, const struct cap_process *proc)
 	}
 	pr->pid = proc->pid;
 	pr->pipe.detector.lifo_slot = proc->runtime == CAPTURE_RUNTIME_TOKIO;
+	pr->pipe.detector.sample_period_ns = proc->sample_hz ? 1000000000ull / proc->sample_hz : 0;
 	/*
 	 * as live (session/traced.c): Go's own goroutines are not alerted on, nor its
 	 * long parks unless a --lost-waker was asked for, now or when recording
@@ -64,6 +65,7 @@ static int proc_begin(struct replay *rp, const struct cap_process *proc)
 	pr->pipe.model.target_ctx = rp;
 	pr->stop = proc->hdr.ts;
 	pr->maps_only = proc->maps_only;
+	pr->sample_hz = proc->sample_hz;
 	rp->procs[rp->nr++] = pr;
 	return rp->ops.begin ? rp->ops.begin(rp->ops.ctx, pr) : 0;
 }

@@ -117,6 +117,8 @@ enum {
 	OPT_STACKS,
 	OPT_EMPTY_PROGRAMS,
 	OPT_PROBE_AT,
+	OPT_MODE,
+	OPT_SAMPLE_HZ,
 	OPT_EXAMINE_TIMEOUT,
 	OPT_NO_SANDBOX,
 	OPT_COMM,
@@ -271,6 +273,16 @@ static const struct opt_def {
 	  "(default 25)\n" },
 	{ OPT_JUNIT, "junit", "FILE", U, "write the gates as JUnit XML, a testcase each\n" },
 	{ 0, NULL, NULL, T | R | U, "attaching:\n" },
+	{ OPT_MODE, "mode", "MODE", T | R | U,
+	  "probes (default): a probe on the runtime's poll,\n"
+	  "wake and steal functions, every event seen; or\n"
+	  "sample: no probe, the running task read from the\n"
+	  "runtime's state --sample-hz times a second and at\n"
+	  "each switch (Go so far; what it cannot see:\n"
+	  "docs/modes.md)\n" },
+	{ OPT_SAMPLE_HZ, "sample-hz", "HZ", T | R | U,
+	  "sample mode's samples a second on each CPU\n"
+	  "(default 997; its --stacks are sampled with them)\n" },
 	{ OPT_RINGBUF, "ringbuf-size", "SIZE", T | R | U,
 	  "ring buffer space, shared out between the CPUs\n"
 	  "(default 16M; power of two)\n" },
@@ -634,6 +646,7 @@ static void defaults(struct options *o, enum command cmd)
 	o->session.out.live = -1;
 	o->session.ringbuf_bytes = DEFAULT_RINGBUF_BYTES;
 	o->session.task_slots = AT_TASK_SLOTS;
+	o->session.sample_hz = DEFAULT_SAMPLE_HZ;
 	o->umask = 077;
 	detect_config__defaults(d);
 }
@@ -839,6 +852,19 @@ static int take_loading(struct session_opts *s, int c, const char *arg)
 		s->examine_timeout_ms = (unsigned int)(ns / 1000000);
 		return 0;
 	}
+	case OPT_MODE:
+		if (!strcmp(arg, "probes"))
+			s->sample_mode = false;
+		else if (!strcmp(arg, "sample"))
+			s->sample_mode = true;
+		else
+			return bad("--mode", arg, "probes or sample");
+		return 0;
+	case OPT_SAMPLE_HZ:
+		if (parse_int(arg, 10, 10000, &n))
+			return bad("--sample-hz", arg, "from 10 to 10000");
+		s->sample_hz = (uint32_t)n;
+		return 0;
 	case OPT_PROBE_AT:
 		if (!strcmp(arg, "cheapest"))
 			s->probe_at_entry = false;

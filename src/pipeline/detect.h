@@ -58,6 +58,11 @@ struct alert {
 	uint64_t begin_ts;	/* when the episode began */
 	uint64_t ts;		/* BEGIN: when it was detected; END: when it ended */
 	bool ongoing;		/* END only: tracing stopped first */
+	/*
+	 * Measured by samples this far apart (sample mode; a long poll then ran
+	 * at least value_ns, up to a period more at each end); 0: by probes.
+	 */
+	uint64_t sampled_ns;
 	uint64_t count;		/* occurrences in the episode so far */
 	uint64_t value_ns;	/* the measure: see docs/alerts.md */
 	uint64_t worst_ns;	/* the worst value_ns of the episode */
@@ -144,6 +149,11 @@ struct detector {
 	 */
 	bool lost_waker_exact_only;
 	bool lifo_slot;
+	/*
+	 * Sample mode's period (0: probe mode): a sampled run began up to one
+	 * before it was first seen and ended up to one after it was last seen.
+	 */
+	uint64_t sample_period_ns;
 	/* Every alert raised, BEGIN and END, for the report. */
 	struct alert *log;
 	size_t nr_log;

@@ -26,14 +26,18 @@ uint64_t detect__poll_own_ns(const struct at_poll *p)
  * How long poll p must be to be a long poll: the threshold, or less for a
  * poll its runtime preempted for running too long (Go's sysmon, at 10 ms):
  * the runtime judged it a hog, and its preemption cut it short of any
- * threshold above that.
+ * threshold above that. A sampled one was seen up to a sample period short
+ * of its length (which the BPF side allowed when it flagged it preempted).
  */
 uint64_t detect__long_poll_limit(const struct detector *d, const struct at_poll *p)
 {
-	uint64_t limit = d->config.long_poll_ns;
+	uint64_t limit = d->config.long_poll_ns, preempted = AT_PREEMPTED_LONG_NS;
 
-	if (limit && (p->flags & AT_POLL_PREEMPTED) && AT_PREEMPTED_LONG_NS < limit)
-		limit = AT_PREEMPTED_LONG_NS;
+	/* sampled, seen a period short of it at most (and the runtime's judgment said it ran it) */
+	if ((p->flags & AT_POLL_SAMPLED) && d->sample_period_ns < preempted)
+		preempted -= d->sample_period_ns;
+	if (limit && (p->flags & AT_POLL_PREEMPTED) && preempted < limit)
+		limit = preempted;
 	return limit;
 }
 

@@ -58,6 +58,15 @@ void say__found(const struct session *s, const struct traced *tr, bool first)
 	if (nr_lost)
 		snprintf(lost, sizeof(lost), "; %zu probes refused by the kernel (said above)",
 			 nr_lost);
+	if (tr->disc.kind == RUNTIME_GO && s->o->sample_mode) {
+		info_msg("%s: Go %s in %s (offsets from %s): sample mode, no probe: the running "
+			 "goroutine read %u times a second on each CPU and at each switch; "
+			 "sched_switch via %s, %s%s\n",
+			 what, tr->disc.go.version, tr->disc.go_target_path,
+			 tr->disc.go.has_dwarf ? "DWARF" : "the version table", s->o->sample_hz,
+			 tracer__sched_hook(s->tracer), mode_str(s->o), ctrl_c);
+		return;
+	}
 	if (tr->disc.kind == RUNTIME_GO) {
 		info_msg("%s: Go %s in %s (offsets from %s): casgstatus, newproc1's returns, "
 			"runqsteal%s%s%s; sched_switch via %s, %s%s\n",

@@ -46,7 +46,13 @@ struct session_opts {
 	unsigned int examine_timeout_ms; /* the analyser's watchdog (0: its default) */
 	bool no_sandbox;	/* no seccomp filter once attached */
 	bool stacks;		/* --stacks: a long poll's stack, unwound */
+	/* --mode sample: no probe; the running task read sample_hz times a second */
+	bool sample_mode;
+	uint32_t sample_hz;	/* --sample-hz: sample mode's and --stacks' rate */
 };
+
+/* --sample-hz's default: about 1 kHz, a prime against lockstep with periodic work */
+#define DEFAULT_SAMPLE_HZ 997
 
 /* Runs trace or record as o says; returns the exit status. */
 int session__run(const struct session_opts *o);

@@ -33,8 +33,14 @@
 #include "analyser/analyser.h"
 #include "targets/scan.h"
 
-/* --stacks: CPU-clock samples a second on each CPU */
+/* --stacks: CPU-clock samples a second on each CPU (in probe mode) */
 #define STACK_HZ 250
+
+/* The CPU-clock samples a second on each CPU: sample mode's rate, or --stacks'. */
+static inline uint32_t session__sample_hz(const struct session_opts *o)
+{
+	return o->sample_mode ? o->sample_hz : STACK_HZ;
+}
 
 /* Everything one tracing session holds. */
 struct session {

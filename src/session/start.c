@@ -250,10 +250,8 @@ static int open_outputs(struct session *s)
  */
 static int begin_stacks(struct session *s)
 {
-	int err = tracer__attach_stacks(s->tracer, STACK_HZ);
+	int err = analyser__start(&s->stacks, s->o->examine_timeout_ms);
 
-	if (!err)
-		err = analyser__start(&s->stacks, s->o->examine_timeout_ms);
 	s->unwinding = !err;
 	if (err) {
 		err_msg("cannot sample stacks (--stacks): %s\n", strerror(-err));
@@ -283,6 +281,14 @@ static int load(struct session *s, const struct tracer_opts *topts)
 		err_msg("failed to attach %s sched_switch: %s\n", tracer__sched_hook(s->tracer),
 			strerror(-err));
 		return err;
+	}
+	if (s->o->sample_mode || s->o->stacks) {
+		err = tracer__attach_samples(s->tracer, session__sample_hz(s->o));
+		if (err) {
+			err_msg("cannot sample the CPUs (%s): %s\n",
+				s->o->sample_mode ? "--mode sample" : "--stacks", strerror(-err));
+			return err;
+		}
 	}
 	return s->o->stacks ? begin_stacks(s) : 0;
 }
@@ -331,6 +337,7 @@ int session__start(struct session *s)
 		.stack_after_ns = o->stacks ? (o->detect.long_poll_ns ? o->detect.long_poll_ns / 2
 								    : STACK_AFTER_NS)
 					    : 0,
+		.sample_period_ns = o->sample_mode ? 1000000000ull / o->sample_hz : 0,
 		.births = s->follow ? follow__on_birth : NULL,
 		.births_ctx = s,
 	};

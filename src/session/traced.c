@@ -274,7 +274,10 @@ static int go_layout(struct tracer *t, const struct traced *tr)
 	struct at_go_layout l = { .g_goid = o->g_goid, .g_m = o->g_m, .g_startpc = o->g_startpc,
 				  .g_preempt = o->g_preempt, .g_waitreason = o->g_waitreason,
 				  .m_p = o->m_p, .p_id = o->p_id,
-				  .p_runqhead = o->p_runqhead, .p_runqtail = o->p_runqtail };
+				  .p_runqhead = o->p_runqhead, .p_runqtail = o->p_runqtail,
+				  .tls_g = tr->disc.go.tls_g, .g_status = o->g_atomicstatus,
+				  .g_seq = o->g_tracking_seq, .m_curg = o->m_curg,
+				  .p_schedtick = o->p_schedtick };
 
 	memcpy(l.may_lose, tr->disc.go.may_lose, sizeof(l.may_lose));
 	memcpy(l.never_woken, tr->disc.go.never_woken, sizeof(l.never_woken));
@@ -331,6 +334,7 @@ static void begin_capture(struct session *s, struct traced *tr)
 							  : CAPTURE_RUNTIME_USDT,
 		.realtime_offset = tr->pipe.model.realtime_offset,
 		.maps_only = s->o->no_trace,
+		.sample_hz = s->o->sample_mode ? s->o->sample_hz : 0,
 	};
 
 	snprintf(proc.comm, sizeof(proc.comm), "%s", tr->target.comm);
@@ -379,6 +383,7 @@ void traced__run_info(struct session *s, struct traced *tr, struct run_info *inf
 	info->seconds = (double)((end ? end : now_ns()) - tr->start) / 1e9;
 	info->end_reason = why;
 	info->maps_only = s->o->no_trace;
+	info->sample_hz = s->o->sample_mode ? s->o->sample_hz : 0;
 	tracer__stats(s->tracer, info->stats);
 }
 
@@ -425,6 +430,7 @@ static int begin_pipeline(struct session *s, struct traced *tr)
 	}
 	/* tokio parks a task woken by a poll in that worker's LIFO slot */
 	tr->pipe.detector.lifo_slot = tr->disc.kind == RUNTIME_TOKIO;
+	tr->pipe.detector.sample_period_ns = s->o->sample_mode ? 1000000000ull / s->o->sample_hz : 0;
 	/*
 	 * A goroutine parked on a channel for long is as often meant to (a
 	 * worker waiting for a job, a ticker's loop) as leaked: Go's lost
@@ -449,7 +455,7 @@ static int begin_pipeline(struct session *s, struct traced *tr)
 	if (s->unwinding) {
 		tr->pipe.model.unwind = unwind_stack;
 		tr->pipe.model.unwind_ctx = tr;
-		tr->pipe.model.stack_period_ns = 1000000000ull / STACK_HZ;
+		tr->pipe.model.stack_period_ns = 1000000000ull / session__sample_hz(s->o);
 		/* its images now: once attached, the tracer may no longer read its maps */
 		int unreadable = analyser__prime(&s->stacks, &tr->target);
 
@@ -464,6 +470,26 @@ static int begin_pipeline(struct session *s, struct traced *tr)
 		err = outputs__add_sinks(&s->out, &tr->pipe, true);
 	}
 	return err;
+}
+
+/*
+ * Why sample mode cannot read process tr's runtime (NULL: it can): it
+ * reads Go's state so far, and needs g's place and the run counters.
+ */
+static const char *unsampled(const struct traced *tr)
+{
+	const struct go_binary *g = &tr->disc.go;
+
+	if (tr->disc.kind != RUNTIME_GO)
+		return tr->disc.kind == RUNTIME_TOKIO ? "it runs tokio, which sample mode does not "
+							"read yet"
+						      : "its executor's probes are all it offers";
+	if (!g->tls_g)
+		return "where Go keeps the running goroutine (its thread-local slot) was not found "
+		       "in its code";
+	if (g->off.g_tracking_seq < 0 || g->off.p_schedtick < 0)
+		return "its runtime has no g.trackingSeq or p.schedtick";
+	return NULL;
 }
 
 /*
@@ -494,6 +520,18 @@ int traced__start(struct session *s, struct traced *tr)
 	}
 	s->targets = targets;
 	s->targets[s->nr++] = tr;
+	/* following the host, one such process is no failure of the session */
+	if (o->sample_mode && unsampled(tr)) {
+		if (s->follow)
+			warn_msg("pid %d (%s) not traced: sample mode cannot read it: %s\n",
+				 tr->target.pid, tr->target.comm, unsampled(tr));
+		else
+			err_msg("cannot trace pid %d (%s) in sample mode: %s (--mode probes "
+				"traces it)\n", tr->target.pid, tr->target.comm, unsampled(tr));
+		s->failed += !s->follow;
+		traced__drop(s, tr);
+		return -ENOTSUP;
+	}
 	err = begin_pipeline(s, tr);
 	if (!err)
 		err = tracer__follow(s->tracer, tr->target.pid, target_flags(&tr->disc, NULL));
@@ -542,7 +580,8 @@ int traced__start(struct session *s, struct traced *tr)
 	}
 	if (s->cap)
 		begin_capture(s, tr);
-	err = attach__probes(s->tracer, &tr->disc, &ao, &tr->probes);
+	/* sample mode: followed (above) is all; its threads are read where they run */
+	err = o->sample_mode ? 0 : attach__probes(s->tracer, &tr->disc, &ao, &tr->probes);
 	/* a probe the kernel refused takes what it offered away, for threads not met yet */
 	if (!err && target_flags(&tr->disc, &tr->probes) != target_flags(&tr->disc, NULL))
 		err = tracer__follow(s->tracer, tr->target.pid, target_flags(&tr->disc, &tr->probes));

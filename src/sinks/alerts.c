@@ -41,12 +41,16 @@ static void format_begin(char *buf, size_t size, const struct model *m, const st
 	switch (a->kind) {
 	case ALERT_LONG_POLL:
 		snprintf(buf, size,
-			 "long poll: task '%s' #%llu held worker %d (tid %u, %s) for %.2f ms: %s "
+			 "long poll: task '%s' #%llu held worker %d (tid %u, %s) for %s%.2f ms: %s "
 			 "(on-CPU %.2f ms, blocked %.2f ms, runnable %.2f ms)",
 			 a->task_name, (unsigned long long)a->task, a->worker, a->tid,
-			 comm_of(m, a->tid), ms(a->value_ns), poll_cause_str(a->cause),
-			 ms(a->oncpu_ns), ms(a->blocked_ns), ms(a->runnable_ns));
+			 comm_of(m, a->tid), a->sampled_ns ? "at least " : "", ms(a->value_ns),
+			 poll_cause_str(a->cause), ms(a->oncpu_ns), ms(a->blocked_ns),
+			 ms(a->runnable_ns));
 		len = strlen(buf);
+		if (a->sampled_ns && len < size)
+			len += (size_t)snprintf(buf + len, size - len, ", seen by samples %.2f ms apart",
+						ms(a->sampled_ns));
 		if (a->runtime_preempted && len < size)
 			len += (size_t)snprintf(buf + len, size - len, ", preempted by its runtime");
 		if (len >= size)
@@ -258,6 +262,9 @@ void alert__json_object(struct outbuf *ob, const struct model *m, const struct a
 	ob_key_u64(ob, ",\"count\":", a->count);
 	ob_key_u64(ob, ",\"value_ns\":", a->value_ns);
 	ob_key_u64(ob, ",\"worst_ns\":", a->worst_ns);
+	ob_key_str(ob, ",\"measured_by\":", a->sampled_ns ? "samples" : "probes");
+	if (a->sampled_ns)
+		ob_key_u64(ob, ",\"sample_period_ns\":", a->sampled_ns);
 	if (a->state == ALERT_END)
 		ob_puts(ob, a->ongoing ? ",\"ongoing\":true" : ",\"ongoing\":false");
 	if (a->task) {

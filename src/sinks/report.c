@@ -121,17 +121,26 @@ static void text_counts(const struct text *tx, const struct model *m, const stru
 		    (unsigned long long)(m->n.events + m->n.samples),
 		    run->maps_only ? " (polls, steals and the workers' wakes as of their last samples)"
 				   : "");
-	say(tx, COUNTS_INDENT, "  tasks    %llu spawned, %llu completed",
-	    (unsigned long long)st->rt.spawns, (unsigned long long)st->rt.completed);
-	say(tx, COUNTS_INDENT, "  polls    %llu (%.0f/s)", (unsigned long long)t.polls,
-	    per_sec(t.polls, run->seconds));
-	say(tx, COUNTS_INDENT, "  wakes    %llu (%llu %s)", (unsigned long long)st->rt.wakes,
-	    (unsigned long long)st->rt.self_wakes,
-	    plural(st->rt.self_wakes, "self-wake", "self-wakes"));
-	say(tx, COUNTS_INDENT, "  steals   %llu (%llu %s moved)", (unsigned long long)t.steals,
-	    (unsigned long long)t.stolen, plural(t.stolen, "task", "tasks"));
-	say(tx, COUNTS_INDENT, "  parks    %llu", (unsigned long long)t.parks);
-	say(tx, COUNTS_INDENT, "  workers  %u", st->nr_workers);
+	if (run->sample_hz) {
+		say(tx, COUNTS_INDENT, "  mode     sample, %u Hz a CPU: no probe; not seen: spawns, "
+				       "completions, wakes (wake-to-poll delays, wake arrows, lost "
+				       "wakers, waker thrash), steals, parks", run->sample_hz);
+		say(tx, COUNTS_INDENT, "  polls    %llu runs seen by the samples (%.0f/s)",
+		    (unsigned long long)t.polls, per_sec(t.polls, run->seconds));
+		say(tx, COUNTS_INDENT, "  workers  %u", st->nr_workers);
+	} else {
+		say(tx, COUNTS_INDENT, "  tasks    %llu spawned, %llu completed",
+		    (unsigned long long)st->rt.spawns, (unsigned long long)st->rt.completed);
+		say(tx, COUNTS_INDENT, "  polls    %llu (%.0f/s)", (unsigned long long)t.polls,
+		    per_sec(t.polls, run->seconds));
+		say(tx, COUNTS_INDENT, "  wakes    %llu (%llu %s)", (unsigned long long)st->rt.wakes,
+		    (unsigned long long)st->rt.self_wakes,
+		    plural(st->rt.self_wakes, "self-wake", "self-wakes"));
+		say(tx, COUNTS_INDENT, "  steals   %llu (%llu %s moved)", (unsigned long long)t.steals,
+		    (unsigned long long)t.stolen, plural(t.stolen, "task", "tasks"));
+		say(tx, COUNTS_INDENT, "  parks    %llu", (unsigned long long)t.parks);
+		say(tx, COUNTS_INDENT, "  workers  %u", st->nr_workers);
+	}
 	say(tx, COUNTS_INDENT, "  events   %llu (%.0f/s)%s", (unsigned long long)m->n.events,
 	    per_sec(m->n.events, run->seconds),
 	    run->maps_only ? ", maps-only: long and late polls only" : "");
@@ -575,24 +584,45 @@ static void j_run(struct outbuf *ob, const struct model *m, const struct run_inf
 	ob_puts(ob, ",\"end_reason\":");
 	ob_json_str(ob, run->end_reason);
 	ob_puts(ob, run->maps_only ? ",\"mode\":\"maps\"" : ",\"mode\":\"trace\"");
+	ob_puts(ob, run->sample_hz ? ",\"measured_by\":\"samples\"" : ",\"measured_by\":\"probes\"");
+	if (run->sample_hz) {
+		ob_key_u64(ob, ",\"sample_hz\":", run->sample_hz);
+		ob_puts(ob, ",\"unseen\":[\"spawns\",\"completions\",\"wakes\",\"wake_delays\","
+			    "\"wake_arrows\",\"lost_wakers\",\"waker_thrash\",\"steals\",\"parks\"]");
+	}
 	ob_puts(ob, run->no_snapshot ? ",\"counts_from\":\"records\"" : ",\"counts_from\":\"maps\"");
 }
 
-/* "counts": what the runtime did, from the maps (or the records). */
-static void j_counts(struct outbuf *ob, const struct stats *st)
+/* A count, or null where sample mode cannot see it (unseen). */
+static void key_count(struct outbuf *ob, const char *key, uint64_t v, bool unseen)
 {
+	if (unseen) {
+		ob_puts(ob, key);
+		ob_puts(ob, "null");
+	} else {
+		ob_key_u64(ob, key, v);
+	}
+}
+
+/*
+ * "counts": what the runtime did, from the maps (or the records); sampled,
+ * the polls are the runs seen, and what only probes see is null.
+ */
+static void j_counts(struct outbuf *ob, const struct stats *st, const struct run_info *run)
+{
+	bool un = run->sample_hz != 0;
 	struct stats_totals t;
 
 	stats__totals(st, &t);
-	ob_key_u64(ob, ",\"counts\":{\"tasks_spawned\":", st->rt.spawns);
-	ob_key_u64(ob, ",\"tasks_completed\":", st->rt.completed);
+	key_count(ob, ",\"counts\":{\"tasks_spawned\":", st->rt.spawns, un);
+	key_count(ob, ",\"tasks_completed\":", st->rt.completed, un);
 	ob_key_u64(ob, ",\"polls\":", t.polls);
-	ob_key_u64(ob, ",\"wakes\":", st->rt.wakes);
-	ob_key_u64(ob, ",\"self_wakes\":", st->rt.self_wakes);
-	ob_key_u64(ob, ",\"outside_wakes\":", st->rt.outside_wakes);
-	ob_key_u64(ob, ",\"steals\":", t.steals);
-	ob_key_u64(ob, ",\"stolen\":", t.stolen);
-	ob_key_u64(ob, ",\"parks\":", t.parks);
+	key_count(ob, ",\"wakes\":", st->rt.wakes, un);
+	key_count(ob, ",\"self_wakes\":", st->rt.self_wakes, un);
+	key_count(ob, ",\"outside_wakes\":", st->rt.outside_wakes, un);
+	key_count(ob, ",\"steals\":", t.steals, un);
+	key_count(ob, ",\"stolen\":", t.stolen, un);
+	key_count(ob, ",\"parks\":", t.parks, un);
 	ob_key_u64(ob, ",\"workers\":", st->nr_workers);
 	ob_key_u64(ob, ",\"inject_peak\":", st->rt.inject.peak);
 	ob_putc(ob, '}');
@@ -734,7 +764,7 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 		  const struct stats *st, const struct run_info *run)
 {
 	j_run(ob, m, run);
-	j_counts(ob, st);
+	j_counts(ob, st, run);
 	j_events(ob, m, run);
 	j_workers(ob, st);
 	j_tasks(ob, m, st);

@@ -27,6 +27,12 @@ struct run_info {
 	 * per-task statistics are not known.
 	 */
 	bool no_snapshot;
+	/*
+	 * Sample mode's rate (0: probe mode): the polls are the runs its samples
+	 * saw, and what only probes see (spawns, completions, wakes, steals,
+	 * parks) is not known.
+	 */
+	uint32_t sample_hz;
 	uint64_t stats[AT_STAT_NR]; /* BPF-side counters: drops and misses */
 };
 

@@ -146,16 +146,18 @@ static struct bpf_program *sched_prog(struct asynctraced_bpf *skel, bool empty,
  * the one sched_switch hook asked for.
  */
 static int choose_programs(struct asynctraced_bpf *skel, bool empty, enum sched_hook hook,
-			   bool births, bool stacks)
+			   bool births, bool stacks, bool sample)
 {
 	struct bpf_program *prog;
 	int err = 0;
 
+	/* sample mode: not one uprobe program (they are BPF_PROG_TYPE_KPROBE) */
 	bpf_object__for_each_program(prog, skel->obj) {
 		bool floor = !strncmp(bpf_program__name(prog), "floor_", 6);
+		bool uprobe = bpf_program__type(prog) == BPF_PROG_TYPE_KPROBE;
 
 		if (!err)
-			err = bpf_program__set_autoload(prog, floor == empty);
+			err = bpf_program__set_autoload(prog, floor == empty && !(sample && uprobe));
 	}
 	if (!err)
 		err = bpf_program__set_autoload(sched_prog(skel, empty, SCHED_HOOK_TP_BTF),
@@ -168,7 +170,9 @@ static int choose_programs(struct asynctraced_bpf *skel, bool empty, enum sched_
 	if (!err)
 		err = bpf_program__set_autoload(skel->progs.on_fork, births);
 	if (!err)
-		err = bpf_program__set_autoload(skel->progs.on_cpu_sample, stacks && !empty);
+		err = bpf_program__set_autoload(skel->progs.on_cpu_sample, (stacks || sample) && !empty);
+	if (!err)
+		err = bpf_program__set_autoload(skel->progs.sample_signal, sample && !empty);
 	return err;
 }
 
@@ -194,6 +198,7 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	skel->rodata->sched_delay_ns = o->detect.sched_delay_ns;
 	skel->rodata->starve_depth = o->detect.starve_depth;
 	skel->rodata->stack_after_ns = o->stack_after_ns;
+	skel->rodata->sample_period_ns = o->sample_period_ns;
 	/* 8 KiB a kept stack: without --stacks, room for none (one entry, unused) */
 	if (!o->stack_after_ns)
 		bpf_map__set_max_entries(skel->maps.asleep_stacks, 1);
@@ -210,7 +215,7 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 		err = bpf_map__set_max_entries(skel->maps.task_slots, o->task_slots);
 	if (!err)
 		err = choose_programs(skel, o->empty_programs, hook, o->births != NULL,
-				      o->stack_after_ns != 0);
+				      o->stack_after_ns != 0, o->sample_period_ns != 0);
 	for (int u = 0; multi && !err && u < UPROBE_MAX; u++) {
 		bool ret;
 
@@ -389,7 +394,7 @@ int tracer__attach_sched(struct tracer *t)
 	return err;
 }
 
-int tracer__attach_stacks(struct tracer *t, uint32_t hz)
+int tracer__attach_samples(struct tracer *t, uint32_t hz)
 {
 	struct perf_event_attr attr = {
 		.type = PERF_TYPE_SOFTWARE,
@@ -402,6 +407,11 @@ int tracer__attach_stacks(struct tracer *t, uint32_t hz)
 
 	if (!bpf_program__autoload(t->skel->progs.on_cpu_sample))
 		return 0;
+	if (bpf_program__autoload(t->skel->progs.sample_signal)) {
+		err = add_link(t, 0, bpf_program__attach(t->skel->progs.sample_signal));
+		if (err)
+			return err;
+	}
 	for (int cpu = 0; cpu < ncpus; cpu++) {
 		int fd = (int)syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 

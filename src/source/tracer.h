@@ -48,6 +48,11 @@ struct tracer_opts {
 	bool empty_programs;
 	/* --stacks: sample a poll's user stack once it has run this long (0: off) */
 	uint64_t stack_after_ns;
+	/*
+	 * --mode sample: the CPU-clock samples' period; no uprobe program is
+	 * loaded, runs are read from the runtime's state (0: probe mode)
+	 */
+	uint64_t sample_period_ns;
 	/* following the host: told each exec, and each fork of a traced process */
 	tracer_birth_fn births;
 	void *births_ctx;
@@ -79,11 +84,13 @@ int tracer__new(struct tracer **t, const struct tracer_opts *opts, tracer_record
 /* Attaches sched_switch (and, following the host, the exec and fork hooks). */
 int tracer__attach_sched(struct tracer *t);
 /*
- * --stacks: a CPU-clock sample hz times a second on every CPU, which records
- * the user stack of a thread in a poll that has run long (0 when stacks are
- * off). 0, or -errno when no CPU could be sampled.
+ * A CPU-clock sample hz times a second on every CPU, which (sample mode)
+ * reads what a followed thread runs, and (--stacks) records the user stack
+ * of a thread in a poll that has run long; in sample mode, the runtime's
+ * preemption signals too. 0 (also when neither is on), or -errno when no
+ * CPU could be sampled.
  */
-int tracer__attach_stacks(struct tracer *t, uint32_t hz);
+int tracer__attach_samples(struct tracer *t, uint32_t hz);
 /* Following the host: an fd that polls readable when births wait; -1 otherwise. */
 int tracer__births_fd(const struct tracer *t);
 /* Hands the births waiting to the births callback. */

@@ -53,10 +53,8 @@ class MatrixBuild(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         harness.require_root()
-        # 15 ms, as every scenario test: the culprits' polls last 20 ms, and
-        # a shared VM's occasional stall in an innocent poll may reach 10
         cls.app_run = traced_tokio_run("", duration=3, trace=False, exe=cls.app,
-                                       tracer_args=["-v", "--long-poll", "15ms"])
+                                       tracer_args=["-v"])
         cls.lost = cls.paths_run("lost")
         cls.yields = cls.paths_run("yield")
         cls.timers = cls.paths_run("timer")
@@ -105,12 +103,34 @@ class MatrixBuild(unittest.TestCase):
             self.assertTrue(m[3], f"{self.name}: {m[0]}: unnamed, and no ambiguity said")
 
     def test_long_polls_named_with_their_cause(self):
-        got = {}
+        """The hog and the blocking call, each with its cause, in every round
+        (one every 250 ms). Another task may be held up once by its host: CI's
+        virtual machines have stretches of some 60 ms where the worker
+        threads run at a fraction of their speed, and the kernel charges them
+        for it, so that one poll of the busiest task (backend) counts 15 ms on
+        the CPU; such an episode (at most 3 polls within 100 ms, once) is said
+        and let be, never one that recurs."""
+        got, brief = {}, []
+        ends = {a["episode"]: a for a in self.app_run.alert_log if a["state"] == "end"}
         for a in self.app_run.alert_log:
             if a["kind"] == "long-poll" and a["state"] == "begin":
-                got[re.sub(r".*workload::(\w+)::.*", r"\1", a["task"]["name"])] = a["cause"]
+                name = re.sub(r".*workload::(\w+)::.*", r"\1", a["task"]["name"])
+                end = ends.get(a["episode"], a)
+                if (name not in ("burn_cpu", "blocking_call") and end["count"] <= 3
+                        and end["ts_ns"] - a["begin_ns"] <= 100_000_000):
+                    brief.append(end)
+                    continue
+                got[name] = a["cause"]
+        if brief:
+            print(f"\n{self.name}: a brief long-poll episode of an innocent task, let be: "
+                  f"{brief}")
+        self.assertLessEqual(len(brief), 1, f"{self.name}: {self.app_run.describe()}")
         self.assertEqual(got, {"burn_cpu": "cpu-bound", "blocking_call": "blocked"},
                          f"{self.name}: {self.app_run.describe()}")
+        # their rounds (eleven in the 3 s), every one a long poll but for a few
+        for a in ends.values():
+            if a["kind"] == "long-poll" and a not in brief:
+                self.assertGreaterEqual(a["count"], 8, a)
         self.assertEqual(harness.begun(self.app_run), {"long-poll"}, self.app_run.describe())
 
     def test_lost_wakers_exact(self):

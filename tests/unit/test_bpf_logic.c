@@ -423,6 +423,7 @@ static int setup(void **state)
 	MAP(tokio_bases);
 	MAP(stack_scratch);
 	MAP(asleep_stacks);
+	MAP(go_layouts);
 	/* every site's spec, id 0 (the attach cookie here): six register arguments */
 	spec = bpf_map_lookup_elem(&usdt_specs, &zero);
 	spec->known = 1;
@@ -1379,6 +1380,183 @@ static void births_told(void **state)
 	assert_int_equal(told[1], TGID + 10);
 }
 
+/* ---- sample mode: Go's state read, no probe -------------------------------- */
+
+/*
+ * A Go program's memory as sample mode reads it: the thread's TLS slot of g
+ * (8 bytes below the thread pointer), an M, its current goroutine and its
+ * P, at Go 1.19's offsets.
+ */
+static struct {
+	__u64 tls_g;	/* the thread pointer is just past it */
+	__u8 g[400], m[400], p[500];
+} go_mem;
+
+static const struct at_go_layout go_19 = {
+	.g_goid = 152, .g_m = 48, .g_startpc = 312, .g_preempt = 177, .g_waitreason = 176,
+	.m_p = 208, .p_id = 0, .p_runqhead = 400, .p_runqtail = 404,
+	.tls_g = -8, .g_status = 144, .g_seq = 189, .m_curg = 192, .p_schedtick = 16,
+};
+
+static void go_put(__u8 *base, int off, __u64 v, size_t size)
+{
+	memcpy(base + off, &v, size);
+}
+
+/* The thread runs goroutine goid (0: none, the scheduler), its seq and its P's schedtick. */
+static void go_runs(__u64 goid, __u32 status, __u8 seq, __u32 schedtick)
+{
+	go_mem.tls_g = (uintptr_t)go_mem.g;
+	go_put(go_mem.g, go_19.g_m, (uintptr_t)go_mem.m, 8);
+	go_put(go_mem.m, go_19.m_curg, goid ? (uintptr_t)go_mem.g : 0, 8);
+	go_put(go_mem.m, go_19.m_p, (uintptr_t)go_mem.p, 8);
+	go_put(go_mem.g, go_19.g_goid, goid, 8);
+	go_put(go_mem.g, go_19.g_status, status, 4);
+	go_put(go_mem.g, go_19.g_seq, seq, 1);
+	go_put(go_mem.g, go_19.g_startpc, 0x401000, 8);
+	go_put(go_mem.p, go_19.p_schedtick, schedtick, 4);
+}
+
+/* A CPU-clock sample on thread 101, current. */
+static void sample_now(void)
+{
+	struct bpf_perf_event_data ctx = { 0 };
+
+	cur_tid = 101;
+	cur_tgid = TGID;
+	cur_cpu = 0;
+	current_task.pid = 101;
+	current_task.tgid = TGID;
+	current_task.thread.fsbase = (uintptr_t)&go_mem.tls_g + 8;
+	on_cpu_sample(&ctx);
+}
+
+static void sample_mode_on(__u64 period)
+{
+	__u32 tgid = TGID;
+	__u64 long_poll = period ? 10000000 : 0;
+
+	set_config(&sample_period_ns, &period, sizeof(period));
+	set_config(&long_poll_ns, &long_poll, sizeof(long_poll));
+	if (period) {
+		follow(TGID);
+		assert_int_equal(bpf_map_update_elem(&go_layouts, &tgid, &go_19, BPF_ANY), 0);
+	}
+}
+
+/*
+ * A run is one goroutine seen again with the same trackingSeq on a P whose
+ * schedtick has not moved: from its first sighting to its last, then a
+ * poll. A new seq (it left running and came back), a moved schedtick (a
+ * new slice), another goroutine (runnext's, inheriting the slice), or the
+ * scheduler: each ends it where it was last seen.
+ */
+static void sampled_runs_begin_and_end_where_seen(void **state)
+{
+	const __u64 ms = 1000000;
+	struct at_poll *p;
+	__u64 first;
+
+	sample_mode_on(ms);
+	go_runs(7, 2, 5, 10);
+	sample_now();
+	first = clock_ns;
+	for (int i = 0; i < 12; i++) {
+		clock_ns += ms;
+		sample_now();
+	}
+	assert_int_equal(nr_records, 0);
+	/* it left running and came back (seq 6): the run ended after the last sighting */
+	clock_ns += ms;
+	go_runs(7, 2, 6, 10);
+	sample_now();
+	assert_int_equal(nr_records, 1);
+	p = records[0];
+	assert_int_equal(p->hdr.kind, AT_EV_POLL);
+	assert_int_equal(p->task, 7);
+	assert_true(p->flags & AT_POLL_SAMPLED);
+	assert_in_range(p->hdr.ts, first - 1000, first + 1000);
+	assert_in_range(p->duration_ns, 12 * ms, 12 * ms + 5000);
+	assert_in_range(p->oncpu_ns, 12 * ms, 12 * ms + 5000);
+	/* the same g and seq, schedtick moved: a new slice */
+	for (int i = 0; i < 11; i++) {
+		clock_ns += ms;
+		sample_now();
+	}
+	go_runs(7, 2, 6, 11);
+	clock_ns += ms;
+	sample_now();
+	assert_int_equal(nr_records, 2);
+	p = records[1];
+	assert_in_range(p->duration_ns, 11 * ms, 11 * ms + 5000);
+	/* another goroutine with the same schedtick (runnext's), then the scheduler */
+	for (int i = 0; i < 11; i++) {
+		clock_ns += ms;
+		sample_now();
+	}
+	go_runs(8, 2, 1, 11);
+	clock_ns += ms;
+	sample_now();
+	assert_int_equal(nr_records, 3);
+	assert_int_equal(((struct at_poll *)records[2])->task, 7);
+	clock_ns += ms;
+	go_runs(0, 0, 0, 11);
+	sample_now();
+	/* goroutine 8, seen once and then the scheduler: a run known to have happened, no length */
+	assert_int_equal(nr_records, 4);
+	p = records[3];
+	assert_int_equal(p->task, 8);
+	assert_in_range(p->duration_ns, 0, 1000);
+	sample_mode_on(0);
+}
+
+/*
+ * A run seen as its thread goes to sleep, and seen no more once it wakes
+ * (it parks within the period): it went on until its thread was back on a
+ * CPU, blocked the while. A preemption signal (SIGURG) makes a run that
+ * ends back in a queue a preempted one.
+ */
+static void sampled_run_blocked_to_its_wake(void **state)
+{
+	const __u64 ms = 1000000;
+	struct task_struct *me = &current_task;
+	unsigned long long sig[3] = { 23, 0, (uintptr_t)&current_task };
+	struct at_poll *p;
+
+	sample_mode_on(ms);
+	go_runs(9, 2, 3, 20);
+	sample_now();
+	clock_ns += ms;
+	me->__state = 1;
+	sched_switch(false, me, &kthread_else);
+	clock_ns += 20 * ms;
+	me->__state = 0;
+	sched_switch(false, &kthread_else, me);
+	/* it parked meanwhile: the next sight is the scheduler */
+	clock_ns += ms / 2;
+	go_runs(0, 0, 0, 20);
+	sample_now();
+	assert_int_equal(nr_records, 1);
+	p = records[0];
+	assert_int_equal(p->task, 9);
+	assert_in_range(p->duration_ns, 21 * ms, 21 * ms + 5000);
+	assert_in_range(p->blocked_ns, 20 * ms, 20 * ms + 5000);
+	assert_false(p->flags & AT_POLL_PREEMPTED);
+	/* 9.5 ms as seen, the runtime asked it to yield, back in a queue: preempted */
+	go_runs(9, 2, 4, 21);
+	sample_now();
+	clock_ns += 9 * ms + ms / 2;
+	sample_now();
+	sample_signal(sig);
+	go_put(go_mem.g, go_19.g_status, 1, 4);
+	clock_ns += ms;
+	sample_now();
+	assert_int_equal(nr_records, 2);
+	p = records[1];
+	assert_true(p->flags & AT_POLL_PREEMPTED);
+	sample_mode_on(0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1406,6 +1584,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(only_a_parked_worker_is_idle, setup, teardown),
 		cmocka_unit_test_setup_teardown(each_process_offers_its_own, setup, teardown),
 		cmocka_unit_test_setup_teardown(processes_not_followed_leave_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(sampled_runs_begin_and_end_where_seen, setup, teardown),
+		cmocka_unit_test_setup_teardown(sampled_run_blocked_to_its_wake, setup, teardown),
 		cmocka_unit_test_setup_teardown(long_poll_says_what_the_kernel_charged, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(waiting_for_a_cpu_is_not_sleeping, setup, teardown),

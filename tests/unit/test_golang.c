@@ -102,6 +102,9 @@ static void stripped_keeps_what_is_needed(void **state)
 		      full.off.g_atomicstatus, full.off.g_startpc, full.off.m_p, full.off.m_curg,
 		      full.off.p_id, full.off.p_runqhead, full.off.p_runqtail);
 	assert_memory_equal(&bare.off, &full.off, sizeof(full.off));
+	/* g at -8 from the thread pointer, as Go's own linker places it, read from the code */
+	assert_int_equal(full.tls_g, -8);
+	assert_int_equal(bare.tls_g, -8);
 	golang__free(&full);
 	golang__free(&bare);
 }
@@ -256,6 +259,9 @@ static void every_version_in_the_table(void **state)
 		assert_true(full.has_dwarf);
 		assert_false(bare.has_dwarf || bare.has_symtab);
 		assert_memory_equal(&bare.off, &full.off, sizeof(full.off));
+		assert_true(full.off.g_tracking_seq > 0 && full.off.p_schedtick > 0);
+		assert_int_equal(full.tls_g, -8);
+		assert_int_equal(bare.tls_g, -8);
 		/* .gopclntab gives the functions .symtab does (1.26 left its textStart 0) */
 		for (int f = 0; f < GO_FUNC_MAX; f++) {
 			assert_int_not_equal(full.funcs[f], 0);
@@ -298,6 +304,9 @@ static void the_same_from_memory(void **state)
 		assert_string_equal(a.version, b.version);
 		assert_memory_equal(a.funcs, b.funcs, sizeof(a.funcs));
 		assert_memory_equal(&a.off, &b.off, sizeof(a.off));
+		/* g's slot, however the code loads it (PIE: mov $-8, %r14; mov %fs:(%r14), %r14) */
+		assert_int_equal(a.tls_g, -8);
+		assert_int_equal(b.tls_g, -8);
 		assert_memory_equal(a.may_lose, b.may_lose, sizeof(a.may_lose));
 		assert_int_equal(a.nr_all, b.nr_all);
 		for (size_t i = 0; i < a.nr_all; i++) {

@@ -32,25 +32,25 @@ const char *const go_func_names[GO_FUNC_MAX] = {
  * builds the test program with each, and tests/unit/test_golang.c checks
  * this table against their DWARF.
  */
-#define GO_LAYOUT(minor_, goid, m, status, startpc, preempt, waitreason, mp, curg, head)   \
+#define GO_LAYOUT(minor_, goid, m, status, startpc, preempt, waitreason, mp, curg, head, seq) \
 	{ 1, minor_, { .g_goid = goid, .g_m = m, .g_atomicstatus = status,                  \
 		       .g_startpc = startpc, .g_preempt = preempt, .g_waitreason = waitreason, \
 		       .m_p = mp, .m_curg = curg, .p_id = 0, .p_runqhead = head,          \
-		       .p_runqtail = head + 4 } }
+		       .p_runqtail = head + 4, .g_tracking_seq = seq, .p_schedtick = 16 } }
 
 static const struct {
 	int major, minor;
 	struct go_offsets off;
 } layouts[] = {
-	/*         minor goid  m  status startpc preempt waitreason m.p curg runqhead */
-	GO_LAYOUT(19, 152, 48, 144, 312, 177, 176, 208, 192, 400),
-	GO_LAYOUT(21, 152, 48, 144, 296, 177, 176, 208, 192, 400),
-	GO_LAYOUT(22, 152, 48, 144, 296, 177, 176, 208, 192, 400),
-	GO_LAYOUT(23, 160, 48, 152, 304, 185, 184, 208, 192, 392),
-	GO_LAYOUT(24, 160, 48, 152, 304, 185, 184, 208, 192, 392),
-	GO_LAYOUT(25, 152, 48, 144, 296, 177, 176, 200, 184, 392),
-	GO_LAYOUT(26, 152, 48, 144, 304, 177, 176, 208, 184, 400),
-	GO_LAYOUT(27, 152, 48, 144, 304, 177, 176, 208, 184, 400),
+	/*         minor goid  m  status startpc preempt waitreason m.p curg runqhead seq */
+	GO_LAYOUT(19, 152, 48, 144, 312, 177, 176, 208, 192, 400, 189),
+	GO_LAYOUT(21, 152, 48, 144, 296, 177, 176, 208, 192, 400, 188),
+	GO_LAYOUT(22, 152, 48, 144, 296, 177, 176, 208, 192, 400, 191),
+	GO_LAYOUT(23, 160, 48, 152, 304, 185, 184, 208, 192, 392, 199),
+	GO_LAYOUT(24, 160, 48, 152, 304, 185, 184, 208, 192, 392, 199),
+	GO_LAYOUT(25, 152, 48, 144, 296, 177, 176, 200, 184, 392, 191),
+	GO_LAYOUT(26, 152, 48, 144, 304, 177, 176, 208, 184, 400, 191),
+	GO_LAYOUT(27, 152, 48, 144, 304, 177, 176, 208, 184, 400, 191),
 };
 
 /* A section's bytes and where it is loaded. */
@@ -529,6 +529,7 @@ static bool dwarf_offsets(Elf *elf, struct go_offsets *o)
 					o->g_startpc = member_offset(&c, "startpc");
 					o->g_preempt = member_offset(&c, "preempt");
 					o->g_waitreason = member_offset(&c, "waitreason");
+					o->g_tracking_seq = member_offset(&c, "trackingSeq");
 					found++;
 				} else if (!strcmp(n, "runtime.m")) {
 					o->m_p = member_offset(&c, "p");
@@ -538,6 +539,7 @@ static bool dwarf_offsets(Elf *elf, struct go_offsets *o)
 					o->p_id = member_offset(&c, "id");
 					o->p_runqhead = member_offset(&c, "runqhead");
 					o->p_runqtail = member_offset(&c, "runqtail");
+					o->p_schedtick = member_offset(&c, "schedtick");
 					found++;
 				}
 			} while (dwarf_siblingof(&c, &c) == 0);
@@ -633,6 +635,76 @@ static bool offsets_known(const struct go_offsets *o)
 	       o->p_runqtail >= 0;
 }
 
+/*
+ * The offset of the running g from the thread pointer: Go code reloads g
+ * from it after each call into the system (regabi keeps g in R14), as
+ * `mov %fs:disp32, reg` (64, REX.W, 8b, a ModRM with no base, SIB 25,
+ * disp32); position-independent, as `mov $imm32, reg; mov %fs:(reg), reg`
+ * (REX.W c7 /0 imm32, then 64 REX.W 8b with that register as the base).
+ * The most frequent offset of those in .text (a byte pattern may also
+ * occur inside other instructions, never as often); 0 if there are fewer
+ * than GO_TLS_MIN.
+ */
+static bool tls_load(const uint8_t *p, const uint8_t *start, int32_t *off)
+{
+	const uint8_t *m = p - 7; /* the mov $imm32 before, if any */
+	unsigned reg;
+
+	if ((p[1] & 0xf8) != 0x48 || p[2] != 0x8b)
+		return false;
+	if ((p[3] & 0xc7) == 0x04 && p[4] == 0x25) { /* mov %fs:disp32, reg */
+		*off = (int32_t)read_uint(p + 5, 4);
+		return true;
+	}
+	/* mov %fs:(reg), reg2: reg set just before by mov $imm32 (not rsp/rbp: SIB, disp) */
+	reg = (p[3] & 7) | (p[1] & 1) << 3;
+	if (m < start || (p[3] & 0xc0) != 0 || (p[3] & 7) == 4 || (p[3] & 7) == 5 ||
+	    (m[0] & 0xfe) != 0x48 || m[1] != 0xc7 || (m[2] & 0xf8) != 0xc0 ||
+	    ((m[2] & 7) | (m[0] & 1) << 3) != reg)
+		return false;
+	*off = (int32_t)read_uint(m + 3, 4);
+	return true;
+}
+
+#define GO_TLS_MIN 8
+#define GO_TLS_CANDIDATES 16
+
+static int32_t tls_g_offset(const struct image *im)
+{
+	const struct section *text = &im->sec[SEC_TEXT];
+	struct {
+		int32_t disp;
+		uint32_t n;
+	} seen[GO_TLS_CANDIDATES] = { { 0, 0 } };
+	uint32_t best = 0;
+	int32_t disp = 0;
+
+	if (!text->data || text->size < 9)
+		return 0;
+	for (const uint8_t *p = text->data, *end = text->data + text->size - 9;
+	     (p = memchr(p, 0x64, (size_t)(end - p))); p++) {
+		int32_t d;
+		int i;
+
+		if (!tls_load(p, text->data, &d))
+			continue;
+		if (d >= 0 || d < -(1 << 20)) /* below the thread pointer, in a TLS block */
+			continue;
+		for (i = 0; i < GO_TLS_CANDIDATES && seen[i].n && seen[i].disp != d; i++)
+			;
+		if (i < GO_TLS_CANDIDATES) {
+			seen[i].disp = d;
+			seen[i].n++;
+		}
+	}
+	for (int i = 0; i < GO_TLS_CANDIDATES; i++)
+		if (seen[i].n > best) {
+			best = seen[i].n;
+			disp = seen[i].disp;
+		}
+	return best >= GO_TLS_MIN ? disp : 0;
+}
+
 /* What detection reads of an ELF file, whichever way it came. */
 static int detect(Elf *elf, size_t size, struct go_binary *gb)
 {
@@ -659,6 +731,7 @@ static int detect(Elf *elf, size_t size, struct go_binary *gb)
 		if (layouts[i].major == gb->major && layouts[i].minor == gb->minor)
 			gb->off = layouts[i].off;
 	err = offsets_known(&gb->off) ? 0 : -ENOTSUP;
+	gb->tls_g = tls_g_offset(&im);
 	wait_reasons(&im, gb);
 	for (int i = 0; !err && i < GO_FUNC_MAX; i++)
 		if (!gb->funcs[i])

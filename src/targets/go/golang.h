@@ -32,6 +32,13 @@ struct go_offsets {
 	int32_t g_waitreason;	/* why it is parked (a waitReason, a byte) */
 	int32_t m_p, m_curg;	/* an M's P, and the goroutine it runs */
 	int32_t p_id, p_runqhead, p_runqtail;
+	/*
+	 * What tells one run slice from the next without a probe (sample
+	 * mode): g.trackingSeq, a byte casgstatus() bumps each time the
+	 * goroutine leaves running (since Go 1.17), and p.schedtick, which
+	 * execute() bumps for each slice a P starts anew.
+	 */
+	int32_t g_tracking_seq, p_schedtick;
 };
 
 /* A function of the binary: where it starts (link-time) and its name. */
@@ -49,6 +56,13 @@ struct go_binary {
 	bool pie;		/* position-independent: loaded away from its link-time addresses */
 	uint64_t funcs[GO_FUNC_MAX]; /* link-time addresses; 0: not found */
 	struct go_offsets off;
+	/*
+	 * Where the running g is, from the thread pointer (FS): -8 when Go
+	 * links the program itself; in the executable's TLS block when an
+	 * external linker did (cgo). Read from the runtime's own code; 0:
+	 * not found (sample mode cannot read this binary).
+	 */
+	int32_t tls_g;
 	/*
 	 * The wait reasons (g.waitreason's values, which differ between
 	 * versions; read from the binary's runtime.waitReasonStrings), as

@@ -44,6 +44,10 @@ struct uprobe_task {
 	struct return_instance *return_instances;
 };
 
+struct thread_struct {
+	unsigned long fsbase;	/* the thread pointer (FS) as the kernel keeps it */
+};
+
 struct task_struct {
 	int pid;
 	int tgid;
@@ -52,6 +56,9 @@ struct task_struct {
 	struct sched_info sched_info;
 	unsigned long long utime, stime;	/* CPU time charged, a tick at a time */
 	struct uprobe_task *utask;
+	struct thread_struct thread;
 };
+
+struct kernel_siginfo;
 
 #endif

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Sample mode (--mode sample, issue 30): no uprobe at all. The running
+goroutine is read from Go's own state (g from the thread pointer, m.curg,
+g.trackingSeq, p.schedtick) by a CPU-clock sample on every CPU and at each
+switch-out of a followed thread. Checked on the Go test program against what
+it does (its CPU hog burns 20 ms every 250 ms, its blocking call sleeps
+20 ms in a raw syscall) and against probe mode on the same program. Needs
+root."""
+import os
+import subprocess
+import unittest
+
+from tests.integration import harness
+from tests.integration.test_go import begins, traced_go_run
+
+SAMPLE = ["--mode", "sample"]
+
+
+def long_polls(run, name):
+    """How many long polls of the goroutine called name the alerts counted."""
+    ends = [a for a in run.alert_log if a["kind"] == "long-poll" and a["state"] == "end"
+            and a["task"]["name"] == name]
+    return sum(a["count"] for a in ends)
+
+
+def bpf_held(pid):
+    """The BPF links and programs process pid holds, as the kernel says
+    (/proc/PID/fdinfo: link_type, prog_type; 2 is BPF_PROG_TYPE_KPROBE, which
+    uprobes are)."""
+    held = []
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                for line in f:
+                    key, _, value = line.partition(":")
+                    if key in ("link_type", "prog_type"):
+                        held.append(f"{key}={value.strip()}")
+        except OSError:
+            pass
+    return held
+
+
+class GoSampled(unittest.TestCase):
+    """Every scenario at once, sampled: the CPU hog and the blocking call, and
+    nothing else, each named with its cause, measured by samples."""
+
+    @classmethod
+    def setUpClass(cls):
+        harness.require_root()
+        cls.run_ = traced_go_run("all", duration=3, tracer_args=SAMPLE)
+
+    def test_the_hog_and_the_blocking_call_and_nothing_else(self):
+        run = self.run_
+        self.assertEqual((run.executor_rc, run.tracer_rc), (0, 0), run.describe())
+        self.assertIn("sample mode, no probe", run.tracer_stderr)
+        got = {a["task"]["name"]: a["cause"] for a in begins(run)}
+        self.assertEqual(got, {"main.burnCPU": "cpu-bound", "main.blockInSyscall": "blocked"},
+                         run.describe())
+        self.assertEqual(harness.begun(run), {"long-poll"}, run.describe())
+        for a in run.alert_log:
+            self.assertEqual(a["measured_by"], "samples", a)
+            self.assertEqual(a["sample_period_ns"], 1_000_000_000 // 997, a)
+        blocked = [a for a in begins(run) if a["cause"] == "blocked"][0]
+        self.assertGreater(blocked["blocked_ns"], 8_000_000, blocked)
+        self.assertIn("for at least ", blocked["message"])
+
+    def test_the_report_says_what_it_cannot_see(self):
+        r = self.run_.report
+        self.assertEqual(r["measured_by"], "samples")
+        self.assertEqual(r["sample_hz"], 997)
+        for unseen in ("wakes", "steals", "tasks_spawned", "parks"):
+            self.assertIsNone(r["counts"][unseen], unseen)
+        self.assertIn("wakes", r["unseen"])
+        self.assertGreater(r["counts"]["polls"], 0)
+        self.assertIn("mode     sample, 997 Hz a CPU: no probe; not seen:",
+                      self.run_.tracer_stderr)
+
+    def test_its_runs_in_the_trace(self):
+        """The runs the samples saw are poll slices, each of one goroutine, on
+        the thread that ran it; the hog's are there, 8 ms and more."""
+        hog = [e for e in harness.polls(self.run_) if e["name"] == "main.burnCPU"]
+        self.assertTrue(any(e["dur"] >= 8000 for e in hog), hog[:5])
+
+
+class AgreesWithProbes(unittest.TestCase):
+    """The same CPU hog in both modes: every 20 ms burn of it a long poll (one,
+    or two where Go's sysmon cut it at 10 ms), sampled as probed; and no
+    probe at all in sample mode (the kernel's fdinfo of the tracer's
+    descriptors), where probe mode has them."""
+
+    def test_every_burn_in_both_modes(self):
+        harness.require_root()
+        for mode in ([], SAMPLE):
+            with self.subTest(mode=mode or "probes"):
+                run = traced_go_run("cpu", duration=3, trace=False, tracer_args=mode)
+                self.assertEqual((run.executor_rc, run.tracer_rc), (0, 0), run.describe())
+                burns, seen = run.counts["burns"], long_polls(run, "main.burnCPU")
+                # the last burn may be cut short by the program's exit
+                self.assertGreaterEqual(seen, burns - 1, run.describe())
+                self.assertLessEqual(seen, 2 * burns, run.describe())
+                self.assertEqual({a["task"]["name"] for a in begins(run)}, {"main.burnCPU"})
+
+    def test_no_uprobe_in_sample_mode(self):
+        harness.require_root()
+        held = {}
+        for name, mode in (("probes", []), ("sample", SAMPLE)):
+            app = subprocess.Popen([os.path.join(harness.BUILD, "go-app"), "-scenario", "cpu",
+                                    "-duration", "4s"], stdout=subprocess.PIPE, text=True)
+            tr = subprocess.Popen([harness.TRACER, "-p", str(app.pid), "--no-trace", *mode], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True)
+            try:
+                self.assertTrue(harness.wait_line(tr, "tracing pid", timeout=30))
+                held[name] = bpf_held(tr.pid)
+            finally:
+                app.communicate(timeout=30)
+                tr.communicate(timeout=30)
+        uprobes = ("link_type=uprobe_multi", "prog_type=2")
+        self.assertTrue(set(held["probes"]) & set(uprobes), held)
+        self.assertFalse(set(held["sample"]) & set(uprobes), held)
+        # its CPU-clock samples, one perf link a CPU
+        self.assertEqual(held["sample"].count("link_type=perf"), os.cpu_count(), held)
+
+
+class QuietSampled(unittest.TestCase):
+    """A busy program doing nothing wrong (channels, timers, fan-out): sampled,
+    not one alert."""
+
+    def test_nothing_raised(self):
+        harness.require_root()
+        for scenario in ("pingpong", "timers", "fanout"):
+            with self.subTest(scenario=scenario):
+                run = traced_go_run(scenario, duration=2, trace=False, tracer_args=SAMPLE)
+                self.assertEqual((run.executor_rc, run.tracer_rc), (0, 0), run.describe())
+                self.assertEqual(run.alert_log, [], run.describe())
+
+
+class EveryGoVersionSampled(unittest.TestCase):
+    """Each Go Debian ships, stripped (offsets from the version table, g's
+    slot read from the code) and position-independent: the hog found by
+    samples alone."""
+
+    def test_each_build(self):
+        harness.require_root()
+        versions = os.environ.get("GO_VERSIONS", "").split()
+        self.assertTrue(versions, "GO_VERSIONS is not set: run the tests through make")
+        exes = ["go-app-stripped", "go-app-pie"] + [f"go-versions/go-app-{v}-stripped"
+                                                    for v in versions]
+        for exe in exes:
+            with self.subTest(exe=exe):
+                run = traced_go_run("cpu", duration=2, exe=exe, trace=False, tracer_args=SAMPLE)
+                self.assertEqual((run.executor_rc, run.tracer_rc), (0, 0), run.describe())
+                self.assertEqual({a["task"]["name"] for a in begins(run)}, {"main.burnCPU"},
+                                 run.describe())
+                self.assertTrue(all(a["measured_by"] == "samples" for a in run.alert_log))
+
+
+if __name__ == "__main__":
+    unittest.main()
