@@ -180,6 +180,11 @@ $(BUILD)/go-app-pie: $(GO_SRCS)
 	$(call msg,GO,$@)
 	$(Q)cd tests/go && $(GO_ENV) go build -buildmode=pie -o $(abspath $@) ./cmd/go-app
 
+# The HTTP server of the sample-mode benchmark (make bench; tests/bench/sample_mode.py).
+$(BUILD)/go-http: $(GO_SRCS)
+	$(call msg,GO,$@)
+	$(Q)cd tests/go && $(GO_ENV) go build -o $(abspath $@) ./cmd/go-http
+
 # The same program built by each Go Debian ships beyond bookworm's 1.19
 # (bookworm-backports, trixie, trixie-backports: the last three releases
 # among them), with its DWARF and stripped: the version table is checked
@@ -408,7 +413,8 @@ test-integration: all tokio tokio-matrix go go-versions $(BUILD)/refused-probe
 		-s tests/integration -t . -v
 
 # Numbers, not pass/fail: see docs/performance.md.
-bench: all tokio tokio-matrix $(BUILD)/pingpong
+bench: all tokio tokio-matrix $(BUILD)/pingpong $(BUILD)/go-http
+	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/sample_mode.py
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/overhead.py
 	$(Q)BUILD=$(BUILD) TOKIO_MATRIX="$(TOKIO_MATRIX)" $(PYTHON) tests/bench/matrix.py
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/switches.py

@@ -999,6 +999,7 @@ int BPF_KPROBE(go_runqsteal)
  * a poll as the probes make them (AT_POLL_SAMPLED). Its time is split into
  * on-CPU, blocked and runnable by sched_switch as a probed poll's is.
  */
+/* What a thread runs, as read: g and ident say which run (Go: g, seq | schedtick << 8). */
 struct run_seen {
 	__u64 g, goid, startpc;
 	__u32 ident, worker, depth;
@@ -1029,14 +1030,54 @@ static __always_inline bool go_run_seen(const struct at_go_layout *l, struct tas
 }
 
 /*
+ * Executors with the asynctrace probes keep what each worker polls in a
+ * thread-local (docs/usdt-abi.md): tgid -> the address of its offset from
+ * the thread pointer (asynctrace_current_tpoff).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AT_MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, __u64);
+} usdt_currents SEC(".maps");
+
+/* asynctrace_current, version 1 */
+struct usdt_current {
+	__u64 task, polls, name;
+	__u32 worker, version;
+};
+
+/* A run there is one poll: (task, polls), polls bumped at each poll's start. */
+static __always_inline bool usdt_run_seen(__u64 tpoff_at, struct task_struct *task,
+					  struct run_seen *r)
+{
+	__u64 fs = BPF_CORE_READ(task, thread.fsbase);
+	struct usdt_current c = {};
+	__s64 tpoff = 0;
+
+	if (!fs || bpf_probe_read_user(&tpoff, sizeof(tpoff), (const void *)tpoff_at) || !tpoff ||
+	    bpf_probe_read_user(&c, sizeof(c), (const void *)(fs + tpoff)) || c.version != 1 ||
+	    !c.task)
+		return false;
+	r->g = c.polls;
+	r->goid = c.task;
+	r->startpc = c.name;
+	r->worker = c.worker;
+	r->depth = 0;
+	r->ident = 0;
+	return true;
+}
+
+/*
  * The run in progress on thread t ended after it was last seen: a poll
  * from its first sighting to its last, with its times as they were then.
- * What the goroutine is now says how it ended: done, back in a queue
- * (preempted, if the runtime asked it to yield), or waiting.
+ * What a goroutine is now says how it ended: done, back in a queue
+ * (preempted, if the runtime asked it to yield), or waiting (l: Go's
+ * layout; NULL, an executor's thread-local, which does not say).
  */
 static __always_inline void sample_close(struct thread_state *t, const struct at_go_layout *l)
 {
-	__u32 status = go_read32(t->s_g, l->g_status) & ~GO_SCAN;
+	__u32 status = l ? go_read32(t->s_g, l->g_status) & ~GO_SCAN : 0;
 	struct at_task_state *ts;
 	struct at_task_slot *slot;
 	__u64 task = t->task;
@@ -1052,7 +1093,7 @@ static __always_inline void sample_close(struct thread_state *t, const struct at
 	/* preempted: back in a queue, or running again already, as the runtime asked */
 	poll_end_at(t, task, ts, slot, status == GO_DEAD,
 		    status == GO_RUNNABLE ? AT_QUEUE_INJECT : AT_QUEUE_NONE, 0, false, false,
-		    (status == GO_RUNNABLE || status == GO_RUNNING) &&
+		    l && (status == GO_RUNNABLE || status == GO_RUNNING) &&
 			    (t->s_preempt || go_read8(t->s_g, l->g_preempt)),
 		    t->s_last, t->s_charged, AT_POLL_SAMPLED);
 }
@@ -1073,15 +1114,16 @@ static __always_inline void sample_seen(struct thread_state *t, __u64 now, __u64
 static __always_inline void sample_observe(struct thread_state *t, struct task_struct *task)
 {
 	const struct at_go_layout *l = bpf_map_lookup_elem(&go_layouts, &t->tgid);
+	__u64 *current = l ? NULL : bpf_map_lookup_elem(&usdt_currents, &t->tgid);
 	struct at_task_state *ts;
 	struct at_task_slot *slot;
 	struct run_seen r = {};
 	bool running;
 	__u64 now;
 
-	if (!l)
+	if (!l && !current)
 		return;
-	running = go_run_seen(l, task, &r);
+	running = l ? go_run_seen(l, task, &r) : usdt_run_seen(*current, task, &r);
 	if (t->task && (!running || r.g != t->s_g || r.ident != t->s_ident))
 		sample_close(t, l);
 	if (!running)

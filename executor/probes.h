@@ -100,4 +100,45 @@ ASYNCTRACE_SEMAPHORE(worker_unpark);
 #define ASYNCTRACE_WORKER_UNPARK(worker)                                     \
 	STAP_PROBE1(asynctrace, worker_unpark, (unsigned int)(worker))
 
+/*
+ * What a worker thread polls now, kept in a thread-local for a tracer that
+ * reads instead of probing (sample mode; docs/usdt-abi.md, version 1). No
+ * probe fires for it: each poll costs its thread four plain stores. The
+ * stores are ordered for an observer on the same thread (a CPU sample
+ * interrupts it): a signal fence, no barrier instruction.
+ */
+struct asynctrace_current {
+	unsigned long long task;	/* the task being polled; 0: none */
+	unsigned long long polls;	/* polls this thread began: a poll is a (task, polls) */
+	const char *name;		/* the task's name, as poll_begin's */
+	unsigned int worker;		/* this thread's worker */
+	unsigned int version;		/* ASYNCTRACE_CURRENT_VERSION once set up */
+};
+
+#define ASYNCTRACE_CURRENT_VERSION 1
+
+extern __thread struct asynctrace_current asynctrace_current;
+/*
+ * Where asynctrace_current is from the thread pointer (&asynctrace_current
+ * less __builtin_thread_pointer(), the same in every thread for a variable
+ * of the executable or of a library loaded at start), set before any
+ * worker runs; 0 until then.
+ */
+extern long asynctrace_current_tpoff;
+
+#define ASYNCTRACE_CURRENT_BEGIN(id, task_name)                              \
+	do {                                                                 \
+		asynctrace_current.polls++;                                  \
+		asynctrace_current.name = (task_name);                       \
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);                     \
+		asynctrace_current.task = (id);                              \
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);                     \
+	} while (0)
+
+#define ASYNCTRACE_CURRENT_END()                                             \
+	do {                                                                 \
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);                     \
+		asynctrace_current.task = 0;                                 \
+	} while (0)
+
 #endif /* ASYNCTRACE_PROBES_H */

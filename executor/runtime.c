@@ -529,6 +529,7 @@ static void run_task(struct worker *w, struct task *t)
 	/* Only the popping worker leaves SCHEDULED: a plain store will do. */
 	atomic_store(&t->state, TASK_RUNNING);
 	cur_task = t;
+	ASYNCTRACE_CURRENT_BEGIN(t->id, t->name);
 	result = t->poll(t, t->data);
 #ifdef SLOW_POLL_NS
 	/* the deliberately slowed build (make sample-executor-slow): a regression to catch */
@@ -559,6 +560,7 @@ static void run_task(struct worker *w, struct task *t)
 		if (ASYNCTRACE_ENABLED(poll_end))
 			probe_poll_end(id, w, 0, ASYNCTRACE_QUEUE_NONE, 0);
 	}
+	ASYNCTRACE_CURRENT_END();
 	cur_task = NULL;
 }
 
@@ -617,6 +619,8 @@ static void *worker_main(void *arg)
 	uint64_t born;
 
 	cur_worker = w;
+	asynctrace_current.worker = w->index;
+	asynctrace_current.version = ASYNCTRACE_CURRENT_VERSION;
 	wait_at_gate();
 	born = now_ns();
 	while (!atomic_load(&rt.stop)) {
@@ -652,6 +656,9 @@ void rt_start(const struct runtime_config *cfg)
 	pthread_condattr_t park_attr;
 
 	rt.cfg = *cfg;
+	/* sample mode's readers find each worker's asynctrace_current from it */
+	asynctrace_current_tpoff =
+		(long)((char *)&asynctrace_current - (char *)__builtin_thread_pointer());
 	rt.workers = xcalloc(cfg->workers, sizeof(*rt.workers));
 	rt.idle = xcalloc(cfg->workers, sizeof(*rt.idle));
 	inj_init(&rt.inject);

@@ -17,6 +17,9 @@ ASYNCTRACE_DEFINE_SEMAPHORE(steal);
 ASYNCTRACE_DEFINE_SEMAPHORE(worker_park);
 ASYNCTRACE_DEFINE_SEMAPHORE(worker_unpark);
 
+__thread struct asynctrace_current asynctrace_current;
+long asynctrace_current_tpoff;
+
 unsigned probes_attached(void)
 {
 	const volatile unsigned short *sems[] = {

@@ -15,7 +15,7 @@ systemtap-sdt-dev
 libcmocka-dev
 libmicrohttpd-dev libjson-c-dev prometheus curl scdoc man-db systemd
 python3
-strace
+strace wrk
 cargo rustc librust-tokio-dev
 golang-go
 "

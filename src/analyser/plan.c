@@ -90,6 +90,7 @@ static void put_usdt(const struct discovery *d, struct plan_buf *b)
 	}
 	put(b, d->specs, sizeof(d->specs));
 	put_u32(b, d->specs_seen);
+	put_u64(b, d->usdt_current);
 }
 
 static void put_tokio(const struct discovery *d, struct plan_buf *b)
@@ -308,6 +309,8 @@ static void get_usdt(struct rd *r, struct discovery *d)
 	for (int i = 0; i < AT_USDT_NR_PROBES && !r->why; i++)
 		check_spec(r, &d->specs[i]);
 	d->specs_seen = get_u32(r);
+	/* an address in the target that BPF reads 8 bytes at: any value is harmless */
+	d->usdt_current = get_u64(r);
 }
 
 static bool check_place(struct rd *r, struct placement *p)

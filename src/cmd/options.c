@@ -278,8 +278,8 @@ static const struct opt_def {
 	  "wake and steal functions, every event seen; or\n"
 	  "sample: no probe, the running task read from the\n"
 	  "runtime's state --sample-hz times a second and at\n"
-	  "each switch (Go so far; what it cannot see:\n"
-	  "docs/modes.md)\n" },
+	  "each switch (Go, asynctrace executors; what it\n"
+	  "cannot see: docs/modes.md)\n" },
 	{ OPT_SAMPLE_HZ, "sample-hz", "HZ", T | R | U,
 	  "sample mode's samples a second on each CPU\n"
 	  "(default 997; its --stacks are sampled with them)\n" },

@@ -40,6 +40,13 @@ void say__found(const struct session *s, const struct traced *tr, bool first)
 	size_t nr_lost = tr->probes.lost_go;
 
 	say_what(s, tr, what, sizeof(what));
+	if (tr->disc.kind == RUNTIME_USDT && s->o->sample_mode) {
+		info_msg("%s: the asynctrace executor in %s: sample mode, no probe: each worker's "
+			 "asynctrace_current read %u times a second on each CPU and at each switch; "
+			 "sched_switch via %s, %s%s\n", what, tr->disc.sites[0].target_path,
+			 s->o->sample_hz, tracer__sched_hook(s->tracer), mode_str(s->o), ctrl_c);
+		return;
+	}
 	if (tr->disc.kind == RUNTIME_USDT) {
 		info_msg("%s: %zu asynctrace probes in %s, sched_switch via %s, %s%s\n", what,
 			tr->disc.nr, tr->disc.sites[0].target_path, tracer__sched_hook(s->tracer),

@@ -480,10 +480,12 @@ static const char *unsampled(const struct traced *tr)
 {
 	const struct go_binary *g = &tr->disc.go;
 
+	if (tr->disc.kind == RUNTIME_USDT)
+		return tr->disc.usdt_current ? NULL
+					     : "its executor keeps no asynctrace_current thread-local "
+					       "(docs/usdt-abi.md)";
 	if (tr->disc.kind != RUNTIME_GO)
-		return tr->disc.kind == RUNTIME_TOKIO ? "it runs tokio, which sample mode does not "
-							"read yet"
-						      : "its executor's probes are all it offers";
+		return "it runs tokio, which sample mode does not read yet";
 	if (!g->tls_g)
 		return "where Go keeps the running goroutine (its thread-local slot) was not found "
 		       "in its code";
@@ -537,6 +539,8 @@ int traced__start(struct session *s, struct traced *tr)
 		err = tracer__follow(s->tracer, tr->target.pid, target_flags(&tr->disc, NULL));
 	if (!err && tr->disc.kind == RUNTIME_GO)
 		err = go_layout(s->tracer, tr);
+	if (!err && tr->disc.kind == RUNTIME_USDT && o->sample_mode)
+		err = tracer__usdt_current(s->tracer, tr->target.pid, tr->disc.usdt_current);
 	if (!err && tr->disc.kind == RUNTIME_TOKIO)
 		err = tracer__tokio_base(s->tracer, tr->target.pid,
 					 discovery__tokio_addr(&tr->disc, 0), tr->disc.tokio.rt.defer_ret,

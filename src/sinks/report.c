@@ -230,7 +230,9 @@ static const struct layout_col report_worker_cols[] = {
 	{ .head = "max", .group = "delay", .drop = 13 },
 };
 
-static void text_workers(const struct text *tx, const struct stats *st, double seconds)
+/* unseen: sample mode, which sees no steal */
+static void text_workers(const struct text *tx, const struct stats *st, double seconds,
+			 bool unseen)
 {
 	struct layout_table *t;
 
@@ -258,8 +260,13 @@ static void text_workers(const struct text *tx, const struct stats *st, double s
 				   seconds > 0 ? 100.0 * (double)w->busy_ns / (seconds * 1e9) : 0.0);
 		layout_table__cell(t, "%u", w->queue.peak);
 		layout_table__cell(t, "%.1f", avg);
-		layout_table__cell(t, "%llu", (unsigned long long)w->steals);
-		layout_table__cell(t, "%llu", (unsigned long long)w->stolen);
+		if (unseen) {
+			layout_table__cell(t, "-");
+			layout_table__cell(t, "-");
+		} else {
+			layout_table__cell(t, "%llu", (unsigned long long)w->steals);
+			layout_table__cell(t, "%llu", (unsigned long long)w->stolen);
+		}
 		layout_table__cell(t, "%s", w->polls ? poll[0] : "-");
 		layout_table__cell(t, "%s", w->polls ? poll[1] : "-");
 		layout_table__cell(t, "%s", w->polls ? max : "-");
@@ -288,7 +295,8 @@ static const struct layout_col report_task_cols[] = {
 	{ .head = "self", .drop = 7 },
 };
 
-static void text_tasks(const struct text *tx, struct model *m, const struct stats *st)
+/* unseen: sample mode, which sees no wake */
+static void text_tasks(const struct text *tx, struct model *m, const struct stats *st, bool unseen)
 {
 	size_t nr;
 	struct task_entry *top = top_tasks(st, REPORT_TOP_TASKS, &nr);
@@ -326,8 +334,13 @@ static void text_tasks(const struct text *tx, struct model *m, const struct stat
 		layout_table__cell(t, "%s", max);
 		layout_table__cell(t, "%.0f%%",
 				   s->poll_ns ? 100.0 * (double)s->oncpu_ns / (double)s->poll_ns : 0.0);
-		layout_table__cell(t, "%llu", (unsigned long long)s->wakes);
-		layout_table__cell(t, "%llu", (unsigned long long)s->self_wakes);
+		if (unseen) {
+			layout_table__cell(t, "-");
+			layout_table__cell(t, "-");
+		} else {
+			layout_table__cell(t, "%llu", (unsigned long long)s->wakes);
+			layout_table__cell(t, "%llu", (unsigned long long)s->self_wakes);
+		}
 	}
 	layout_table__print(t, tx->cols, 1, layout__puts, tx->out);
 	layout_table__free(t);
@@ -527,8 +540,8 @@ void report__text(FILE *out, struct model *m, const struct detector *d, const st
 	text_counts(&tx, m, d, st, run);
 	if (!full)
 		return;
-	text_workers(&tx, st, run->seconds);
-	text_tasks(&tx, m, st);
+	text_workers(&tx, st, run->seconds, run->sample_hz != 0);
+	text_tasks(&tx, m, st, run->sample_hz != 0);
 	text_stacks(&tx, m, st);
 	text_steals(&tx, st);
 	text_alerts(&tx, m, d);

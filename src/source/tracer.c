@@ -344,6 +344,16 @@ void tracer__unfollow(struct tracer *t, pid_t pid)
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.target_flags), &tgid);
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.tokio_bases), &tgid);
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.go_layouts), &tgid);
+	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.usdt_currents), &tgid);
+}
+
+int tracer__usdt_current(struct tracer *t, pid_t pid, uint64_t addr)
+{
+	__u32 tgid = (__u32)pid;
+
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.usdt_currents), &tgid, &addr, BPF_ANY))
+		return -errno;
+	return 0;
 }
 
 static int add_link(struct tracer *t, long owner, struct bpf_link *link)

@@ -112,6 +112,8 @@ int tracer__tokio_base(struct tracer *t, pid_t pid, uint64_t base, const uint64_
 /* Where process pid's Go runtime keeps what the Go probes read (before attaching them). */
 struct at_go_layout;
 int tracer__go_layout(struct tracer *t, pid_t pid, const struct at_go_layout *l);
+/* Sample mode: where process pid keeps asynctrace_current_tpoff (docs/usdt-abi.md). */
+int tracer__usdt_current(struct tracer *t, pid_t pid, uint64_t addr);
 /* No longer follows process pid. */
 void tracer__unfollow(struct tracer *t, pid_t pid);
 /*

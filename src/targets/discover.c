@@ -187,14 +187,14 @@ static int scan_usdt(void *ctx, const char *path, const char *target_path,
 {
 	struct discovery *d = ctx;
 	struct usdt_probe *probes;
+	uint64_t current;
 	size_t nr;
 	int err;
 
-	(void)map;
 	if (d->images && image_cache__lacks(d->images, path, IMAGE_NO_USDT))
 		return 0;
 	d->scanned++;
-	err = usdt__list(path, AT_USDT_PROVIDER, &probes, &nr);
+	err = usdt__read(path, AT_USDT_PROVIDER, &probes, &nr, &current);
 	if (err) {
 		if (d->verbose)
 			info_msg("skipping %s: %s\n", target_path, strerror(-err));
@@ -206,6 +206,9 @@ static int scan_usdt(void *ctx, const char *path, const char *target_path,
 		image_cache__note(d->images, path, IMAGE_NO_USDT);
 	for (size_t i = 0; i < nr; i++)
 		merge_spec(d, &probes[i]);
+	/* the file with the probes keeps the thread-local, placed as its code is */
+	if (nr && current && !d->usdt_current && map->start >= map->offset)
+		d->usdt_current = map->start - map->offset + current;
 	err = add_sites(d, path, target_path, probes, nr);
 	free(probes);
 	return err;

@@ -71,6 +71,12 @@ struct discovery {
 	/* USDT: each probe's arguments, if all its sites agree (known) */
 	struct at_usdt_spec specs[AT_USDT_NR_PROBES];
 	unsigned int specs_seen;	/* bits by probe */
+	/*
+	 * USDT: where sample mode reads each worker's asynctrace_current from:
+	 * the address of asynctrace_current_tpoff in the target (0: the
+	 * executor keeps none; docs/usdt-abi.md)
+	 */
+	uint64_t usdt_current;
 	struct tokio_binary tokio;	/* TOKIO */
 	size_t scanned;			/* ELF files looked at */
 	struct image_cache *images;	/* files known to hold nothing (NULL: none) */

@@ -23,9 +23,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct usdt_probe *probes;
 	struct ro_buf b;
 	const uint8_t *file = ro_buf__copy(&b, data, size);
+	uint64_t current;
 	size_t nr;
 
-	if (!usdt__list_mem(file, size, NULL, &probes, &nr)) {
+	if (!usdt__list_mem(file, size, NULL, &probes, &nr, &current)) {
 		for (size_t i = 0; i < nr; i++) {
 			const struct usdt_probe *p = &probes[i];
 			struct at_usdt_spec spec;

@@ -7,8 +7,10 @@ switch-out of a followed thread. Checked on the Go test program against what
 it does (its CPU hog burns 20 ms every 250 ms, its blocking call sleeps
 20 ms in a raw syscall) and against probe mode on the same program. Needs
 root."""
+import json
 import os
 import subprocess
+import tempfile
 import unittest
 
 from tests.integration import harness
@@ -133,6 +135,58 @@ class QuietSampled(unittest.TestCase):
                 run = traced_go_run(scenario, duration=2, trace=False, tracer_args=SAMPLE)
                 self.assertEqual((run.executor_rc, run.tracer_rc), (0, 0), run.describe())
                 self.assertEqual(run.alert_log, [], run.describe())
+
+
+def sampled_executor(scenario, duration=4):
+    """The sample executor (no --wait-traced: no probe is attached to wait
+    for) traced in sample mode from shortly after its start to its exit:
+    (executor rc, stdout), (tracer rc, stderr), its alerts, its report."""
+    tmp = tempfile.mkdtemp(prefix="at-sampled-")
+    alerts = os.path.join(tmp, "alerts.jsonl")
+    ex = harness.start_executor(scenario, duration, wait_traced=False)
+    tr = subprocess.Popen([harness.TRACER, "-p", str(ex.pid), *SAMPLE, "--no-trace",
+                           "--summary", "json", "--alerts", alerts, *harness.DETECTOR_ARGS],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ex_out, _ = ex.communicate(timeout=duration + 60)
+        tr_out, tr_err = tr.communicate(timeout=60)
+    finally:
+        harness.reap(ex, tr)
+    with open(alerts) as f:
+        log = [json.loads(line) for line in f if line.strip()]
+    return (ex.returncode, ex_out), (tr.returncode, tr_err), log, json.loads(tr_out or "{}")
+
+
+class ExecutorSampled(unittest.TestCase):
+    """The sample executor keeps asynctrace_current (docs/usdt-abi.md): its
+    noisy task's 20 ms polls and its blocking task's 20 ms sleeps found with
+    no probe, each named and with its cause; a healthy run raises nothing."""
+
+    def check(self, scenario, name, cause):
+        (erc, eout), (trc, terr), log, report = sampled_executor(scenario)
+        ctx = f"{eout}\n{terr}"
+        self.assertEqual((erc, trc), (0, 0), ctx)
+        self.assertIn("asynctrace_current read", terr)
+        got = {(a["task"]["name"], a["cause"]) for a in log
+               if a["kind"] == "long-poll" and a["state"] == "begin"}
+        self.assertEqual(got, {(name, cause)}, ctx)
+        self.assertTrue(all(a["measured_by"] == "samples" for a in log), log)
+        self.assertEqual(report["measured_by"], "samples")
+        self.assertIsNone(report["counts"]["wakes"])
+
+    def test_noisy(self):
+        harness.require_root()
+        self.check("noisy", "noisy", "cpu-bound")
+
+    def test_blocking(self):
+        harness.require_root()
+        self.check("blocking", "blocking", "blocked")
+
+    def test_healthy(self):
+        harness.require_root()
+        (erc, eout), (trc, terr), log, _ = sampled_executor("healthy", duration=3)
+        self.assertEqual((erc, trc), (0, 0), f"{eout}\n{terr}")
+        self.assertEqual(log, [], terr)
 
 
 class EveryGoVersionSampled(unittest.TestCase):

@@ -89,6 +89,19 @@ static void probes_of_the_sample_executor(void **state)
 	assert_int_equal(usdt__list(path, "nosuchprovider", &probes, &nr), 0);
 	assert_int_equal(nr, 0);
 	free(probes);
+	/*
+	 * sample mode's thread-local: asynctrace_current_tpoff, 8 bytes of the
+	 * data segment, placed as the code is (PIE: the code's first segment at
+	 * file offset and address 0, so its address less the base is its own)
+	 */
+	uint64_t current = 0;
+
+	assert_int_equal(usdt__read(path, "asynctrace", &probes, &nr, &current), 0);
+	free(probes);
+	assert_int_not_equal(current, 0);
+	assert_int_equal(usdt__read("/proc/self/exe", "asynctrace", &probes, &nr, &current), 0);
+	free(probes);
+	assert_int_equal(current, 0);
 }
 
 static void assert_arg(const struct at_usdt_arg *a, int kind, int reg_off, long long val,

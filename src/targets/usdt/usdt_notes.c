@@ -171,8 +171,59 @@ static void locate(Elf *elf, size_t size, struct usdt_probe *probes, size_t nr)
 	}
 }
 
-int usdt__list_mem(const void *data, size_t size, const char *provider,
-		   struct usdt_probe **probes, size_t *nr)
+/* The first PT_LOAD with flags: its p_offset and p_vaddr. false: none. */
+static bool segment(Elf *elf, uint32_t flags, uint64_t vaddr_in, GElf_Phdr *out)
+{
+	size_t n;
+
+	if (elf_getphdrnum(elf, &n))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (gelf_getphdr(elf, (int)i, out) && out->p_type == PT_LOAD &&
+		    (out->p_flags & flags) == flags &&
+		    (vaddr_in == UINT64_MAX ||
+		     (vaddr_in >= out->p_vaddr && vaddr_in - out->p_vaddr < out->p_memsz)))
+			return true;
+	return false;
+}
+
+#define CURRENT_TPOFF "asynctrace_current_tpoff"
+
+/* See usdt__read(): 0 if there is none. */
+static uint64_t current_slot(Elf *elf)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Phdr text, data;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) ||
+		    !sh.sh_entsize || !(d = elf_getdata(scn, NULL)))
+			continue;
+		for (size_t i = 0; i < d->d_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			const char *name;
+
+			if (!gelf_getsym(d, (int)i, &sym) || sym.st_size != 8 ||
+			    GELF_ST_TYPE(sym.st_info) != STT_OBJECT || sym.st_shndx == SHN_UNDEF ||
+			    !(name = elf_strptr(elf, sh.sh_link, sym.st_name)) ||
+			    strcmp(name, CURRENT_TPOFF))
+				continue;
+			/* in a loaded segment, placed as the code is (one load bias for both) */
+			if (!segment(elf, PF_X, UINT64_MAX, &text) ||
+			    !segment(elf, 0, sym.st_value, &data) ||
+			    sym.st_value + text.p_offset < text.p_vaddr)
+				return 0;
+			return sym.st_value + text.p_offset - text.p_vaddr;
+		}
+	}
+	return 0;
+}
+
+static int list_mem(const void *data, size_t size, const char *provider,
+		    struct usdt_probe **probes, size_t *nr, uint64_t *current)
 {
 	Elf *elf;
 	int err;
@@ -189,6 +240,8 @@ int usdt__list_mem(const void *data, size_t size, const char *provider,
 		err = collect(elf, size, provider, probes, nr);
 	if (!err)
 		locate(elf, size, *probes, *nr);
+	if (!err && current)
+		*current = current_slot(elf);
 	elf_end(elf);
 	if (err) {
 		free(*probes);
@@ -198,20 +251,36 @@ int usdt__list_mem(const void *data, size_t size, const char *provider,
 	return err;
 }
 
-int usdt__list(const char *path, const char *provider, struct usdt_probe **probes, size_t *nr)
+int usdt__list_mem(const void *data, size_t size, const char *provider,
+		   struct usdt_probe **probes, size_t *nr, uint64_t *current)
+{
+	if (current)
+		*current = 0;
+	return list_mem(data, size, provider, probes, nr, current);
+}
+
+int usdt__read(const char *path, const char *provider, struct usdt_probe **probes, size_t *nr,
+	       uint64_t *current)
 {
 	struct file_copy fc;
 	int err;
 
 	*probes = NULL;
 	*nr = 0;
+	if (current)
+		*current = 0;
 	/* a copy, not a mapping: its owner may truncate the file (file_copy.h) */
 	err = file_copy__read(&fc, path, FILE_COPY_MAX);
 	if (err)
 		return err;
-	err = usdt__list_mem(fc.data, fc.size, provider, probes, nr);
+	err = usdt__list_mem(fc.data, fc.size, provider, probes, nr, current);
 	file_copy__free(&fc);
 	return err;
+}
+
+int usdt__list(const char *path, const char *provider, struct usdt_probe **probes, size_t *nr)
+{
+	return usdt__read(path, provider, probes, nr, NULL);
 }
 
 #if defined(__x86_64__)

@@ -36,9 +36,17 @@ struct usdt_probe {
  */
 int usdt__list(const char *path, const char *provider, struct usdt_probe **probes,
 	       size_t *nr);
-/* The same from a file's bytes in memory. */
+/* usdt__read from a file's bytes in memory (current: NULL, not wanted). */
 int usdt__list_mem(const void *data, size_t size, const char *provider,
-		   struct usdt_probe **probes, size_t *nr);
+		   struct usdt_probe **probes, size_t *nr, uint64_t *current);
+/*
+ * usdt__list, and where the file's asynctrace_current_tpoff is (sample
+ * mode's thread-local, docs/usdt-abi.md) into *current: its address in a
+ * process less that of the code mapping's file offset 0 (0: the file has
+ * no such symbol, or one that is not 8 bytes of a loaded segment).
+ */
+int usdt__read(const char *path, const char *provider, struct usdt_probe **probes, size_t *nr,
+	       uint64_t *current);
 
 /*
  * Parses a probe's argument string (x86-64 assembler operands: "N@%reg",

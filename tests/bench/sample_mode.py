@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Sample mode against probe mode on a real server under load, side by side.
+
+A Go net/http server (tests/go/cmd/go-http: a few microseconds of work a
+request) on 127.0.0.1, loaded by wrk (Debian's) at saturation: one thread,
+32 keep-alive connections, 5 s a round after a second's warm-up, the tracer
+attached to the running server before the round. Modes, interleaved round by
+round in a new order each time (the machine is shared and noisy):
+
+  untraced   the server alone
+  sample     --mode sample --no-trace: no probe, the running goroutine read
+             997 times a second on each CPU and at each switch
+  sample+st  the same with --stacks
+  probes     --no-trace (probe mode, maps only)
+  floor      --empty-programs: probe mode's traps with empty programs
+
+Each mode's median requests/s and p99 latency (wrk --latency) over the
+rounds, as ratios to untraced's median, with the spread (min-max over
+rounds), and the tracer's CPU time a second of the round.
+
+Then the detection, in sample mode with --stacks: the same server where one
+request in 1000 burns 30 ms in its handler (burn30ms) must raise a long-poll
+alert within a second of the load starting, with a stack that names
+burn30ms; the healthy server under the same load must raise none.
+
+Usage: sample_mode.py [ROUNDS] (default 3)."""
+import datetime
+import json
+import os
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD = os.environ.get("BUILD", "build")
+TRACER = os.path.join(BUILD, "asynctraced")
+SERVER = os.path.join(BUILD, "go-http")
+MODES = {
+    "untraced": None,
+    "sample": ["--mode", "sample", "--no-trace"],
+    "sample+st": ["--mode", "sample", "--no-trace", "--stacks"],
+    "probes": ["--no-trace"],
+    "floor": ["--empty-programs"],
+}
+SECONDS = 5
+
+
+def start_server(*args):
+    srv = subprocess.Popen([SERVER, *args], stdout=subprocess.PIPE, text=True)
+    m = re.match(r"listening on (\d+)", srv.stdout.readline())
+    if not m:
+        srv.kill()
+        sys.exit("go-http did not start")
+    return srv, int(m[1])
+
+
+def wrk(port, seconds, path="/"):
+    out = subprocess.run(["wrk", "-t1", "-c32", f"-d{seconds}s", "--latency",
+                          f"http://127.0.0.1:{port}{path}"],
+                         capture_output=True, text=True, check=True).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])
+    m = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
+    p99 = float(m[1]) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m[2]]
+    return rps, p99
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def attach(pid, args, alerts=None):
+    cmd = [TRACER, "-p", str(pid), *args, *(["--alerts", alerts] if alerts else [])]
+    tr = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen = ""
+    deadline = time.monotonic() + 30
+    while "tracing pid" not in seen:
+        line = tr.stderr.readline()
+        if not line or time.monotonic() > deadline:
+            tr.kill()
+            sys.exit(f"the tracer did not attach: {seen}{line}")
+        seen += line
+    return tr
+
+
+def stop(tr):
+    tr.send_signal(signal.SIGINT)
+    tr.communicate(timeout=60)
+
+
+def one_round(mode):
+    srv, port = start_server()
+    try:
+        wrk(port, 1)  # warm-up
+        tr = attach(srv.pid, MODES[mode]) if MODES[mode] else None
+        cpu0 = cpu_seconds(tr.pid) if tr else 0
+        rps, p99 = wrk(port, SECONDS)
+        cpu = (cpu_seconds(tr.pid) - cpu0) / SECONDS if tr else 0
+        if tr:
+            stop(tr)
+        return rps, p99, cpu
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+def detection(noisy):
+    """Sample mode with --stacks on the server (noisy: one request in 1000
+    burns 30 ms): the alerts and how long after the load's start the first
+    one came."""
+    alerts = os.path.join(tempfile.mkdtemp(prefix="at-bench-"), "alerts.jsonl")
+    srv, port = start_server(*(["-noisy-every", "1000"] if noisy else []))
+    try:
+        tr = attach(srv.pid, MODES["sample+st"], alerts)
+        started = time.time()
+        wrk(port, 3)
+        stop(tr)
+    finally:
+        srv.kill()
+        srv.wait()
+    with open(alerts) as f:
+        log = [json.loads(line) for line in f if line.strip()]
+    return log, started
+
+
+def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    results = {m: [] for m in MODES}
+    for r in range(rounds):
+        order = list(MODES)
+        random.Random(r).shuffle(order)
+        for mode in order:
+            results[mode].append(one_round(mode))
+    base_rps = statistics.median(x[0] for x in results["untraced"])
+    base_p99 = statistics.median(x[1] for x in results["untraced"])
+    print(f"go-http (net/http, a few us a request), wrk -t1 -c32, {SECONDS} s rounds, "
+          f"median of {rounds}:")
+    print(f"  {'mode':10} {'req/s':>9} {'ratio':>6} {'spread':>13} {'p99 ms':>7} "
+          f"{'ratio':>6} {'tracer CPU':>10}")
+    for mode, xs in results.items():
+        rps = statistics.median(x[0] for x in xs)
+        p99 = statistics.median(x[1] for x in xs)
+        cpu = statistics.median(x[2] for x in xs)
+        lo, hi = min(x[0] for x in xs) / base_rps, max(x[0] for x in xs) / base_rps
+        print(f"  {mode:10} {rps:9.0f} {rps / base_rps:5.2f}x {lo:5.2f}-{hi:4.2f}x "
+              f"{p99:7.2f} {p99 / base_p99:5.2f}x {100 * cpu:9.1f}%")
+
+    log, started = detection(True)
+    begins = [a for a in log if a["kind"] == "long-poll" and a["state"] == "begin"]
+    first = begins[0] if begins else None
+    named = first and any(f["function"].startswith("main.burn30ms")
+                          for f in first.get("stack", []))
+    after = first and datetime.datetime.fromisoformat(
+        first["time"].replace("Z", "+00:00")).timestamp() - started
+    print(f"noisy (one request in 1000 burns 30 ms), sample mode with --stacks: "
+          f"{len(begins)} long-poll episode(s); the first "
+          + (f"{after:.2f} s after the load began: "
+             f"'{first['task']['name']}' for {first['value_ns'] / 1e6:.1f} ms, "
+             f"measured by {first['measured_by']}, stack "
+             f"{'names' if named else 'does NOT name'} main.burn30ms"
+             if first else "never came"))
+    quiet, _ = detection(False)
+    print(f"healthy, the same load: {len(quiet)} alert line(s)")
+    if not named or quiet:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
