@@ -273,8 +273,8 @@ class FramePointers(unittest.TestCase):
     """The kernel's frame-pointer walk of a sampled stack is taken as it is
     where every link is sound (each function's call-frame information says
     its frame is on the frame pointer there): on the sample executor built
-    with frame pointers, the samples in its own code; never on the release
-    build without them, where the call-frame information is followed."""
+    with frame pointers, the samples in its own code; hardly ever on the
+    release build without them, where the call-frame information is followed."""
 
     def samples(self, exe):
         tmp = tempfile.mkdtemp(prefix="at-stacks-fp-")
@@ -299,12 +299,18 @@ class FramePointers(unittest.TestCase):
         self.assertEqual(in_burn, {("burn_cpu_ns", "noisy_poll", "run_task", "worker_main",
                                     "start_thread")}, in_burn)
 
-    def test_never_without_frame_pointers(self):
+    def test_rarely_without_frame_pointers(self):
+        """The release build keeps no frame pointers in its own code: its
+        stacks come from the call-frame information, whole. (A sample whose
+        every frame happens to be in a function that keeps one, a libc call
+        say, may still be taken as walked: seen once in 22 on CI.)"""
         harness.require_root()
         stacks, samples = self.samples(None)
         self.assertGreater(stacks["unwound"], 0, stacks)
-        self.assertEqual(stacks["by_frame_pointers"], 0, stacks)
-        self.assertTrue([f for _, _, _, f in samples if "noisy_poll" in f])
+        self.assertLessEqual(stacks["by_frame_pointers"] * 10, stacks["unwound"], stacks)
+        in_burn = {tuple(f) for _, _, _, f in samples if f[0] == "burn_cpu_ns"}
+        self.assertEqual(in_burn, {("burn_cpu_ns", "noisy_poll", "run_task", "worker_main",
+                                    "start_thread")}, in_burn)
 
 
 class Healthy(unittest.TestCase):
