@@ -1110,8 +1110,16 @@ static __always_inline void sample_seen(struct thread_state *t, __u64 now, __u64
 	t->s_charged = charged;
 }
 
-/* Thread t (task, the current one) seen now: its run goes on, ends, or begins. */
-static __always_inline void sample_observe(struct thread_state *t, struct task_struct *task)
+/*
+ * Thread t (task, the current one) seen now: its run goes on, ends, or
+ * begins. At a switch-out (switching), a thread that runs no task and had
+ * no run open is let be: the switches of an idle thread, most of a
+ * server's, cost three reads and no more; runs are opened by samples (and
+ * by a switch-out inside a task's run: it may be blocking), so the work
+ * beyond those reads goes at the rate of the samples, not of the switches.
+ */
+static __always_inline void sample_observe(struct thread_state *t, struct task_struct *task,
+					   const bool switching)
 {
 	const struct at_go_layout *l = bpf_map_lookup_elem(&go_layouts, &t->tgid);
 	__u64 *current = l ? NULL : bpf_map_lookup_elem(&usdt_currents, &t->tgid);
@@ -1124,6 +1132,8 @@ static __always_inline void sample_observe(struct thread_state *t, struct task_s
 	if (!l && !current)
 		return;
 	running = l ? go_run_seen(l, task, &r) : usdt_run_seen(*current, task, &r);
+	if (switching && !running && !t->task)
+		return;
 	if (t->task && (!running || r.g != t->s_g || r.ident != t->s_ident))
 		sample_close(t, l);
 	if (!running)
@@ -1182,24 +1192,31 @@ int BPF_PROG(sample_signal, int sig, struct kernel_siginfo *info, struct task_st
 
 /* ---- sched_switch ----------------------------------------------------- */
 
-/* Sample mode: a followed thread (prev, the current task) seen as it leaves its CPU. */
-static __always_inline void sample_switch_out(struct task_struct *prev, const bool direct)
+/*
+ * Sample mode: a followed thread (prev, the current task) seen as it goes to
+ * sleep. Preempted, it comes back to the very code it left, so there is
+ * nothing to see that the next sight would not (and a busy host preempts
+ * often).
+ */
+static __always_inline void sample_switch_out(struct task_struct *prev, bool preempt,
+					      const bool direct)
 {
 	struct thread_state *t;
 	__u32 tgid = TASK_READ(prev, tgid, direct);
 
-	if (!sample_period_ns || !tgid_traced(tgid) || (TASK_READ(prev, flags, direct) & PF_EXITING))
+	if (!sample_period_ns || preempt || !tgid_traced(tgid) ||
+	    (TASK_READ(prev, flags, direct) & PF_EXITING) || task_state(prev, direct) == 0)
 		return;
 	t = thread_get(TASK_READ(prev, pid, direct), tgid);
 	if (t)
-		sample_observe(t, prev);
+		sample_observe(t, prev, true);
 }
 
 SEC("?tp_btf/sched_switch")
 int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev,
 	     struct task_struct *next)
 {
-	sample_switch_out(prev, true);
+	sample_switch_out(prev, preempt, true);
 	on_switch(ctx, preempt, prev, next, true);
 	sample_switch_in(next, true);
 	return 0;
@@ -1209,7 +1226,7 @@ SEC("?raw_tp/sched_switch")
 int BPF_PROG(handle_sched_switch_raw, bool preempt, struct task_struct *prev,
 	     struct task_struct *next)
 {
-	sample_switch_out(prev, false);
+	sample_switch_out(prev, preempt, false);
 	on_switch(ctx, preempt, prev, next, false);
 	sample_switch_in(next, false);
 	return 0;
@@ -1236,7 +1253,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	if (sample_period_ns) {
 		t = thread_get(tid, id >> 32);
 		if (t)
-			sample_observe(t, bpf_get_current_task_btf());
+			sample_observe(t, bpf_get_current_task_btf(), false);
 	} else {
 		t = thread_find(tid);
 	}

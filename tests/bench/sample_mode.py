@@ -17,7 +17,10 @@ round in a new order each time (the machine is shared and noisy):
 
 Each mode's median requests/s and p99 latency (wrk --latency) over the
 rounds, as ratios to untraced's median, with the spread (min-max over
-rounds), and the tracer's CPU time a second of the round.
+rounds), and the tracer's CPU time a second of the round. wrk runs on the
+same two CPUs as the server: this is a loaded machine, as a busy server's
+host is, and a noisy one (untraced rounds differ by up to 30% here); the
+spread says how far to trust a ratio.
 
 Then the detection, in sample mode with --stacks: the same server where one
 request in 1000 burns 30 ms in its handler (burn30ms) must raise a long-poll
@@ -154,16 +157,16 @@ def main():
     log, started = detection(True)
     begins = [a for a in log if a["kind"] == "long-poll" and a["state"] == "begin"]
     first = begins[0] if begins else None
-    named = first and any(f["function"].startswith("main.burn30ms")
-                          for f in first.get("stack", []))
+    named = any(f["function"].startswith("main.burn30ms")
+                for a in begins for f in a.get("stack", []))
     after = first and datetime.datetime.fromisoformat(
         first["time"].replace("Z", "+00:00")).timestamp() - started
     print(f"noisy (one request in 1000 burns 30 ms), sample mode with --stacks: "
           f"{len(begins)} long-poll episode(s); the first "
           + (f"{after:.2f} s after the load began: "
              f"'{first['task']['name']}' for {first['value_ns'] / 1e6:.1f} ms, "
-             f"measured by {first['measured_by']}, stack "
-             f"{'names' if named else 'does NOT name'} main.burn30ms"
+             f"measured by {first['measured_by']}; their stacks "
+             f"{'name' if named else 'do NOT name'} main.burn30ms"
              if first else "never came"))
     quiet, _ = detection(False)
     print(f"healthy, the same load: {len(quiet)} alert line(s)")
