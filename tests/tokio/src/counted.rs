@@ -18,13 +18,19 @@
 //! one `wake_by_val` of the task's waker (on a clone, as the relay may be
 //! shared), waking it by reference in one `wake_by_ref`. `WAKES_BY_VAL` counts
 //! the former, so both tokio functions are exercised and can be checked.
+//!
+//! Each poll is also timed on the wall clock, and every one that took
+//! [`LONG_POLL`] or more is kept by future type ([`long_polls`]): what the
+//! tracer calls a long poll of an innocent task (one slowed down by the
+//! machine it runs on) is then checked against what the program itself saw.
 
 use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 
@@ -36,6 +42,35 @@ pub static POLLS: AtomicU64 = AtomicU64::new(0);
 pub static WAKES: AtomicU64 = AtomicU64::new(0);
 /// The part of `WAKES` that were wakes by value (the rest were by reference).
 pub static WAKES_BY_VAL: AtomicU64 = AtomicU64::new(0);
+
+/// Polls at least this long on the wall clock are kept in [`LONG`]: a little
+/// under the tracer's default threshold (10 ms), as the tracer's poll also
+/// holds tokio's own work around ours.
+pub const LONG_POLL: Duration = Duration::from_millis(9);
+/// Per future type (its short name): the long polls and the longest of them.
+static LONG: Mutex<Vec<(&'static str, u64, Duration)>> = Mutex::new(Vec::new());
+
+/// The long polls seen, by future type: `(name, count, longest)`.
+pub fn long_polls() -> Vec<(&'static str, u64, Duration)> {
+    LONG.lock().unwrap().clone()
+}
+
+fn keep_long(name: &'static str, took: Duration) {
+    let mut long = LONG.lock().unwrap();
+    match long.iter_mut().find(|(n, _, _)| *n == name) {
+        Some(entry) => {
+            entry.1 += 1;
+            entry.2 = entry.2.max(took);
+        }
+        None => long.push((name, 1, took)),
+    }
+}
+
+/// `tokio_app::workload::backend::{{closure}}` is `backend`.
+fn short_name(type_name: &'static str) -> &'static str {
+    let path = type_name.split("::{{closure}}").next().unwrap_or(type_name);
+    path.rsplit("::").next().unwrap_or(path)
+}
 
 /// The counters, read once the runtime is gone.
 pub struct Totals {
@@ -83,6 +118,7 @@ impl<F: Future> Future for Counted<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         POLLS.fetch_add(1, Ordering::Relaxed);
+        let began = Instant::now();
 
         // SAFETY: `inner` is pinned structurally: it is never moved out of
         // `self`, `Counted` has no `Drop` impl, and `Counted<F>` is `Unpin`
@@ -109,7 +145,12 @@ impl<F: Future> Future for Counted<F> {
 
         // SAFETY: see above, `inner` is structurally pinned.
         let inner = unsafe { Pin::new_unchecked(&mut this.inner) };
-        inner.poll(&mut relay_cx)
+        let ready = inner.poll(&mut relay_cx);
+        let took = began.elapsed();
+        if took >= LONG_POLL {
+            keep_long(short_name(std::any::type_name::<F>()), took);
+        }
+        ready
     }
 }
 

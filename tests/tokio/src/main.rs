@@ -143,6 +143,14 @@ fn main() {
         totals.wakes_by_val,
         totals.wakes - totals.wakes_by_val
     );
+    for (name, count, longest) in counted::long_polls() {
+        eprintln!(
+            "tokio-app: long polls {}={} longest={:.2}ms",
+            name,
+            count,
+            longest.as_secs_f64() * 1e3
+        );
+    }
     println!(
         "tokio-app: workers={} duration={:.2} tasks={} polls={} wakes={}",
         options.workers,
