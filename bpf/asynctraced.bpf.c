@@ -998,8 +998,10 @@ int BPF_KPROBE(go_runqsteal)
  * has not moved: it runs from its first sighting to its last, and is then
  * a poll as the probes make them (AT_POLL_SAMPLED). Its time is split into
  * on-CPU, blocked and runnable by sched_switch as a probed poll's is.
+ *
+ * What a thread runs, as read: g and ident say which run (Go: g, seq |
+ * schedtick << 8; an executor's thread-local: its poll count).
  */
-/* What a thread runs, as read: g and ident say which run (Go: g, seq | schedtick << 8). */
 struct run_seen {
 	__u64 g, goid, startpc;
 	__u32 ident, worker, depth;
@@ -1147,10 +1149,7 @@ static __always_inline void sample_observe(struct thread_state *t, struct task_s
 		t->s_preempt = 0;
 	}
 	now = bpf_ktime_get_ns();
-	if (t->off_cpu) /* on a CPU now, whatever sched_switch said */
-		back_on_cpu(t, now, true);
-	t->oncpu += now - t->since;
-	t->since = now;
+	on_cpu_until(t, now);
 	sample_seen(t, now, charged_cpu());
 }
 

@@ -1308,6 +1308,18 @@ static __always_inline void back_on_cpu(struct thread_state *t, __u64 now, const
 }
 
 /*
+ * The thread of a poll in progress runs at @now: its time on the CPU
+ * counted up to then (its time off it first, if no switch in was traced).
+ */
+static __always_inline void on_cpu_until(struct thread_state *t, __u64 now)
+{
+	if (t->off_cpu)
+		back_on_cpu(t, now, true);
+	t->oncpu += now - t->since;
+	t->since = now;
+}
+
+/*
  * The poll in progress on this thread ended; queue: where the task went back.
  * known_end: whether ready is known; if not, a task not requeued may have
  * finished, so it is not marked as waiting (no lost-waker on it). ts, slot:
@@ -1332,9 +1344,7 @@ static __always_inline void poll_end_at(struct thread_state *t, __u64 task,
 	struct at_poll *e;
 
 	t->task = 0;
-	if (t->off_cpu)
-		back_on_cpu(t, now, true);
-	t->oncpu += now - t->since;
+	on_cpu_until(t, now);
 	dur = now - t->begin;
 	/*
 	 * On the CPU long enough to be a long poll: how much of it the kernel
@@ -1883,10 +1893,7 @@ static __always_inline void on_switch(void *ctx, bool preempt, struct task_struc
 			between_polls(t, prev, asleep, direct);
 			if (t->task) {
 				now = bpf_ktime_get_ns();
-				if (t->off_cpu)
-					back_on_cpu(t, now, true);
-				t->oncpu += now - t->since;
-				t->since = now;
+				on_cpu_until(t, now);
 				t->off_cpu = 1;
 				t->off_blocked = asleep;
 				if (asleep)

@@ -510,6 +510,7 @@ int traced__start(struct session *s, struct traced *tr)
 		.memfd = tr->target.memfd,
 	};
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = tr };
+	const char *unread = o->sample_mode ? unsampled(tr) : NULL;
 	struct traced **targets;
 	struct timespec rt;
 	int err;
@@ -523,13 +524,13 @@ int traced__start(struct session *s, struct traced *tr)
 	s->targets = targets;
 	s->targets[s->nr++] = tr;
 	/* following the host, one such process is no failure of the session */
-	if (o->sample_mode && unsampled(tr)) {
+	if (unread) {
 		if (s->follow)
 			warn_msg("pid %d (%s) not traced: sample mode cannot read it: %s\n",
-				 tr->target.pid, tr->target.comm, unsampled(tr));
+				 tr->target.pid, tr->target.comm, unread);
 		else
 			err_msg("cannot trace pid %d (%s) in sample mode: %s (--mode probes "
-				"traces it)\n", tr->target.pid, tr->target.comm, unsampled(tr));
+				"traces it)\n", tr->target.pid, tr->target.comm, unread);
 		s->failed += !s->follow;
 		traced__drop(s, tr);
 		return -ENOTSUP;

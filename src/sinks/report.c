@@ -230,6 +230,18 @@ static const struct layout_col report_worker_cols[] = {
 	{ .head = "max", .group = "delay", .drop = 13 },
 };
 
+/* Two counts' cells, or "-" in each where sample mode does not see them (unseen). */
+static void count_cells(struct layout_table *t, uint64_t a, uint64_t b, bool unseen)
+{
+	if (unseen) {
+		layout_table__cell(t, "-");
+		layout_table__cell(t, "-");
+	} else {
+		layout_table__cell(t, "%llu", (unsigned long long)a);
+		layout_table__cell(t, "%llu", (unsigned long long)b);
+	}
+}
+
 /* unseen: sample mode, which sees no steal */
 static void text_workers(const struct text *tx, const struct stats *st, double seconds,
 			 bool unseen)
@@ -260,13 +272,7 @@ static void text_workers(const struct text *tx, const struct stats *st, double s
 				   seconds > 0 ? 100.0 * (double)w->busy_ns / (seconds * 1e9) : 0.0);
 		layout_table__cell(t, "%u", w->queue.peak);
 		layout_table__cell(t, "%.1f", avg);
-		if (unseen) {
-			layout_table__cell(t, "-");
-			layout_table__cell(t, "-");
-		} else {
-			layout_table__cell(t, "%llu", (unsigned long long)w->steals);
-			layout_table__cell(t, "%llu", (unsigned long long)w->stolen);
-		}
+		count_cells(t, w->steals, w->stolen, unseen);
 		layout_table__cell(t, "%s", w->polls ? poll[0] : "-");
 		layout_table__cell(t, "%s", w->polls ? poll[1] : "-");
 		layout_table__cell(t, "%s", w->polls ? max : "-");
@@ -334,13 +340,7 @@ static void text_tasks(const struct text *tx, struct model *m, const struct stat
 		layout_table__cell(t, "%s", max);
 		layout_table__cell(t, "%.0f%%",
 				   s->poll_ns ? 100.0 * (double)s->oncpu_ns / (double)s->poll_ns : 0.0);
-		if (unseen) {
-			layout_table__cell(t, "-");
-			layout_table__cell(t, "-");
-		} else {
-			layout_table__cell(t, "%llu", (unsigned long long)s->wakes);
-			layout_table__cell(t, "%llu", (unsigned long long)s->self_wakes);
-		}
+		count_cells(t, s->wakes, s->self_wakes, unseen);
 	}
 	layout_table__print(t, tx->cols, 1, layout__puts, tx->out);
 	layout_table__free(t);

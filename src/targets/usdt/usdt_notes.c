@@ -108,30 +108,38 @@ static int collect(Elf *elf, size_t size, const char *provider, struct usdt_prob
 }
 
 /*
- * The file offset of vaddr in a PT_LOAD segment with flags (PF_X: code); 0
- * if none, or not inside the file (size bytes: a crafted header may say
- * anything).
+ * The first PT_LOAD segment with flags (PF_X: code) that holds vaddr in
+ * memory (UINT64_MAX: any), into *out; false if none.
  */
-static uint64_t file_offset(Elf *elf, size_t size, uint64_t vaddr, uint32_t flags)
+static bool segment(Elf *elf, uint32_t flags, uint64_t vaddr, GElf_Phdr *out)
 {
 	size_t n;
 
 	if (elf_getphdrnum(elf, &n))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (gelf_getphdr(elf, (int)i, out) && out->p_type == PT_LOAD &&
+		    (out->p_flags & flags) == flags &&
+		    (vaddr == UINT64_MAX ||
+		     (vaddr >= out->p_vaddr && vaddr - out->p_vaddr < out->p_memsz)))
+			return true;
+	return false;
+}
+
+/*
+ * The file offset of vaddr in a PT_LOAD segment with flags; 0 if none, or
+ * not in the part the file holds (not .bss), or not inside the file (size
+ * bytes: a crafted header may say anything).
+ */
+static uint64_t file_offset(Elf *elf, size_t size, uint64_t vaddr, uint32_t flags)
+{
+	GElf_Phdr ph;
+	uint64_t off;
+
+	if (!segment(elf, flags, vaddr, &ph) || vaddr - ph.p_vaddr >= ph.p_filesz)
 		return 0;
-	for (size_t i = 0; i < n; i++) {
-		GElf_Phdr ph;
-
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
-		    (ph.p_flags & flags) != flags)
-			continue;
-		/* in the part the file holds (not .bss), without wrapping */
-		if (vaddr >= ph.p_vaddr && vaddr - ph.p_vaddr < ph.p_filesz) {
-			uint64_t off = ph.p_offset + (vaddr - ph.p_vaddr);
-
-			return off >= ph.p_offset && off < size ? off : 0;
-		}
-	}
-	return 0;
+	off = ph.p_offset + (vaddr - ph.p_vaddr);
+	return off >= ph.p_offset && off < size ? off : 0;
 }
 
 /*
@@ -169,22 +177,6 @@ static void locate(Elf *elf, size_t size, struct usdt_probe *probes, size_t nr)
 		p->offset = file_offset(elf, size, p->pc, PF_X);
 		p->sema_offset = p->semaphore ? file_offset(elf, size, p->semaphore, 0) : 0;
 	}
-}
-
-/* The first PT_LOAD with flags: its p_offset and p_vaddr. false: none. */
-static bool segment(Elf *elf, uint32_t flags, uint64_t vaddr_in, GElf_Phdr *out)
-{
-	size_t n;
-
-	if (elf_getphdrnum(elf, &n))
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (gelf_getphdr(elf, (int)i, out) && out->p_type == PT_LOAD &&
-		    (out->p_flags & flags) == flags &&
-		    (vaddr_in == UINT64_MAX ||
-		     (vaddr_in >= out->p_vaddr && vaddr_in - out->p_vaddr < out->p_memsz)))
-			return true;
-	return false;
 }
 
 #define CURRENT_TPOFF "asynctrace_current_tpoff"
