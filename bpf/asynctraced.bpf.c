@@ -1007,10 +1007,10 @@ struct run_seen {
 	__u32 ident, worker, depth;
 };
 
-static __always_inline bool go_run_seen(const struct at_go_layout *l, struct task_struct *task,
-					struct run_seen *r)
+/* fs: the thread's fsbase, its thread pointer */
+static __always_inline bool go_run_seen(const struct at_go_layout *l, __u64 fs, struct run_seen *r)
 {
-	__u64 fs = BPF_CORE_READ(task, thread.fsbase), g, m, p;
+	__u64 g, m, p;
 
 	if (!l->tls_g || !fs)
 		return false;
@@ -1050,10 +1050,8 @@ struct usdt_current {
 };
 
 /* A run there is one poll: (task, polls), polls bumped at each poll's start. */
-static __always_inline bool usdt_run_seen(__u64 tpoff_at, struct task_struct *task,
-					  struct run_seen *r)
+static __always_inline bool usdt_run_seen(__u64 tpoff_at, __u64 fs, struct run_seen *r)
 {
-	__u64 fs = BPF_CORE_READ(task, thread.fsbase);
 	struct usdt_current c = {};
 	__s64 tpoff = 0;
 
@@ -1113,33 +1111,43 @@ static __always_inline void sample_seen(struct thread_state *t, __u64 now, __u64
 }
 
 /*
- * Thread t (task, the current one) seen now: its run goes on, ends, or
- * begins. At a switch-out (switching), a thread that runs no task and had
- * no run open is let be: the switches of an idle thread, most of a
- * server's, cost three reads and no more; runs are opened by samples (and
- * by a switch-out inside a task's run: it may be blocking), so the work
- * beyond those reads goes at the rate of the samples, not of the switches.
+ * Thread t (fs: its thread pointer; the current thread) seen now: its run
+ * goes on, ends, or begins. At a switch-out (switching), a thread that runs
+ * no task and had no run open is let be: the switches of an idle thread,
+ * most of a server's, cost three reads and no more; runs are opened by
+ * samples (and by a switch-out inside a task's run: it may be blocking), so
+ * the work beyond those reads goes at the rate of the samples, not of the
+ * switches.
+ *
+ * A global function: the verifier checks it once, on its own, with any
+ * arguments. Inlined into sched_switch's program and the sample's, its
+ * paths multiplied theirs to within a few percent of the verifier's limit
+ * of a million instructions, and past it for some sample periods.
  */
-static __always_inline void sample_observe(struct thread_state *t, struct task_struct *task,
-					   const bool switching)
+__noinline int sample_observe(struct thread_state *t, __u64 fs, bool switching)
 {
-	const struct at_go_layout *l = bpf_map_lookup_elem(&go_layouts, &t->tgid);
-	__u64 *current = l ? NULL : bpf_map_lookup_elem(&usdt_currents, &t->tgid);
+	const struct at_go_layout *l;
 	struct at_task_state *ts;
 	struct at_task_slot *slot;
 	struct run_seen r = {};
+	__u64 *current = NULL;
 	bool running;
 	__u64 now;
 
+	if (!t)
+		return 0;
+	l = bpf_map_lookup_elem(&go_layouts, &t->tgid);
+	if (!l)
+		current = bpf_map_lookup_elem(&usdt_currents, &t->tgid);
 	if (!l && !current)
-		return;
-	running = l ? go_run_seen(l, task, &r) : usdt_run_seen(*current, task, &r);
+		return 0;
+	running = l ? go_run_seen(l, fs, &r) : usdt_run_seen(*current, fs, &r);
 	if (switching && !running && !t->task)
-		return;
+		return 0;
 	if (t->task && (!running || r.g != t->s_g || r.ident != t->s_ident))
 		sample_close(t, l);
 	if (!running)
-		return;
+		return 0;
 	if (!t->task) {
 		ts = task_find(task_key(t->tgid, r.goid), &slot);
 		on_poll_begin(t, r.goid, ts, slot, r.worker, r.depth,
@@ -1151,6 +1159,7 @@ static __always_inline void sample_observe(struct thread_state *t, struct task_s
 	now = bpf_ktime_get_ns();
 	on_cpu_until(t, now);
 	sample_seen(t, now, charged_cpu());
+	return 0;
 }
 
 /*
@@ -1208,7 +1217,7 @@ static __always_inline void sample_switch_out(struct task_struct *prev, bool pre
 		return;
 	t = thread_get(TASK_READ(prev, pid, direct), tgid);
 	if (t)
-		sample_observe(t, prev, true);
+		sample_observe(t, BPF_CORE_READ(prev, thread.fsbase), true);
 }
 
 SEC("?tp_btf/sched_switch")
@@ -1252,7 +1261,8 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	if (sample_period_ns) {
 		t = thread_get(tid, id >> 32);
 		if (t)
-			sample_observe(t, bpf_get_current_task_btf(), false);
+			sample_observe(t, BPF_CORE_READ(bpf_get_current_task_btf(), thread.fsbase),
+				       false);
 	} else {
 		t = thread_find(tid);
 	}

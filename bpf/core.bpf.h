@@ -1333,11 +1333,11 @@ static __always_inline void on_cpu_until(struct thread_state *t, __u64 now)
  * are the moment of the call but for sample mode, which ends a run where
  * it last saw it: sample_close()); sampled: flags of what measured it.
  */
-static __always_inline void poll_end_at(struct thread_state *t, __u64 task,
-					struct at_task_state *ts, struct at_task_slot *slot,
-					int ready, __s32 queue, __u32 depth, bool known_end,
-					bool unwakeable, bool preempted, __u64 now, __u64 charged_now,
-					__u8 flags)
+static __always_inline void poll_end_inline(struct thread_state *t, __u64 task,
+					    struct at_task_state *ts, struct at_task_slot *slot,
+					    int ready, __s32 queue, __u32 depth, bool known_end,
+					    bool unwakeable, bool preempted, __u64 now,
+					    __u64 charged_now, __u8 flags)
 {
 	struct at_poll_self_wake *pw;
 	__u64 cpu = 0, charged, dur;
@@ -1415,6 +1415,46 @@ static __always_inline void poll_end_at(struct thread_state *t, __u64 task,
 	e->holder_begin = t->holder_begin;
 	e->cpu_ns = cpu;
 	event_submit(e);
+}
+
+/* How a poll ended: poll_end_at()'s arguments, for poll_finish(). */
+struct poll_end_how {
+	__u64 task, now, charged_now;
+	__s32 ready, queue;
+	__u32 depth;
+	__u8 known_end, unwakeable, preempted, flags;
+};
+
+/*
+ * poll_end_inline() as a global function: the verifier checks it once, on
+ * its own, with any arguments (ts and slot may be NULL), rather than again
+ * on every path of every program that ends a poll. Inlined, it took Go's
+ * casgstatus program to within 2% of the verifier's limit of a million
+ * instructions, and sample mode's past it.
+ */
+__noinline int poll_finish(struct thread_state *t, struct at_task_state *ts,
+			struct at_task_slot *slot, const struct poll_end_how *how)
+{
+	if (t && how)
+		poll_end_inline(t, how->task, ts, slot, how->ready, how->queue, how->depth,
+				how->known_end, how->unwakeable, how->preempted, how->now,
+				how->charged_now, how->flags);
+	return 0;
+}
+
+static __always_inline void poll_end_at(struct thread_state *t, __u64 task,
+					struct at_task_state *ts, struct at_task_slot *slot,
+					int ready, __s32 queue, __u32 depth, bool known_end,
+					bool unwakeable, bool preempted, __u64 now, __u64 charged_now,
+					__u8 flags)
+{
+	struct poll_end_how how = {
+		.task = task, .now = now, .charged_now = charged_now, .ready = ready,
+		.queue = queue, .depth = depth, .known_end = known_end,
+		.unwakeable = unwakeable, .preempted = preempted, .flags = flags,
+	};
+
+	poll_finish(t, ts, slot, &how);
 }
 
 static __always_inline void on_poll_end(struct thread_state *t, __u64 task,

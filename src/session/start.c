@@ -338,6 +338,7 @@ int session__start(struct session *s)
 								    : STACK_AFTER_NS)
 					    : 0,
 		.sample_period_ns = o->sample_mode ? 1000000000ull / o->sample_hz : 0,
+		.verbose = o->verbose,
 		.births = s->follow ? follow__on_birth : NULL,
 		.births_ctx = s,
 	};

@@ -15,6 +15,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "lib/util.h"
 #include "source/rings.h"
 #include "source/tracer_priv.h"
 #include "source/uprobe_multi.h"
@@ -238,6 +239,27 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 	return 0;
 }
 
+/*
+ * -v: each loaded program and the instructions the verifier went through
+ * for it (its limit is a million a program: a program near it is one
+ * compiler or kernel away from not loading at all).
+ */
+static void say_verified(const struct asynctraced_bpf *skel)
+{
+	struct bpf_program *prog;
+
+	bpf_object__for_each_program(prog, skel->obj) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+
+		if (!bpf_program__autoload(prog) ||
+		    bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len))
+			continue;
+		info_msg("BPF program %s: %u instructions verified\n", bpf_program__name(prog),
+			 info.verified_insns);
+	}
+}
+
 int tracer__new(struct tracer **tp, const struct tracer_opts *o, tracer_record_fn fn, void *ctx)
 {
 	struct tracer *t = calloc(1, sizeof(*t));
@@ -269,6 +291,8 @@ int tracer__new(struct tracer **tp, const struct tracer_opts *o, tracer_record_f
 	}
 	if (err)
 		goto fail;
+	if (o->verbose)
+		say_verified(t->skel);
 	err = plug_rings(t);
 	if (err)
 		goto fail;

@@ -53,6 +53,8 @@ struct tracer_opts {
 	 * loaded, runs are read from the runtime's state (0: probe mode)
 	 */
 	uint64_t sample_period_ns;
+	/* -v: say how many instructions the verifier went through for each program */
+	bool verbose;
 	/* following the host: told each exec, and each fork of a traced process */
 	tracer_birth_fn births;
 	void *births_ctx;
