@@ -370,6 +370,7 @@ void traced__sample(struct session *s, struct traced *tr, bool tasks, bool show,
 			.det = &tr->pipe.detector,
 			.model = &tr->pipe.model,
 			.top_tasks = s->o->metrics_tasks,
+			.sample_hz = s->o->sample_mode ? s->o->sample_hz : 0,
 		};
 
 		metrics__update(s->metrics, &mt);

@@ -64,6 +64,7 @@ struct series {
 	uint64_t begun[ALERT_KIND_MAX], active[ALERT_KIND_MAX];
 	struct task_series *tasks;	/* the busiest, by poll time */
 	size_t nr_tasks;
+	uint32_t sample_hz;		/* sample mode (0: probes); what it cannot see is left out */
 	bool gone;
 	uint64_t gone_at;		/* CLOCK_MONOTONIC */
 	uint64_t gone_scrapes;		/* scrapes answered when it went */
@@ -456,6 +457,7 @@ void metrics__update(struct metrics *m, const struct metrics_target *t)
 	snprintf(s->comm, sizeof(s->comm), "%s", t->comm);
 	snprintf(s->runtime, sizeof(s->runtime), "%s", t->runtime);
 	s->rt = snap->rt;
+	s->sample_hz = t->sample_hz;
 	s->dropped = snap->dropped;
 	w = realloc(s->workers, (snap->nr_workers + 1) * sizeof(*snap->workers));
 	st = realloc(s->steals, (snap->nr_steals + 1) * sizeof(*snap->steals));
@@ -585,14 +587,26 @@ static double w_park_s(const struct at_worker_stats *w) { return seconds(w->park
 static double w_depth(const struct at_worker_stats *w) { return (double)w->queue.depth; }
 static double w_peak(const struct at_worker_stats *w) { return (double)w->queue.peak; }
 
+/*
+ * What sample mode does not see (wakes, parks, spawns, completions, steals,
+ * wake-to-poll delays) has no series for a sampled process: absent, never a
+ * 0 that reads as "none happened" (asynctraced_target_info says the mode).
+ */
+enum seen { SEEN_BOTH, SEEN_BY_PROBES };
+
+static bool unseen(const struct series *s, enum seen seen)
+{
+	return seen == SEEN_BY_PROBES && s->sample_hz;
+}
+
 static void per_worker(FILE *f, bool om, struct series **sets, size_t nr, const char *name,
-		       const char *type, const char *help, worker_value value)
+		       const char *type, const char *help, enum seen seen, worker_value value)
 {
 	bool counter = !strcmp(type, "counter");
 
 	family(f, om, name, type, help);
 	for (size_t i = 0; i < nr; i++)
-		for (uint32_t k = 0; k < sets[i]->nr_workers; k++) {
+		for (uint32_t k = 0; k < sets[i]->nr_workers && !unseen(sets[i], seen); k++) {
 			if (!worker_seen(&sets[i]->workers[k]))
 				continue;
 			fprintf(f, "asynctraced_%s%s{", name, counter ? "_total" : "");
@@ -612,12 +626,14 @@ static double p_inject_peak(const struct series *s) { return (double)s->rt.injec
 static double p_dropped(const struct series *s) { return (double)s->dropped; }
 
 static void per_process(FILE *f, bool om, struct series **sets, size_t nr, const char *name,
-			const char *type, const char *help, process_value value)
+			const char *type, const char *help, enum seen seen, process_value value)
 {
 	bool counter = !strcmp(type, "counter");
 
 	family(f, om, name, type, help);
 	for (size_t i = 0; i < nr; i++) {
+		if (unseen(sets[i], seen))
+			continue;
 		fprintf(f, "asynctraced_%s%s{", name, counter ? "_total" : "");
 		process_labels(f, sets[i]);
 		fprintf(f, "} %.9g\n", value(sets[i]));
@@ -640,7 +656,7 @@ static void histograms(FILE *f, bool om, struct series **sets, size_t nr)
 			for (uint32_t w = 0; w < sets[i]->nr_workers; w++) {
 				const struct at_worker_stats *ws = &sets[i]->workers[w];
 
-				if (!worker_seen(ws))
+				if (!worker_seen(ws) || (k == 2 && unseen(sets[i], SEEN_BY_PROBES)))
 					continue;
 				if (k == 0)
 					histogram(f, h[k].name, sets[i], w, &ws->poll, ws->busy_ns);
@@ -658,7 +674,8 @@ static void steal_family(FILE *f, bool om, struct series **sets, size_t nr, cons
 {
 	family(f, om, name, "counter", help);
 	for (size_t i = 0; i < nr; i++)
-		for (size_t k = 0; k < sets[i]->nr_steals; k++) {
+		for (size_t k = 0; k < sets[i]->nr_steals && !unseen(sets[i], SEEN_BY_PROBES);
+		     k++) {
 			const struct steal_entry *e = &sets[i]->steals[k];
 			char victim[16];
 
@@ -700,19 +717,23 @@ static void tasks(FILE *f, bool om, struct series **sets, size_t nr)
 {
 	static const struct {
 		const char *name, *help;
+		enum seen seen;
 		double (*value)(const struct task_series *t);
 	} fam[] = {
-		{ "task_polls", "Polls of one of the busiest tasks (--metrics-tasks).", t_polls },
-		{ "task_poll_seconds", "Time one of the busiest tasks spent in polls.", t_poll_s },
-		{ "task_on_cpu_seconds", "Time its polls spent on the CPU.", t_oncpu_s },
-		{ "task_wakes", "Wakes of it by others.", t_wakes },
-		{ "task_self_wakes", "Wakes of it by itself.", t_self },
+		{ "task_polls", "Polls of one of the busiest tasks (--metrics-tasks).", SEEN_BOTH,
+		  t_polls },
+		{ "task_poll_seconds", "Time one of the busiest tasks spent in polls.", SEEN_BOTH,
+		  t_poll_s },
+		{ "task_on_cpu_seconds", "Time its polls spent on the CPU.", SEEN_BOTH, t_oncpu_s },
+		{ "task_wakes", "Wakes of it by others.", SEEN_BY_PROBES, t_wakes },
+		{ "task_self_wakes", "Wakes of it by itself.", SEEN_BY_PROBES, t_self },
 	};
 
 	for (size_t k = 0; k < sizeof(fam) / sizeof(fam[0]); k++) {
 		family(f, om, fam[k].name, "counter", fam[k].help);
 		for (size_t i = 0; i < nr; i++)
-			for (size_t j = 0; j < sets[i]->nr_tasks; j++) {
+			for (size_t j = 0; j < sets[i]->nr_tasks && !unseen(sets[i], fam[k].seen);
+			     j++) {
 				const struct task_series *t = &sets[i]->tasks[j];
 
 				fprintf(f, "asynctraced_%s_total{", fam[k].name);
@@ -754,6 +775,22 @@ static void self_metrics(FILE *f, bool om, const struct metrics *m, const struct
 		(unsigned long long)self->attach_failures);
 }
 
+/* How each process is measured: by probes, or by samples at a rate. */
+static void target_info(FILE *f, bool om, struct series **sets, size_t nr)
+{
+	family(f, om, "target_info", "gauge",
+	       "Each traced process, and how it is measured (probes, or samples).");
+	for (size_t i = 0; i < nr; i++) {
+		fprintf(f, "asynctraced_target_info{");
+		process_labels(f, sets[i]);
+		if (sets[i]->sample_hz)
+			fprintf(f, ",measured_by=\"samples\",sample_hz=\"%u\"} 1\n",
+				sets[i]->sample_hz);
+		else
+			fprintf(f, ",measured_by=\"probes\"} 1\n");
+	}
+}
+
 static char *render(struct metrics *m, const struct metrics_self *self, bool om, size_t *len)
 {
 	char *buf = NULL;
@@ -763,37 +800,44 @@ static char *render(struct metrics *m, const struct metrics_self *self, bool om,
 
 	if (!f)
 		return NULL;
-	per_worker(f, om, s, nr, "polls", "counter", "Polls, by worker.", w_polls);
+	target_info(f, om, s, nr);
+	per_worker(f, om, s, nr, "polls", "counter", "Polls, by worker.", SEEN_BOTH, w_polls);
 	per_worker(f, om, s, nr, "busy_seconds", "counter",
-		   "Time spent in polls (held by a task), by worker.", w_busy);
+		   "Time spent in polls (held by a task), by worker.", SEEN_BOTH, w_busy);
 	per_worker(f, om, s, nr, "on_cpu_seconds", "counter",
-		   "Time polls spent on the CPU, by worker.", w_oncpu);
+		   "Time polls spent on the CPU, by worker.", SEEN_BOTH, w_oncpu);
 	histograms(f, om, s, nr);
-	per_worker(f, om, s, nr, "wakes", "counter", "Wakes made on the worker's thread.", w_wakes);
+	per_worker(f, om, s, nr, "wakes", "counter", "Wakes made on the worker's thread.",
+		   SEEN_BY_PROBES, w_wakes);
 	per_worker(f, om, s, nr, "self_wakes", "counter",
-		   "Wakes of a task by itself (a yield), on the worker's thread.", w_self);
-	per_worker(f, om, s, nr, "parks", "counter", "Times the worker parked (idle).", w_parks);
+		   "Wakes of a task by itself (a yield), on the worker's thread.", SEEN_BY_PROBES,
+		   w_self);
+	per_worker(f, om, s, nr, "parks", "counter", "Times the worker parked (idle).",
+		   SEEN_BY_PROBES, w_parks);
 	per_worker(f, om, s, nr, "parked_seconds", "counter", "Time the worker spent parked.",
-		   w_park_s);
+		   SEEN_BY_PROBES, w_park_s);
 	per_worker(f, om, s, nr, "queue_depth", "gauge", "Tasks in the worker's local queue.",
-		   w_depth);
+		   SEEN_BOTH, w_depth);
 	per_worker(f, om, s, nr, "queue_depth_max", "gauge",
-		   "The most tasks the worker's local queue held.", w_peak);
+		   "The most tasks the worker's local queue held.", SEEN_BOTH, w_peak);
 	per_process(f, om, s, nr, "inject_queue_depth", "gauge",
-		    "Tasks in the runtime's injection (global) queue.", p_inject);
+		    "Tasks in the runtime's injection (global) queue.", SEEN_BY_PROBES, p_inject);
 	per_process(f, om, s, nr, "inject_queue_depth_max", "gauge",
-		    "The most tasks the injection queue held.", p_inject_peak);
-	per_process(f, om, s, nr, "tasks_spawned", "counter", "Tasks spawned.", p_spawns);
-	per_process(f, om, s, nr, "tasks_completed", "counter", "Tasks completed.", p_completed);
+		    "The most tasks the injection queue held.", SEEN_BY_PROBES, p_inject_peak);
+	per_process(f, om, s, nr, "tasks_spawned", "counter", "Tasks spawned.", SEEN_BY_PROBES,
+		    p_spawns);
+	per_process(f, om, s, nr, "tasks_completed", "counter", "Tasks completed.",
+		    SEEN_BY_PROBES, p_completed);
 	per_process(f, om, s, nr, "outside_wakes", "counter",
-		    "Wakes made by threads that are not workers.", p_outside);
+		    "Wakes made by threads that are not workers.", SEEN_BY_PROBES, p_outside);
 	steal_family(f, om, s, nr, "steals", "Steal operations, by thief and victim worker.", false);
 	steal_family(f, om, s, nr, "stolen_tasks", "Tasks taken by steals, by thief and victim worker.",
 		     true);
 	alert_family(f, om, s, nr, false);
 	alert_family(f, om, s, nr, true);
 	per_process(f, om, s, nr, "dropped_records", "counter",
-		    "Records the ring buffer had no room for (counted, never silent).", p_dropped);
+		    "Records the ring buffer had no room for (counted, never silent).", SEEN_BOTH,
+		    p_dropped);
 	if (m->top_tasks)
 		tasks(f, om, s, nr);
 	self_metrics(f, om, m, self);

@@ -32,6 +32,7 @@ struct metrics_target {
 	const struct detector *det;
 	struct model *model;		/* names its tasks */
 	size_t top_tasks;		/* --metrics-tasks: series for this many tasks, the busiest */
+	uint32_t sample_hz;		/* sample mode: its rate (0: probe mode) */
 };
 
 /* What asynctraced says of itself. */

@@ -120,6 +120,8 @@ class Metrics(unittest.TestCase):
         alerts = samples(text, "asynctraced_alerts_total")
         long_poll = [v for k, v in alerts.items() if 'kind="long-poll"' in k]
         self.assertEqual(long_poll, [1.0], alerts)
+        info, = samples(text, "asynctraced_target_info")
+        self.assertIn('measured_by="probes"', info)
         # --metrics-tasks 3: the three busiest tasks, the CPU hog first among them
         busiest = samples(text, "asynctraced_task_poll_seconds_total")
         self.assertEqual(len(busiest), 3, busiest)
@@ -137,6 +139,46 @@ class Metrics(unittest.TestCase):
         tr.communicate(timeout=60)
         self.assertEqual(tr.returncode, 0, harness.read(err))
         self.assertNotIn("refused", harness.read(err))
+
+    def test_sample_mode_leaves_out_what_it_cannot_see(self):
+        """--mode sample: the polls and their histograms served; wakes, parks,
+        steals, spawns and completions have no series at all (a 0 would say
+        none happened), and target_info says the process is sampled."""
+        port = free_port()
+        ex = harness.start_executor("noisy", 4, wait_traced=False)
+        self.procs.append(ex)
+        tr, err = self.tracer(port, "-p", ex.pid, "--mode", "sample", "--metrics-tasks", 3,
+                              *harness.DETECTOR_ARGS)
+        self.attached(err)
+        url = f"http://127.0.0.1:{port}/metrics"
+        self.assertTrue(harness.wait_for(lambda: any(
+            v for k, v in samples(get(url)[2], "asynctraced_alerts_total").items()
+            if 'kind="long-poll"' in k), 30), get(url)[2] + harness.read(err))
+        text = get(url)[2]
+        check = subprocess.run([PROMTOOL, "check", "metrics"], input=text,
+                               capture_output=True, text=True)
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr + text)
+        info, = samples(text, "asynctraced_target_info")
+        self.assertIn('measured_by="samples",sample_hz="997"', info)
+        pid = f'pid="{ex.pid}"'
+        self.assertTrue(any(pid in k and v > 0
+                            for k, v in samples(text, "asynctraced_polls_total").items()), text)
+        self.assertTrue(samples(text, "asynctraced_poll_duration_seconds_bucket"), text)
+        self.assertTrue(samples(text, "asynctraced_task_poll_seconds_total"), text)
+        for unseen in ("asynctraced_wakes_total", "asynctraced_self_wakes_total",
+                       "asynctraced_parks_total", "asynctraced_parked_seconds_total",
+                       "asynctraced_wake_to_poll_delay_seconds_bucket",
+                       "asynctraced_tasks_spawned_total", "asynctraced_tasks_completed_total",
+                       "asynctraced_outside_wakes_total", "asynctraced_steals_total",
+                       "asynctraced_stolen_tasks_total", "asynctraced_task_wakes_total",
+                       "asynctraced_inject_queue_depth"):
+            self.assertEqual(samples(text, unseen), {}, unseen)
+            # the family is still described, for a process measured by probes
+            self.assertIn(f"# TYPE {unseen.removesuffix('_bucket').removesuffix('_total')}",
+                          text)
+        ex.communicate(timeout=60)
+        tr.communicate(timeout=60)
+        self.assertEqual(tr.returncode, 0, harness.read(err))
 
     def test_prometheus_scrapes_the_executors_own_count(self):
         """Following the host (the session outlives the executor), scraped
