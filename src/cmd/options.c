@@ -519,6 +519,7 @@ static int check(struct options *o)
 
 	if (o->command == CMD_PROBE_RULES)
 		return 0;
+	out->sample_hz = s->sample_mode ? s->sample_hz : 0;
 	if (o->command == CMD_RUN) {
 		if (!o->cmd || !o->cmd[0][0]) {
 			err_msg("run needs a command: asynctraced run [options] -- CMD [ARGS...]\n");

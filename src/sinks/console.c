@@ -168,11 +168,17 @@ static void render_rates(struct console *c, struct model *m, const struct stats 
 	snprintf(f[1].text, sizeof(f[1].text), "  polls %.0f/s",
 		 (double)(now.polls - before.polls) / dt);
 	f[1].drop = 1;
-	snprintf(f[2].text, sizeof(f[2].text), "  wakes %.0f/s",
-		 (double)(st->rt.wakes - c->prev.rt.wakes) / dt);
+	if (c->o.sample_hz) /* sample mode: no wake or steal seen, its rate instead */
+		snprintf(f[2].text, sizeof(f[2].text), "  sampled at %u Hz", c->o.sample_hz);
+	else
+		snprintf(f[2].text, sizeof(f[2].text), "  wakes %.0f/s",
+			 (double)(st->rt.wakes - c->prev.rt.wakes) / dt);
 	f[2].drop = 3;
-	snprintf(f[3].text, sizeof(f[3].text), "  steals %.0f/s",
-		 (double)(now.steals - before.steals) / dt);
+	if (c->o.sample_hz)
+		snprintf(f[3].text, sizeof(f[3].text), "  steals -");
+	else
+		snprintf(f[3].text, sizeof(f[3].text), "  steals %.0f/s",
+			 (double)(now.steals - before.steals) / dt);
 	f[3].drop = 4;
 	snprintf(f[4].text, sizeof(f[4].text), "  events %.0f/s",
 		 (double)(m->n.events - c->prev_events) / dt);
@@ -237,7 +243,10 @@ static void render_workers(struct console *c, const struct stats *st, double dt,
 		layout_table__cell(t, "%u", w->queue.depth);
 		layout_table__cell(t, "%u", w->queue.peak);
 		layout_table__cell(t, "%.0f", (double)(w->polls - p->polls) / dt);
-		layout_table__cell(t, "%.0f", (double)(w->steals - p->steals) / dt);
+		if (c->o.sample_hz)
+			layout_table__cell(t, "-");
+		else
+			layout_table__cell(t, "%.0f", (double)(w->steals - p->steals) / dt);
 		fmt_ns(buf, sizeof(buf), hist_percentile_max(&poll, 50, w->max_poll_ns));
 		layout_table__cell(t, "%s", hist_count(&poll) ? buf : "-");
 		fmt_ns(buf, sizeof(buf), hist_percentile_max(&poll, 99, w->max_poll_ns));

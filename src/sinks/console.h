@@ -21,6 +21,7 @@ struct console_opts {
 	bool print_alerts;	/* one line per alert */
 	const bool *name_process; /* ... naming its process, while *name_process (several) */
 	struct board *board;	/* several traced: the live view's line of this one (board.h) */
+	uint32_t sample_hz;	/* sample mode: wakes and steals unseen, shown as "-" */
 };
 
 int console__new(struct sink **s, const struct console_opts *o);

@@ -73,6 +73,7 @@ int outputs__add_sinks(struct outputs *out, struct pipeline *p, bool live_view)
 		.print_alerts = !o->quiet,
 		.name_process = &out->several,
 		.board = out->board,
+		.sample_hz = o->sample_hz,
 	};
 	struct sink *sink;
 	int err = console__new(&sink, &co);

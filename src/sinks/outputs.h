@@ -46,6 +46,8 @@ struct outputs_opts {
 	int live;		/* -1: when stderr is a terminal; 0 off; 1 on */
 	bool quiet;		/* no alert lines on the console */
 	enum summary_format summary;
+	/* --mode sample's rate (0: probe mode): the live view leaves out what it cannot see */
+	uint32_t sample_hz;
 };
 
 struct outbuf;

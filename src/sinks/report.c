@@ -543,7 +543,8 @@ void report__text(FILE *out, struct model *m, const struct detector *d, const st
 	text_workers(&tx, st, run->seconds, run->sample_hz != 0);
 	text_tasks(&tx, m, st, run->sample_hz != 0);
 	text_stacks(&tx, m, st);
-	text_steals(&tx, st);
+	if (!run->sample_hz) /* sample mode sees no steal: no matrix of zeros */
+		text_steals(&tx, st);
 	text_alerts(&tx, m, d);
 	fflush(out);
 }

@@ -221,6 +221,20 @@ class Terminal(unittest.TestCase):
         tail = r.stderr[r.stderr.index("asynctraced: summary"):]
         self.assertNotIn("top tasks by poll time in the last second", tail)
 
+    def test_live_view_in_sample_mode(self):
+        """Sample mode's live view: polls and the hog's task as in probe mode;
+        what samples cannot see (wakes, steals) a dash, never a rate of 0."""
+        r = harness.run_tracer("-p", self.ex.pid, "-d", "3.5", "--live", "--mode", "sample")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotRegex(r.stderr, r"wakes \d+/s|steals \d+/s")
+        # nor in the report: no steal matrix of zeros
+        self.assertNotIn("steal matrix", r.stderr)
+        self.assertRegex(r.stderr, r"noisy #\d+")
+        row = re.search(r"\n +0 +\d+% .*", r.stderr)
+        self.assertIsNotNone(row, r.stderr)
+        # worker, busy, queue, polls/s, then steals/s: a dash
+        self.assertEqual(row[0].split()[4], "-", row[0])
+
     def on_terminal(self, cols, *args, rows=40):
         """The tracer's stderr on a pseudo-terminal cols wide and rows high (as
         `stty cols` and `stty rows` set it): as written, and as the lines a
