@@ -31,25 +31,26 @@ static const struct metric {
 	const char *hist;	/* the histogram ("poll", "on_cpu", "delay"), or NULL */
 	double pct;		/* its percentile; 0: the largest */
 	const char *count;	/* a rate's count in "counts", per second */
+	const char *unseen;	/* its name in a sampled summary's "unseen", if sample mode lacks it */
 } metrics[] = {
-	{ "poll.p50", M_TIME, "poll", 50, NULL },
-	{ "poll.p90", M_TIME, "poll", 90, NULL },
-	{ "poll.p99", M_TIME, "poll", 99, NULL },
-	{ "poll.p999", M_TIME, "poll", 99.9, NULL },
-	{ "poll.max", M_TIME, "poll", 0, NULL },
-	{ "on_cpu.p50", M_TIME, "on_cpu", 50, NULL },
-	{ "on_cpu.p90", M_TIME, "on_cpu", 90, NULL },
-	{ "on_cpu.p99", M_TIME, "on_cpu", 99, NULL },
-	{ "on_cpu.max", M_TIME, "on_cpu", 0, NULL },
-	{ "delay.p50", M_TIME, "delay", 50, NULL },
-	{ "delay.p90", M_TIME, "delay", 90, NULL },
-	{ "delay.p99", M_TIME, "delay", 99, NULL },
-	{ "delay.max", M_TIME, "delay", 0, NULL },
-	{ "dropped", M_COUNT, NULL, 0, NULL },
-	{ "alerts", M_COUNT, NULL, 0, NULL },
-	{ "polls_per_s", M_RATE, NULL, 0, "polls" },
-	{ "wakes_per_s", M_RATE, NULL, 0, "wakes" },
-	{ "steals_per_s", M_RATE, NULL, 0, "steals" },
+	{ "poll.p50", M_TIME, "poll", 50, NULL, NULL },
+	{ "poll.p90", M_TIME, "poll", 90, NULL, NULL },
+	{ "poll.p99", M_TIME, "poll", 99, NULL, NULL },
+	{ "poll.p999", M_TIME, "poll", 99.9, NULL, NULL },
+	{ "poll.max", M_TIME, "poll", 0, NULL, NULL },
+	{ "on_cpu.p50", M_TIME, "on_cpu", 50, NULL, NULL },
+	{ "on_cpu.p90", M_TIME, "on_cpu", 90, NULL, NULL },
+	{ "on_cpu.p99", M_TIME, "on_cpu", 99, NULL, NULL },
+	{ "on_cpu.max", M_TIME, "on_cpu", 0, NULL, NULL },
+	{ "delay.p50", M_TIME, "delay", 50, NULL, "wake_delays" },
+	{ "delay.p90", M_TIME, "delay", 90, NULL, "wake_delays" },
+	{ "delay.p99", M_TIME, "delay", 99, NULL, "wake_delays" },
+	{ "delay.max", M_TIME, "delay", 0, NULL, "wake_delays" },
+	{ "dropped", M_COUNT, NULL, 0, NULL, NULL },
+	{ "alerts", M_COUNT, NULL, 0, NULL, NULL },
+	{ "polls_per_s", M_RATE, NULL, 0, "polls", NULL },
+	{ "wakes_per_s", M_RATE, NULL, 0, "wakes", "wakes" },
+	{ "steals_per_s", M_RATE, NULL, 0, "steals", "steals" },
 };
 
 #define NR_METRICS (sizeof(metrics) / sizeof(metrics[0]))
@@ -231,6 +232,55 @@ static double seconds_of(json_object *s)
  * Metric m of summary s: in total (worker < 0) or of one worker; samples:
  * how many values a percentile stands on. false when it cannot be told.
  */
+/* What measured summary s: "samples" (--mode sample) or "probes" (older summaries say neither). */
+static const char *measured_by(json_object *s)
+{
+	json_object *v = get(s, "measured_by");
+
+	return v ? json_object_get_string(v) : "probes";
+}
+
+/* Whether summary s says its mode did not see what (its "unseen" list). */
+static bool unseen_in(json_object *s, const char *what)
+{
+	json_object *list = get(s, "unseen");
+	size_t n = list && json_object_is_type(list, json_type_array)
+			   ? json_object_array_length(list) : 0;
+
+	for (size_t i = 0; what && i < n; i++)
+		if (!strcmp(json_object_get_string(json_object_array_get_idx(list, i)), what))
+			return true;
+	return false;
+}
+
+/* What sample mode's summaries list as unseen for an alert kind, or NULL. */
+static const char *kind_unseen_as(enum alert_kind k)
+{
+	switch (k) {
+	case ALERT_SCHED_DELAY:
+		return "wake_delays";
+	case ALERT_THRASH:
+		return "waker_thrash";
+	case ALERT_LOST_WAKER:
+		return "lost_wakers";
+	default:
+		return NULL;
+	}
+}
+
+/* A gate on what the run's mode did not see: unknown, which fails the run, saying why. */
+static void not_seen(struct gate_result *r, json_object *s, const char *what)
+{
+	snprintf(r->now, sizeof(r->now), "not seen");
+	r->verdict = GATE_UNKNOWN;
+	if (asprintf(&r->detail, "this run was measured by %s, which do not see %s "
+				 "(docs/modes.md): trace it with --mode probes to gate on it",
+		     measured_by(s), !strcmp(what, "wake_delays") ? "wake-to-poll delays"
+				     : !strcmp(what, "lost_wakers") ? "lost wakers"
+				     : !strcmp(what, "waker_thrash") ? "waker thrash" : what) < 0)
+		r->detail = NULL;
+}
+
 static bool value_of(json_object *s, const struct metric *m, int worker, double *out,
 		     double *samples)
 {
@@ -239,6 +289,8 @@ static bool value_of(json_object *s, const struct metric *m, int worker, double 
 								   : 0;
 
 	*samples = 0;
+	if (unseen_in(s, m->unseen))
+		return false;
 	if (m->hist) {
 		double slot[AT_HIST_SLOTS] = { 0 }, max_poll = 0;
 
@@ -378,6 +430,10 @@ static void judge_fail_on(struct gate *g, json_object *s, const char *label)
 		n = num(eps, kind);
 		r = result(g, label, "fail-on %s", kind);
 		snprintf(r->limit, sizeof(r->limit), "none");
+		if (unseen_in(s, kind_unseen_as((enum alert_kind)k))) {
+			not_seen(r, s, kind_unseen_as((enum alert_kind)k));
+			continue;
+		}
 		snprintf(r->now, sizeof(r->now), "%.0f episode%s", n, n == 1 ? "" : "s");
 		r->verdict = n > 0 ? GATE_FAIL : GATE_PASS;
 		if (n > 0)
@@ -394,6 +450,10 @@ static void judge_max(struct gate *g, json_object *s, const char *label)
 		double v, samples;
 
 		snprintf(r->limit, sizeof(r->limit), "<= %s", l->text);
+		if (unseen_in(s, m->unseen)) {
+			not_seen(r, s, m->unseen);
+			continue;
+		}
 		if (!value_of(s, m, -1, &v, &samples)) {
 			snprintf(r->now, sizeof(r->now), "unknown");
 			r->verdict = GATE_UNKNOWN;
@@ -499,6 +559,22 @@ static void judge_baseline(struct gate *g, json_object *s, const char *label)
 
 	if (!b)
 		return;
+	/*
+	 * Samples see runs, and more of the long ones, where probes see every
+	 * poll: one mode's percentiles and rates say nothing of the other's.
+	 */
+	if (strcmp(measured_by(b), measured_by(s))) {
+		struct gate_result *r = result(g, label, "%s", "baseline");
+
+		snprintf(r->limit, sizeof(r->limit), "by %s", measured_by(b));
+		snprintf(r->now, sizeof(r->now), "by %s", measured_by(s));
+		r->verdict = GATE_UNKNOWN;
+		if (asprintf(&r->detail, "the baseline was measured by %s and this run by %s: "
+					 "not comparable; save a baseline in the same mode",
+			     measured_by(b), measured_by(s)) < 0)
+			r->detail = NULL;
+		return;
+	}
 	for (size_t i = 0; i < sizeof(baseline_pcts) / sizeof(baseline_pcts[0]); i++)
 		compare(g, b, s, label, baseline_pcts[i], -1, (double)GATE_SLACK_NS);
 	/* one poll, which one preemption of a busy host stretches by milliseconds */

@@ -138,6 +138,39 @@ class SampleExecutor(unittest.TestCase):
         rows = gate_rows(r.stderr)
         self.assertEqual(rows, {"poll.p50": "FAIL", "poll.max": "pass", "dropped": "pass"})
 
+    def test_sample_mode_gates_only_what_it_sees(self):
+        """--mode sample: a gate on what samples cannot see (lost wakers, wake
+        delays, wakes) is unknown, never a pass on a count of 0, and says
+        why; a probe-mode baseline is not compared with a sampled run; a
+        sampled baseline is, on what both saw."""
+        r = run("--no-trace", "-q", "--mode", "sample", "--fail-on", "long-poll,lost-waker",
+                "--max", "poll.max=1s,delay.p99=1s,wakes_per_s=1000000", *executor("healthy"))
+        self.assertEqual(r.returncode, 4, r.stderr)
+        self.assertEqual(gate_rows(r.stderr), {
+            "fail-on long-poll": "pass", "fail-on lost-waker": "UNKNOWN",
+            "poll.max": "pass", "delay.p99": "UNKNOWN", "wakes_per_s": "UNKNOWN"}, r.stderr)
+        self.assertIn("measured by samples, which do not see lost wakers", r.stderr)
+        self.assertIn("which do not see wake-to-poll delays", r.stderr)
+        r = run("--no-trace", "-q", "--mode", "sample", "--baseline", self.baseline,
+                *executor("healthy"))
+        self.assertEqual(r.returncode, 4, r.stderr)
+        self.assertEqual(gate_rows(r.stderr), {"baseline": "UNKNOWN"}, r.stderr)
+        self.assertIn("the baseline was measured by probes and this run by samples", r.stderr)
+        sampled = os.path.join(TMP, "healthy.sampled.json")
+        r = run("--no-trace", "-q", "--mode", "sample", "--summary", "json",
+                *executor("healthy"))
+        with open(sampled, "w") as f:
+            f.write(r.stdout)
+        r = run("--no-trace", "-q", "--mode", "sample", "--baseline", sampled, "--tolerance",
+                "1000", *executor("healthy"))
+        rows = gate_rows(r.stderr)
+        # (a healthy run's sampled percentiles stand on a few hundred runs: a
+        # verdict on them is the gate's, not this test's)
+        self.assertIn(r.returncode, (0, 3), r.stderr)
+        self.assertNotIn("UNKNOWN", rows.values(), r.stderr)
+        self.assertIn("baseline poll.p99", rows)
+        self.assertFalse([g for g in rows if "delay" in g or "wakes" in g], rows)
+
     def test_github_annotations(self):
         env = dict(AS_ROOT, GITHUB_ACTIONS="true")
         r = run("--no-trace", "-q", "--fail-on", "long-poll", "--long-poll", "15ms",
