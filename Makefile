@@ -249,6 +249,10 @@ $(BUILD)/tokio-paths: $(BUILD)/tokio-app
 $(BUILD)/tokio-spin: $(BUILD)/tokio-app
 	$(Q)cp $(BUILD)/cargo/legacy/release/tokio-spin $@
 
+# The tokio HTTP server of the sample-mode benchmark (make bench): built with tokio-app.
+$(BUILD)/tokio-http: $(BUILD)/tokio-app
+	$(Q)cp $(BUILD)/cargo/legacy/release/tokio-http $@
+
 $(BUILD)/tokio-app-lto: $(TOKIO_SRCS) $(TOKIO_DIR)/src/bin/tokio-paths.rs \
 			   $(TOKIO_DIR)/src/bin/tokio-neighbour.rs
 	$(call msg,CARGO,$@)
@@ -413,7 +417,7 @@ test-integration: all tokio tokio-matrix go go-versions $(BUILD)/refused-probe
 		-s tests/integration -t . -v
 
 # Numbers, not pass/fail: see docs/performance.md.
-bench: all tokio tokio-matrix $(BUILD)/pingpong $(BUILD)/go-http
+bench: all tokio tokio-matrix $(BUILD)/pingpong $(BUILD)/go-http $(BUILD)/tokio-http
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/sample_mode.py
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/overhead.py
 	$(Q)BUILD=$(BUILD) TOKIO_MATRIX="$(TOKIO_MATRIX)" $(PYTHON) tests/bench/matrix.py
