@@ -40,6 +40,7 @@ struct options {
 	double wait_timeout;
 	double thread_churn;  /* seconds; 0: workers keep their threads */
 	unsigned forks;       /* 0: run the workload; N: N children run it */
+	double time_polls;    /* seconds; 0: polls are not timed */
 };
 
 static void usage(FILE *out)
@@ -66,6 +67,9 @@ static void usage(FILE *out)
 		"                          traced, with --wait-traced) forks N children\n"
 		"                          that each run the workload and print their\n"
 		"                          counts, and waits for them\n"
+		"  --time-polls SECONDS    time every poll on the wall clock and, at the\n"
+		"                          end, name the tasks whose polls took this\n"
+		"                          long or longer (what a tracer should find)\n"
 		"  -h, --help              show this help\n"
 		"\n"
 		"Scenarios (--rate meaning, default):\n");
@@ -79,6 +83,7 @@ static void usage(FILE *out)
 		"        polls=P wakes=W steals=S stolen=X parks=K unpolled=U\n"
 		"        polls_per_s=R\n"
 		"        (--thread-churn: first, sample-executor: thread TID worker W polls P)\n"
+		"        (--time-polls: first, sample-executor: long polls NAME=N longest=MSms)\n"
 		"Exit status: 0 ok, 1 runtime failure, 2 usage error.\n");
 }
 
@@ -166,7 +171,8 @@ static void parse_args(int argc, char **argv, struct options *o)
 
 		if (strcmp(arg, "--scenario") && strcmp(arg, "--duration") &&
 		    strcmp(arg, "--workers") && strcmp(arg, "--rate") &&
-		    strcmp(arg, "--thread-churn") && strcmp(arg, "--fork"))
+		    strcmp(arg, "--thread-churn") && strcmp(arg, "--fork") &&
+		    strcmp(arg, "--time-polls"))
 			usage_error("unknown option '%s'", arg);
 		if (!value) {
 			if (i + 1 >= argc)
@@ -183,6 +189,8 @@ static void parse_args(int argc, char **argv, struct options *o)
 			o->workers = parse_count(arg, value, MAX_WORKERS);
 		} else if (strcmp(arg, "--thread-churn") == 0) {
 			o->thread_churn = parse_seconds(arg, value);
+		} else if (strcmp(arg, "--time-polls") == 0) {
+			o->time_polls = parse_seconds(arg, value);
 		} else if (strcmp(arg, "--fork") == 0) {
 			o->forks = parse_count(arg, value, 64);
 		} else if (strcmp(value, "max") == 0) {
@@ -377,6 +385,7 @@ int main(int argc, char **argv)
 		.unpark_on_local_push = sc->unpark_on_local_push,
 		.lazy_unpark_ns = sc->lazy_unpark_ns,
 		.thread_churn_ns = (uint64_t)(o.thread_churn * NSEC_PER_SEC),
+		.time_polls_ns = (uint64_t)(o.time_polls * NSEC_PER_SEC),
 	};
 	rt_start(&cfg);
 	fprintf(stderr, "sample-executor: pid %d scenario %s workers %u\n",
@@ -415,6 +424,7 @@ int main(int argc, char **argv)
 	rt_get_stats(&st);
 	if (cfg.thread_churn_ns)
 		rt_print_threads(stdout);
+	rt_print_long_polls(stdout);
 	printf("sample-executor: scenario=%s workers=%u duration=%.2f "
 	       "tasks=%llu polls=%llu wakes=%llu steals=%llu stolen=%llu "
 	       "parks=%llu unpolled=%llu polls_per_s=%.0f\n",

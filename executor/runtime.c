@@ -90,6 +90,48 @@ static struct {
 	size_t n;
 } ended = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
+/* --time-polls: the long polls, by task name (few: a list will do). */
+#define MAX_LONG_NAMES 32
+static struct {
+	pthread_mutex_t lock;
+	struct long_polls {
+		const char *name;
+		uint64_t n, longest_ns;
+	} v[MAX_LONG_NAMES];
+	size_t n;
+	uint64_t unnamed; /* names past MAX_LONG_NAMES */
+} long_polls = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void keep_long_poll(const char *name, uint64_t took_ns)
+{
+	size_t i;
+
+	pthread_mutex_lock(&long_polls.lock);
+	for (i = 0; i < long_polls.n && strcmp(long_polls.v[i].name, name); i++)
+		;
+	if (i == long_polls.n && i < MAX_LONG_NAMES)
+		long_polls.v[long_polls.n++] = (struct long_polls){ .name = name };
+	if (i < long_polls.n) {
+		long_polls.v[i].n++;
+		if (took_ns > long_polls.v[i].longest_ns)
+			long_polls.v[i].longest_ns = took_ns;
+	} else {
+		long_polls.unnamed++;
+	}
+	pthread_mutex_unlock(&long_polls.lock);
+}
+
+void rt_print_long_polls(FILE *out)
+{
+	for (size_t i = 0; i < long_polls.n; i++)
+		fprintf(out, "sample-executor: long polls %s=%llu longest=%.2fms\n",
+			long_polls.v[i].name, (unsigned long long)long_polls.v[i].n,
+			(double)long_polls.v[i].longest_ns / 1e6);
+	if (long_polls.unnamed)
+		fprintf(out, "sample-executor: long polls of more than %d names: %llu more\n",
+			MAX_LONG_NAMES, (unsigned long long)long_polls.unnamed);
+}
+
 static void stat_add(_Atomic uint64_t *counter, uint64_t n)
 {
 	atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
@@ -513,6 +555,8 @@ static struct task *next_task(struct worker *w)
 static void run_task(struct worker *w, struct task *t)
 {
 	uint64_t id = t->id; /* t may be freed before poll_end */
+	const char *name = t->name;
+	uint64_t began = rt.cfg.time_polls_ns ? now_ns() : 0;
 	enum poll result;
 	int expected = TASK_RUNNING;
 
@@ -562,6 +606,12 @@ static void run_task(struct worker *w, struct task *t)
 	}
 	ASYNCTRACE_CURRENT_END();
 	cur_task = NULL;
+	if (began) {
+		uint64_t took = now_ns() - began;
+
+		if (took >= rt.cfg.time_polls_ns)
+			keep_long_poll(name, took);
+	}
 }
 
 static void wait_at_gate(void)

@@ -46,6 +46,13 @@ struct runtime_config {
 	 * work to a new thread this often and its old thread exits.
 	 */
 	uint64_t thread_churn_ns;
+	/*
+	 * 0: polls are not timed. Otherwise each poll is timed on the wall
+	 * clock and those this long or longer are kept by task name: what a
+	 * tracer's long-poll detector should find, as the program saw it (on a
+	 * shared machine, an innocent poll can be stretched by the host).
+	 */
+	uint64_t time_polls_ns;
 };
 
 /* Totals of probe site executions; each matches one probe exactly. */
@@ -73,6 +80,8 @@ void rt_destroy(void);
 void rt_get_stats(struct runtime_stats *out);
 /* After rt_stop(): a line per worker thread that ran: tid, worker, polls. */
 void rt_print_threads(FILE *out);
+/* After rt_stop(), with time_polls_ns: a line per task name whose polls took that long. */
+void rt_print_long_polls(FILE *out);
 
 /*
  * Spawn a task. From inside a task it goes on the current worker's local

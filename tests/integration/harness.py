@@ -121,6 +121,16 @@ class TracedRun:
                 f"{self.tracer_stderr}")
 
 
+LONG_POLLS_LINE = re.compile(r"^sample-executor: long polls (\S+)=(\d+) longest=([\d.]+)ms$", re.M)
+
+
+def executor_long_polls(stdout):
+    """{task name: (long polls, the longest in ms)} the executor timed itself
+    (--time-polls): what a shared machine stretched, or what a culprit did."""
+    return {m.group(1): (int(m.group(2)), float(m.group(3)))
+            for m in LONG_POLLS_LINE.finditer(stdout)}
+
+
 def start_executor(scenario, duration, workers=2, extra=(), wait_traced=True, exe=None):
     args = [exe or EXECUTOR, "--scenario", scenario, "--duration", str(duration),
             "--workers", str(workers), *extra]

@@ -36,7 +36,10 @@ def run(*args, env=None, timeout=120):
 
 
 def executor(scenario, duration=2, exe=harness.EXECUTOR):
-    return ["--", exe, "--scenario", scenario, "--duration", str(duration), "--workers", "2"]
+    """The command: the sample executor timing its own polls (those of 9 ms
+    or more named at its end: what the long-poll gate may rightly see)."""
+    return ["--", exe, "--scenario", scenario, "--duration", str(duration), "--workers", "2",
+            "--time-polls", "0.009"]
 
 
 def gate_rows(stderr):
@@ -80,8 +83,16 @@ class SampleExecutor(unittest.TestCase):
         r = run("--no-trace", "-q", *GATED, "--baseline", self.baseline, *TOLERANCE,
                 "--junit", junit, *executor("healthy"))
         rows = gate_rows(r.stderr)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(set(rows.values()), {"pass"}, r.stderr)
+        # a shared machine may stall an innocent poll; the gate is right to
+        # fail on it then, and only on what a long poll explains
+        if harness.executor_long_polls(r.stdout):
+            explained = {"fail-on long-poll", "baseline poll.max", "baseline alert episodes"}
+            failed = {name for name, verdict in rows.items() if verdict != "pass"}
+            self.assertLessEqual(failed, explained, f"{r.stdout}\n{r.stderr}")
+            self.assertIn(r.returncode, (0, 3), r.stderr)
+        else:
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(set(rows.values()), {"pass"}, r.stderr)
         for kind in ("long-poll", "scheduling-delay", "starvation", "waker-thrash",
                      "lost-waker"):
             self.assertIn(f"fail-on {kind}", rows)
@@ -90,8 +101,9 @@ class SampleExecutor(unittest.TestCase):
         self.assertIn("baseline alert episodes", rows)
         self.assertIn("baseline delay.p99 worker 1", rows)
         suite = ET.parse(junit).getroot()
+        failures = sum(1 for verdict in rows.values() if verdict == "FAIL")
         self.assertEqual((suite.get("tests"), suite.get("failures"), suite.get("errors")),
-                         (str(len(rows)), "0", "0"))
+                         (str(len(rows)), str(failures), "0"))
 
     def test_noisy_fails_naming_its_long_poll(self):
         junit = os.path.join(TMP, "noisy.xml")
@@ -146,8 +158,12 @@ class SampleExecutor(unittest.TestCase):
         r = run("--no-trace", "-q", "--mode", "sample", "--fail-on", "long-poll,lost-waker",
                 "--max", "poll.max=1s,delay.p99=1s,wakes_per_s=1000000", *executor("healthy"))
         self.assertEqual(r.returncode, 4, r.stderr)
-        self.assertEqual(gate_rows(r.stderr), {
-            "fail-on long-poll": "pass", "fail-on lost-waker": "UNKNOWN",
+        # (a long poll the executor timed itself, a stalled VM's, may fail its gate)
+        stalled = "FAIL" if harness.executor_long_polls(r.stdout) else "pass"
+        rows = gate_rows(r.stderr)
+        self.assertIn(rows.pop("fail-on long-poll"), {"pass", stalled}, r.stderr)
+        self.assertEqual(rows, {
+            "fail-on lost-waker": "UNKNOWN",
             "poll.max": "pass", "delay.p99": "UNKNOWN", "wakes_per_s": "UNKNOWN"}, r.stderr)
         self.assertIn("measured by samples, which do not see lost wakers", r.stderr)
         self.assertIn("which do not see wake-to-poll delays", r.stderr)

@@ -7,6 +7,7 @@ switch-out of a followed thread. Checked on the Go test program against what
 it does (its CPU hog burns 20 ms every 250 ms, its blocking call sleeps
 20 ms in a raw syscall) and against probe mode on the same program. Needs
 root."""
+import collections
 import json
 import os
 import subprocess
@@ -140,10 +141,12 @@ class QuietSampled(unittest.TestCase):
 def sampled_executor(scenario, duration=4):
     """The sample executor (no --wait-traced: no probe is attached to wait
     for) traced in sample mode from shortly after its start to its exit:
-    (executor rc, stdout), (tracer rc, stderr), its alerts, its report."""
+    (executor rc, stdout), (tracer rc, stderr), its alerts, its report. The
+    executor times its own polls (--time-polls), a third under the threshold."""
     tmp = tempfile.mkdtemp(prefix="at-sampled-")
     alerts = os.path.join(tmp, "alerts.jsonl")
-    ex = harness.start_executor(scenario, duration, wait_traced=False)
+    ex = harness.start_executor(scenario, duration, wait_traced=False,
+                                extra=["--time-polls", "0.010"])
     tr = subprocess.Popen([harness.TRACER, "-p", str(ex.pid), *SAMPLE, "--no-trace",
                            "--summary", "json", "--alerts", alerts, *harness.DETECTOR_ARGS],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -169,7 +172,11 @@ class ExecutorSampled(unittest.TestCase):
         self.assertIn("asynctrace_current read", terr)
         got = {(a["task"]["name"], a["cause"]) for a in log
                if a["kind"] == "long-poll" and a["state"] == "begin"}
-        self.assertEqual(got, {(name, cause)}, ctx)
+        self.assertIn((name, cause), got, ctx)
+        self.assertIn(name, harness.executor_long_polls(eout), ctx)
+        # another task only where the executor timed a poll of it that long
+        timed = harness.executor_long_polls(eout)
+        self.assertTrue(all(n == name or n in timed for n, _ in got), ctx)
         self.assertTrue(all(a["measured_by"] == "samples" for a in log), log)
         self.assertEqual(report["measured_by"], "samples")
         self.assertIsNone(report["counts"]["wakes"])
@@ -183,10 +190,19 @@ class ExecutorSampled(unittest.TestCase):
         self.check("blocking", "blocking", "blocked")
 
     def test_healthy(self):
+        """Nothing, unless the executor itself timed a poll that long: a
+        shared VM can stall an innocent poll, and the tracer is right to say
+        so (the program is the oracle, not "never")."""
         harness.require_root()
         (erc, eout), (trc, terr), log, _ = sampled_executor("healthy", duration=3)
         self.assertEqual((erc, trc), (0, 0), f"{eout}\n{terr}")
-        self.assertEqual(log, [], terr)
+        timed = harness.executor_long_polls(eout)
+        for a in log:
+            self.assertEqual(a["kind"], "long-poll", log)
+            self.assertIn(a["task"]["name"], timed, f"{log}\n{eout}")
+        episodes = collections.Counter(a["task"]["name"] for a in log if a["state"] == "begin")
+        for name, n in episodes.items():
+            self.assertLessEqual(n, timed[name][0], f"{log}\n{eout}")
 
 
 class EveryGoVersionSampled(unittest.TestCase):
