@@ -1343,6 +1343,15 @@ static __always_inline void poll_end_inline(struct thread_state *t, __u64 task,
 	__u64 cpu = 0, charged, dur;
 	struct at_poll *e;
 
+	/*
+	 * A uprobe program can be preempted after it read the clock: the
+	 * switch back in then stamped the thread later than now. The poll
+	 * ends there, never before it began or before its on-CPU time did.
+	 */
+	if (now < t->since)
+		now = t->since;
+	if (now < t->begin)
+		now = t->begin;
 	t->task = 0;
 	on_cpu_until(t, now);
 	dur = now - t->begin;
