@@ -164,6 +164,9 @@ static void poll_args(struct slice_args *a, struct model *m, const struct at_pol
 		arg(a, ARG_WAKE_DELAY, p->hdr.ts - p->wake_ts);
 	arg(a, ARG_QUEUE_DEPTH, p->depth);
 	arg_str(a, ARG_RESULT, p->ready ? "ready" : "pending");
+	/* a run the samples saw (sample mode, and an escalation's dump before its probes) */
+	if (p->flags & AT_POLL_SAMPLED)
+		arg_str(a, ARG_MEASURED_BY, "samples");
 	if (!id)
 		return;
 	/* it ran, or slept, long enough to have its stack taken: it, a frame a line */

@@ -38,7 +38,8 @@
 	X(CAUSE, "cause", LABEL)                                                                   \
 	X(MESSAGE, "message", TEXT)                                                                \
 	X(STACK, "stack", TEXT)                                                                    \
-	X(STACK_WHEN, "stack_when", LABEL)
+	X(STACK_WHEN, "stack_when", LABEL)                                                         \
+	X(MEASURED_BY, "measured_by", LABEL)
 
 #define SLICES_ARG_ENUM(id, name, type) ARG_##id,
 enum slice_arg { ARG_NONE, SLICES_ARGS(SLICES_ARG_ENUM) ARG_NR };
@@ -59,7 +60,7 @@ struct slice_arg_info {
 
 extern const struct slice_arg_info slices__args[ARG_NR];
 
-/* A poll has the most: 11. */
+/* A poll has the most: 11 (a sampled run's may have measured_by, but never wake_delay). */
 #define SLICE_MAX_ARGS 12
 
 /* A slice's arguments, in the order they are written. */
