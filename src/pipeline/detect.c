@@ -140,8 +140,8 @@ struct episode *detect__begin(struct detector *d, struct alert *a)
 		a->count = 1;
 	if (!a->worst_ns)
 		a->worst_ns = a->value_ns;
-	/* in sample mode, every alert is the samples' */
-	a->sampled_ns = d->sample_period_ns;
+	/* in sample mode, every alert is the samples' but those of its escalations' probes */
+	a->sampled_ns = a->by_probes ? 0 : d->sample_period_ns;
 	d->begun[a->kind]++;
 	publish(d, a);
 	if (!ep)

@@ -63,6 +63,13 @@ struct alert {
 	 * at least value_ns, up to a period more at each end); 0: by probes.
 	 */
 	uint64_t sampled_ns;
+	/*
+	 * Measured by probes although the session samples: what an escalation's
+	 * probes saw (--escalate), or what only probes can see (wakes)
+	 */
+	bool by_probes;
+	/* BEGIN, sample mode with --escalate: the process's probes attached this long from now */
+	uint64_t escalated_ns;
 	uint64_t count;		/* occurrences in the episode so far */
 	uint64_t value_ns;	/* the measure: see docs/alerts.md */
 	uint64_t worst_ns;	/* the worst value_ns of the episode */
@@ -154,6 +161,12 @@ struct detector {
 	 * before it was first seen and ended up to one after it was last seen.
 	 */
 	uint64_t sample_period_ns;
+	/*
+	 * No wake is seen (sample mode, between escalations): a task left
+	 * waiting is not judged on the silence that follows, which is only
+	 * what samples cannot see.
+	 */
+	bool wakes_unseen;
 	/* Every alert raised, BEGIN and END, for the report. */
 	struct alert *log;
 	size_t nr_log;

@@ -153,6 +153,7 @@ static void long_poll(struct detector *d, struct model *m, const struct at_poll 
 	a.blocked_ns = p->blocked_ns;
 	a.runnable_ns = p->runnable_ns;
 	a.runtime_preempted = p->flags & AT_POLL_PREEMPTED;
+	a.by_probes = !(p->flags & AT_POLL_SAMPLED);
 	a.stack = model__poll_stack(m, p, a.cause == CAUSE_BLOCKED, &a.stack_blocked);
 	ep = detect__begin(d, &a);
 	if (ep && u64map__set(&d->long_polls, p->task, ep))

@@ -34,6 +34,7 @@ void lost_waker__on_poll(struct detector *d, struct model *m, const struct at_po
 	a.begin_ts = at;
 	a.task = p->task;
 	a.unwakeable = true;
+	a.by_probes = true; /* samples see no waker */
 	a.worker = (int32_t)p->worker;
 	a.tid = p->hdr.tid;
 	model__task_name(m, p->task, p->name_addr, a.task_name, sizeof(a.task_name));
@@ -67,6 +68,8 @@ void lost_waker__on_sample(struct detector *d, struct model *m, const struct at_
 	}
 	if (d->lost_waker_exact_only)
 		return;
+	if (d->wakes_unseen)
+		lost = false; /* its waits since are not known: the probes that saw it wait are gone */
 	if (ep && (!lost || ep->a.begin_ts != s->idle_since)) {
 		/* woken (or done) at last */
 		detect__end(d, u64map__del(&d->lost, s->task), s->hdr.ts, false);

@@ -115,6 +115,7 @@ static void sched_delay(struct detector *d, struct model *m, const struct at_pol
 	a.tid = p->hdr.tid;
 	a.queued_on = p->queued_on;
 	a.queued_depth = p->queued_depth;
+	a.by_probes = true; /* samples see no wake */
 	d->sched = detect__begin(d, &a);
 }
 

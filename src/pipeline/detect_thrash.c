@@ -57,6 +57,7 @@ void thrash__on_sample(struct detector *d, struct model *m, const struct at_task
 			a.polls_per_s = polls;
 			a.wakes_per_s = wakes;
 			a.self_wakes_per_s = self;
+			a.by_probes = true; /* samples see no wake */
 			tw->ep = detect__begin(d, &a);
 		}
 	}
