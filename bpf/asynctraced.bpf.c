@@ -1141,6 +1141,15 @@ __noinline int sample_observe(struct thread_state *t, __u64 fs, bool switching)
 		current = bpf_map_lookup_elem(&usdt_currents, &t->tgid);
 	if (!l && !current)
 		return 0;
+	if (tgid_in(probed_tgids, t->tgid)) {
+		/* escalated: its probes see its polls; a run the samples had open ends where last seen */
+		if (t->task && t->s_last)
+			sample_close(t, l);
+		return 0;
+	}
+	/* a poll its probes began, and will not end: they were detached */
+	if (t->task && !t->s_last)
+		t->task = 0;
 	running = l ? go_run_seen(l, fs, &r) : usdt_run_seen(*current, fs, &r);
 	if (switching && !running && !t->task)
 		return 0;
@@ -1176,7 +1185,8 @@ static __always_inline void sample_switch_in(struct task_struct *next, const boo
 	if (!sample_period_ns || !tgid_traced(TASK_READ(next, tgid, direct)))
 		return;
 	t = thread_find(TASK_READ(next, pid, direct));
-	if (t && t->task && !t->off_cpu)
+	/* (s_last: a sampled run's, not an escalated process's probed poll) */
+	if (t && t->task && !t->off_cpu && t->s_last)
 		sample_seen(t, bpf_ktime_get_ns(),
 			    TASK_READ(next, utime, direct) + TASK_READ(next, stime, direct));
 }

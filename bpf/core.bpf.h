@@ -213,7 +213,14 @@ struct {
  */
 __u64 traced_tgids[AT_TGID_WORDS] CACHE_LINE;
 
-static __always_inline bool tgid_traced(__u32 tgid)
+/*
+ * Sample mode with --escalate: the processes whose probes are attached for
+ * a while, set and cleared as traced_tgids. Samples let them be: their
+ * probes see every poll (sample_observe()).
+ */
+__u64 probed_tgids[AT_TGID_WORDS] CACHE_LINE;
+
+static __always_inline bool tgid_in(const __u64 *set, __u32 tgid)
 {
 	__u32 word = tgid / 64;
 
@@ -221,7 +228,12 @@ static __always_inline bool tgid_traced(__u32 tgid)
 		return false;
 	/* as in worker_at(): a bound the verifier sees (AT_TGID_WORDS is 2^n) */
 	barrier_var(word);
-	return (traced_tgids[word & (AT_TGID_WORDS - 1)] >> (tgid % 64)) & 1;
+	return (set[word & (AT_TGID_WORDS - 1)] >> (tgid % 64)) & 1;
+}
+
+static __always_inline bool tgid_traced(__u32 tgid)
+{
+	return tgid_in(traced_tgids, tgid);
 }
 
 struct at_worker_stats worker_stats[AT_MAX_WORKERS] CACHE_LINE;
@@ -1134,6 +1146,7 @@ static __always_inline void on_poll_begin(struct thread_state *t, __u64 task,
 	t->nr_preempted = 0;
 	t->off_cpu = 0;
 	t->completed = 0;
+	t->s_last = 0; /* a probe's poll (sample mode sets it after) */
 	/* a self-wake whose poll never ended (a poll inside a poll took over) */
 	if (t->sw_pending)
 		stat_inc(AT_STAT_DROP_BASE + AT_EV_WAKE);

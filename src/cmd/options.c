@@ -119,6 +119,8 @@ enum {
 	OPT_PROBE_AT,
 	OPT_MODE,
 	OPT_SAMPLE_HZ,
+	OPT_ESCALATE,
+	OPT_ESCALATE_EVERY,
 	OPT_EXAMINE_TIMEOUT,
 	OPT_NO_SANDBOX,
 	OPT_COMM,
@@ -283,6 +285,15 @@ static const struct opt_def {
 	{ OPT_SAMPLE_HZ, "sample-hz", "HZ", T | R | U,
 	  "sample mode's samples a second on each CPU\n"
 	  "(default 997; its --stacks are sampled with them)\n" },
+	{ OPT_ESCALATE, "escalate", "SECONDS", T | U,
+	  "sample mode: when an alert begins on a process,\n"
+	  "attach its full probes for SECONDS (10 is a good\n"
+	  "start), its flight recorder's dump holding the\n"
+	  "samples that found it and the probes' view after\n"
+	  "(needs --flight-recorder)\n" },
+	{ OPT_ESCALATE_EVERY, "escalate-every", "SECONDS", T | U,
+	  "at most one escalation of a process this often\n"
+	  "(default 60)\n" },
 	{ OPT_RINGBUF, "ringbuf-size", "SIZE", T | R | U,
 	  "ring buffer space, shared out between the CPUs\n"
 	  "(default 16M; power of two)\n" },
@@ -574,6 +585,20 @@ static int check(struct options *o)
 			"recorder's: give --flight-recorder SECONDS\n");
 		return EXIT_USAGE;
 	}
+	if (s->escalate_ns && !s->sample_mode) {
+		err_msg("--escalate attaches the probes to a sampled process when it raises an alert: "
+			"it needs --mode sample\n");
+		return EXIT_USAGE;
+	}
+	if (s->escalate_ns && !s->flight_ns) {
+		err_msg("--escalate keeps what the probes saw in the flight recorder's dump: give "
+			"--flight-recorder SECONDS and --dump-dir DIR\n");
+		return EXIT_USAGE;
+	}
+	if (s->escalate_every_set && !s->escalate_ns) {
+		err_msg("--escalate-every is --escalate's: give --escalate SECONDS\n");
+		return EXIT_USAGE;
+	}
 	if (s->flight_ns && s->no_trace) {
 		err_msg("--flight-recorder keeps every event, which --no-trace turns off: drop one\n");
 		return EXIT_USAGE;
@@ -648,6 +673,7 @@ static void defaults(struct options *o, enum command cmd)
 	o->session.ringbuf_bytes = DEFAULT_RINGBUF_BYTES;
 	o->session.task_slots = AT_TASK_SLOTS;
 	o->session.sample_hz = DEFAULT_SAMPLE_HZ;
+	o->session.escalate_every_ns = DEFAULT_ESCALATE_EVERY_NS;
 	o->umask = 077;
 	detect_config__defaults(d);
 }
@@ -865,6 +891,17 @@ static int take_loading(struct session_opts *s, int c, const char *arg)
 		if (parse_int(arg, 10, 10000, &n))
 			return bad("--sample-hz", arg, "from 10 to 10000");
 		s->sample_hz = (uint32_t)n;
+		return 0;
+	case OPT_ESCALATE:
+		if (parse_duration(arg, 1000000000ull, &s->escalate_ns) || s->escalate_ns < 100000000 ||
+		    s->escalate_ns > 3600 * 1000000000ull)
+			return bad("--escalate", arg, "seconds, from 0.1 to 3600");
+		return 0;
+	case OPT_ESCALATE_EVERY:
+		if (parse_duration(arg, 1000000000ull, &s->escalate_every_ns) ||
+		    s->escalate_every_ns > 24 * 3600 * 1000000000ull)
+			return bad("--escalate-every", arg, "seconds, from 0 to 86400");
+		s->escalate_every_set = true;
 		return 0;
 	case OPT_PROBE_AT:
 		if (!strcmp(arg, "cheapest"))

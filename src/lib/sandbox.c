@@ -272,6 +272,14 @@ static int build_filter(scmp_filter_ctx ctx, unsigned flags, int dirfd, pid_t ch
 		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(bpf), 1,
 				       SCMP_A0(SCMP_CMP_EQ, (uint64_t)bpf_cmds[i]));
 	/*
+	 * --escalate: the probes of a traced process attached, through the
+	 * descriptors of its files held since they were read (a path to
+	 * /proc/self/fd, which the kernel resolves); nothing loaded
+	 */
+	if (!err && (flags & SANDBOX_ATTACH))
+		err = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(bpf), 1,
+				       SCMP_A0(SCMP_CMP_EQ, (uint64_t)BPF_LINK_CREATE));
+	/*
 	 * --flight-recorder: its dumps, made, renamed and removed relative to
 	 * the --dump-dir descriptor opened before the filter, and only there;
 	 * reading the directory to keep it under its size

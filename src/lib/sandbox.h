@@ -48,6 +48,7 @@ int sandbox__drop_privileges(uint64_t keep);
 #define SANDBOX_DUMPS 2	/* files made, renamed, removed in one directory (dirfd: --dump-dir) */
 #define SANDBOX_STACKS 4 /* samples unwound by an analyser (pid analyser), talked to (--stacks) */
 #define SANDBOX_CHILD 8	/* run: its command (child) let go, waited for, signalled */
+#define SANDBOX_ATTACH 16 /* --escalate: probes attached (bpf link_create), detached (close) */
 
 /* A filter's rules for memory that never becomes executable: nothing new runs. */
 int sandbox__allow_memory(scmp_filter_ctx ctx);

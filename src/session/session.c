@@ -222,6 +222,7 @@ static const char *tick(struct session *s, uint64_t now, int ticks)
 		struct traced *tr = s->targets[i];
 
 		traced__sample(s, tr, ticks % TASK_SAMPLE_TICKS == 0, true, 0);
+		traced__deescalate(s, tr, now);
 		if (!s->cap)
 			pipeline__tick(&tr->pipe, now);
 	}

@@ -49,10 +49,19 @@ struct session_opts {
 	/* --mode sample: no probe; the running task read sample_hz times a second */
 	bool sample_mode;
 	uint32_t sample_hz;	/* --sample-hz: sample mode's and --stacks' rate */
+	/*
+	 * --escalate: sample mode's alert attaches that process's probes for
+	 * this long (0: never), at most once every escalate_every_ns
+	 */
+	uint64_t escalate_ns;
+	uint64_t escalate_every_ns;
+	bool escalate_every_set;
 };
 
 /* --sample-hz's default: about 1 kHz, a prime against lockstep with periodic work */
 #define DEFAULT_SAMPLE_HZ 997
+/* --escalate-every's default: a process's probes attached at most once a minute */
+#define DEFAULT_ESCALATE_EVERY_NS (60 * 1000000000ull)
 
 /* Runs trace or record as o says; returns the exit status. */
 int session__run(const struct session_opts *o);

@@ -33,6 +33,9 @@
 #include "analyser/analyser.h"
 #include "targets/scan.h"
 
+/* The flight recorder's dump holds this much after an alert (and after an escalation) */
+#define FLIGHT_AFTER_NS (2 * 1000000000ull)
+
 /* --stacks: CPU-clock samples a second on each CPU (in probe mode) */
 #define STACK_HZ 250
 
@@ -121,6 +124,7 @@ void traced__run_info(struct session *s, struct traced *tr, struct run_info *inf
 		      const char *why, uint64_t end);
 void traced__end(struct session *s, struct traced *tr, const char *why, uint64_t at);
 void traced__drop(struct session *s, struct traced *tr);
+void traced__deescalate(struct session *s, struct traced *tr, uint64_t now);
 
 /* follow.c */
 int follow__share_file(void *ctx, const char *path, long *owner);

@@ -20,7 +20,6 @@
 #include "stacks/ksyms.h"
 
 /* The flight recorder: after an alert, the window goes on this long; one dump a process this often */
-#define FLIGHT_AFTER_NS (2 * 1000000000ull)
 #define FLIGHT_MIN_GAP_NS (30 * 1000000000ull)
 #define FLIGHT_DEFAULT_BYTES (256ull << 20)
 #define DUMP_DIR_DEFAULT_BYTES (1ull << 30)
@@ -105,6 +104,9 @@ static int confine(struct session *s)
 	 */
 	if (s->unwinding)
 		keep |= 1ull << CAP_KILL;
+	/* --escalate: a traced process's probes attached later (uprobe_multi links) */
+	if (s->o->escalate_ns)
+		keep |= 1ull << CAP_BPF | 1ull << CAP_PERFMON;
 	s->stacks.no_restart = !s->follow;
 	err = sandbox__drop_privileges(s->follow ? attach_caps : keep);
 	if (err) {
@@ -116,7 +118,8 @@ static int confine(struct session *s)
 		err = sandbox__filter((s->metrics ? SANDBOX_SERVE : 0) |
 					      (s->flight ? SANDBOX_DUMPS : 0) |
 					      (s->unwinding ? SANDBOX_STACKS : 0) |
-					      (s->hooks ? SANDBOX_CHILD : 0),
+					      (s->hooks ? SANDBOX_CHILD : 0) |
+					      (s->o->escalate_ns ? SANDBOX_ATTACH : 0),
 				      flight__dirfd(s->flight), s->hooks ? s->hooks->root : 0,
 				      s->stacks.pid);
 		if (err) {
@@ -171,6 +174,7 @@ static int open_flight(struct session *s)
 		.dir_max_bytes = o->dump_dir_bytes ? o->dump_dir_bytes : DUMP_DIR_DEFAULT_BYTES,
 		.dir = o->dump_dir,
 		.detect = o->detect,
+		.sample_period_ns = o->sample_mode ? 1000000000ull / o->sample_hz : 0,
 	};
 
 	return o->flight_ns ? flight__new(&s->flight, &fo) : 0;
@@ -338,6 +342,7 @@ int session__start(struct session *s)
 								    : STACK_AFTER_NS)
 					    : 0,
 		.sample_period_ns = o->sample_mode ? 1000000000ull / o->sample_hz : 0,
+		.escalate = o->escalate_ns != 0,
 		.verbose = o->verbose,
 		.births = s->follow ? follow__on_birth : NULL,
 		.births_ctx = s,

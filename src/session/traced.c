@@ -241,6 +241,66 @@ void traced__record(struct traced *tr, const void *data, size_t size)
 }
 
 /*
+ * Sample mode's alert a on process tr (--escalate): its probes attached
+ * for --escalate seconds, samples letting it be meanwhile, at most once
+ * every --escalate-every. Whether they were.
+ */
+static bool escalate(struct session *s, struct traced *tr, const struct alert *a)
+{
+	const struct session_opts *o = s->o;
+	struct attach_opts ao = {
+		.pid = tr->target.pid,
+		.probe_at_entry = o->probe_at_entry,
+		.verbose = o->verbose,
+		.memfd = tr->target.memfd,
+	};
+	uint64_t now = now_ns();
+	int err;
+
+	if (!o->escalate_ns || tr->escalated_until || now < tr->next_escalation)
+		return false;
+	tr->next_escalation = now + (o->escalate_every_ns > o->escalate_ns ? o->escalate_every_ns
+									    : o->escalate_ns);
+	/* samples let it be first: a run they have open ends where they last saw it */
+	tracer__escalate(s->tracer, tr->target.pid, true);
+	memset(&tr->probes, 0, sizeof(tr->probes));
+	err = attach__probes(s->tracer, &tr->disc, &ao, &tr->probes);
+	if (err) {
+		tracer__detach_owner(s->tracer, tr->target.pid);
+		tracer__escalate(s->tracer, tr->target.pid, false);
+		warn_msg("pid %d (%s): its probes could not be attached after a %s alert: %s; "
+			 "sampled still\n",
+			 tr->target.pid, tr->target.comm, alert_kind_str(a->kind),
+			 err == -ENOTSUPP_KERNEL ? "the kernel refused a probe" : strerror(-err));
+		return false;
+	}
+	tr->escalated_until = now + o->escalate_ns;
+	tr->pipe.detector.wakes_unseen = false;
+	tr->escalations++;
+	info_msg("pid %d (%s): probes attached for %.1f s after a %s alert (escalation %u)\n",
+		 tr->target.pid, tr->target.comm, (double)o->escalate_ns / 1e9,
+		 alert_kind_str(a->kind), tr->escalations);
+	return true;
+}
+
+/* --escalate: process tr's probes detached once their time is up (or it ends). */
+void traced__deescalate(struct session *s, struct traced *tr, uint64_t now)
+{
+	if (!tr->escalated_until || now < tr->escalated_until)
+		return;
+	tr->escalated_until = 0;
+	tr->pipe.detector.wakes_unseen = true;
+	/*
+	 * The links close off the loop's thread (tracer.c); a probe that still
+	 * fires meanwhile begins a poll the next sighting drops, or ends a run
+	 * the samples opened where the poll ended (bpf: sample_observe())
+	 */
+	tracer__detach_owner(s->tracer, tr->target.pid);
+	tracer__escalate(s->tracer, tr->target.pid, false);
+	info_msg("pid %d (%s): probes detached, sampled again\n", tr->target.pid, tr->target.comm);
+}
+
+/*
  * An alert of process tr, before the sinks see it: the flight recorder
  * dumps the window of an episode that begins, and the alert (its BEGIN and
  * its END) names the file.
@@ -252,8 +312,12 @@ static void on_alert(void *ctx, struct alert *a)
 	char *path;
 
 	if (a->state == ALERT_BEGIN) {
+		if (a->sampled_ns && escalate(s, tr, a))
+			a->escalated_ns = s->o->escalate_ns;
+		/* an escalation's dump holds what its probes saw, to their end */
 		if (flight__alert(s->flight, (uint32_t)tr->target.pid, alert_kind_str(a->kind),
-				  a->ts, a->dump, sizeof(a->dump)) &&
+				  a->ts, a->escalated_ns ? a->escalated_ns + FLIGHT_AFTER_NS : 0,
+				  a->dump, sizeof(a->dump)) &&
 		    (path = strdup(a->dump)) && u64map__set(&tr->dumps, a->episode, path))
 			free(path);
 	} else if ((path = u64map__del(&tr->dumps, a->episode))) {
@@ -432,6 +496,7 @@ static int begin_pipeline(struct session *s, struct traced *tr)
 	/* tokio parks a task woken by a poll in that worker's LIFO slot */
 	tr->pipe.detector.lifo_slot = tr->disc.kind == RUNTIME_TOKIO;
 	tr->pipe.detector.sample_period_ns = s->o->sample_mode ? 1000000000ull / s->o->sample_hz : 0;
+	tr->pipe.detector.wakes_unseen = s->o->sample_mode;
 	/*
 	 * A goroutine parked on a channel for long is as often meant to (a
 	 * worker waiting for a job, a ticker's loop) as leaked: Go's lost

@@ -35,6 +35,9 @@ struct traced {
 	uint64_t exited;	/* when it was seen to exit; 0 while it runs */
 	bool piped;		/* its pipeline is set up (and freed with it) */
 	struct u64map dumps;	/* flight recorder: alert episode -> its dump's path */
+	/* --escalate: its probes attached until then (0: not now); none again before next */
+	uint64_t escalated_until, next_escalation;
+	uint32_t escalations;
 	uint64_t *files;	/* following the host: the shared files it holds a share of */
 	size_t nr_files;
 };

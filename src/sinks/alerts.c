@@ -337,6 +337,8 @@ void alert__json_object(struct outbuf *ob, const struct model *m, const struct a
 	}
 	if (a->dump[0])
 		ob_key_str(ob, ",\"dump\":", a->dump);
+	if (a->escalated_ns)
+		kv_num(ob, ",\"escalated_s\":", (double)a->escalated_ns / 1e9);
 	alert__format(buf, sizeof(buf), m, a);
 	ob_key_str(ob, ",\"message\":", buf);
 	ob_putc(ob, '}');

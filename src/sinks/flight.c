@@ -229,8 +229,8 @@ static bool schedule(struct flight *f, uint32_t pid, const char *kind, uint64_t 
 	return true;
 }
 
-bool flight__alert(struct flight *f, uint32_t pid, const char *kind, uint64_t ts, char *path,
-		   size_t len)
+bool flight__alert(struct flight *f, uint32_t pid, const char *kind, uint64_t ts,
+		   uint64_t after_ns, char *path, size_t len)
 {
 	uintptr_t last = (uintptr_t)u64map__get(&f->last_dump, pid);
 	uint64_t now = now_ns();
@@ -241,8 +241,10 @@ bool flight__alert(struct flight *f, uint32_t pid, const char *kind, uint64_t ts
 			return false; /* its window covers this one's start */
 	if (last && now < last - 1 + f->o.min_gap_ns)
 		return false;
+	if (!after_ns)
+		after_ns = f->o.after_ns;
 	return schedule(f, pid, kind, ts > f->o.window_ns ? ts - f->o.window_ns : 0,
-			ts + f->o.after_ns, now + f->o.after_ns, path, len);
+			ts + after_ns, now + after_ns, path, len);
 }
 
 void flight__request(struct flight *f, uint32_t pid, uint64_t now, char *path, size_t len)
@@ -348,6 +350,9 @@ static int write_dump(struct flight *f, const struct due *d, const struct model 
 		return err;
 	}
 	err = pipeline__init(&p, d->pid, live ? live->comm : "gone", d->from, &f->o.detect);
+	/* sample mode: runs the samples saw say so; wakes only an escalation's probes saw */
+	p.detector.sample_period_ns = f->o.sample_period_ns;
+	p.detector.wakes_unseen = f->o.sample_period_ns != 0;
 	if (!err)
 		err = pftrace_file__new(&pf, ob, true);
 	if (!err)

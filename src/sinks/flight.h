@@ -27,6 +27,7 @@ struct flight_opts {
 	uint64_t dir_max_bytes;	/* the dumps' total in the directory */
 	const char *dir;
 	struct detect_config detect; /* the dump's own detectors: its alerts in its trace */
+	uint64_t sample_period_ns;	/* sample mode's (0: probe mode), for those detectors */
 };
 
 struct flight;
@@ -40,12 +41,12 @@ int flight__dirfd(const struct flight *f);
 void flight__record(struct flight *f, const void *rec, size_t size);
 /*
  * Process pid's alert of kind began at ts (its clock): its dump is due
- * after_ns later. Fills path with the dump's file and returns true; false
- * (path empty) if one of pid's dumps was written less than min_gap_ns ago or
- * is still due.
+ * after_ns later (0: the recorder's own after_ns). Fills path with the
+ * dump's file and returns true; false (path empty) if one of pid's dumps
+ * was written less than min_gap_ns ago or is still due.
  */
-bool flight__alert(struct flight *f, uint32_t pid, const char *kind, uint64_t ts, char *path,
-		   size_t len);
+bool flight__alert(struct flight *f, uint32_t pid, const char *kind, uint64_t ts,
+		   uint64_t after_ns, char *path, size_t len);
 /* SIGUSR2: pid's window up to now, due at once, whatever the rate limit. */
 void flight__request(struct flight *f, uint32_t pid, uint64_t now, char *path, size_t len);
 /*

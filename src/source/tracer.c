@@ -147,18 +147,22 @@ static struct bpf_program *sched_prog(struct asynctraced_bpf *skel, bool empty,
  * the one sched_switch hook asked for.
  */
 static int choose_programs(struct asynctraced_bpf *skel, bool empty, enum sched_hook hook,
-			   bool births, bool stacks, bool sample)
+			   bool births, bool stacks, bool sample, bool escalate)
 {
 	struct bpf_program *prog;
 	int err = 0;
 
-	/* sample mode: not one uprobe program (they are BPF_PROG_TYPE_KPROBE) */
+	/*
+	 * sample mode: not one uprobe program (they are BPF_PROG_TYPE_KPROBE),
+	 * unless escalations will attach them
+	 */
 	bpf_object__for_each_program(prog, skel->obj) {
 		bool floor = !strncmp(bpf_program__name(prog), "floor_", 6);
 		bool uprobe = bpf_program__type(prog) == BPF_PROG_TYPE_KPROBE;
 
 		if (!err)
-			err = bpf_program__set_autoload(prog, floor == empty && !(sample && uprobe));
+			err = bpf_program__set_autoload(prog, floor == empty &&
+								     !(sample && uprobe && !escalate));
 	}
 	if (!err)
 		err = bpf_program__set_autoload(sched_prog(skel, empty, SCHED_HOOK_TP_BTF),
@@ -216,7 +220,7 @@ static int open_and_load(struct tracer *t, const struct tracer_opts *o, enum sch
 		err = bpf_map__set_max_entries(skel->maps.task_slots, o->task_slots);
 	if (!err)
 		err = choose_programs(skel, o->empty_programs, hook, o->births != NULL,
-				      o->stack_after_ns != 0, o->sample_period_ns != 0);
+				      o->stack_after_ns != 0, o->sample_period_ns != 0, o->escalate);
 	for (int u = 0; multi && !err && u < UPROBE_MAX; u++) {
 		bool ret;
 
@@ -312,15 +316,26 @@ fail:
 	return err;
 }
 
-/* Sets or clears pid's bit in the traced_tgids bitmap. */
-static void follow_bit(struct tracer *t, pid_t pid, bool on)
+/* Sets or clears pid's bit in a bitmap of tgids (traced_tgids, probed_tgids). */
+static void tgid_bit(__u64 *set, pid_t pid, bool on)
 {
-	__u64 *word = &t->skel->bss->traced_tgids[pid / 64], bit = 1ull << (pid % 64);
+	__u64 *word = &set[pid / 64], bit = 1ull << (pid % 64);
 
 	if (on)
 		__atomic_fetch_or(word, bit, __ATOMIC_RELAXED);
 	else
 		__atomic_fetch_and(word, ~bit, __ATOMIC_RELAXED);
+}
+
+static void follow_bit(struct tracer *t, pid_t pid, bool on)
+{
+	tgid_bit(t->skel->bss->traced_tgids, pid, on);
+}
+
+void tracer__escalate(struct tracer *t, pid_t pid, bool on)
+{
+	if (pid > 0 && (__u32)pid < AT_MAX_TGID)
+		tgid_bit(t->skel->bss->probed_tgids, pid, on);
 }
 
 int tracer__follow(struct tracer *t, pid_t pid, uint32_t flags)
@@ -365,6 +380,7 @@ void tracer__unfollow(struct tracer *t, pid_t pid)
 	if (pid <= 0 || tgid >= AT_MAX_TGID)
 		return;
 	follow_bit(t, pid, false);
+	tracer__escalate(t, pid, false);
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.target_flags), &tgid);
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.tokio_bases), &tgid);
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.go_layouts), &tgid);

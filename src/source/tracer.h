@@ -53,6 +53,8 @@ struct tracer_opts {
 	 * loaded, runs are read from the runtime's state (0: probe mode)
 	 */
 	uint64_t sample_period_ns;
+	/* sample mode: the uprobe programs loaded too, for tracer__escalate() */
+	bool escalate;
 	/* -v: say how many instructions the verifier went through for each program */
 	bool verbose;
 	/* following the host: told each exec, and each fork of a traced process */
@@ -116,6 +118,12 @@ struct at_go_layout;
 int tracer__go_layout(struct tracer *t, pid_t pid, const struct at_go_layout *l);
 /* Sample mode: where process pid keeps asynctrace_current_tpoff (docs/usdt-abi.md). */
 int tracer__usdt_current(struct tracer *t, pid_t pid, uint64_t addr);
+/*
+ * Sample mode with opts.escalate: process pid's probes are about to be
+ * attached (on) and samples let it be, or were detached (off) and samples
+ * read it again.
+ */
+void tracer__escalate(struct tracer *t, pid_t pid, bool on);
 /* No longer follows process pid. */
 void tracer__unfollow(struct tracer *t, pid_t pid);
 /*

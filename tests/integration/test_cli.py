@@ -24,7 +24,8 @@ VALUES = {"--pid": "1", "--duration": "1", "--output": "x.json", "--format": "js
           "--dump-dir": "/tmp", "--dump-dir-size": "1G", "--trace-compression": "none",
           "--fail-on": "all", "--max": "poll.p99=5ms", "--baseline": "b.json",
           "--tolerance": "10", "--junit": "j.xml", "--umask": "022", "--user": "root",
-          "--examine-timeout": "5", "--mode": "sample", "--sample-hz": "997"}
+          "--examine-timeout": "5", "--mode": "sample", "--sample-hz": "997",
+          "--escalate": "10", "--escalate-every": "60"}
 # An option's line in a help: "  -p, --pid PID ..." or "      --alerts FILE ..."
 OPTION = re.compile(r"^  (?:-(\w), |    )--([a-z][a-z-]+)", re.M)
 

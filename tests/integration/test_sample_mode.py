@@ -14,8 +14,9 @@ import subprocess
 import tempfile
 import unittest
 
-from tests.integration import harness
+from tests.integration import harness, pftrace_check
 from tests.integration.test_go import begins, traced_go_run
+from tests.integration.test_record import PROTO
 
 SAMPLE = ["--mode", "sample"]
 
@@ -203,6 +204,118 @@ class ExecutorSampled(unittest.TestCase):
         episodes = collections.Counter(a["task"]["name"] for a in log if a["state"] == "begin")
         for name, n in episodes.items():
             self.assertLessEqual(n, timed[name][0], f"{log}\n{eout}")
+
+
+class Escalation(unittest.TestCase):
+    """--escalate: a sampled alert attaches that process's probes for a while
+    (their links in the tracer's fdinfo then, and not before or after), once
+    a minute at most; the alert names the flight recorder's dump, which
+    holds the runs the samples saw and then the probes' polls, with what only
+    probes see (wake-to-poll delays) and the probes' own long polls."""
+
+    def escalated(self, argv, seconds, *tracer_args):
+        """Runs argv traced with --escalate seconds: the tracer's stderr, its
+        alerts, the dumps, and its BPF links before, during and after."""
+        tmp = tempfile.mkdtemp(prefix="at-escalate-")
+        dumps = os.path.join(tmp, "dumps")
+        os.mkdir(dumps)
+        alerts = os.path.join(tmp, "alerts.jsonl")
+        said = os.path.join(tmp, "tracer.err")
+        app = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        with open(said, "w") as f:
+            tr = subprocess.Popen([harness.TRACER, "-p", str(app.pid), *SAMPLE, "--escalate",
+                                   str(seconds), "--flight-recorder", "2", "--dump-dir", dumps,
+                                   "--alerts", alerts, *tracer_args],
+                                  stdout=subprocess.DEVNULL, stderr=f, text=True)
+        links = {}
+        try:
+            for when, line in (("before", "tracing pid"), ("during", "probes attached for"),
+                               ("after", "probes detached")):
+                self.assertTrue(harness.wait_for(lambda: line in harness.read(said), 60),
+                                (when, harness.read(said)))
+                if when == "after":
+                    # links are closed off the loop's thread (each waits for RCU)
+                    harness.wait_for(lambda: "link_type=uprobe_multi" not in bpf_held(tr.pid),
+                                     10)
+                links[when] = [h for h in bpf_held(tr.pid) if h.startswith("link_type")]
+            app.communicate(timeout=60)
+            tr.communicate(timeout=60)
+        finally:
+            harness.reap(app, tr)
+        err = harness.read(said)
+        self.assertEqual((app.returncode, tr.returncode), (0, 0), err)
+        self.assertNotIn("refused", err)  # by the seccomp filter: -p keeps it
+        with open(alerts) as f:
+            log = [json.loads(line) for line in f if line.strip()]
+        return err, log, sorted(os.path.join(dumps, d) for d in os.listdir(dumps)), links
+
+    def check_dump(self, path):
+        """A valid trace holding runs seen by samples and polls the probes
+        bounded after them: those slices, (sampled, probed)."""
+        packets = pftrace_check.decode(path)
+        self.assertEqual(pftrace_check.check(packets), [])
+        self.assertEqual(pftrace_check.protoc_check(path, PROTO), [])
+        polls = [s for s in pftrace_check.slices(packets) if "result" in s[4]]
+        sampled = [s for s in polls if s[4].get("measured_by") == "samples"]
+        probed = [s for s in polls if "measured_by" not in s[4]]
+        self.assertTrue(sampled and probed, (len(sampled), len(probed)))
+        self.assertLess(min(s[1] for s in sampled), min(s[1] for s in probed))
+        # only probes see wakes
+        self.assertTrue(any("wake_delay_ns" in s[4] for s in probed))
+        return sampled, probed, pftrace_check.events(packets)
+
+    def test_go(self):
+        harness.require_root()
+        err, log, dumps, links = self.escalated(
+            [os.path.join(harness.BUILD, "go-app"), "-scenario", "all", "-duration", "7s"], 2,
+            "--long-poll", "8ms")
+        uprobes = "link_type=uprobe_multi"
+        self.assertNotIn(uprobes, links["before"], links)
+        self.assertIn(uprobes, links["during"], links)
+        self.assertNotIn(uprobes, links["after"], links)
+        # once in the run, though sampled episodes begin again after it (--escalate-every 60)
+        self.assertEqual(err.count("probes attached for 2.0 s after a long-poll alert"), 1, err)
+        first = next(a for a in log if a["state"] == "begin")
+        self.assertEqual((first["measured_by"], first["escalated_s"]), ("samples", 2.0), first)
+        self.assertEqual([first["dump"]], dumps, err)
+        self.assertEqual(sum(1 for a in log if "escalated_s" in a), 1, log)
+        # the probes' view in the dump: the hog's long polls (20 ms every 250 ms), bounded
+        _, probed, _ = self.check_dump(dumps[0])
+        self.assertGreaterEqual(sum(1 for s in probed if s[3] == "main.burnCPU"
+                                    and s[2] - s[1] >= 8e6), 4, probed)
+        # and the tasks kept waiting behind them, which only the probes' wakes show
+        self.assertTrue(any(a.get("victims") for a in log if a["state"] == "end"), log)
+
+    def test_asynctrace_executor(self):
+        """Its USDT probes (their semaphores raised meanwhile): every poll
+        the probes bounded, the wakes with them."""
+        harness.require_root()
+        err, log, dumps, links = self.escalated(
+            [harness.EXECUTOR, "--scenario", "noisy", "--duration", "6", "--workers", "2"], 1,
+            *harness.DETECTOR_ARGS)
+        self.assertIn("link_type=uprobe_multi", links["during"], links)
+        self.assertNotIn("link_type=uprobe_multi", links["after"], links)
+        first = next(a for a in log if a["state"] == "begin")
+        self.assertEqual((first["task"]["name"], first["escalated_s"]), ("noisy", 1.0), first)
+        self.assertEqual([first["dump"]], dumps, err)
+        _, probed, _ = self.check_dump(dumps[0])
+        self.assertTrue({"request", "echo"} <= {s[3] for s in probed}, {s[3] for s in probed})
+
+    def test_bad_options(self):
+        for args, said in (
+                (["--escalate", "2", "--flight-recorder", "2", "--dump-dir", "/tmp"],
+                 "--escalate attaches the probes to a sampled process when it raises an alert: "
+                 "it needs --mode sample"),
+                ([*SAMPLE, "--escalate", "2"],
+                 "--escalate keeps what the probes saw in the flight recorder's dump: give "
+                 "--flight-recorder SECONDS and --dump-dir DIR"),
+                ([*SAMPLE, "--escalate-every", "30"],
+                 "--escalate-every is --escalate's: give --escalate SECONDS"),
+                ([*SAMPLE, "--escalate", "0.01"], "--escalate")):
+            with self.subTest(args=args):
+                r = harness.run_tracer("-p", "1", *args)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(said, r.stderr)
 
 
 class EveryGoVersionSampled(unittest.TestCase):

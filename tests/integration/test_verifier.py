@@ -34,6 +34,9 @@ OPTIONS = [
     ["--mode", "sample", "--sample-hz", "97"],
     ["--mode", "sample", "--sample-hz", "4999", "--long-poll", "3ms", "--stacks"],
     ["--mode", "sample", "--trace-file"],
+    # the uprobe programs too, loaded beside the sampling ones for escalations
+    ["--mode", "sample", "--escalate", "5", "--flight-recorder", "5", "--dump-dir", "TMP",
+     "--trace-file"],
 ]
 
 
@@ -56,7 +59,7 @@ class Verified(unittest.TestCase):
         """program -> instructions verified, with these options; and what the
         tracer said."""
         trace = ["-o", os.path.join(self.tmp, "trace.json")]
-        options = ([o for o in options if o != "--trace-file"] +
+        options = ([self.tmp if o == "TMP" else o for o in options if o != "--trace-file"] +
                    (trace if "--trace-file" in options else ["--no-trace"]))
         tracer = subprocess.Popen([harness.TRACER, "-v", "-p", str(self.target.pid), *options],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -80,8 +83,10 @@ class Verified(unittest.TestCase):
                 self.assertIn("handle_sched_switch", progs, said[-3000:])
                 if "sample" in options:
                     self.assertIn("on_cpu_sample", progs, said[-3000:])
-                else:
+                if "sample" not in options or "--escalate" in options:
                     self.assertIn("go_casgstatus", progs, said[-3000:])
+                else:
+                    self.assertNotIn("go_casgstatus", progs, said[-3000:])
                 worst = max(progs, key=progs.get)
                 print(f"\n{' '.join(options) or '(defaults)'}: {len(progs)} programs, the "
                       f"most {worst} at {progs[worst]} instructions")
