@@ -29,7 +29,9 @@ spread says how far to trust a ratio.
 Then the detection, in sample mode with --stacks: the same server where one
 request in 1000 burns 30 ms in its handler (burn30ms) must raise a long-poll
 alert within a second of the load starting, with a stack that names
-burn30ms; the healthy server under the same load must raise none.
+burn30ms, and (--escalate 2) attach the server's probes for 2 s, whose
+flight-recorder dump and alerts show what followed (the long polls' victims);
+the healthy server under the same load must raise none.
 
 Usage: sample_mode.py [ROUNDS] (default 3)."""
 import datetime
@@ -118,13 +120,16 @@ def one_round(server, mode):
 
 
 def detection(noisy):
-    """Sample mode with --stacks on the server (noisy: one request in 1000
-    burns 30 ms): the alerts and how long after the load's start the first
-    one came."""
-    alerts = os.path.join(tempfile.mkdtemp(prefix="at-bench-"), "alerts.jsonl")
+    """Sample mode with --stacks and --escalate 2 on the server (noisy: one
+    request in 1000 burns 30 ms): the alerts and how long after the load's
+    start the first one came."""
+    tmp = tempfile.mkdtemp(prefix="at-bench-")
+    alerts = os.path.join(tmp, "alerts.jsonl")
     srv, port = start_server("go-http", *(["-noisy-every", "1000"] if noisy else []))
+    escalating = ["--mode", "sample", "--stacks", "--escalate", "2", "--flight-recorder", "2",
+                  "--dump-dir", tmp]
     try:
-        tr = attach(srv.pid, MODES["sample+st"], alerts)
+        tr = attach(srv.pid, escalating, alerts)
         started = time.time()
         wrk(port, 3)
         stop(tr)
@@ -178,8 +183,18 @@ def main():
              f"{'name' if named else 'do NOT name'} main.burn30ms"
              if first else "never came"))
     quiet, _ = detection(False)
+    # the escalation the first alert set off: the probes' view of what followed
+    probed = [a for a in log if a["measured_by"] == "probes"]
+    victims = {v["task"]["name"] for a in log if a["state"] == "end"
+               for v in a.get("victims", [])}
+    dump = first.get("dump") if first else None
+    print(f"escalation (--escalate 2): "
+          + (f"probes for {first['escalated_s']} s, {len(probed)} alert line(s) measured by "
+             f"them, victims named {sorted(victims) or 'none'}; dump {dump} "
+             f"({os.path.getsize(dump) if dump and os.path.exists(dump) else 0} bytes)"
+             if first and first.get("escalated_s") else "none"))
     print(f"healthy, the same load: {len(quiet)} alert line(s)")
-    if not named or quiet:
+    if not named or quiet or not dump or not os.path.exists(dump):
         sys.exit(1)
 
 
