@@ -11,6 +11,7 @@
 
 #include "lib/util.h"
 #include "pipeline/detect.h"
+#include "pipeline/unseen.h"
 #include "source/stats.h"
 
 #define SUMMARY_SCHEMA "asynctraced.summary/1"
@@ -253,21 +254,6 @@ static bool unseen_in(json_object *s, const char *what)
 	return false;
 }
 
-/* What sample mode's summaries list as unseen for an alert kind, or NULL. */
-static const char *kind_unseen_as(enum alert_kind k)
-{
-	switch (k) {
-	case ALERT_SCHED_DELAY:
-		return "wake_delays";
-	case ALERT_THRASH:
-		return "waker_thrash";
-	case ALERT_LOST_WAKER:
-		return "lost_wakers";
-	default:
-		return NULL;
-	}
-}
-
 /* A gate on what the run's mode did not see: unknown, which fails the run, saying why. */
 static void not_seen(struct gate_result *r, json_object *s, const char *what)
 {
@@ -275,9 +261,7 @@ static void not_seen(struct gate_result *r, json_object *s, const char *what)
 	r->verdict = GATE_UNKNOWN;
 	if (asprintf(&r->detail, "this run was measured by %s, which do not see %s "
 				 "(docs/modes.md): trace it with --mode probes to gate on it",
-		     measured_by(s), !strcmp(what, "wake_delays") ? "wake-to-poll delays"
-				     : !strcmp(what, "lost_wakers") ? "lost wakers"
-				     : !strcmp(what, "waker_thrash") ? "waker thrash" : what) < 0)
+		     measured_by(s), unseen__words(what)) < 0)
 		r->detail = NULL;
 }
 
@@ -430,8 +414,8 @@ static void judge_fail_on(struct gate *g, json_object *s, const char *label)
 		n = num(eps, kind);
 		r = result(g, label, "fail-on %s", kind);
 		snprintf(r->limit, sizeof(r->limit), "none");
-		if (unseen_in(s, kind_unseen_as((enum alert_kind)k))) {
-			not_seen(r, s, kind_unseen_as((enum alert_kind)k));
+		if (unseen_in(s, unseen__alert((enum alert_kind)k))) {
+			not_seen(r, s, unseen__alert((enum alert_kind)k));
 			continue;
 		}
 		snprintf(r->now, sizeof(r->now), "%.0f episode%s", n, n == 1 ? "" : "s");

@@ -2,6 +2,7 @@
 #include "sinks/metrics.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -20,6 +21,7 @@
 #include <microhttpd.h>
 
 #include "lib/util.h"
+#include "pipeline/unseen.h"
 
 /* The log2 buckets exported as `le` bounds: 2^10 ns (1 µs) to 2^36 ns (69 s), then +Inf. */
 #define BUCKET_FIRST 9
@@ -588,19 +590,21 @@ static double w_depth(const struct at_worker_stats *w) { return (double)w->queue
 static double w_peak(const struct at_worker_stats *w) { return (double)w->queue.peak; }
 
 /*
- * What sample mode does not see (wakes, parks, spawns, completions, steals,
- * wake-to-poll delays) has no series for a sampled process: absent, never a
- * 0 that reads as "none happened" (asynctraced_target_info says the mode).
+ * What sample mode does not see (pipeline/unseen.h) has no series for a
+ * sampled process: absent, never a 0 that reads as "none happened"
+ * (asynctraced_target_info says the mode). Each family names the item it
+ * stands on (SEEN: samples see it too).
  */
-enum seen { SEEN_BOTH, SEEN_BY_PROBES };
+#define SEEN NULL
 
-static bool unseen(const struct series *s, enum seen seen)
+static bool unseen(const struct series *s, const char *item)
 {
-	return seen == SEEN_BY_PROBES && s->sample_hz;
+	assert(!item || unseen__known(item));
+	return item && s->sample_hz;
 }
 
 static void per_worker(FILE *f, bool om, struct series **sets, size_t nr, const char *name,
-		       const char *type, const char *help, enum seen seen, worker_value value)
+		       const char *type, const char *help, const char *seen, worker_value value)
 {
 	bool counter = !strcmp(type, "counter");
 
@@ -626,7 +630,7 @@ static double p_inject_peak(const struct series *s) { return (double)s->rt.injec
 static double p_dropped(const struct series *s) { return (double)s->dropped; }
 
 static void per_process(FILE *f, bool om, struct series **sets, size_t nr, const char *name,
-			const char *type, const char *help, enum seen seen, process_value value)
+			const char *type, const char *help, const char *seen, process_value value)
 {
 	bool counter = !strcmp(type, "counter");
 
@@ -656,7 +660,7 @@ static void histograms(FILE *f, bool om, struct series **sets, size_t nr)
 			for (uint32_t w = 0; w < sets[i]->nr_workers; w++) {
 				const struct at_worker_stats *ws = &sets[i]->workers[w];
 
-				if (!worker_seen(ws) || (k == 2 && unseen(sets[i], SEEN_BY_PROBES)))
+				if (!worker_seen(ws) || (k == 2 && unseen(sets[i], "wake_delays")))
 					continue;
 				if (k == 0)
 					histogram(f, h[k].name, sets[i], w, &ws->poll, ws->busy_ns);
@@ -674,7 +678,7 @@ static void steal_family(FILE *f, bool om, struct series **sets, size_t nr, cons
 {
 	family(f, om, name, "counter", help);
 	for (size_t i = 0; i < nr; i++)
-		for (size_t k = 0; k < sets[i]->nr_steals && !unseen(sets[i], SEEN_BY_PROBES);
+		for (size_t k = 0; k < sets[i]->nr_steals && !unseen(sets[i], "steals");
 		     k++) {
 			const struct steal_entry *e = &sets[i]->steals[k];
 			char victim[16];
@@ -717,16 +721,16 @@ static void tasks(FILE *f, bool om, struct series **sets, size_t nr)
 {
 	static const struct {
 		const char *name, *help;
-		enum seen seen;
+		const char *seen;
 		double (*value)(const struct task_series *t);
 	} fam[] = {
-		{ "task_polls", "Polls of one of the busiest tasks (--metrics-tasks).", SEEN_BOTH,
+		{ "task_polls", "Polls of one of the busiest tasks (--metrics-tasks).", SEEN,
 		  t_polls },
-		{ "task_poll_seconds", "Time one of the busiest tasks spent in polls.", SEEN_BOTH,
+		{ "task_poll_seconds", "Time one of the busiest tasks spent in polls.", SEEN,
 		  t_poll_s },
-		{ "task_on_cpu_seconds", "Time its polls spent on the CPU.", SEEN_BOTH, t_oncpu_s },
-		{ "task_wakes", "Wakes of it by others.", SEEN_BY_PROBES, t_wakes },
-		{ "task_self_wakes", "Wakes of it by itself.", SEEN_BY_PROBES, t_self },
+		{ "task_on_cpu_seconds", "Time its polls spent on the CPU.", SEEN, t_oncpu_s },
+		{ "task_wakes", "Wakes of it by others.", "wakes", t_wakes },
+		{ "task_self_wakes", "Wakes of it by itself.", "wakes", t_self },
 	};
 
 	for (size_t k = 0; k < sizeof(fam) / sizeof(fam[0]); k++) {
@@ -801,42 +805,42 @@ static char *render(struct metrics *m, const struct metrics_self *self, bool om,
 	if (!f)
 		return NULL;
 	target_info(f, om, s, nr);
-	per_worker(f, om, s, nr, "polls", "counter", "Polls, by worker.", SEEN_BOTH, w_polls);
+	per_worker(f, om, s, nr, "polls", "counter", "Polls, by worker.", SEEN, w_polls);
 	per_worker(f, om, s, nr, "busy_seconds", "counter",
-		   "Time spent in polls (held by a task), by worker.", SEEN_BOTH, w_busy);
+		   "Time spent in polls (held by a task), by worker.", SEEN, w_busy);
 	per_worker(f, om, s, nr, "on_cpu_seconds", "counter",
-		   "Time polls spent on the CPU, by worker.", SEEN_BOTH, w_oncpu);
+		   "Time polls spent on the CPU, by worker.", SEEN, w_oncpu);
 	histograms(f, om, s, nr);
 	per_worker(f, om, s, nr, "wakes", "counter", "Wakes made on the worker's thread.",
-		   SEEN_BY_PROBES, w_wakes);
+		   "wakes", w_wakes);
 	per_worker(f, om, s, nr, "self_wakes", "counter",
-		   "Wakes of a task by itself (a yield), on the worker's thread.", SEEN_BY_PROBES,
+		   "Wakes of a task by itself (a yield), on the worker's thread.", "wakes",
 		   w_self);
 	per_worker(f, om, s, nr, "parks", "counter", "Times the worker parked (idle).",
-		   SEEN_BY_PROBES, w_parks);
+		   "parks", w_parks);
 	per_worker(f, om, s, nr, "parked_seconds", "counter", "Time the worker spent parked.",
-		   SEEN_BY_PROBES, w_park_s);
+		   "parks", w_park_s);
 	per_worker(f, om, s, nr, "queue_depth", "gauge", "Tasks in the worker's local queue.",
-		   SEEN_BOTH, w_depth);
+		   SEEN, w_depth);
 	per_worker(f, om, s, nr, "queue_depth_max", "gauge",
-		   "The most tasks the worker's local queue held.", SEEN_BOTH, w_peak);
+		   "The most tasks the worker's local queue held.", SEEN, w_peak);
 	per_process(f, om, s, nr, "inject_queue_depth", "gauge",
-		    "Tasks in the runtime's injection (global) queue.", SEEN_BY_PROBES, p_inject);
+		    "Tasks in the runtime's injection (global) queue.", "injection_queue", p_inject);
 	per_process(f, om, s, nr, "inject_queue_depth_max", "gauge",
-		    "The most tasks the injection queue held.", SEEN_BY_PROBES, p_inject_peak);
-	per_process(f, om, s, nr, "tasks_spawned", "counter", "Tasks spawned.", SEEN_BY_PROBES,
+		    "The most tasks the injection queue held.", "injection_queue", p_inject_peak);
+	per_process(f, om, s, nr, "tasks_spawned", "counter", "Tasks spawned.", "spawns",
 		    p_spawns);
 	per_process(f, om, s, nr, "tasks_completed", "counter", "Tasks completed.",
-		    SEEN_BY_PROBES, p_completed);
+		    "completions", p_completed);
 	per_process(f, om, s, nr, "outside_wakes", "counter",
-		    "Wakes made by threads that are not workers.", SEEN_BY_PROBES, p_outside);
+		    "Wakes made by threads that are not workers.", "wakes", p_outside);
 	steal_family(f, om, s, nr, "steals", "Steal operations, by thief and victim worker.", false);
 	steal_family(f, om, s, nr, "stolen_tasks", "Tasks taken by steals, by thief and victim worker.",
 		     true);
 	alert_family(f, om, s, nr, false);
 	alert_family(f, om, s, nr, true);
 	per_process(f, om, s, nr, "dropped_records", "counter",
-		    "Records the ring buffer had no room for (counted, never silent).", SEEN_BOTH,
+		    "Records the ring buffer had no room for (counted, never silent).", SEEN,
 		    p_dropped);
 	if (m->top_tasks)
 		tasks(f, om, s, nr);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "lib/outbuf.h"
+#include "pipeline/unseen.h"
 #include "sinks/alerts.h"
 #include "sinks/layout.h"
 
@@ -98,6 +99,28 @@ say(const struct text *t, int indent, const char *fmt, ...)
 	layout__wrap(layout__puts, t->out, line, t->cols, indent);
 }
 
+/*
+ * What sample mode does not see, as the mode line says it: "spawns, ...,
+ * wakes (wake-to-poll delays, ...), steals, ..." (each item under the one
+ * it comes from).
+ */
+static const char *unseen_text(char *buf, size_t size)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < nr_unseen_by_samples && len < size; i++) {
+		const struct unseen *u = &unseen_by_samples[i];
+		bool opens = u->under && i > 0 && !unseen_by_samples[i - 1].under;
+		bool closes = u->under && (i + 1 == nr_unseen_by_samples ||
+					   !unseen_by_samples[i + 1].under);
+
+		len += (size_t)snprintf(buf + len, size - len, "%s%s%s", opens ? " (" : i ? ", " : "",
+					u->words, closes ? ")" : "");
+	}
+	return buf;
+}
+
 static const char *plural(uint64_t n, const char *one, const char *many)
 {
 	return n == 1 ? one : many;
@@ -122,9 +145,10 @@ static void text_counts(const struct text *tx, const struct model *m, const stru
 		    run->maps_only ? " (polls, steals and the workers' wakes as of their last samples)"
 				   : "");
 	if (run->sample_hz) {
-		say(tx, COUNTS_INDENT, "  mode     sample, %u Hz a CPU: no probe; not seen: spawns, "
-				       "completions, wakes (wake-to-poll delays, wake arrows, lost "
-				       "wakers, waker thrash), steals, parks", run->sample_hz);
+		char unseen[256];
+
+		say(tx, COUNTS_INDENT, "  mode     sample, %u Hz a CPU: no probe; not seen: %s",
+		    run->sample_hz, unseen_text(unseen, sizeof(unseen)));
 		say(tx, COUNTS_INDENT, "  polls    %llu runs seen by the samples (%.0f/s)",
 		    (unsigned long long)t.polls, per_sec(t.polls, run->seconds));
 		say(tx, COUNTS_INDENT, "  workers  %u", st->nr_workers);
@@ -601,8 +625,13 @@ static void j_run(struct outbuf *ob, const struct model *m, const struct run_inf
 	ob_puts(ob, run->sample_hz ? ",\"measured_by\":\"samples\"" : ",\"measured_by\":\"probes\"");
 	if (run->sample_hz) {
 		ob_key_u64(ob, ",\"sample_hz\":", run->sample_hz);
-		ob_puts(ob, ",\"unseen\":[\"spawns\",\"completions\",\"wakes\",\"wake_delays\","
-			    "\"wake_arrows\",\"lost_wakers\",\"waker_thrash\",\"steals\",\"parks\"]");
+		ob_puts(ob, ",\"unseen\":[");
+		for (size_t i = 0; i < nr_unseen_by_samples; i++) {
+			if (i)
+				ob_putc(ob, ',');
+			ob_json_str(ob, unseen_by_samples[i].name);
+		}
+		ob_putc(ob, ']');
 	}
 	ob_puts(ob, run->no_snapshot ? ",\"counts_from\":\"records\"" : ",\"counts_from\":\"maps\"");
 }
@@ -638,7 +667,7 @@ static void j_counts(struct outbuf *ob, const struct stats *st, const struct run
 	key_count(ob, ",\"stolen\":", t.stolen, un);
 	key_count(ob, ",\"parks\":", t.parks, un);
 	ob_key_u64(ob, ",\"workers\":", st->nr_workers);
-	ob_key_u64(ob, ",\"inject_peak\":", st->rt.inject.peak);
+	key_count(ob, ",\"inject_peak\":", st->rt.inject.peak, un);
 	ob_putc(ob, '}');
 }
 

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: MIT
+/* What sample mode cannot see: see unseen.h. */
+#include <string.h>
+
+#include "pipeline/unseen.h"
+
+/* In the order the report says them; each item after the one it comes from. */
+const struct unseen unseen_by_samples[] = {
+	{ "spawns", "spawns", NULL },
+	{ "completions", "completions", NULL },
+	{ "wakes", "wakes", NULL },
+	{ "wake_delays", "wake-to-poll delays", "wakes" },
+	{ "wake_arrows", "wake arrows", "wakes" },
+	{ "lost_wakers", "lost wakers", "wakes" },
+	{ "waker_thrash", "waker thrash", "wakes" },
+	{ "steals", "steals", NULL },
+	{ "parks", "parks", NULL },
+	{ "injection_queue", "the injection queue", NULL },
+};
+const size_t nr_unseen_by_samples = sizeof(unseen_by_samples) / sizeof(unseen_by_samples[0]);
+
+static const struct unseen *find(const char *name)
+{
+	for (size_t i = 0; i < nr_unseen_by_samples; i++)
+		if (!strcmp(unseen_by_samples[i].name, name))
+			return &unseen_by_samples[i];
+	return NULL;
+}
+
+bool unseen__known(const char *name)
+{
+	return find(name) != NULL;
+}
+
+const char *unseen__words(const char *name)
+{
+	const struct unseen *u = find(name);
+
+	return u ? u->words : name;
+}
+
+const char *unseen__alert(enum alert_kind k)
+{
+	switch (k) {
+	case ALERT_SCHED_DELAY:
+		return "wake_delays";
+	case ALERT_THRASH:
+		return "waker_thrash";
+	case ALERT_LOST_WAKER:
+		return "lost_wakers";
+	case ALERT_LONG_POLL:
+	case ALERT_STARVATION:
+	case ALERT_KIND_MAX:
+		break;
+	}
+	return NULL;
+}
