@@ -406,6 +406,7 @@ static void judge_fail_on(struct gate *g, json_object *s, const char *label)
 
 	for (int k = ALERT_LONG_POLL; k < ALERT_KIND_MAX; k++) {
 		const char *kind = alert_kind_str((enum alert_kind)k);
+		const char *unseen = unseen__alert((enum alert_kind)k);
 		struct gate_result *r;
 		double n;
 
@@ -414,8 +415,8 @@ static void judge_fail_on(struct gate *g, json_object *s, const char *label)
 		n = num(eps, kind);
 		r = result(g, label, "fail-on %s", kind);
 		snprintf(r->limit, sizeof(r->limit), "none");
-		if (unseen_in(s, unseen__alert((enum alert_kind)k))) {
-			not_seen(r, s, unseen__alert((enum alert_kind)k));
+		if (unseen_in(s, unseen)) {
+			not_seen(r, s, unseen);
 			continue;
 		}
 		snprintf(r->now, sizeof(r->now), "%.0f episode%s", n, n == 1 ? "" : "s");

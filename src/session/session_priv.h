@@ -39,6 +39,12 @@
 /* --stacks: CPU-clock samples a second on each CPU (in probe mode) */
 #define STACK_HZ 250
 
+/* Sample mode's period (0: probe mode): the programs', the detectors' and the dumps'. */
+static inline uint64_t session__sample_period_ns(const struct session_opts *o)
+{
+	return o->sample_mode ? 1000000000ull / o->sample_hz : 0;
+}
+
 /* The CPU-clock samples a second on each CPU: sample mode's rate, or --stacks'. */
 static inline uint32_t session__sample_hz(const struct session_opts *o)
 {

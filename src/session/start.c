@@ -19,7 +19,7 @@
 #include "sinks/metrics.h"
 #include "stacks/ksyms.h"
 
-/* The flight recorder: after an alert, the window goes on this long; one dump a process this often */
+/* The flight recorder: one dump a process this often (FLIGHT_AFTER_NS: session_priv.h) */
 #define FLIGHT_MIN_GAP_NS (30 * 1000000000ull)
 #define FLIGHT_DEFAULT_BYTES (256ull << 20)
 #define DUMP_DIR_DEFAULT_BYTES (1ull << 30)
@@ -174,7 +174,7 @@ static int open_flight(struct session *s)
 		.dir_max_bytes = o->dump_dir_bytes ? o->dump_dir_bytes : DUMP_DIR_DEFAULT_BYTES,
 		.dir = o->dump_dir,
 		.detect = o->detect,
-		.sample_period_ns = o->sample_mode ? 1000000000ull / o->sample_hz : 0,
+		.sample_period_ns = session__sample_period_ns(o),
 	};
 
 	return o->flight_ns ? flight__new(&s->flight, &fo) : 0;
@@ -341,7 +341,7 @@ int session__start(struct session *s)
 		.stack_after_ns = o->stacks ? (o->detect.long_poll_ns ? o->detect.long_poll_ns / 2
 								    : STACK_AFTER_NS)
 					    : 0,
-		.sample_period_ns = o->sample_mode ? 1000000000ull / o->sample_hz : 0,
+		.sample_period_ns = session__sample_period_ns(o),
 		.escalate = o->escalate_ns != 0,
 		.verbose = o->verbose,
 		.births = s->follow ? follow__on_birth : NULL,

@@ -495,7 +495,7 @@ static int begin_pipeline(struct session *s, struct traced *tr)
 	}
 	/* tokio parks a task woken by a poll in that worker's LIFO slot */
 	tr->pipe.detector.lifo_slot = tr->disc.kind == RUNTIME_TOKIO;
-	tr->pipe.detector.sample_period_ns = s->o->sample_mode ? 1000000000ull / s->o->sample_hz : 0;
+	tr->pipe.detector.sample_period_ns = session__sample_period_ns(s->o);
 	tr->pipe.detector.wakes_unseen = s->o->sample_mode;
 	/*
 	 * A goroutine parked on a channel for long is as often meant to (a
