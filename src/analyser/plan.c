@@ -14,7 +14,7 @@
 #include <string.h>
 
 #define PLAN_MAGIC 0x4c505441u /* "ATPL" */
-#define PLAN_VERSION 2
+#define PLAN_VERSION 3
 #define NO_STRING UINT32_MAX
 
 /* Bounds on what a plan may hold: far beyond any real runtime's. */
@@ -118,6 +118,11 @@ static void put_tokio(const struct discovery *d, struct plan_buf *b)
 	put(b, rt->defer_ret, sizeof(rt->defer_ret));
 	put_u64(b, rt->nr_defer);
 	put_u32(b, rt->has_symtab);
+	put_u64(b, (uint64_t)rt->current.tpoff);
+	put_u32(b, rt->current.size);
+	put_u32(b, (uint32_t)rt->current.task_id);
+	put_u32(b, (uint32_t)rt->current.budget);
+	put_str(b, rt->current.why, sizeof(rt->current.why));
 }
 
 static void put_go(const struct discovery *d, struct plan_buf *b)
@@ -325,6 +330,26 @@ static bool check_place(struct rd *r, struct placement *p)
 	return true;
 }
 
+/* Where sample mode reads the running task: a thread-local's offset and two fields in it. */
+static void get_current(struct rd *r, struct tokio_current *c)
+{
+	char *why;
+
+	c->tpoff = (int64_t)get_u64(r);
+	c->size = get_u32(r);
+	c->task_id = (int32_t)get_u32(r);
+	c->budget = (int32_t)get_u32(r);
+	why = get_str(r, sizeof(c->why));
+	snprintf(c->why, sizeof(c->why), "%s", why ? why : "");
+	free(why);
+	/* tpoff 0: none (not tokio, or not found, as why says) */
+	if (c->tpoff &&
+	    (c->tpoff > 0 || c->tpoff < -(1 << 20) || c->size > 4096 || c->task_id < 0 ||
+	     c->budget < 0 || (uint32_t)c->task_id + 16 > c->size ||
+	     (uint32_t)c->budget + 2 > c->size || c->tpoff + (int64_t)c->size > 0))
+		fail(r, "tokio's thread-local out of range");
+}
+
 static void get_tokio(struct rd *r, struct discovery *d)
 {
 	struct tokio_runtime *rt = &d->tokio.rt;
@@ -361,6 +386,7 @@ static void get_tokio(struct rd *r, struct discovery *d)
 	get(r, rt->defer_ret, sizeof(rt->defer_ret));
 	rt->nr_defer = get_u64(r);
 	rt->has_symtab = get_u32(r) != 0;
+	get_current(r, &rt->current);
 	if (rt->named > nr || rt->ambiguous > nr || rt->internal > nr ||
 	    rt->nr_defer > AT_TOKIO_DEFER_SITES)
 		fail(r, "a tokio count out of range");

@@ -231,6 +231,12 @@ static int scan_tokio(void *ctx, const char *path, const char *target_path,
 	}
 	if (err)
 		return err;
+	/* a library's thread-locals lie where the loader put its block, unknown here */
+	if (d->files.exe < 0 || strcmp(path, d->files.f[d->files.exe].path)) {
+		tb->rt.current.tpoff = 0;
+		snprintf(tb->rt.current.why, sizeof(tb->rt.current.why),
+			 "tokio is in a library, whose thread-locals sample mode cannot place");
+	}
 	tb->path = strdup(path);
 	tb->target_path = strdup(target_path);
 	tb->map = *map;

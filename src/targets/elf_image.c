@@ -28,20 +28,22 @@ static int by_addr(const void *a, const void *b)
 	return strncmp(x->mangled, y->mangled, x->len);
 }
 
-static int add_func(struct elf_image *im, size_t *cap, const GElf_Sym *sym, const char *name)
+/* One more symbol in *set (functions, or thread-locals), of *nr, room for *cap. */
+static int add_sym(struct elf_func **set, size_t *nr, size_t *cap, const GElf_Sym *sym,
+		   const char *name)
 {
 	const char *lto = strstr(name, ".llvm.");
 
-	if (im->nr_funcs == *cap) {
+	if (*nr == *cap) {
 		struct elf_func *f;
 
-		*cap = *cap ? *cap * 2 : 4096;
-		f = realloc(im->funcs, *cap * sizeof(*f));
+		*cap = *cap ? *cap * 2 : 64;
+		f = realloc(*set, *cap * sizeof(*f));
 		if (!f)
 			return -ENOMEM;
-		im->funcs = f;
+		*set = f;
 	}
-	im->funcs[im->nr_funcs++] = (struct elf_func){
+	(*set)[(*nr)++] = (struct elf_func){
 		.addr = sym->st_value,
 		.size = sym->st_size,
 		.mangled = name,
@@ -61,7 +63,7 @@ static int read_symbols(struct elf_image *im, Elf *elf)
 	uint64_t budget = im->size;
 	bool seen_symtab = false, seen_dynsym = false;
 	Elf_Scn *scn = NULL;
-	size_t cap = 0;
+	size_t cap = 0, tls_cap = 0;
 	int err;
 
 	while ((scn = elf_nextscn(elf, scn))) {
@@ -90,12 +92,23 @@ static int read_symbols(struct elf_image *im, Elf *elf)
 			GElf_Sym sym;
 			const char *name;
 
-			if (!gelf_getsym(data, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
-			    !sym.st_value || sym.st_shndx == SHN_UNDEF)
+			if (!gelf_getsym(data, (int)i, &sym) || sym.st_shndx == SHN_UNDEF)
+				continue;
+			if (GELF_ST_TYPE(sym.st_info) == STT_TLS) {
+				/* thread-locals: their value is an offset in the TLS image, 0 included */
+				name = elf_strtab__name(names->d_buf, names->d_size, sym.st_name,
+							&budget);
+				if (name && *name && sh.sh_type == SHT_SYMTAB &&
+				    (err = add_sym(&im->tls, &im->nr_tls, &tls_cap, &sym, name)))
+					return err;
+				continue;
+			}
+			if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_value)
 				continue;
 			/* Names point into the mapped file, which outlives the Elf. */
 			name = elf_strtab__name(names->d_buf, names->d_size, sym.st_name, &budget);
-			if (name && *name && (err = add_func(im, &cap, &sym, name)))
+			if (name && *name &&
+			    (err = add_sym(&im->funcs, &im->nr_funcs, &cap, &sym, name)))
 				return err;
 		}
 	}
@@ -124,9 +137,17 @@ static int read_layout(struct elf_image *im, Elf *elf)
 	for (size_t i = 0; i < nr_phdrs; i++) {
 		GElf_Phdr ph;
 
-		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD && first) {
+		if (!gelf_getphdr(elf, (int)i, &ph))
+			continue;
+		if (ph.p_type == PT_LOAD && first) {
 			im->load_vaddr = ph.p_vaddr & ~(uint64_t)4095;
 			first = false;
+		}
+		if (ph.p_type == PT_TLS && !im->has_tls) {
+			im->has_tls = true;
+			im->tls_vaddr = ph.p_vaddr;
+			im->tls_memsz = ph.p_memsz;
+			im->tls_align = ph.p_align ? ph.p_align : 1;
 		}
 	}
 	while ((scn = elf_nextscn(elf, scn))) {
@@ -205,6 +226,9 @@ void elf_image__close(struct elf_image *im)
 	for (size_t i = 0; i < im->nr_funcs; i++)
 		free(im->funcs[i].demangled);
 	free(im->funcs);
+	for (size_t i = 0; i < im->nr_tls; i++)
+		free(im->tls[i].demangled);
+	free(im->tls);
 	free(im->secs);
 	free(im->owned); /* elf_image__open's copy; elf_image__open_mem's caller owns its bytes */
 	memset(im, 0, sizeof(*im));
@@ -255,6 +279,25 @@ const char *elf_image__name(const struct elf_image *im, const struct elf_func *f
 			free(sym);
 	}
 	return mf->demangled ? mf->demangled : "?";
+}
+
+int elf_image__tpoff(const struct elf_image *im, uint64_t tls_addr, int64_t *tpoff)
+{
+	uint64_t align = im->tls_align, first, block;
+
+	if (!im->has_tls)
+		return -ENOENT;
+	/* a hostile header's: no alignment past a page, no block past a gigabyte */
+	if (align & (align - 1) || align > 4096 || im->tls_memsz > (1ull << 30) ||
+	    tls_addr >= im->tls_memsz)
+		return -ERANGE;
+	/* the block's start keeps its image's misalignment (p_vaddr modulo p_align) */
+	first = (0 - (im->tls_vaddr & (align - 1))) & (align - 1);
+	if (first > im->tls_memsz)
+		return -ERANGE;
+	block = ((im->tls_memsz - first + align - 1) & ~(align - 1)) + first;
+	*tpoff = (int64_t)tls_addr - (int64_t)block;
+	return 0;
 }
 
 int64_t elf_image__offset(const struct elf_image *im, uint64_t addr)

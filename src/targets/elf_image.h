@@ -33,6 +33,11 @@ struct elf_image {
 	struct elf_section *secs; /* allocated, with file contents */
 	size_t nr_secs;
 	uint64_t load_vaddr;	/* page-aligned vaddr of the first PT_LOAD */
+	/* thread-locals: the STT_TLS symbols (addr: offset in the TLS image), PT_TLS */
+	struct elf_func *tls;
+	size_t nr_tls;
+	uint64_t tls_vaddr, tls_memsz, tls_align;
+	bool has_tls;
 	bool has_symtab;	/* false: stripped, .dynsym only */
 	bool is_x86_64;
 };
@@ -58,6 +63,15 @@ const char *elf_image__name(const struct elf_image *im, const struct elf_func *f
 int64_t elf_image__offset(const struct elf_image *im, uint64_t addr);
 /* The bytes at addr, len of them, or NULL if not all in the file. */
 const uint8_t *elf_image__bytes(const struct elf_image *im, uint64_t addr, size_t len);
+
+/*
+ * Where the thread-local at tls_addr (a TLS symbol's value) lies from the
+ * thread pointer when this file is a process's executable: its TLS block is
+ * the first of the static ones, ending at the thread pointer on x86-64
+ * (variant II, as glibc and musl place it). 0 with *tpoff set, or -ENOENT
+ * with no PT_TLS, -ERANGE for an address outside it.
+ */
+int elf_image__tpoff(const struct elf_image *im, uint64_t tls_addr, int64_t *tpoff);
 
 /*
  * Calls fn for each function whose mangled name contains needle (NULL: all);

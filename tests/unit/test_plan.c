@@ -272,6 +272,20 @@ static void tokio_sites_whole(void **state)
 		assert_int_equal(a->internal, b->internal);
 		assert_true(a->future ? b->future && !strcmp(a->future, b->future) : !b->future);
 	}
+	/* sample mode's thread-local: found in the executable, and carried whole */
+	assert_string_equal(e.d.tokio.rt.current.why, "");
+	assert_true(e.d.tokio.rt.current.tpoff < 0);
+	assert_int_equal(d.tokio.rt.current.tpoff, e.d.tokio.rt.current.tpoff);
+	assert_int_equal(d.tokio.rt.current.size, e.d.tokio.rt.current.size);
+	assert_int_equal(d.tokio.rt.current.task_id, e.d.tokio.rt.current.task_id);
+	assert_int_equal(d.tokio.rt.current.budget, e.d.tokio.rt.current.budget);
+	assert_string_equal(d.tokio.rt.current.why, "");
+	forget(&d);
+	plan_buf__free(&e.plan);
+	/* a field past the thread-local's end is refused */
+	e.d.tokio.rt.current.task_id = (int32_t)e.d.tokio.rt.current.size - 8;
+	assert_int_equal(plan__encode(&e.d, &e.plan), 0);
+	assert_int_equal(decode(&e, e.plan.data, e.plan.len, &d), -EBADMSG);
 	forget(&d);
 	done(&e);
 }

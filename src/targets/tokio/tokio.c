@@ -630,6 +630,11 @@ int tokio__detect_image(const struct elf_image *im, const struct probe_rules *ru
 		return -ENOMEM;
 	}
 	rt->nr_defer = tokio__defer_sites(im, rt->defer_ret, AT_TOKIO_DEFER_SITES);
+	/* sample mode's: not found is said by current.why, and fails only that mode */
+	if (tokio__current(im, &rt->current) == -ENOMEM) {
+		tokio__free(rt);
+		return -ENOMEM;
+	}
 	return 0;
 }
 

@@ -38,6 +38,18 @@ struct tokio_site {
 	bool internal;		/* the runtime's own loop, not a task: not probed */
 };
 
+/*
+ * Where sample mode reads which task a thread polls (tokio_current.c): tokio's
+ * thread-local CONTEXT, from the thread pointer, and two of its fields.
+ */
+struct tokio_current {
+	int64_t tpoff;		/* CONTEXT's offset from the thread pointer (< 0) */
+	uint32_t size;		/* its bytes */
+	int32_t task_id;	/* current_task_id, Option<Id>: a u64 tag (1: Some), the id; -1 */
+	int32_t budget;		/* the coop budget, Option<u8>: a tag byte (1: Some); -1 */
+	char why[128];		/* not found: why ("": found) */
+};
+
 struct tokio_runtime {
 	struct tokio_site *sites;
 	size_t nr;
@@ -50,6 +62,7 @@ struct tokio_runtime {
 	uint64_t defer_ret[AT_TOKIO_DEFER_SITES];
 	size_t nr_defer;
 	bool has_symtab;
+	struct tokio_current current;	/* sample mode's; current.why says if not found */
 };
 
 /*
@@ -71,6 +84,11 @@ void tokio__free(struct tokio_runtime *rt);
  */
 size_t tokio__defer_sites(const struct elf_image *im, uint64_t *rets, size_t max);
 const char *tokio_kind_str(enum tokio_kind k);
+/*
+ * Where im (a process's executable) keeps tokio's CONTEXT and, in it, the
+ * current task's id and the coop budget: 0, or -ENOENT with c->why said.
+ */
+int tokio__current(const struct elf_image *im, struct tokio_current *c);
 
 /* Helpers, exposed for unit tests. */
 /* A demangled path without its generic arguments: what identifies the function. */
