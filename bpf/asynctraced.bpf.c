@@ -1069,6 +1069,43 @@ static __always_inline bool usdt_run_seen(__u64 tpoff_at, __u64 fs, struct run_s
 }
 
 /*
+ * tokio (src/targets/tokio/tokio_current.c): a thread polls a task while its
+ * CONTEXT has the task's id and a coop budget (a worker's loop, itself a
+ * blocking task, has an id but no budget). Nothing counts polls: a run is
+ * the same task seen again, one poll or several (AT_POLL_RUNS), unless the
+ * budget, reset for each poll the scheduler starts, went up in between.
+ */
+static __always_inline bool tokio_run_seen(struct thread_state *t,
+					   const struct at_tokio_process *p, __u64 fs,
+					   struct run_seen *r)
+{
+	__u64 id[2] = {};
+	__u8 budget[2] = {};
+	__u64 ctx;
+
+	if (!fs || !p->ctx_tpoff)
+		return false;
+	ctx = fs + (__u64)p->ctx_tpoff;
+	if (bpf_probe_read_user(id, sizeof(id), (const void *)(ctx + p->ctx_task_id)) ||
+	    id[0] != 1 || !id[1] ||
+	    bpf_probe_read_user(budget, sizeof(budget), (const void *)(ctx + p->ctx_budget)) ||
+	    budget[0] != 1)
+		return false;
+	if (!t->has_worker) {
+		t->own_worker = tokio_new_worker(t->tgid);
+		t->has_worker = 1;
+	}
+	r->g = id[1];
+	r->goid = id[1];
+	r->startpc = 0;
+	r->worker = t->own_worker;
+	r->depth = 0;
+	/* budget left: a run whose budget grew back is a poll begun anew */
+	r->ident = budget[1];
+	return true;
+}
+
+/*
  * The run in progress on thread t ended after it was last seen: a poll
  * from its first sighting to its last, with its times as they were then.
  * What a goroutine is now says how it ended: done, back in a queue
@@ -1095,7 +1132,7 @@ static __always_inline void sample_close(struct thread_state *t, const struct at
 		    status == GO_RUNNABLE ? AT_QUEUE_INJECT : AT_QUEUE_NONE, 0, false, false,
 		    l && (status == GO_RUNNABLE || status == GO_RUNNING) &&
 			    (t->s_preempt || go_read8(t->s_g, l->g_preempt)),
-		    t->s_last, t->s_charged, AT_POLL_SAMPLED);
+		    t->s_last, t->s_charged, AT_POLL_SAMPLED | (t->s_runs ? AT_POLL_RUNS : 0));
 }
 
 /* The run in progress on t goes on at least until now: its times as they are. */
@@ -1127,6 +1164,7 @@ static __always_inline void sample_seen(struct thread_state *t, __u64 now, __u64
 __noinline int sample_observe(struct thread_state *t, __u64 fs, bool switching)
 {
 	const struct at_go_layout *l;
+	const struct at_tokio_process *tp = NULL;
 	struct at_task_state *ts;
 	struct at_task_slot *slot;
 	struct run_seen r = {};
@@ -1140,6 +1178,8 @@ __noinline int sample_observe(struct thread_state *t, __u64 fs, bool switching)
 	if (!l)
 		current = bpf_map_lookup_elem(&usdt_currents, &t->tgid);
 	if (!l && !current)
+		tp = bpf_map_lookup_elem(&tokio_bases, &t->tgid);
+	if (!l && !current && (!tp || !tp->ctx_tpoff))
 		return 0;
 	if (tgid_in(probed_tgids, t->tgid)) {
 		/* escalated: its probes see its polls; a run the samples had open ends where last seen */
@@ -1150,10 +1190,17 @@ __noinline int sample_observe(struct thread_state *t, __u64 fs, bool switching)
 	/* a poll its probes began, and will not end: they were detached */
 	if (t->task && !t->s_last)
 		t->task = 0;
-	running = l ? go_run_seen(l, fs, &r) : usdt_run_seen(*current, fs, &r);
+	if (l)
+		running = go_run_seen(l, fs, &r);
+	else if (current)
+		running = usdt_run_seen(*current, fs, &r);
+	else
+		running = tp && tokio_run_seen(t, tp, fs, &r);
 	if (switching && !running && !t->task)
 		return 0;
-	if (t->task && (!running || r.g != t->s_g || r.ident != t->s_ident))
+	/* tokio's budget only goes down within a poll: up, a new one */
+	if (t->task && (!running || r.g != t->s_g ||
+			(tp ? r.ident > t->s_ident : r.ident != t->s_ident)))
 		sample_close(t, l);
 	if (!running)
 		return 0;
@@ -1162,9 +1209,10 @@ __noinline int sample_observe(struct thread_state *t, __u64 fs, bool switching)
 		on_poll_begin(t, r.goid, ts, slot, r.worker, r.depth,
 			      ts && ts->name_addr ? ts->name_addr : r.startpc);
 		t->s_g = r.g;
-		t->s_ident = r.ident;
 		t->s_preempt = 0;
+		t->s_runs = tp != NULL;
 	}
+	t->s_ident = r.ident;
 	now = bpf_ktime_get_ns();
 	on_cpu_until(t, now);
 	sample_seen(t, now, charged_cpu());

@@ -117,6 +117,7 @@ struct thread_state {
 	__u32 s_ident;
 	__u16 s_nr_blocked, s_nr_preempted;
 	__u8 s_preempt;
+	__u8 s_runs;		/* the run may be several polls (AT_POLL_RUNS: tokio) */
 } __attribute__((aligned(64))); /* whole cache lines: threads run on different CPUs */
 
 /*
@@ -644,6 +645,14 @@ static __always_inline struct thread_state *thread_self(void *ctx, bool create, 
 	struct cpu_thread *c = bpf_map_lookup_elem(&cpu_thread, &zero);
 	struct thread_state *t;
 
+	/*
+	 * Sample mode: only an escalated process's probes count. Its links
+	 * close after its bit is cleared (traced__deescalate()), and a push its
+	 * schedule probe saw after the poll probe had gone would stay in
+	 * tokio's queue depth for good.
+	 */
+	if (sample_period_ns && !tgid_in(probed_tgids, bpf_get_current_pid_tgid() >> 32))
+		return NULL;
 	if (c && c->regs == (__u64)ctx && !thread_self_off) {
 		tid = c->tid;
 		t = thread_slot(tid);

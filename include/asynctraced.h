@@ -102,6 +102,15 @@ struct at_tokio_process {
 	__u64 base;	/* the address of its binary's file offset 0 */
 	/* the file offsets waker::wake_by_val returns to from the defer loop (0: none) */
 	__u64 defer_ret[AT_TOKIO_DEFER_SITES];
+	/*
+	 * Sample mode: tokio's thread-local CONTEXT from the thread pointer (0:
+	 * not read), and in it current_task_id (Option<Id>: a u64 tag, 1 Some;
+	 * the id) and the coop budget (Option<u8>: a tag byte, 1 Some): a task
+	 * polls while both are Some (src/targets/tokio/tokio_current.c).
+	 */
+	__s64 ctx_tpoff;
+	__u16 ctx_task_id, ctx_budget;
+	__u32 pad;
 };
 
 enum at_usdt_arg_kind {
@@ -258,6 +267,12 @@ struct at_poll {
  * leaves out (a long poll so found is one at least that long)
  */
 #define AT_POLL_SAMPLED 8
+/*
+ * with AT_POLL_SAMPLED: one or more polls of the task, back to back as far as
+ * the samples tell (tokio keeps no poll counter they could read): its time on
+ * the CPU in polls of the task, never one long poll
+ */
+#define AT_POLL_RUNS 16
 /* Go's forcePreemptNS: sysmon preempts a goroutine that has run this long. */
 #define AT_PREEMPTED_LONG_NS 10000000ull
 /* The shortest at_poll a reader takes: before cpu_ns was appended. */

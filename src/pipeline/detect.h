@@ -167,6 +167,14 @@ struct detector {
 	 * what samples cannot see.
 	 */
 	bool wakes_unseen;
+	/*
+	 * A sampled run of several polls, for all the samples tell (tokio's:
+	 * AT_POLL_RUNS), on a worker past --long-poll on the CPU: no long poll
+	 * is proven, but one may be there (NULL: let be). The session escalates
+	 * on it, or says once that it cannot tell.
+	 */
+	void (*suspect)(void *ctx, const struct at_poll *p, const char *task_name);
+	void *suspect_ctx;
 	/* Every alert raised, BEGIN and END, for the report. */
 	struct alert *log;
 	size_t nr_log;

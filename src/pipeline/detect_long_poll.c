@@ -19,6 +19,14 @@
  */
 uint64_t detect__poll_own_ns(const struct at_poll *p)
 {
+	/*
+	 * A sampled run of one or more polls (AT_POLL_RUNS): a sleep lies in
+	 * one poll, as a thread asleep ends none; its time on the CPU may be
+	 * several polls'. What is proven of one poll is its longest sleep, at
+	 * least the average of the run's.
+	 */
+	if (p->flags & AT_POLL_RUNS)
+		return p->nr_blocked ? p->blocked_ns / p->nr_blocked : 0;
 	return poll_cpu_ns(p) + p->blocked_ns;
 }
 
@@ -143,7 +151,8 @@ static void long_poll(struct detector *d, struct model *m, const struct at_poll 
 	if (d->runtime_tasks && !strncmp(a.task_name, d->runtime_tasks, strlen(d->runtime_tasks)))
 		return; /* the runtime's own (a GC worker holds its P by design) */
 	a.begin_ts = p->hdr.ts;
-	a.value_ns = p->duration_ns;
+	/* of a run of several polls, the one proven (its longest sleep, at least) */
+	a.value_ns = p->flags & AT_POLL_RUNS ? detect__poll_own_ns(p) : p->duration_ns;
 	a.task = p->task;
 	a.worker = (int32_t)p->worker;
 	a.tid = p->hdr.tid;
@@ -160,12 +169,34 @@ static void long_poll(struct detector *d, struct model *m, const struct at_poll 
 		free(ep);
 }
 
+/*
+ * A run of several polls (AT_POLL_RUNS) that held its worker on the CPU
+ * past the threshold: a long poll, or a loop of short ones (yield_now, a
+ * task woken again at once), which samples cannot tell apart. Never an
+ * alert; the session may look closer (d->suspect).
+ */
+static void suspect(struct detector *d, struct model *m, const struct at_poll *p, uint64_t limit)
+{
+	char name[AT_TASK_NAME_LEN];
+
+	if (!d->suspect || poll_cpu_ns(p) + p->blocked_ns < limit)
+		return;
+	model__task_name(m, p->task, p->name_addr, name, sizeof(name));
+	if (d->runtime_tasks && !strncmp(name, d->runtime_tasks, strlen(d->runtime_tasks)))
+		return;
+	d->suspect(d->suspect_ctx, p, name);
+}
+
 void long_poll__on_poll(struct detector *d, struct model *m, const struct at_poll *p)
 {
+	uint64_t limit = detect__long_poll_limit(d, p);
+
 	note_victim(d, m, p);
-	if (p->duration_ns >= detect__long_poll_limit(d, p)) {
+	if (p->duration_ns >= limit) {
 		note_hold(d, p);
-		if (detect__poll_own_ns(p) >= detect__long_poll_limit(d, p))
+		if (detect__poll_own_ns(p) >= limit)
 			long_poll(d, m, p);
+		else if (p->flags & AT_POLL_RUNS)
+			suspect(d, m, p, limit);
 	}
 }

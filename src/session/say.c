@@ -82,6 +82,16 @@ void say__found(const struct session *s, const struct traced *tr, bool first)
 			tracer__sched_hook(s->tracer), mode_str(s->o), ctrl_c);
 		return;
 	}
+	if (s->o->sample_mode) {
+		info_msg("%s: tokio in %s (%s mangling): sample mode, no probe: each thread's "
+			 "CONTEXT (at the thread pointer %+lld: task id at +%d, coop budget at +%d) "
+			 "read %u times a second on each CPU and at each switch; sched_switch via "
+			 "%s, %s%s\n",
+			 what, tr->disc.tokio.target_path, rt->v0 ? "v0" : "legacy",
+			 (long long)rt->current.tpoff, rt->current.task_id, rt->current.budget,
+			 s->o->sample_hz, tracer__sched_hook(s->tracer), mode_str(s->o), ctrl_c);
+		return;
+	}
 	info_msg("%s: tokio in %s (%s mangling): %zu raw::poll instances "
 		"(%zu named by future type%s%s), %zu wake, %zu schedule, %zu spawn, %zu remove, "
 		"%s%s%s%s%s; sched_switch via %s, %s%s\n",

@@ -241,11 +241,12 @@ void traced__record(struct traced *tr, const void *data, size_t size)
 }
 
 /*
- * Sample mode's alert a on process tr (--escalate): its probes attached
- * for --escalate seconds, samples letting it be meanwhile, at most once
- * every --escalate-every. Whether they were.
+ * Sample mode's alert on process tr, or a run that may hide a long poll
+ * (cause says which, "after ..."), with --escalate: its probes attached for
+ * --escalate seconds, samples letting it be meanwhile, at most once every
+ * --escalate-every. Whether they were.
  */
-static bool escalate(struct session *s, struct traced *tr, const struct alert *a)
+static bool escalate(struct session *s, struct traced *tr, const char *cause)
 {
 	const struct session_opts *o = s->o;
 	struct attach_opts ao = {
@@ -266,21 +267,49 @@ static bool escalate(struct session *s, struct traced *tr, const struct alert *a
 	memset(&tr->probes, 0, sizeof(tr->probes));
 	err = attach__probes(s->tracer, &tr->disc, &ao, &tr->probes);
 	if (err) {
-		tracer__detach_owner(s->tracer, tr->target.pid);
 		tracer__escalate(s->tracer, tr->target.pid, false);
-		warn_msg("pid %d (%s): its probes could not be attached after a %s alert: %s; "
-			 "sampled still\n",
-			 tr->target.pid, tr->target.comm, alert_kind_str(a->kind),
+		tracer__detach_owner(s->tracer, tr->target.pid);
+		warn_msg("pid %d (%s): its probes could not be attached %s: %s; sampled still\n",
+			 tr->target.pid, tr->target.comm, cause,
 			 err == -ENOTSUPP_KERNEL ? "the kernel refused a probe" : strerror(-err));
 		return false;
 	}
 	tr->escalated_until = now + o->escalate_ns;
 	tr->pipe.detector.wakes_unseen = false;
 	tr->escalations++;
-	info_msg("pid %d (%s): probes attached for %.1f s after a %s alert (escalation %u)\n",
-		 tr->target.pid, tr->target.comm, (double)o->escalate_ns / 1e9,
-		 alert_kind_str(a->kind), tr->escalations);
+	info_msg("pid %d (%s): probes attached for %.1f s %s (escalation %u)\n", tr->target.pid,
+		 tr->target.comm, (double)o->escalate_ns / 1e9, cause, tr->escalations);
 	return true;
+}
+
+/*
+ * A sampled run of process tr that held a worker past --long-poll on the
+ * CPU in polls of one task, one long poll or many short ones (tokio keeps
+ * no count the samples read): --escalate's probes tell; without them, it is
+ * said once.
+ */
+static void on_suspect(void *ctx, const struct at_poll *p, const char *task_name)
+{
+	struct traced *tr = ctx;
+	struct session *s = tr->s;
+	char cause[AT_TASK_NAME_LEN + 160];
+
+	snprintf(cause, sizeof(cause),
+		 "after task '%s' #%llu held worker %u for %.2f ms in polls of its own "
+		 "(samples tell no tokio poll from the next)",
+		 task_name, (unsigned long long)p->task, p->worker, (double)p->duration_ns / 1e6);
+	if (s->o->escalate_ns) {
+		escalate(s, tr, cause);
+		return;
+	}
+	if (tr->said_suspect)
+		return;
+	tr->said_suspect = true;
+	info_msg("pid %d (%s): task '%s' #%llu held worker %u for %.2f ms in polls of its own: "
+		 "one long poll or a loop of short ones, which samples do not tell apart in "
+		 "tokio; no alert (--escalate measures them with probes; said once)\n",
+		 tr->target.pid, tr->target.comm, task_name, (unsigned long long)p->task,
+		 p->worker, (double)p->duration_ns / 1e6);
 }
 
 /* --escalate: process tr's probes detached once their time is up (or it ends). */
@@ -291,12 +320,13 @@ void traced__deescalate(struct session *s, struct traced *tr, uint64_t now)
 	tr->escalated_until = 0;
 	tr->pipe.detector.wakes_unseen = true;
 	/*
-	 * The links close off the loop's thread (tracer.c); a probe that still
-	 * fires meanwhile begins a poll the next sighting drops, or ends a run
-	 * the samples opened where the poll ended (bpf: sample_observe())
+	 * Its bit first: the links close off the loop's thread (tracer.c), and a
+	 * probe that still fires meanwhile counts nothing (bpf: thread_self());
+	 * a poll the probes began and will not end, the next sighting drops
+	 * (sample_observe()).
 	 */
-	tracer__detach_owner(s->tracer, tr->target.pid);
 	tracer__escalate(s->tracer, tr->target.pid, false);
+	tracer__detach_owner(s->tracer, tr->target.pid);
 	info_msg("pid %d (%s): probes detached, sampled again\n", tr->target.pid, tr->target.comm);
 }
 
@@ -312,7 +342,10 @@ static void on_alert(void *ctx, struct alert *a)
 	char *path;
 
 	if (a->state == ALERT_BEGIN) {
-		if (a->sampled_ns && escalate(s, tr, a))
+		char cause[64];
+
+		snprintf(cause, sizeof(cause), "after a %s alert", alert_kind_str(a->kind));
+		if (a->sampled_ns && escalate(s, tr, cause))
 			a->escalated_ns = s->o->escalate_ns;
 		/* an escalation's dump holds what its probes saw, to their end */
 		if (flight__alert(s->flight, (uint32_t)tr->target.pid, alert_kind_str(a->kind),
@@ -449,6 +482,7 @@ void traced__run_info(struct session *s, struct traced *tr, struct run_info *inf
 	info->end_reason = why;
 	info->maps_only = s->o->no_trace;
 	info->sample_hz = s->o->sample_mode ? s->o->sample_hz : 0;
+	info->runtime = say__runtime_name(tr->disc.kind);
 	tracer__stats(s->tracer, info->stats);
 }
 
@@ -489,6 +523,7 @@ static int begin_pipeline(struct session *s, struct traced *tr)
 	err = pipeline__init(&tr->pipe, (uint32_t)tr->target.pid, tr->target.comm, now_ns(),
 			     &o->detect);
 	tr->piped = true;
+	tr->pipe.runtime = say__runtime_name(tr->disc.kind);
 	if (s->flight) {
 		tr->pipe.on_alert = on_alert;
 		tr->pipe.on_alert_ctx = tr;
@@ -507,6 +542,11 @@ static int begin_pipeline(struct session *s, struct traced *tr)
 	/* its GC's workers, sweeper and scavenger hold Ps by design: never alerted on */
 	if (tr->disc.kind == RUNTIME_GO)
 		tr->pipe.detector.runtime_tasks = "runtime.";
+	/* tokio's sampled runs may be several polls: a long one is looked at closer */
+	if (tr->disc.kind == RUNTIME_TOKIO && o->sample_mode) {
+		tr->pipe.detector.suspect = on_suspect;
+		tr->pipe.detector.suspect_ctx = tr;
+	}
 	sampler__init(&tr->sampler, on_sample, tr);
 	/* USDT runtimes pass name strings; tokio's name_addr is code, named from symbols. */
 	if (tr->disc.kind == RUNTIME_USDT)
@@ -539,8 +579,8 @@ static int begin_pipeline(struct session *s, struct traced *tr)
 }
 
 /*
- * Why sample mode cannot read process tr's runtime (NULL: it can): it
- * reads Go's state so far, and needs g's place and the run counters.
+ * Why sample mode cannot read process tr's runtime (NULL: it can): Go's g
+ * and its run counters, tokio's CONTEXT, an executor's asynctrace_current.
  */
 static const char *unsampled(const struct traced *tr)
 {
@@ -550,8 +590,12 @@ static const char *unsampled(const struct traced *tr)
 		return tr->disc.usdt_current ? NULL
 					     : "its executor keeps no asynctrace_current thread-local "
 					       "(docs/usdt-abi.md)";
+	if (tr->disc.kind == RUNTIME_TOKIO && tr->disc.tokio.rt.current.why[0])
+		return tr->disc.tokio.rt.current.why;
+	if (tr->disc.kind == RUNTIME_TOKIO)
+		return tr->disc.tokio.rt.current.tpoff ? NULL : "tokio's CONTEXT was not found";
 	if (tr->disc.kind != RUNTIME_GO)
-		return "it runs tokio, which sample mode does not read yet";
+		return "no runtime sample mode reads";
 	if (!g->tls_g)
 		return "where Go keeps the running goroutine (its thread-local slot) was not found "
 		       "in its code";
@@ -612,6 +656,10 @@ int traced__start(struct session *s, struct traced *tr)
 		err = tracer__tokio_base(s->tracer, tr->target.pid,
 					 discovery__tokio_addr(&tr->disc, 0), tr->disc.tokio.rt.defer_ret,
 					 tr->disc.tokio.rt.nr_defer);
+	if (!err && tr->disc.kind == RUNTIME_TOKIO && o->sample_mode)
+		err = tracer__tokio_current(s->tracer, tr->target.pid, tr->disc.tokio.rt.current.tpoff,
+					    (uint32_t)tr->disc.tokio.rt.current.task_id,
+					    (uint32_t)tr->disc.tokio.rt.current.budget);
 	if (err) {
 		if (err == -E2BIG || err == -ENOSPC)
 			err_msg("cannot follow pid %d: the BPF maps hold no more processes\n",

@@ -38,6 +38,7 @@ struct traced {
 	/* --escalate: its probes attached until then (0: not now); none again before next */
 	uint64_t escalated_until, next_escalation;
 	uint32_t escalations;
+	bool said_suspect;	/* sample mode, no --escalate: a tokio run that may hide a long poll, said */
 	uint64_t *files;	/* following the host: the shared files it holds a share of */
 	size_t nr_files;
 };

@@ -334,8 +334,20 @@ static void follow_bit(struct tracer *t, pid_t pid, bool on)
 
 void tracer__escalate(struct tracer *t, pid_t pid, bool on)
 {
-	if (pid > 0 && (__u32)pid < AT_MAX_TGID)
-		tgid_bit(t->skel->bss->probed_tgids, pid, on);
+	const struct at_worker_idle *idle = t->skel->bss->worker_idle;
+
+	if (pid <= 0 || (__u32)pid >= AT_MAX_TGID)
+		return;
+	/*
+	 * tokio's queue depths are the probes' pushes less their pops: a task
+	 * the last escalation's probes saw queued and not polled is no longer
+	 * in the queue, for all anyone knows. The count starts anew.
+	 */
+	if (on)
+		for (__u32 i = 0; i < AT_MAX_WORKERS; i++)
+			if (__atomic_load_n(&idle[i].owner, __ATOMIC_ACQUIRE) >> 32 == (__u32)pid)
+				__atomic_store_n(&t->skel->bss->tokio_depth[i][0], 0, __ATOMIC_RELAXED);
+	tgid_bit(t->skel->bss->probed_tgids, pid, on);
 }
 
 int tracer__follow(struct tracer *t, pid_t pid, uint32_t flags)
@@ -360,6 +372,23 @@ int tracer__tokio_base(struct tracer *t, pid_t pid, uint64_t base, const uint64_
 	for (size_t i = 0; i < nr_defer && i < AT_TOKIO_DEFER_SITES; i++)
 		p.defer_ret[i] = defer_ret[i];
 	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.tokio_bases), &tgid, &p, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+int tracer__tokio_current(struct tracer *t, pid_t pid, int64_t tpoff, uint32_t task_id,
+			  uint32_t budget)
+{
+	int fd = bpf_map__fd(t->skel->maps.tokio_bases);
+	struct at_tokio_process p;
+	__u32 tgid = (__u32)pid;
+
+	if (bpf_map_lookup_elem(fd, &tgid, &p))
+		return -errno;
+	p.ctx_tpoff = tpoff;
+	p.ctx_task_id = (__u16)task_id;
+	p.ctx_budget = (__u16)budget;
+	if (bpf_map_update_elem(fd, &tgid, &p, BPF_EXIST))
 		return -errno;
 	return 0;
 }

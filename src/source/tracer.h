@@ -113,6 +113,13 @@ int tracer__follow(struct tracer *t, pid_t pid, uint32_t flags);
  */
 int tracer__tokio_base(struct tracer *t, pid_t pid, uint64_t base, const uint64_t *defer_ret,
 		       size_t nr_defer);
+/*
+ * Sample mode: where process pid's threads keep tokio's CONTEXT (from the
+ * thread pointer) and, in it, the current task's id and the coop budget.
+ * After tracer__tokio_base.
+ */
+int tracer__tokio_current(struct tracer *t, pid_t pid, int64_t tpoff, uint32_t task_id,
+			  uint32_t budget);
 /* Where process pid's Go runtime keeps what the Go probes read (before attaching them). */
 struct at_go_layout;
 int tracer__go_layout(struct tracer *t, pid_t pid, const struct at_go_layout *l);
