@@ -25,6 +25,7 @@ struct pipeline {
 	/* sees each alert before the sinks, and may add to it (the flight recorder's dump) */
 	void (*on_alert)(void *ctx, struct alert *a);
 	void *on_alert_ctx;
+	const char *runtime;	/* "tokio", "go", "usdt" (NULL: not known), for what is unseen */
 };
 
 int pipeline__init(struct pipeline *p, uint32_t pid, const char *comm, uint64_t t0,

@@ -6,16 +6,19 @@
 
 /* In the order the report says them; each item after the one it comes from. */
 const struct unseen unseen_by_samples[] = {
-	{ "spawns", "spawns", NULL },
-	{ "completions", "completions", NULL },
-	{ "wakes", "wakes", NULL },
-	{ "wake_delays", "wake-to-poll delays", "wakes" },
-	{ "wake_arrows", "wake arrows", "wakes" },
-	{ "lost_wakers", "lost wakers", "wakes" },
-	{ "waker_thrash", "waker thrash", "wakes" },
-	{ "steals", "steals", NULL },
-	{ "parks", "parks", NULL },
-	{ "injection_queue", "the injection queue", NULL },
+	{ "spawns", "spawns", NULL, NULL },
+	{ "completions", "completions", NULL, NULL },
+	{ "wakes", "wakes", NULL, NULL },
+	{ "wake_delays", "wake-to-poll delays", "wakes", NULL },
+	{ "wake_arrows", "wake arrows", "wakes", NULL },
+	{ "lost_wakers", "lost wakers", "wakes", NULL },
+	{ "waker_thrash", "waker thrash", "wakes", NULL },
+	{ "steals", "steals", NULL, NULL },
+	{ "parks", "parks", NULL, NULL },
+	{ "injection_queue", "the injection queue", NULL, NULL },
+	{ "queue_depths", "run-queue depths", NULL, "tokio" },
+	{ "starvation", "starvation", "queue_depths", "tokio" },
+	{ "poll_bounds", "where a task's poll ends and its next begins", NULL, "tokio" },
 };
 const size_t nr_unseen_by_samples = sizeof(unseen_by_samples) / sizeof(unseen_by_samples[0]);
 
@@ -30,6 +33,18 @@ static const struct unseen *find(const char *name)
 bool unseen__known(const char *name)
 {
 	return find(name) != NULL;
+}
+
+bool unseen__applies(const struct unseen *u, const char *runtime)
+{
+	return !u->runtime || (runtime && !strcmp(u->runtime, runtime));
+}
+
+bool unseen__for(const char *name, const char *runtime)
+{
+	const struct unseen *u = find(name);
+
+	return u && unseen__applies(u, runtime);
 }
 
 const char *unseen__words(const char *name)
@@ -48,8 +63,10 @@ const char *unseen__alert(enum alert_kind k)
 		return "waker_thrash";
 	case ALERT_LOST_WAKER:
 		return "lost_wakers";
-	case ALERT_LONG_POLL:
 	case ALERT_STARVATION:
+		return "starvation";
+	case ALERT_LONG_POLL:
+		return "poll_bounds";
 	case ALERT_KIND_MAX:
 		break;
 	}

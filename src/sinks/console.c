@@ -240,8 +240,13 @@ static void render_workers(struct console *c, const struct stats *st, double dt,
 		hist_delta(&delay, &w->delay, &p->delay);
 		layout_table__cell(t, "%u", i);
 		layout_table__cell(t, "%.0f%%", 100.0 * (double)(w->busy_ns - p->busy_ns) / (dt * 1e9));
-		layout_table__cell(t, "%u", w->queue.depth);
-		layout_table__cell(t, "%u", w->queue.peak);
+		if (c->o.queues_unseen) {
+			layout_table__cell(t, "-");
+			layout_table__cell(t, "-");
+		} else {
+			layout_table__cell(t, "%u", w->queue.depth);
+			layout_table__cell(t, "%u", w->queue.peak);
+		}
 		layout_table__cell(t, "%.0f", (double)(w->polls - p->polls) / dt);
 		if (c->o.sample_hz)
 			layout_table__cell(t, "-");

@@ -22,6 +22,7 @@ struct console_opts {
 	const bool *name_process; /* ... naming its process, while *name_process (several) */
 	struct board *board;	/* several traced: the live view's line of this one (board.h) */
 	uint32_t sample_hz;	/* sample mode: wakes and steals unseen, shown as "-" */
+	bool queues_unseen;	/* ... and queue depths (tokio's), "-" too */
 };
 
 int console__new(struct sink **s, const struct console_opts *o);

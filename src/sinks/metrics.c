@@ -600,7 +600,7 @@ static double w_peak(const struct at_worker_stats *w) { return (double)w->queue.
 static bool unseen(const struct series *s, const char *item)
 {
 	assert(!item || unseen__known(item));
-	return item && s->sample_hz;
+	return item && s->sample_hz && unseen__for(item, s->runtime);
 }
 
 static void per_worker(FILE *f, bool om, struct series **sets, size_t nr, const char *name,
@@ -647,11 +647,13 @@ static void per_process(FILE *f, bool om, struct series **sets, size_t nr, const
 static void histograms(FILE *f, bool om, struct series **sets, size_t nr)
 {
 	static const struct {
-		const char *name, *help;
+		const char *name, *help, *seen;
 	} h[] = {
-		{ "poll_duration_seconds", "Polls by how long they held their worker." },
-		{ "poll_on_cpu_seconds", "Polls by their time on the CPU." },
-		{ "wake_to_poll_delay_seconds", "Polls by the wait from the wake that queued the task." },
+		{ "poll_duration_seconds", "Polls by how long they held their worker.",
+		  "poll_bounds" },
+		{ "poll_on_cpu_seconds", "Polls by their time on the CPU.", "poll_bounds" },
+		{ "wake_to_poll_delay_seconds", "Polls by the wait from the wake that queued the task.",
+		  "wake_delays" },
 	};
 
 	for (size_t k = 0; k < sizeof(h) / sizeof(h[0]); k++) {
@@ -660,7 +662,7 @@ static void histograms(FILE *f, bool om, struct series **sets, size_t nr)
 			for (uint32_t w = 0; w < sets[i]->nr_workers; w++) {
 				const struct at_worker_stats *ws = &sets[i]->workers[w];
 
-				if (!worker_seen(ws) || (k == 2 && unseen(sets[i], "wake_delays")))
+				if (!worker_seen(ws) || unseen(sets[i], h[k].seen))
 					continue;
 				if (k == 0)
 					histogram(f, h[k].name, sets[i], w, &ws->poll, ws->busy_ns);
@@ -821,9 +823,9 @@ static char *render(struct metrics *m, const struct metrics_self *self, bool om,
 	per_worker(f, om, s, nr, "parked_seconds", "counter", "Time the worker spent parked.",
 		   "parks", w_park_s);
 	per_worker(f, om, s, nr, "queue_depth", "gauge", "Tasks in the worker's local queue.",
-		   SEEN, w_depth);
+		   "queue_depths", w_depth);
 	per_worker(f, om, s, nr, "queue_depth_max", "gauge",
-		   "The most tasks the worker's local queue held.", SEEN, w_peak);
+		   "The most tasks the worker's local queue held.", "queue_depths", w_peak);
 	per_process(f, om, s, nr, "inject_queue_depth", "gauge",
 		    "Tasks in the runtime's injection (global) queue.", "injection_queue", p_inject);
 	per_process(f, om, s, nr, "inject_queue_depth_max", "gauge",

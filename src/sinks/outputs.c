@@ -11,6 +11,7 @@
 
 #include "lib/outbuf.h"
 #include "lib/util.h"
+#include "pipeline/unseen.h"
 #include "sinks/alerts.h"
 #include "sinks/board.h"
 #include "sinks/console.h"
@@ -74,6 +75,7 @@ int outputs__add_sinks(struct outputs *out, struct pipeline *p, bool live_view)
 		.name_process = &out->several,
 		.board = out->board,
 		.sample_hz = o->sample_hz,
+		.queues_unseen = o->sample_hz && unseen__for("queue_depths", p->runtime),
 	};
 	struct sink *sink;
 	int err = console__new(&sink, &co);

@@ -104,21 +104,35 @@ say(const struct text *t, int indent, const char *fmt, ...)
  * wakes (wake-to-poll delays, ...), steals, ..." (each item under the one
  * it comes from).
  */
-static const char *unseen_text(char *buf, size_t size)
+static const char *unseen_text(char *buf, size_t size, const char *runtime)
 {
+	const struct unseen *u, *prev = NULL;
 	size_t len = 0;
 
 	buf[0] = '\0';
 	for (size_t i = 0; i < nr_unseen_by_samples && len < size; i++) {
-		const struct unseen *u = &unseen_by_samples[i];
-		bool opens = u->under && i > 0 && !unseen_by_samples[i - 1].under;
-		bool closes = u->under && (i + 1 == nr_unseen_by_samples ||
-					   !unseen_by_samples[i + 1].under);
+		const struct unseen *next = NULL;
+		bool opens, closes;
 
-		len += (size_t)snprintf(buf + len, size - len, "%s%s%s", opens ? " (" : i ? ", " : "",
-					u->words, closes ? ")" : "");
+		u = &unseen_by_samples[i];
+		if (!unseen__applies(u, runtime))
+			continue;
+		for (size_t j = i + 1; j < nr_unseen_by_samples && !next; j++)
+			if (unseen__applies(&unseen_by_samples[j], runtime))
+				next = &unseen_by_samples[j];
+		opens = u->under && prev && !prev->under;
+		closes = u->under && (!next || !next->under);
+		len += (size_t)snprintf(buf + len, size - len, "%s%s%s",
+					opens ? " (" : prev ? ", " : "", u->words, closes ? ")" : "");
+		prev = u;
 	}
 	return buf;
+}
+
+/* Sample mode, and the workers' queue depths are not seen (tokio's). */
+static bool queues_unseen(const struct run_info *run)
+{
+	return run->sample_hz && unseen__for("queue_depths", run->runtime);
 }
 
 static const char *plural(uint64_t n, const char *one, const char *many)
@@ -148,7 +162,7 @@ static void text_counts(const struct text *tx, const struct model *m, const stru
 		char unseen[256];
 
 		say(tx, COUNTS_INDENT, "  mode     sample, %u Hz a CPU: no probe; not seen: %s",
-		    run->sample_hz, unseen_text(unseen, sizeof(unseen)));
+		    run->sample_hz, unseen_text(unseen, sizeof(unseen), run->runtime));
 		say(tx, COUNTS_INDENT, "  polls    %llu runs seen by the samples (%.0f/s)",
 		    (unsigned long long)t.polls, per_sec(t.polls, run->seconds));
 		say(tx, COUNTS_INDENT, "  workers  %u", st->nr_workers);
@@ -266,9 +280,9 @@ static void count_cells(struct layout_table *t, uint64_t a, uint64_t b, bool uns
 	}
 }
 
-/* unseen: sample mode, which sees no steal */
+/* unseen: sample mode, which sees no steal; queues: nor, in tokio, queue depths */
 static void text_workers(const struct text *tx, const struct stats *st, double seconds,
-			 bool unseen)
+			 bool unseen, bool queues)
 {
 	struct layout_table *t;
 
@@ -294,8 +308,13 @@ static void text_workers(const struct text *tx, const struct stats *st, double s
 		layout_table__cell(t, "%llu", (unsigned long long)w->polls);
 		layout_table__cell(t, "%.1f%%",
 				   seconds > 0 ? 100.0 * (double)w->busy_ns / (seconds * 1e9) : 0.0);
-		layout_table__cell(t, "%u", w->queue.peak);
-		layout_table__cell(t, "%.1f", avg);
+		if (queues) {
+			layout_table__cell(t, "-");
+			layout_table__cell(t, "-");
+		} else {
+			layout_table__cell(t, "%u", w->queue.peak);
+			layout_table__cell(t, "%.1f", avg);
+		}
 		count_cells(t, w->steals, w->stolen, unseen);
 		layout_table__cell(t, "%s", w->polls ? poll[0] : "-");
 		layout_table__cell(t, "%s", w->polls ? poll[1] : "-");
@@ -564,7 +583,7 @@ void report__text(FILE *out, struct model *m, const struct detector *d, const st
 	text_counts(&tx, m, d, st, run);
 	if (!full)
 		return;
-	text_workers(&tx, st, run->seconds, run->sample_hz != 0);
+	text_workers(&tx, st, run->seconds, run->sample_hz != 0, queues_unseen(run));
 	text_tasks(&tx, m, st, run->sample_hz != 0);
 	text_stacks(&tx, m, st);
 	if (!run->sample_hz) /* sample mode sees no steal: no matrix of zeros */
@@ -626,8 +645,10 @@ static void j_run(struct outbuf *ob, const struct model *m, const struct run_inf
 	if (run->sample_hz) {
 		ob_key_u64(ob, ",\"sample_hz\":", run->sample_hz);
 		ob_puts(ob, ",\"unseen\":[");
-		for (size_t i = 0; i < nr_unseen_by_samples; i++) {
-			if (i)
+		for (size_t i = 0, n = 0; i < nr_unseen_by_samples; i++) {
+			if (!unseen__applies(&unseen_by_samples[i], run->runtime))
+				continue;
+			if (n++)
 				ob_putc(ob, ',');
 			ob_json_str(ob, unseen_by_samples[i].name);
 		}
@@ -702,7 +723,7 @@ static void j_events(struct outbuf *ob, const struct model *m, const struct run_
 	ob_puts(ob, "}");
 }
 
-static void j_workers(struct outbuf *ob, const struct stats *st)
+static void j_workers(struct outbuf *ob, const struct stats *st, bool queues)
 {
 	ob_puts(ob, ",\"workers\":[");
 	for (uint32_t i = 0; i < st->nr_workers; i++) {
@@ -720,8 +741,8 @@ static void j_workers(struct outbuf *ob, const struct stats *st)
 		ob_key_u64(ob, ",\"stolen\":", w->stolen);
 		ob_key_u64(ob, ",\"parks\":", w->parks);
 		ob_key_u64(ob, ",\"park_ns\":", w->park_ns);
-		ob_key_u64(ob, ",\"queue_peak\":", w->queue.peak);
-		ob_key_u64(ob, ",\"queue_area\":", w->queue.area);
+		key_count(ob, ",\"queue_peak\":", w->queue.peak, queues);
+		key_count(ob, ",\"queue_area\":", w->queue.area, queues);
 		j_hist(ob, ",\"poll\":", &w->poll);
 		j_hist(ob, ",\"on_cpu\":", &w->oncpu);
 		j_hist(ob, ",\"delay\":", &w->delay);
@@ -809,7 +830,7 @@ void report__json(struct outbuf *ob, struct model *m, const struct detector *d,
 	j_run(ob, m, run);
 	j_counts(ob, st, run);
 	j_events(ob, m, run);
-	j_workers(ob, st);
+	j_workers(ob, st, queues_unseen(run));
 	j_tasks(ob, m, st);
 	j_steals(ob, st);
 	j_alerts(ob, m, d);

@@ -33,6 +33,7 @@ struct run_info {
 	 * parks) is not known.
 	 */
 	uint32_t sample_hz;
+	const char *runtime;	/* "tokio", "go", "usdt"; NULL: not known */
 	uint64_t stats[AT_STAT_NR]; /* BPF-side counters: drops and misses */
 };
 

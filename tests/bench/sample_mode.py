@@ -11,13 +11,12 @@ the running server before the round. Modes, interleaved round by round in a
 new order each time (the machine is shared and noisy):
 
   untraced   the server alone
-  sample     --mode sample --no-trace: no probe, the running goroutine read
-             997 times a second on each CPU and at each switch
+  sample     --mode sample --no-trace: no probe, the running goroutine (or
+             tokio task) read 997 times a second on each CPU and at each
+             switch
   sample+st  the same with --stacks
   probes     --no-trace (probe mode, maps only)
   floor      --empty-programs: probe mode's traps with empty programs
-
-(tokio is not read in sample mode yet: its server runs the other three.)
 
 Each mode's median requests/s and p99 latency (wrk --latency) over the
 rounds, as ratios to untraced's median, with the spread (min-max over
@@ -166,7 +165,7 @@ def table(server, rounds, modes):
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     table("go-http", rounds, MODES)
-    table("tokio-http", rounds, [m for m in MODES if not m.startswith("sample")])
+    table("tokio-http", rounds, MODES)
 
     log, started = detection(True)
     begins = [a for a in log if a["kind"] == "long-poll" and a["state"] == "begin"]

@@ -17,6 +17,8 @@ import unittest
 from tests.integration import harness, pftrace_check
 from tests.integration.test_go import begins, traced_go_run
 from tests.integration.test_record import PROTO
+from tests.integration.test_tokio import traced_tokio_run
+from tests.integration.test_tokio_matrix import builds as tokio_builds
 
 SAMPLE = ["--mode", "sample"]
 
@@ -206,48 +208,51 @@ class ExecutorSampled(unittest.TestCase):
             self.assertLessEqual(n, timed[name][0], f"{log}\n{eout}")
 
 
+def escalated(test, argv, seconds, *tracer_args):
+    """Runs argv traced in sample mode with --escalate seconds, checked by
+    test: the tracer's stderr, its alerts, the dumps, and its BPF links
+    before, during and after."""
+    tmp = tempfile.mkdtemp(prefix="at-escalate-")
+    dumps = os.path.join(tmp, "dumps")
+    os.mkdir(dumps)
+    alerts = os.path.join(tmp, "alerts.jsonl")
+    said = os.path.join(tmp, "tracer.err")
+    app = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with open(said, "w") as f:
+        tr = subprocess.Popen([harness.TRACER, "-p", str(app.pid), *SAMPLE, "--escalate",
+                               str(seconds), "--flight-recorder", "2", "--dump-dir", dumps,
+                               "--alerts", alerts, *tracer_args],
+                              stdout=subprocess.DEVNULL, stderr=f, text=True)
+    links = {}
+    try:
+        for when, line in (("before", "tracing pid"), ("during", "probes attached for"),
+                           ("after", "probes detached")):
+            test.assertTrue(harness.wait_for(lambda: line in harness.read(said), 60),
+                            (when, harness.read(said)))
+            if when == "after":
+                # links are closed off the loop's thread (each waits for RCU)
+                harness.wait_for(lambda: "link_type=uprobe_multi" not in bpf_held(tr.pid),
+                                 10)
+            links[when] = [h for h in bpf_held(tr.pid) if h.startswith("link_type")]
+        app.communicate(timeout=60)
+        tr.communicate(timeout=60)
+    finally:
+        harness.reap(app, tr)
+    err = harness.read(said)
+    test.assertEqual((app.returncode, tr.returncode), (0, 0), err)
+    test.assertNotIn("refused", err)  # by the seccomp filter: -p keeps it
+    with open(alerts) as f:
+        log = [json.loads(line) for line in f if line.strip()]
+    return err, log, sorted(os.path.join(dumps, d) for d in os.listdir(dumps)), links
+
+
+
 class Escalation(unittest.TestCase):
     """--escalate: a sampled alert attaches that process's probes for a while
     (their links in the tracer's fdinfo then, and not before or after), once
     a minute at most; the alert names the flight recorder's dump, which
     holds the runs the samples saw and then the probes' polls, with what only
     probes see (wake-to-poll delays) and the probes' own long polls."""
-
-    def escalated(self, argv, seconds, *tracer_args):
-        """Runs argv traced with --escalate seconds: the tracer's stderr, its
-        alerts, the dumps, and its BPF links before, during and after."""
-        tmp = tempfile.mkdtemp(prefix="at-escalate-")
-        dumps = os.path.join(tmp, "dumps")
-        os.mkdir(dumps)
-        alerts = os.path.join(tmp, "alerts.jsonl")
-        said = os.path.join(tmp, "tracer.err")
-        app = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        with open(said, "w") as f:
-            tr = subprocess.Popen([harness.TRACER, "-p", str(app.pid), *SAMPLE, "--escalate",
-                                   str(seconds), "--flight-recorder", "2", "--dump-dir", dumps,
-                                   "--alerts", alerts, *tracer_args],
-                                  stdout=subprocess.DEVNULL, stderr=f, text=True)
-        links = {}
-        try:
-            for when, line in (("before", "tracing pid"), ("during", "probes attached for"),
-                               ("after", "probes detached")):
-                self.assertTrue(harness.wait_for(lambda: line in harness.read(said), 60),
-                                (when, harness.read(said)))
-                if when == "after":
-                    # links are closed off the loop's thread (each waits for RCU)
-                    harness.wait_for(lambda: "link_type=uprobe_multi" not in bpf_held(tr.pid),
-                                     10)
-                links[when] = [h for h in bpf_held(tr.pid) if h.startswith("link_type")]
-            app.communicate(timeout=60)
-            tr.communicate(timeout=60)
-        finally:
-            harness.reap(app, tr)
-        err = harness.read(said)
-        self.assertEqual((app.returncode, tr.returncode), (0, 0), err)
-        self.assertNotIn("refused", err)  # by the seccomp filter: -p keeps it
-        with open(alerts) as f:
-            log = [json.loads(line) for line in f if line.strip()]
-        return err, log, sorted(os.path.join(dumps, d) for d in os.listdir(dumps)), links
 
     def check_dump(self, path):
         """A valid trace holding runs seen by samples and polls the probes
@@ -266,9 +271,9 @@ class Escalation(unittest.TestCase):
 
     def test_go(self):
         harness.require_root()
-        err, log, dumps, links = self.escalated(
-            [os.path.join(harness.BUILD, "go-app"), "-scenario", "all", "-duration", "7s"], 2,
-            "--long-poll", "8ms")
+        err, log, dumps, links = escalated(
+            self, [os.path.join(harness.BUILD, "go-app"), "-scenario", "all", "-duration", "7s"],
+            2, "--long-poll", "8ms")
         uprobes = "link_type=uprobe_multi"
         self.assertNotIn(uprobes, links["before"], links)
         self.assertIn(uprobes, links["during"], links)
@@ -290,9 +295,9 @@ class Escalation(unittest.TestCase):
         """Its USDT probes (their semaphores raised meanwhile): every poll
         the probes bounded, the wakes with them."""
         harness.require_root()
-        err, log, dumps, links = self.escalated(
-            [harness.EXECUTOR, "--scenario", "noisy", "--duration", "6", "--workers", "2"], 1,
-            *harness.DETECTOR_ARGS)
+        err, log, dumps, links = escalated(
+            self, [harness.EXECUTOR, "--scenario", "noisy", "--duration", "6", "--workers", "2"],
+            1, *harness.DETECTOR_ARGS)
         self.assertIn("link_type=uprobe_multi", links["during"], links)
         self.assertNotIn("link_type=uprobe_multi", links["after"], links)
         first = next(a for a in log if a["state"] == "begin")
@@ -316,6 +321,77 @@ class Escalation(unittest.TestCase):
                 r = harness.run_tracer("-p", "1", *args)
                 self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertIn(said, r.stderr)
+
+
+class TokioSampled(unittest.TestCase):
+    """tokio read from its own thread-local CONTEXT (the current task's id, the
+    coop budget), on every build of the tokio matrix: the blocking call (a
+    20 ms sleep inside a poll) is a long poll the samples prove, a sleep
+    ending no poll; the CPU hog is not alerted, as samples cannot tell one
+    20 ms poll from a loop of short ones in tokio, but said once; a yield_now
+    loop and a program of timers raise nothing. Stripped, it is refused,
+    saying why (tokio is found by its symbols in either mode)."""
+
+    def test_every_build(self):
+        harness.require_root()
+        for name, (app, paths) in sorted(tokio_builds().items()):
+            with self.subTest(build=name):
+                run = traced_tokio_run("", duration=3, trace=False, exe=app, tracer_args=SAMPLE)
+                ctx = f"{name}: {run.describe()}"
+                self.assertEqual((run.executor_rc, run.tracer_rc), (0, 0), ctx)
+                self.assertIn("sample mode, no probe: each thread's CONTEXT", run.tracer_stderr,
+                              ctx)
+                self.assertEqual(run.report["measured_by"], "samples", ctx)
+                self.assertGreater(run.report["counts"]["polls"], 0, ctx)
+                got = [(a["cause"], a["measured_by"]) for a in begins(run)]
+                self.assertEqual(got, [("blocked", "samples")], ctx)
+                self.assertEqual(harness.begun(run), {"long-poll"}, ctx)
+                blocked = begins(run)[0]
+                self.assertGreaterEqual(blocked["value_ns"], 15_000_000, ctx)
+                self.assertIn("in polls of its own: one long poll or a loop of short ones",
+                              run.tracer_stderr, ctx)
+                for mode in ("yield", "timer"):
+                    quiet = traced_tokio_run("", duration=2, trace=False, exe=paths,
+                                             exe_args=[mode], tracer_args=SAMPLE)
+                    self.assertEqual((quiet.executor_rc, quiet.tracer_rc), (0, 0),
+                                     f"{name} {mode}: {quiet.describe()}")
+                    self.assertEqual(quiet.alert_log, [], f"{name} {mode}: {quiet.describe()}")
+                    self.assertGreater(quiet.report["counts"]["polls"], 0, quiet.describe())
+
+    def test_stripped_is_refused(self):
+        harness.require_root()
+        app = subprocess.Popen([os.path.join(harness.BUILD, "tokio-app-stripped"), "--duration",
+                                "10"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            r = harness.run_tracer("-p", app.pid, *SAMPLE, "--no-trace", "-d", "2")
+        finally:
+            app.kill()
+            app.wait()
+        self.assertNotEqual(r.returncode, 0, r.stderr)
+        # found by its symbols, as in probe mode: what tokio_current.c would say comes after
+        self.assertIn("its binary is stripped (no symbol table), so tokio cannot be looked for",
+                      r.stderr)
+
+    def test_escalation_measures_the_hog(self):
+        """--escalate: a run past --long-poll (the hog's, or the blocking
+        call's alert) attaches the probes, which then bound the hog's polls
+        themselves and name both futures; their queue depths start from
+        nothing and stop with the probes (no starvation from counts the
+        probes left behind)."""
+        harness.require_root()
+        err, log, dumps, links = escalated(
+            self, [os.path.join(harness.BUILD, "tokio-app"), "--duration", "6"], 1,
+            "--escalate-every", "2")
+        self.assertNotIn("link_type=uprobe_multi", links["before"], links)
+        self.assertIn("link_type=uprobe_multi", links["during"], links)
+        self.assertIn("probes attached for 1.0 s", err)
+        self.assertEqual({a["kind"] for a in log if a["state"] == "begin"}, {"long-poll"}, err)
+        hog = [a for a in log if a["state"] == "begin" and a["measured_by"] == "probes"
+               and a["cause"] == "cpu-bound"]
+        self.assertTrue(hog, err)
+        self.assertTrue(all("burn_cpu" in a["task"]["name"] for a in hog), hog)
+        self.assertTrue(dumps, err)
+        self.assertEqual(pftrace_check.check(pftrace_check.decode(dumps[0])), [])
 
 
 class EveryGoVersionSampled(unittest.TestCase):

@@ -11,6 +11,7 @@ missed. Not in CI: it takes about 8 s a run.
 """
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -46,11 +47,24 @@ def judge(scenario, alert_log):
     return false, sorted(expected - begun)
 
 
+def keep(into, name, tmp, scenario):
+    """Copies what a run left in tmp (its trace and alert log) to into/name.*."""
+    os.makedirs(into, exist_ok=True)
+    for ext in ("json", "alerts"):
+        src = os.path.join(tmp, f"{scenario}.{ext}")
+        if os.path.exists(src):
+            shutil.copy(src, os.path.join(into, f"{name}.{ext}"))
+    print(f"  kept in {into}/{name}.*", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", type=int, default=int(os.environ.get("STRESS_N", 50)),
                     help="rounds (default 50)")
     ap.add_argument("--duration", type=float, default=3)
+    ap.add_argument("--keep", metavar="DIR", default=os.environ.get("STRESS_KEEP"),
+                    help="copy the trace and alerts of each run with a false or missed alert "
+                         "into DIR (round-scenario-mode.*)")
     ap.add_argument("scenarios", nargs="*",
                     default=os.environ.get("STRESS_SCENARIOS", "").split() or SCENARIOS)
     args = ap.parse_args()
@@ -81,6 +95,8 @@ def main():
                         print(f"round {i + 1} {scenario} {mode}: MISSED {what}", flush=True)
                     false[key] += f
                     missed[key] += m
+                    if (f or m) and args.keep:
+                        keep(args.keep, f"{i + 1}-{scenario}-{mode}", tmp, scenario)
             print(f"round {i + 1}/{args.n} done, {time.monotonic() - start:.0f} s", flush=True)
 
     print(f"\n{'scenario':<10} {'mode':<5} {'runs':>5} {'false':>6} {'missed':>7} {'failed':>7}")
