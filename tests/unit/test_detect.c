@@ -190,6 +190,26 @@ static void sched_delay_only_when_unexplained(void **state)
 	}
 }
 
+/*
+ * Taken from the injection queue by the worker a long poll held during the
+ * wait (the one its wake notified, for all we know): the long poll explains
+ * it. The same wait with that worker free is a scheduling delay.
+ */
+static void sched_delay_behind_the_worker_that_took_it(void **state)
+{
+	struct fixture *f = *state;
+
+	poll(f, 0, 5, T0 + 100 * MS, 25 * MS, 0, AT_QUEUE_NONE, 0, 0);
+	assert_int_equal(f->nr, 1); /* the long poll */
+	poll(f, 0, 11, T0 + 126 * MS, MS, T0 + 98 * MS, AT_QUEUE_INJECT, 0, 0);
+	assert_int_equal(f->nr, 1);
+	/* worker 1 took it, worker 0's hold notwithstanding: unexplained */
+	poll(f, 1, 12, T0 + 128 * MS, MS, T0 + 98 * MS, AT_QUEUE_INJECT, 0, 0);
+	assert_int_equal(f->nr, 2);
+	assert_int_equal(f->got[1].kind, ALERT_SCHED_DELAY);
+	assert_int_equal(f->got[1].task, 12);
+}
+
 /* A worker that polled busy and waited cpu_wait for a CPU since T0, and slept the rest. */
 static void worker_sample_waiting(struct fixture *f, uint32_t worker, uint64_t ts,
 				  uint64_t area, uint64_t busy, uint64_t cpu_wait)
@@ -616,6 +636,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(long_poll_episodes, setup, teardown),
 		cmocka_unit_test_setup_teardown(long_poll_victims, setup, teardown),
 		cmocka_unit_test_setup_teardown(sched_delay_only_when_unexplained, setup, teardown),
+		cmocka_unit_test_setup_teardown(sched_delay_behind_the_worker_that_took_it, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(starvation, setup, teardown),
 		cmocka_unit_test_setup_teardown(waker_thrash, setup, teardown),
 		cmocka_unit_test_setup_teardown(lost_waker, setup, teardown),
