@@ -353,6 +353,17 @@ static void count_stack(struct model *m, uint64_t task, uint32_t id, bool asleep
 	ts->s[i].ns += ns;
 }
 
+/* A task no name was given yet (sampled tokio): the one a stack of its poll says. */
+static void name_by_stack(struct model *m, uint64_t task, uint64_t name_addr)
+{
+	struct task *t = name_addr ? task_get(m, task) : NULL;
+
+	if (!t || t->named)
+		return;
+	model__task_name(m, task, name_addr, t->name, sizeof(t->name));
+	t->named = strcmp(t->name, "task") != 0;
+}
+
 /*
  * A stack record (--stacks, live): unwound now, while the process and its
  * maps are still there, and kept once in the session's stacks.
@@ -376,6 +387,8 @@ static void apply_stack(struct model *m, const struct at_stack *st)
 	}
 	m->stacks_unwound++;
 	m->stacks_by_fp += by_fp;
+	if (m->stack_name && st->task)
+		name_by_stack(m, st->task, m->stack_name(m->unwind_ctx, frames, n));
 	count_stack(m, st->task, m->cur_stack, asleep,
 		    asleep ? (st->woke > st->hdr.ts ? st->woke - st->hdr.ts : 0)
 			   : m->stack_period_ns);

@@ -85,6 +85,11 @@ struct stack_frame;
  */
 typedef int (*model_unwind_fn)(void *ctx, const struct at_stack *s, struct stack_frame *frames,
 			       int max, bool *by_fp);
+/*
+ * What names a task from a stack of its poll (the name address its probes
+ * would give it: tokio sampled, the raw::poll instance on the stack); 0 none.
+ */
+typedef uint64_t (*model_stack_name_fn)(void *ctx, const struct stack_frame *frames, int n);
 
 struct model {
 	uint32_t pid;
@@ -107,6 +112,7 @@ struct model {
 	void *code_ctx;
 	model_unwind_fn unwind;	/* NULL: stacks are not unwound (no --stacks, or a capture) */
 	void *unwind_ctx;
+	model_stack_name_fn stack_name; /* NULL: tasks are not named by their stacks (unwind_ctx) */
 
 	/* --stacks: every stack unwound, once each, and where each was taken */
 	struct callstacks stacks;

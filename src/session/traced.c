@@ -179,6 +179,38 @@ static int unwind_stack(void *ctx, const struct at_stack *st, struct stack_frame
 	return u > 0 ? k + u : 0;
 }
 
+/*
+ * tokio, sampled (--stacks): the raw::poll instance a task's stack runs in
+ * names it as its probe would (the instance's file offset, named by its
+ * future type: name_tokio_tasks()); 0 if none is on it.
+ */
+static uint64_t tokio_stack_name(void *ctx, const struct stack_frame *f, int n)
+{
+	const struct traced *tr = ctx;
+	const struct tokio_binary *tb = &tr->disc.tokio;
+	uint64_t best = 0;
+
+	for (int i = 0; i < n; i++) {
+		uint64_t off;
+
+		/* an inlined frame's pc is its caller's */
+		if (f[i].kernel || f[i].inlined || !f[i].function ||
+		    !strstr(f[i].function, "tokio::runtime::task::raw::poll") ||
+		    f[i].pc < tb->map.start || f[i].pc >= tb->map.end)
+			continue;
+		off = f[i].pc - tb->map.start + tb->map.offset;
+		for (size_t k = 0; k < tb->rt.nr; k++) {
+			const struct tokio_site *site = &tb->rt.sites[k];
+
+			if (site->kind == TOKIO_POLL && site->offset <= off && site->offset > best)
+				best = site->offset;
+		}
+		/* the instance that holds pc: none is this long */
+		return best && off - best < (1u << 16) ? best : 0;
+	}
+	return 0;
+}
+
 /* A goroutine's name: the function it started in, at addr in the target. */
 static const char *go_code_name(void *ctx, uint64_t addr)
 {
@@ -561,6 +593,9 @@ static int begin_pipeline(struct session *s, struct traced *tr)
 	if (s->unwinding) {
 		tr->pipe.model.unwind = unwind_stack;
 		tr->pipe.model.unwind_ctx = tr;
+		/* sampled, tokio's tasks have no name until a stack (or an escalation) gives one */
+		if (tr->disc.kind == RUNTIME_TOKIO && o->sample_mode)
+			tr->pipe.model.stack_name = tokio_stack_name;
 		tr->pipe.model.stack_period_ns = 1000000000ull / session__sample_hz(s->o);
 		/* its images now: once attached, the tracer may no longer read its maps */
 		int unreadable = analyser__prime(&s->stacks, &tr->target);

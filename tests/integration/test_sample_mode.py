@@ -372,6 +372,19 @@ class TokioSampled(unittest.TestCase):
         self.assertIn("its binary is stripped (no symbol table), so tokio cannot be looked for",
                       r.stderr)
 
+    def test_stacks_name_the_tasks(self):
+        """--stacks: a long run's stack shows the raw::poll instance (fat LTO
+        keeps it a frame of its own), which names the task by its future
+        type, as its probe would."""
+        harness.require_root()
+        run = traced_tokio_run("-lto", duration=3, trace=False,
+                               tracer_args=[*SAMPLE, "--stacks"])
+        self.assertEqual((run.executor_rc, run.tracer_rc), (0, 0), run.describe())
+        names = [a["task"]["name"] for a in begins(run)]
+        self.assertEqual(len(names), 1, run.describe())
+        self.assertIn("blocking_call", names[0], run.describe())
+        self.assertIn("burn_cpu", run.tracer_stderr, run.describe())
+
     def test_escalation_measures_the_hog(self):
         """--escalate: a run past --long-poll (the hog's, or the blocking
         call's alert) attaches the probes, which then bound the hog's polls
