@@ -9,6 +9,7 @@ options file the administrator changed. Messages carry their syslog
 priority when stderr is the journal."""
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -88,8 +89,18 @@ def daemon_of(strace_pid):
         return []
 
 
-def daemon_syscalls(tmp):
-    """The names of the system calls asynctraced makes following the host."""
+def default_opts(path):
+    """The options the installed options file gives the unit, as a list."""
+    from tests.integration import harness as h
+    for line in h.read(path).splitlines():
+        if line.startswith("ASYNCTRACED_OPTS="):
+            return shlex.split(shlex.split(line.partition("=")[2])[0])
+    raise AssertionError(f"no ASYNCTRACED_OPTS in {path}")
+
+
+def daemon_syscalls(tmp, opts):
+    """The names of the system calls asynctraced makes following the host,
+    with opts (its output, dump and metrics places replaced by tmp's)."""
     from tests.integration import harness as h
     log, alerts = os.path.join(tmp, "strace"), os.path.join(tmp, "alerts.jsonl")
     dumps = os.path.join(tmp, "dumps")
@@ -101,9 +112,10 @@ def daemon_syscalls(tmp):
     with socket.socket() as sock:  # a free port
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    tr = subprocess.Popen(["strace", "-f", "-qq", "-o", log, h.TRACER, "-q",
-                           "--alerts", alerts, "--metrics", str(port),
-                           "--flight-recorder", "2", "--dump-dir", dumps,
+    places = {"--alerts": alerts, "--metrics": str(port), "--dump-dir": dumps,
+              "--flight-recorder": "2", "--escalate": "1"}
+    args = [places.get(opts[i - 1], a) if i else a for i, a in enumerate(opts)]
+    tr = subprocess.Popen(["strace", "-f", "-qq", "-o", log, h.TRACER, "-q", *args,
                            "--comm", "^(sample-executor|tokio-app|go-app)$"],
                           stdout=subprocess.DEVNULL, stderr=err)
     daemon = None
@@ -242,7 +254,12 @@ class Install(unittest.TestCase):
         self.assertIn("bpf", allowed)
         self.assertNotIn("settimeofday", allowed)
         self.assertNotIn("mount", allowed)
-        made = daemon_syscalls(tempfile.mkdtemp(prefix="asynctraced-unit-"))
+        # as installed (sample mode, escalating), and in probe mode
+        made = set()
+        for opts in (default_opts(self.path("etc/default/asynctraced")),
+                     ["--alerts", "-", "--metrics", "-", "--flight-recorder", "2",
+                      "--dump-dir", "-"]):
+            made |= daemon_syscalls(tempfile.mkdtemp(prefix="asynctraced-unit-"), opts)
         self.assertGreater(len(made), 30, made)
         # uretprobe (335) and uprobe (336): made by the kernel's trampolines in
         # probed code (the rule learner's children), and let through by seccomp
