@@ -108,6 +108,8 @@ static void put_tokio(const struct discovery *d, struct plan_buf *b)
 		put(b, &s->place, sizeof(s->place));
 		put_u32(b, s->internal);
 		put_str(b, s->future, MAX_STRING);
+		put(b, s->code_off, sizeof(s->code_off));
+		put(b, s->code_len, sizeof(s->code_len));
 	}
 	for (int k = 0; k < TOKIO_KIND_MAX; k++)
 		put_u64(b, rt->count[k]);
@@ -371,10 +373,16 @@ static void get_tokio(struct rd *r, struct discovery *d)
 		get(r, &s->place, sizeof(s->place));
 		s->internal = get_u32(r) != 0;
 		s->future = get_str(r, MAX_STRING);
+		get(r, s->code_off, sizeof(s->code_off));
+		get(r, s->code_len, sizeof(s->code_len));
 		if (s->kind >= TOKIO_KIND_MAX || s->place.skip > 64)
 			fail(r, "a tokio site out of range");
 		else if (in_file(r, f, s->offset) && in_file(r, f, s->offset + s->place.skip))
 			check_place(r, &s->place);
+		/* where its polls run: inside the file, each piece whole */
+		for (int k = 0; k < 1 + TOKIO_LAYERS && !r->why; k++)
+			if (s->code_len[k] && in_file(r, f, s->code_off[k]))
+				in_file(r, f, s->code_off[k] + s->code_len[k] - 1);
 	}
 	for (int k = 0; k < TOKIO_KIND_MAX; k++)
 		if ((rt->count[k] = get_u64(r)) > nr)

@@ -180,33 +180,33 @@ static int unwind_stack(void *ctx, const struct at_stack *st, struct stack_frame
 }
 
 /*
- * tokio, sampled (--stacks): the raw::poll instance a task's stack runs in
- * names it as its probe would (the instance's file offset, named by its
- * future type: name_tokio_tasks()); 0 if none is on it.
+ * tokio, sampled (--stacks): the innermost frame in code only one raw::poll
+ * instance's polls run (the instance, its Harness::poll, its Core::poll:
+ * struct tokio_site's code) names the task as that instance's probe would
+ * (its file offset, named by its future type: name_tokio_tasks()); 0 if no
+ * frame is in such code.
  */
 static uint64_t tokio_stack_name(void *ctx, const struct stack_frame *f, int n)
 {
 	const struct traced *tr = ctx;
 	const struct tokio_binary *tb = &tr->disc.tokio;
-	uint64_t best = 0;
 
 	for (int i = 0; i < n; i++) {
 		uint64_t off;
 
-		/* an inlined frame's pc is its caller's */
-		if (f[i].kernel || f[i].inlined || !f[i].function ||
-		    !strstr(f[i].function, "tokio::runtime::task::raw::poll") ||
-		    f[i].pc < tb->map.start || f[i].pc >= tb->map.end)
+		if (f[i].kernel || f[i].pc < tb->map.start || f[i].pc >= tb->map.end)
 			continue;
 		off = f[i].pc - tb->map.start + tb->map.offset;
 		for (size_t k = 0; k < tb->rt.nr; k++) {
 			const struct tokio_site *site = &tb->rt.sites[k];
 
-			if (site->kind == TOKIO_POLL && site->offset <= off && site->offset > best)
-				best = site->offset;
+			if (site->kind != TOKIO_POLL || site->internal)
+				continue;
+			for (int c = 0; c < 1 + TOKIO_LAYERS; c++)
+				if (site->code_len[c] && off >= site->code_off[c] &&
+				    off - site->code_off[c] < site->code_len[c])
+					return site->offset;
 		}
-		/* the instance that holds pc: none is this long */
-		return best && off - best < (1u << 16) ? best : 0;
 	}
 	return 0;
 }

@@ -373,17 +373,22 @@ class TokioSampled(unittest.TestCase):
                       r.stderr)
 
     def test_stacks_name_the_tasks(self):
-        """--stacks: a long run's stack shows the raw::poll instance (fat LTO
-        keeps it a frame of its own), which names the task by its future
-        type, as its probe would."""
+        """--stacks: a long run's stack runs in code only one raw::poll
+        instance's polls run in (the instance, where fat LTO keeps it a frame
+        of its own; its Harness::poll, which a release build's raw::poll
+        tail-calls), which names the task by its future type, as its probe
+        would."""
         harness.require_root()
-        run = traced_tokio_run("-lto", duration=3, trace=False,
-                               tracer_args=[*SAMPLE, "--stacks"])
-        self.assertEqual((run.executor_rc, run.tracer_rc), (0, 0), run.describe())
-        names = [a["task"]["name"] for a in begins(run)]
-        self.assertEqual(len(names), 1, run.describe())
-        self.assertIn("blocking_call", names[0], run.describe())
-        self.assertIn("burn_cpu", run.tracer_stderr, run.describe())
+        for variant in ("", "-lto"):
+            with self.subTest(build=variant or "release"):
+                run = traced_tokio_run(variant, duration=3, trace=False,
+                                       tracer_args=[*SAMPLE, "--stacks"])
+                self.assertEqual((run.executor_rc, run.tracer_rc), (0, 0), run.describe())
+                names = [a["task"]["name"] for a in begins(run)]
+                self.assertEqual(len(names), 1, run.describe())
+                self.assertIn("blocking_call", names[0], run.describe())
+                self.assertIn("'tokio_app::counted::Counted<tokio_app::workload::burn_cpu",
+                              run.tracer_stderr, run.describe())
 
     def test_escalation_measures_the_hog(self):
         """--escalate: a run past --long-poll (the hog's, or the blocking

@@ -271,6 +271,11 @@ static void tokio_sites_whole(void **state)
 		assert_memory_equal(&a->place, &b->place, sizeof(a->place));
 		assert_int_equal(a->internal, b->internal);
 		assert_true(a->future ? b->future && !strcmp(a->future, b->future) : !b->future);
+		assert_memory_equal(a->code_off, b->code_off, sizeof(a->code_off));
+		assert_memory_equal(a->code_len, b->code_len, sizeof(a->code_len));
+		/* a probed instance's polls run in it (sample mode names tasks by it) */
+		if (b->kind == TOKIO_POLL && !b->internal)
+			assert_int_equal(b->code_off[0], b->offset);
 	}
 	/* sample mode's thread-local: found in the executable, and carried whole */
 	assert_string_equal(e.d.tokio.rt.current.why, "");

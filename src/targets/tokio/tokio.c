@@ -478,6 +478,92 @@ struct detect {
 	int err;
 };
 
+/* One more piece of code a stack of site's polls may run in (the function f). */
+static void add_code(const struct elf_image *im, struct tokio_site *site, const struct elf_func *f)
+{
+	int64_t off = elf_image__offset(im, f->addr);
+
+	if (off < 0 || !f->size || f->size > UINT32_MAX)
+		return;
+	for (int i = 0; i < 1 + TOKIO_LAYERS; i++) {
+		if (site->code_len[i] && site->code_off[i] == (uint64_t)off)
+			return;
+		if (!site->code_len[i]) {
+			site->code_off[i] = (uint64_t)off;
+			site->code_len[i] = (uint32_t)f->size;
+			return;
+		}
+	}
+}
+
+/*
+ * Where a raw::poll instance's polls run (struct tokio_site's code): the
+ * instance, the poll layers it calls or jumps to (Harness::poll), and
+ * theirs, two deep. Layers several instances share are dropped after.
+ */
+static void find_code(const struct elf_image *im, struct tokio_site *site, const struct elf_func *f)
+{
+	const struct elf_func *layer[1 + TOKIO_LAYERS] = { f };
+	size_t nr = 1;
+	struct search s = { .im = im };
+
+	add_code(im, site, f);
+	if (!im->is_x86_64 || cs_open(CS_ARCH_X86, CS_MODE_64, &s.cs) != CS_ERR_OK)
+		return;
+	cs_option(s.cs, CS_OPT_DETAIL, CS_OPT_ON);
+	s.insn = cs_malloc(s.cs);
+	for (size_t k = 0; s.insn && k < nr && k < 2; k++) {
+		uint64_t size = layer[k]->size < NAME_SEARCH_BYTES ? layer[k]->size : NAME_SEARCH_BYTES;
+		const uint8_t *code = size ? elf_image__bytes(im, layer[k]->addr, size) : NULL;
+		uint64_t pc = layer[k]->addr;
+		size_t left = code ? size : 0;
+
+		while (left && nr < 1 + TOKIO_LAYERS &&
+		       cs_disasm_iter(s.cs, &code, &left, &pc, s.insn)) {
+			const cs_x86 *x = &s.insn->detail->x86;
+			const struct elf_func *callee;
+
+			if ((s.insn->id != X86_INS_CALL && s.insn->id != X86_INS_JMP) ||
+			    x->op_count != 1)
+				continue;
+			callee = elf_image__func_at(im, branch_target(&s, x), false);
+			if (!callee || callee == layer[k] ||
+			    !is_poll_layer(elf_image__name(im, callee)))
+				continue;
+			layer[nr++] = callee;
+			add_code(im, site, callee);
+		}
+	}
+	if (s.insn)
+		cs_free(s.insn, 1);
+	cs_close(&s.cs);
+}
+
+/* A layer two instances reach is neither's: a stack in it names no task. */
+static void unshare_code(struct tokio_runtime *rt)
+{
+	struct u64map seen;
+
+	u64map__init(&seen);
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < rt->nr; i++) {
+			struct tokio_site *site = &rt->sites[i];
+
+			for (int k = 1; k < 1 + TOKIO_LAYERS; k++) {
+				uintptr_t n;
+
+				if (!site->code_len[k])
+					continue;
+				n = (uintptr_t)u64map__get(&seen, site->code_off[k]);
+				if (!pass)
+					u64map__set(&seen, site->code_off[k], (void *)(n + 1));
+				else if (n > 1)
+					site->code_len[k] = 0;
+			}
+		}
+	u64map__clear(&seen);
+}
+
 static int classify(void *ctx, const struct elf_func *f)
 {
 	struct detect *d = ctx;
@@ -519,6 +605,8 @@ static int classify(void *ctx, const struct elf_func *f)
 		if (site.future)
 			tidy(site.future);
 		site.internal = worker_loop || is_internal(site.future);
+		if (!site.internal)
+			find_code(d->im, &site, f);
 	}
 	if (d->rt->nr == d->cap) {
 		size_t cap = d->cap ? d->cap * 2 : 64;
@@ -629,6 +717,7 @@ int tokio__detect_image(const struct elf_image *im, const struct probe_rules *ru
 		tokio__free(rt);
 		return -ENOMEM;
 	}
+	unshare_code(rt);
 	rt->nr_defer = tokio__defer_sites(im, rt->defer_ret, AT_TOKIO_DEFER_SITES);
 	/* sample mode's: not found is said by current.why, and fails only that mode */
 	if (tokio__current(im, &rt->current) == -ENOMEM) {

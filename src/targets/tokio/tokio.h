@@ -29,6 +29,9 @@ enum tokio_kind {
 	TOKIO_KIND_MAX,
 };
 
+/* The functions a raw::poll instance alone calls through (Harness::poll, Core::poll): at most. */
+#define TOKIO_LAYERS 4
+
 struct tokio_site {
 	enum tokio_kind kind;
 	uint64_t addr;		/* link-time address */
@@ -36,6 +39,14 @@ struct tokio_site {
 	struct placement place;	/* the uprobe goes at offset + place.skip */
 	char *future;		/* TOKIO_POLL: the future type; NULL if not found */
 	bool internal;		/* the runtime's own loop, not a task: not probed */
+	/*
+	 * TOKIO_POLL: the code a stack of its polls runs in, as file offsets and
+	 * lengths: the instance itself, then the poll layers only it reaches
+	 * (Harness<T, S>::poll, Core<T, S>::poll), where a release build's
+	 * stacks show it (raw::poll tail-calls Harness::poll). 0 lengths: none.
+	 */
+	uint64_t code_off[1 + TOKIO_LAYERS];
+	uint32_t code_len[1 + TOKIO_LAYERS];
 };
 
 /*
