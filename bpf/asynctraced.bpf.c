@@ -1086,8 +1086,9 @@ static __always_inline bool tokio_run_seen(struct thread_state *t,
 	if (!fs || !p->ctx_tpoff)
 		return false;
 	ctx = fs + (__u64)p->ctx_tpoff;
+	/* ids count up from 1: an address there would be another field read */
 	if (bpf_probe_read_user(id, sizeof(id), (const void *)(ctx + p->ctx_task_id)) ||
-	    id[0] != 1 || !id[1] ||
+	    id[0] != 1 || !id[1] || id[1] >> 40 ||
 	    bpf_probe_read_user(budget, sizeof(budget), (const void *)(ctx + p->ctx_budget)) ||
 	    budget[0] != 1)
 		return false;

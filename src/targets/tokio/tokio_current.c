@@ -83,8 +83,9 @@ struct scan {
 	size_t nr_last;
 	bool named;		/* the function is set_current_task_id or TaskIdGuard's */
 	uint64_t count, touch;	/* instructions so far; the last one that addressed CONTEXT */
-	/* votes by offset in CONTEXT */
-	uint32_t *id_imm, *id_named, *budget_imm, *budget_reg;
+	/* votes by offset in CONTEXT; named_store: 8-byte stores of the named functions */
+	uint32_t *id_imm, *id_named, *budget_imm, *budget_reg, *named_store;
+	bool named_seen;	/* a named function was scanned (not all inlined) */
 };
 
 /* The general register a capstone register is part of (0-15), or -1. */
@@ -171,6 +172,8 @@ static int64_t context_off(const struct scan *s, const cs_x86_op *op)
 /* What a store to CONTEXT says of where its fields are. */
 static void on_store(struct scan *s, const struct store *st)
 {
+	if (s->named && st->width == 8)
+		s->named_store[st->off]++;
 	/* a pair: this 8-byte store 8 bytes past an earlier one of the function's last few */
 	if (st->width == 8 && !st->imm && st->off >= 8 && st->off + 8 <= (int32_t)s->size)
 		for (size_t i = 0; i < s->nr_last; i++) {
@@ -391,6 +394,7 @@ static int scan_func(void *ctx, const struct elf_func *f)
 		return 0;
 	name = elf_image__name(s->im, f);
 	s->named = strstr(name, "::set_current_task_id") || strstr(name, "TaskIdGuard");
+	s->named_seen |= s->named;
 	memset(s->regs, 0, sizeof(s->regs));
 	s->nr_last = 0;
 	s->nr_joins = 0;
@@ -477,12 +481,13 @@ int tokio__current(const struct elf_image *im, struct tokio_current *c)
 	}
 	cs_option(s.cs, CS_OPT_DETAIL, CS_OPT_ON);
 	s.in = cs_malloc(s.cs);
-	s.id_imm = calloc(4 * (size_t)s.size, sizeof(uint32_t));
+	s.id_imm = calloc(5 * (size_t)s.size, sizeof(uint32_t));
 	err = s.in && s.id_imm ? 0 : -ENOMEM;
 	if (!err) {
 		s.id_named = s.id_imm + s.size;
 		s.budget_imm = s.id_named + s.size;
 		s.budget_reg = s.budget_imm + s.size;
+		s.named_store = s.budget_reg + s.size;
 		elf_image__for_each(im, NULL, scan_func, &s);
 		c->task_id = winner(s.id_imm, s.size, &n);
 		if (!n)
@@ -495,7 +500,17 @@ int tokio__current(const struct elf_image *im, struct tokio_current *c)
 		/* two fields in one place: one of them is wrong */
 		if (c->task_id >= 0 && c->budget >= c->task_id && c->budget < c->task_id + 16)
 			c->budget = -1;
-		if (c->task_id < 0)
+		/*
+		 * Where set_current_task_id or TaskIdGuard was kept whole, it must
+		 * write the id found: a Some(x) stored elsewhere is another field
+		 * (the runtime handle), and a newer tokio's ids (NonZeroU64, no
+		 * tag: a single store) are not read yet.
+		 */
+		if (c->task_id >= 0 && s.named_seen && !s.named_store[c->task_id + 8]) {
+			c->task_id = -1;
+			SAY(c, "tokio's current task id takes no tag here (a newer tokio's NonZero ids), "
+			       "which sample mode does not read yet");
+		} else if (c->task_id < 0)
 			SAY(c, "where tokio's CONTEXT keeps the current task's id was not found in "
 			       "its code");
 		else if (c->budget < 0)
