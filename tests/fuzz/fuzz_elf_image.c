@@ -18,6 +18,26 @@
 #include "targets/elf_image.h"
 #include "targets/tokio/tokio.h"
 
+/* Where tokio's CONTEXT is, if anywhere: inside the thread-local block, its fields inside it. */
+static void check_current(const struct elf_image *im)
+{
+	struct tokio_current c;
+	int64_t tpoff;
+
+	for (size_t i = 0; i < im->nr_tls; i++) {
+		CHECK(elf_image__name(im, &im->tls[i]) != NULL);
+		if (!elf_image__tpoff(im, im->tls[i].addr, &tpoff))
+			CHECK(tpoff < 0 && (uint64_t)-tpoff <= im->tls_memsz + im->tls_align);
+	}
+	if (tokio__current(im, &c)) {
+		CHECK(c.why[0]);
+		return;
+	}
+	CHECK(!c.why[0] && c.tpoff < 0 && c.size && c.size <= 4096);
+	CHECK(c.task_id >= 0 && (uint32_t)c.task_id + 16 <= c.size);
+	CHECK(c.budget >= 0 && (uint32_t)c.budget + 2 <= c.size);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* What a caller may read: len bytes inside the file, touched at both ends. */
@@ -68,6 +88,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* what the tracer does with a file without USDT probes */
 		if (!tokio__detect_image(&im, NULL, &rt))
 			tokio__free(&rt);
+		/* sample mode's: the thread-locals, and the code that writes tokio's */
+		check_current(&im);
 		elf_image__close(&im);
 	}
 	ro_buf__free(&b);

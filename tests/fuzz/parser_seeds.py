@@ -19,6 +19,9 @@
     parser_seeds.py go BINARY OUT [dwarf]     golang: a Go binary cut to what golang.c reads
                                               (with dwarf: runtime.g, m and p in a small DWARF)
     parser_seeds.py edge-go OUTDIR            golang: hand-made Go binaries at the edges
+    parser_seeds.py edge-tls OUTDIR           elf_image: a small static program with tokio's
+                                              CONTEXT thread-local and code that writes it
+                                              (sample mode's reader, tokio_current.c)
     parser_seeds.py dwarf BINARY OUT          func_index: BINARY's headers and DWARF, whole
                                               compile units to MAX_SEED bytes
     parser_seeds.py edge-dwarf OUTDIR         func_index: C++ and Rust programs compiled here
@@ -818,6 +821,48 @@ def kallsyms(outdir, lines=120):
     print("%s: %d cuts of /proc/kallsyms, and hand-made lines" % (outdir, len(starts) + 1))
 
 
+EDGE_TLS = r"""/* A tokio-shaped thread-local and the code that writes it: a seed for fuzz_elf_image. */
+struct ctx { unsigned long pad[4]; unsigned long tag, id; unsigned long more[5]; unsigned char budget[2]; };
+__thread struct ctx context __asm__("_ZN5tokio7runtime7context7CONTEXT7__getit5__KEY17h0123456789abcdefE");
+__attribute__((noinline)) unsigned long set_id(unsigned long id) __asm__("_ZN5tokio7runtime7context19set_current_task_id17h0123456789abcdefE");
+__attribute__((noinline)) unsigned long set_id(unsigned long id)
+{
+	unsigned long old = context.id;
+	context.tag = 1;
+	context.id = id;
+	return old;
+}
+__attribute__((noinline)) void budget(void) __asm__("_ZN5tokio7runtime4coop6budget17h0123456789abcdefE");
+__attribute__((noinline)) void budget(void)
+{
+	*(volatile unsigned short *)context.budget = 0x8001;
+}
+void _start(void)
+{
+	set_id(3);
+	budget();
+	for (;;)
+		;
+}
+"""
+
+
+def edge_tls(outdir):
+    """A 9 KB static program compiled here (gcc -O2 -nostdlib): a thread-local
+    named as tokio's CONTEXT, and functions named as tokio's that write its
+    task id (a tag, then the id) and its budget (0x8001): what
+    src/targets/tokio/tokio_current.c reads of a tokio binary, at a size
+    the fuzzer mutates at speed."""
+    os.makedirs(outdir, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "ctx.c")
+        with open(src, "w") as f:
+            f.write(EDGE_TLS)
+        subprocess.run(["gcc", "-O2", "-nostdlib", "-static", "-fno-pie", "-no-pie", src, "-o",
+                        os.path.join(outdir, "tokio-context")], check=True)
+    print("%s: a tokio-shaped thread-local" % outdir)
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "elf":
@@ -840,6 +885,8 @@ def main():
         cut_dwarf(args[0], args[1])
     elif cmd == "edge-dwarf":
         edge_dwarf(args[0])
+    elif cmd == "edge-tls":
+        edge_tls(args[0])
     elif cmd == "proc":
         proc_files(args[0], args[1:])
     elif cmd == "kallsyms":
