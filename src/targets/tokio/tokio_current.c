@@ -21,7 +21,8 @@
  * PT_TLS. Its layout is the compiler's, so the fields are found in the code
  * that writes them: every access to CONTEXT is followed (the thread pointer
  * loaded from %fs:0, or a constant added to it, or %fs: itself with a
- * constant base; the lazy initialiser returns the same address), and
+ * constant base; std's lazy initialiser returns the same address; a forward
+ * branch's target knows what both ways to it agree on), and
  *
  *   - current_task_id is where `Some(id)` is stored: the tag 1, then the id
  *     8 bytes on (TaskIdGuard::enter, wherever it was inlined), or, where
@@ -30,7 +31,9 @@
  *     (`movw $0x8001`: Some, 128), or the pair of bytes, or a register.
  *
  * Each is the offset most such stores agree on; none, or two that agree
- * equally, and sample mode says it cannot read the process.
+ * equally, and sample mode says it cannot read the process. Where
+ * set_current_task_id or TaskIdGuard was kept a function, it must write the
+ * id found (a Some(x) stored elsewhere is the runtime handle's).
  */
 #include <errno.h>
 #include <stdio.h>
