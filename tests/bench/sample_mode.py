@@ -34,7 +34,9 @@ the healthy server under the same load must raise none. On the tokio
 server, whose runs on the CPU the samples cannot split into polls, the
 escalation's probes must find the 30 ms polls themselves; healthy, nothing.
 
-Usage: sample_mode.py [ROUNDS] (default 3)."""
+Usage: sample_mode.py [ROUNDS] (default 3).
+       sample_mode.py rates [ROUNDS]: sample mode at 97, 997 and 4999 Hz on the tokio
+       server, beside `perf record -e cpu-clock -F HZ -a` (no BPF) at the same rates."""
 import datetime
 import json
 import os
@@ -165,7 +167,47 @@ def table(server, rounds, modes):
               f"{p99:7.2f} {p99 / base_p99:5.2f}x {100 * cpu:9.1f}%")
 
 
+def perf_round(server, hz):
+    """One round with `perf record -e cpu-clock -F hz -a` (no BPF) on the host: what a
+    CPU-clock sample costs the machine, sample mode's or not."""
+    srv, port = start_server(server)
+    try:
+        wrk(port, 1)
+        perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(hz), "-a",
+                                 "-o", os.path.join(tempfile.gettempdir(), "at-bench-perf.data")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1)
+        rps, _ = wrk(port, SECONDS)
+        perf.send_signal(signal.SIGINT)
+        perf.wait(timeout=60)
+        return rps
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+def sample_rates(rounds, server="tokio-http"):
+    """Sample mode's cost against its rate, beside perf's own sampling at the same rates."""
+    runs = {"untraced": lambda: one_round(server, "untraced")[0]}
+    for hz in (97, 997, 4999):
+        MODES[f"sample-{hz}"] = ["--mode", "sample", "--no-trace", "--sample-hz", str(hz)]
+        runs[f"sample {hz} Hz"] = lambda hz=hz: one_round(server, f"sample-{hz}")[0]
+        runs[f"perf record -F {hz}"] = lambda hz=hz: perf_round(server, hz)
+    got = {m: [] for m in runs}
+    for _ in range(rounds):
+        for m in random.sample(list(runs), len(runs)):
+            got[m].append(runs[m]())
+    base = statistics.median(got["untraced"])
+    print(f"{server}, wrk -t1 -c32, {SECONDS} s rounds, median of {rounds}:")
+    for m, xs in got.items():
+        print(f"  {m:20} {statistics.median(xs):9.0f} {statistics.median(xs) / base:5.3f}x  "
+              + " ".join(f"{x / base:.2f}" for x in xs))
+
+
 def main():
+    if sys.argv[1:2] == ["rates"]:
+        sample_rates(int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+        return
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     table("go-http", rounds, MODES)
     table("tokio-http", rounds, MODES)
