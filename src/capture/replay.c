@@ -66,11 +66,10 @@ static int proc_begin(struct replay *rp, const struct cap_process *proc)
 	pr->stop = proc->hdr.ts;
 	pr->maps_only = proc->maps_only;
 	pr->sample_hz = proc->sample_hz;
-	pr->runtime = proc->runtime == CAPTURE_RUNTIME_TOKIO ? "tokio"
-		      : proc->runtime == CAPTURE_RUNTIME_GO  ? "go"
-		      : proc->runtime == CAPTURE_RUNTIME_USDT ? "usdt"
-							      : NULL;
-	pr->pipe.runtime = pr->runtime;
+	pr->pipe.runtime = proc->runtime == CAPTURE_RUNTIME_TOKIO ? "tokio"
+			   : proc->runtime == CAPTURE_RUNTIME_GO  ? "go"
+			   : proc->runtime == CAPTURE_RUNTIME_USDT ? "usdt"
+								   : NULL;
 	rp->procs[rp->nr++] = pr;
 	return rp->ops.begin ? rp->ops.begin(rp->ops.ctx, pr) : 0;
 }

@@ -32,7 +32,6 @@ struct replay_proc {
 	uint32_t nr_samples;
 	bool maps_only;		/* the capture holds only long and late polls */
 	uint32_t sample_hz;	/* recorded in sample mode, at this rate (0: probe mode) */
-	const char *runtime;	/* "tokio", "go", "usdt" (NULL: not known) */
 	bool ended;		/* its end record was read (or the capture's) */
 	uint64_t stop;		/* when its tracing stopped (or the last timestamp seen) */
 	char reason[CAP_REASON_LEN];

@@ -40,7 +40,7 @@ static void on_end(void *ctx, struct replay_proc *p)
 	info.end_reason = p->reason;
 	info.maps_only = p->maps_only;
 	info.sample_hz = p->sample_hz;
-	info.runtime = p->runtime;
+	info.runtime = p->pipe.runtime;
 	info.no_snapshot = !replay__has_snapshot(p);
 	memcpy(info.stats, p->counters, sizeof(info.stats));
 	if (outputs__end(&c->out, &p->pipe, p->stop, replay__stats(p), &info) != EXIT_OK)

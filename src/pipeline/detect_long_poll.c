@@ -134,6 +134,12 @@ static void note_victim(struct detector *d, struct model *m, const struct at_pol
 			   p->wake_ts >= w->hold_begin && p->wake_ts < w->hold_end);
 }
 
+/* A task of the runtime's own (Go's GC workers hold their Ps by design): never alerted on. */
+static bool runtime_task(const struct detector *d, const char *name)
+{
+	return d->runtime_tasks && !strncmp(name, d->runtime_tasks, strlen(d->runtime_tasks));
+}
+
 static void long_poll(struct detector *d, struct model *m, const struct at_poll *p)
 {
 	uint64_t end_ts = p->hdr.ts + p->duration_ns;
@@ -148,8 +154,8 @@ static void long_poll(struct detector *d, struct model *m, const struct at_poll 
 		detect__end(d, u64map__del(&d->long_polls, p->task), ep->last_ts, false);
 	detect__alert_init(&a, ALERT_LONG_POLL, end_ts);
 	model__task_name(m, p->task, p->name_addr, a.task_name, sizeof(a.task_name));
-	if (d->runtime_tasks && !strncmp(a.task_name, d->runtime_tasks, strlen(d->runtime_tasks)))
-		return; /* the runtime's own (a GC worker holds its P by design) */
+	if (runtime_task(d, a.task_name))
+		return;
 	a.begin_ts = p->hdr.ts;
 	/* of a run of several polls, the one proven (its longest sleep, at least) */
 	a.value_ns = p->flags & AT_POLL_RUNS ? detect__poll_own_ns(p) : p->duration_ns;
@@ -182,7 +188,7 @@ static void suspect(struct detector *d, struct model *m, const struct at_poll *p
 	if (!d->suspect || poll_cpu_ns(p) + p->blocked_ns < limit)
 		return;
 	model__task_name(m, p->task, p->name_addr, name, sizeof(name));
-	if (d->runtime_tasks && !strncmp(name, d->runtime_tasks, strlen(d->runtime_tasks)))
+	if (runtime_task(d, name))
 		return;
 	d->suspect(d->suspect_ctx, p, name);
 }

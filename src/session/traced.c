@@ -376,9 +376,11 @@ static void on_alert(void *ctx, struct alert *a)
 	if (a->state == ALERT_BEGIN) {
 		char cause[64];
 
-		snprintf(cause, sizeof(cause), "after a %s alert", alert_kind_str(a->kind));
-		if (a->sampled_ns && escalate(s, tr, cause))
-			a->escalated_ns = s->o->escalate_ns;
+		if (a->sampled_ns) {
+			snprintf(cause, sizeof(cause), "after a %s alert", alert_kind_str(a->kind));
+			if (escalate(s, tr, cause))
+				a->escalated_ns = s->o->escalate_ns;
+		}
 		/* an escalation's dump holds what its probes saw, to their end */
 		if (flight__alert(s->flight, (uint32_t)tr->target.pid, alert_kind_str(a->kind),
 				  a->ts, a->escalated_ns ? a->escalated_ns + FLIGHT_AFTER_NS : 0,
