@@ -217,7 +217,7 @@ $(BUILD)/go-versions/go-app-%: $(GO_SRCS) $(GO_TOOLCHAINS)/stamp
 # profile (legacy symbol mangling), fat LTO (steal_into inlined away), and v0
 # mangling (future types in the symbols); plus a stripped copy.
 TOKIO_DIR  := tests/tokio
-TOKIO_SRCS := $(wildcard $(TOKIO_DIR)/src/*.rs) $(TOKIO_DIR)/Cargo.toml $(TOKIO_DIR)/Cargo.lock
+TOKIO_SRCS := $(wildcard $(TOKIO_DIR)/src/*.rs $(TOKIO_DIR)/src/bin/*.rs) $(TOKIO_DIR)/Cargo.toml $(TOKIO_DIR)/Cargo.lock
 TOKIO_APPS := $(BUILD)/tokio-app $(BUILD)/tokio-app-lto $(BUILD)/tokio-app-v0 \
 	      $(BUILD)/tokio-app-stripped $(BUILD)/tokio-many $(BUILD)/tokio-spin \
 	      $(BUILD)/tokio-app-cet $(BUILD)/tokio-spin-cet $(BUILD)/tokio-neighbour \

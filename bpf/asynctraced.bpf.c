@@ -1302,10 +1302,12 @@ int BPF_PROG(handle_sched_switch_raw, bool preempt, struct task_struct *prev,
 /* ---- stacks of long polls (--stacks) ------------------------------------ */
 
 /*
- * A CPU-clock sample on every CPU: in sample mode, a thread of a followed
- * process is seen (sample_observe()); a thread of a traced process inside a
- * poll that has run stack_after_ns already gets its user registers and the
- * top of its stack recorded; anything else returns at once (a map lookup).
+ * A CPU-clock sample of a thread of a followed process (each has its perf
+ * event: src/source/thread_samples.c): in sample mode, it is seen
+ * (sample_observe()); inside a poll that has run stack_after_ns already, it
+ * gets its user registers and the top of its stack recorded. A thread the
+ * maps do not follow (a process let go, its events not closed yet) returns
+ * after a map lookup.
  * (The blocked half is in on_switch: core.bpf.h.)
  */
 SEC("?perf_event")

@@ -280,10 +280,11 @@ static const struct opt_def {
 	  "wake and steal functions, every event seen; or\n"
 	  "sample: no probe, the running task read from the\n"
 	  "runtime's state --sample-hz times a second and at\n"
-	  "each switch (Go, asynctrace executors; what it\n"
-	  "cannot see: docs/modes.md)\n" },
+	  "each switch (Go, tokio, asynctrace executors;\n"
+	  "what it cannot see: docs/modes.md)\n" },
 	{ OPT_SAMPLE_HZ, "sample-hz", "HZ", T | R | U,
-	  "sample mode's samples a second on each CPU\n"
+	  "sample mode's samples a second of each traced\n"
+	  "thread's CPU time\n"
 	  "(default 997; its --stacks are sampled with them)\n" },
 	{ OPT_ESCALATE, "escalate", "SECONDS", T | U,
 	  "sample mode: when an alert begins on a process,\n"

@@ -42,8 +42,8 @@ void say__found(const struct session *s, const struct traced *tr, bool first)
 	say_what(s, tr, what, sizeof(what));
 	if (tr->disc.kind == RUNTIME_USDT && s->o->sample_mode) {
 		info_msg("%s: the asynctrace executor in %s: sample mode, no probe: each worker's "
-			 "asynctrace_current read %u times a second on each CPU and at each switch; "
-			 "sched_switch via %s, %s%s\n", what, tr->disc.sites[0].target_path,
+			 "asynctrace_current read %u times a second of its CPU time and at each "
+			 "switch; sched_switch via %s, %s%s\n", what, tr->disc.sites[0].target_path,
 			 s->o->sample_hz, tracer__sched_hook(s->tracer), mode_str(s->o), ctrl_c);
 		return;
 	}
@@ -67,8 +67,8 @@ void say__found(const struct session *s, const struct traced *tr, bool first)
 			 nr_lost);
 	if (tr->disc.kind == RUNTIME_GO && s->o->sample_mode) {
 		info_msg("%s: Go %s in %s (offsets from %s): sample mode, no probe: the running "
-			 "goroutine read %u times a second on each CPU and at each switch; "
-			 "sched_switch via %s, %s%s\n",
+			 "goroutine read %u times a second of each thread's CPU time and at each "
+			 "switch; sched_switch via %s, %s%s\n",
 			 what, tr->disc.go.version, tr->disc.go_target_path,
 			 tr->disc.go.has_dwarf ? "DWARF" : "the version table", s->o->sample_hz,
 			 tracer__sched_hook(s->tracer), mode_str(s->o), ctrl_c);
@@ -85,8 +85,8 @@ void say__found(const struct session *s, const struct traced *tr, bool first)
 	if (s->o->sample_mode) {
 		info_msg("%s: tokio in %s (%s mangling): sample mode, no probe: each thread's "
 			 "CONTEXT (at the thread pointer %+lld: task id at +%d, coop budget at +%d) "
-			 "read %u times a second on each CPU and at each switch; sched_switch via "
-			 "%s, %s%s\n",
+			 "read %u times a second of its CPU time and at each switch; sched_switch "
+			 "via %s, %s%s\n",
 			 what, tr->disc.tokio.target_path, rt->v0 ? "v0" : "legacy",
 			 (long long)rt->current.tpoff, rt->current.task_id, rt->current.budget,
 			 s->o->sample_hz, tracer__sched_hook(s->tracer), mode_str(s->o), ctrl_c);

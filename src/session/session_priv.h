@@ -36,7 +36,7 @@
 /* The flight recorder's dump holds this much after an alert (and after an escalation) */
 #define FLIGHT_AFTER_NS (2 * 1000000000ull)
 
-/* --stacks: CPU-clock samples a second on each CPU (in probe mode) */
+/* --stacks: CPU-clock samples a second of each followed thread's CPU time (in probe mode) */
 #define STACK_HZ 250
 
 /* Sample mode's period (0: probe mode): the programs', the detectors' and the dumps'. */
@@ -45,7 +45,7 @@ static inline uint64_t session__sample_period_ns(const struct session_opts *o)
 	return o->sample_mode ? 1000000000ull / o->sample_hz : 0;
 }
 
-/* The CPU-clock samples a second on each CPU: sample mode's rate, or --stacks'. */
+/* The CPU-clock samples a second of a thread's CPU time: sample mode's rate, or --stacks'. */
 static inline uint32_t session__sample_hz(const struct session_opts *o)
 {
 	return o->sample_mode ? o->sample_hz : STACK_HZ;

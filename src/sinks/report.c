@@ -161,7 +161,8 @@ static void text_counts(const struct text *tx, const struct model *m, const stru
 	if (run->sample_hz) {
 		char unseen[256];
 
-		say(tx, COUNTS_INDENT, "  mode     sample, %u Hz a CPU: no probe; not seen: %s",
+		say(tx, COUNTS_INDENT,
+		    "  mode     sample, %u Hz of each thread's CPU time: no probe; not seen: %s",
 		    run->sample_hz, unseen_text(unseen, sizeof(unseen), run->runtime));
 		say(tx, COUNTS_INDENT, "  polls    %llu runs seen by the samples (%.0f/s)",
 		    (unsigned long long)t.polls, per_sec(t.polls, run->seconds));

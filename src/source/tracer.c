@@ -360,7 +360,7 @@ int tracer__follow(struct tracer *t, pid_t pid, uint32_t flags)
 	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.target_flags), &tgid, &flags, BPF_ANY))
 		return -errno;
 	follow_bit(t, pid, true);
-	return 0;
+	return thread_samples__follow(t, pid);
 }
 
 int tracer__tokio_base(struct tracer *t, pid_t pid, uint64_t base, const uint64_t *defer_ret,
@@ -409,6 +409,7 @@ void tracer__unfollow(struct tracer *t, pid_t pid)
 	if (pid <= 0 || tgid >= AT_MAX_TGID)
 		return;
 	follow_bit(t, pid, false);
+	thread_samples__unfollow(t, pid);
 	tracer__escalate(t, pid, false);
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.target_flags), &tgid);
 	bpf_map_delete_elem(bpf_map__fd(t->skel->maps.tokio_bases), &tgid);
@@ -425,7 +426,7 @@ int tracer__usdt_current(struct tracer *t, pid_t pid, uint64_t addr)
 	return 0;
 }
 
-static int add_link(struct tracer *t, long owner, struct bpf_link *link)
+int tracer__add_link(struct tracer *t, long owner, struct bpf_link *link)
 {
 	struct bpf_link **links;
 	long *owners;
@@ -460,53 +461,31 @@ static int on_birth(void *ctx, void *data, size_t size)
 
 int tracer__attach_sched(struct tracer *t)
 {
-	int err = add_link(t, 0, bpf_program__attach(sched_prog(t->skel, t->empty, t->hook)));
+	int err = tracer__add_link(t, 0, bpf_program__attach(sched_prog(t->skel, t->empty, t->hook)));
 
 	if (err || !t->birth_fn)
 		return err;
 	t->births = ring_buffer__new(bpf_map__fd(t->skel->maps.births), on_birth, t, NULL);
 	if (!t->births)
 		return -errno;
-	err = add_link(t, 0, bpf_program__attach(t->skel->progs.on_exec));
+	err = tracer__add_link(t, 0, bpf_program__attach(t->skel->progs.on_exec));
 	if (!err)
-		err = add_link(t, 0, bpf_program__attach(t->skel->progs.on_fork));
+		err = tracer__add_link(t, 0, bpf_program__attach(t->skel->progs.on_fork));
 	return err;
 }
 
 int tracer__attach_samples(struct tracer *t, uint32_t hz)
 {
-	struct perf_event_attr attr = {
-		.type = PERF_TYPE_SOFTWARE,
-		.size = sizeof(attr),
-		.config = PERF_COUNT_SW_CPU_CLOCK,
-		.sample_freq = hz,
-		.freq = 1,
-	};
-	int ncpus = libbpf_num_possible_cpus(), attached = 0, err = 0;
-
 	if (!bpf_program__autoload(t->skel->progs.on_cpu_sample))
 		return 0;
 	if (bpf_program__autoload(t->skel->progs.sample_signal)) {
-		err = add_link(t, 0, bpf_program__attach(t->skel->progs.sample_signal));
+		int err = tracer__add_link(t, 0, bpf_program__attach(t->skel->progs.sample_signal));
+
 		if (err)
 			return err;
 	}
-	for (int cpu = 0; cpu < ncpus; cpu++) {
-		int fd = (int)syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-
-		if (fd < 0) {
-			err = -errno;
-			continue; /* a CPU that is not online */
-		}
-		err = add_link(t, 0, bpf_program__attach_perf_event(t->skel->progs.on_cpu_sample,
-								  fd));
-		if (err) {
-			close(fd);
-			return err;
-		}
-		attached++;
-	}
-	return attached ? 0 : err;
+	t->sample_hz = hz;
+	return 0;
 }
 
 int tracer__births_fd(const struct tracer *t)
@@ -585,7 +564,7 @@ static int attach_probes(struct tracer *t, pid_t pid, long owner, struct bpf_pro
 	for (size_t i = 0; i < n; i++) {
 		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookies[i], .retprobe = ret,
 			    .ref_ctr_offset = ref_ctrs ? (size_t)ref_ctrs[i] : 0);
-		int err = add_link(t, owner,
+		int err = tracer__add_link(t, owner,
 				   bpf_program__attach_uprobe_opts(prog, pid, binary, offsets[i],
 								   &opts));
 

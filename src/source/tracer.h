@@ -88,11 +88,11 @@ int tracer__new(struct tracer **t, const struct tracer_opts *opts, tracer_record
 /* Attaches sched_switch (and, following the host, the exec and fork hooks). */
 int tracer__attach_sched(struct tracer *t);
 /*
- * A CPU-clock sample hz times a second on every CPU, which (sample mode)
- * reads what a followed thread runs, and (--stacks) records the user stack
- * of a thread in a poll that has run long; in sample mode, the runtime's
- * preemption signals too. 0 (also when neither is on), or -errno when no
- * CPU could be sampled.
+ * Before tracer__follow: each thread of a process followed gets a CPU-clock
+ * sample hz times a second of its time on a CPU, which (sample mode) reads
+ * what it runs, and (--stacks) records the user stack of a thread in a poll
+ * that has run long; in sample mode, the runtime's preemption signals are
+ * watched too. 0 (also when neither is on), or -errno.
  */
 int tracer__attach_samples(struct tracer *t, uint32_t hz);
 /* Following the host: an fd that polls readable when births wait; -1 otherwise. */
@@ -100,10 +100,11 @@ int tracer__births_fd(const struct tracer *t);
 /* Hands the births waiting to the births callback. */
 void tracer__births_consume(struct tracer *t);
 /*
- * Follows process pid: sched_switch accounts its threads, and its probes
- * know what its runtime offers (flags: enum at_target_flag); probes are
- * attached for a process separately. 0, or -errno (no room for another
- * process).
+ * Follows process pid: sched_switch accounts its threads, its probes
+ * know what its runtime offers (flags: enum at_target_flag), and its threads
+ * are sampled (tracer__attach_samples); probes are attached for a process
+ * separately. 0, or -errno (no room for another process, or its threads
+ * cannot be sampled).
  */
 int tracer__follow(struct tracer *t, pid_t pid, uint32_t flags);
 /*

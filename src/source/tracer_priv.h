@@ -26,7 +26,8 @@ struct tracer {
 	size_t slots_size;
 	__u32 nr_slots;
 	struct bpf_link **links;
-	long *link_owners;	/* whose probe each link is (0: the session's hooks) */
+	/* whose probe each link is (0: the session's hooks; THREAD_SAMPLES_OWNER + pid) */
+	long *link_owners;
 	size_t nr_links;
 	int *multi_fds;		/* uprobe_multi links, made without libbpf */
 	long *multi_owners;
@@ -42,7 +43,22 @@ struct tracer {
 	struct dump *dumps;	/* DUMP_NR: a snapshot's copies of the hash maps */
 	struct at_usdt_spec *usdt_specs; /* what usdt_specs holds, by id (the attach cookie) */
 	__u32 nr_usdt_specs;
+	__u32 sample_hz;	/* each followed thread's CPU-clock samples (0: none) */
 };
+
+/* The owner of process pid's sample events: above every pid and file owner. */
+#define THREAD_SAMPLES_OWNER (1l << 32)
+
+/* Adds a link (NULL: -errno) that owner's tracer__detach_owner() detaches. */
+int tracer__add_link(struct tracer *t, long owner, struct bpf_link *link);
+
+/*
+ * thread_samples.c: process pid's threads, each sampled sample_hz times a
+ * second of its CPU time, with the threads they start (nothing when
+ * sample_hz is 0, or pid has them already). 0, or -errno.
+ */
+int thread_samples__follow(struct tracer *t, pid_t pid);
+void thread_samples__unfollow(struct tracer *t, pid_t pid);
 
 /*
  * Where a snapshot copies a hash map, kept from one snapshot to the next:

@@ -12,15 +12,18 @@ new order each time (the machine is shared and noisy):
 
   untraced   the server alone
   sample     --mode sample --no-trace: no probe, the running goroutine (or
-             tokio task) read 997 times a second on each CPU and at each
-             switch
+             tokio task) read 997 times a second of each thread's CPU time
+             and at each switch
   sample+st  the same with --stacks
   probes     --no-trace (probe mode, maps only)
   floor      --empty-programs: probe mode's traps with empty programs
 
 Each mode's median requests/s and p99 latency (wrk --latency) over the
 rounds, as ratios to untraced's median, with the spread (min-max over
-rounds), and the tracer's CPU time a second of the round. wrk runs on the
+rounds); "paired", the median of each round's ratio to that round's
+untraced run (the machine's slow swings cancel); the server's CPU time a
+request (its threads pay the samples' interrupts and our programs), as a
+ratio too; and the tracer's CPU time a second of the round. wrk runs on the
 same two CPUs as the server: this is a loaded machine, as a busy server's
 host is, and a noisy one (untraced rounds differ by up to 30% here); the
 spread says how far to trust a ratio.
@@ -36,7 +39,8 @@ escalation's probes must find the 30 ms polls themselves; healthy, nothing.
 
 Usage: sample_mode.py [ROUNDS] (default 3).
        sample_mode.py rates [ROUNDS]: sample mode at 97, 997 and 4999 Hz on the tokio
-       server, beside `perf record -e cpu-clock -F HZ -a` (no BPF) at the same rates."""
+       server, beside `perf record -e cpu-clock -F HZ` (no BPF) at the same rates, of
+       the server's threads (-p, as sample mode) and of every CPU (-a)."""
 import datetime
 import json
 import os
@@ -106,20 +110,36 @@ def stop(tr):
     tr.communicate(timeout=60)
 
 
-def one_round(server, mode):
+class Round:
+    """One round's numbers: requests/s, p99 (ms), the tracer's CPU share and
+    the server's CPU time a request (µs: the tracer's programs and the
+    samples' interrupts run on its threads' time)."""
+
+    def __init__(self, rps, p99, tracer_cpu, server_us):
+        self.rps, self.p99, self.tracer_cpu, self.server_us = rps, p99, tracer_cpu, server_us
+
+
+def loaded(server, watcher):
+    """A round on a fresh server: a second's warm-up, then watcher(pid) started
+    (a Popen to SIGINT at the end, or None) and SECONDS of wrk."""
     srv, port = start_server(server)
     try:
-        wrk(port, 1)  # warm-up
-        tr = attach(srv.pid, MODES[mode]) if MODES[mode] else None
-        cpu0 = cpu_seconds(tr.pid) if tr else 0
+        wrk(port, 1)
+        w = watcher(srv.pid)
+        cpu0, srv0 = (cpu_seconds(w.pid) if w else 0), cpu_seconds(srv.pid)
         rps, p99 = wrk(port, SECONDS)
-        cpu = (cpu_seconds(tr.pid) - cpu0) / SECONDS if tr else 0
-        if tr:
-            stop(tr)
-        return rps, p99, cpu
+        cpu = (cpu_seconds(w.pid) - cpu0) / SECONDS if w else 0
+        server_us = (cpu_seconds(srv.pid) - srv0) / (rps * SECONDS) * 1e6
+        if w:
+            stop(w)
+        return Round(rps, p99, cpu, server_us)
     finally:
         srv.kill()
         srv.wait()
+
+
+def one_round(server, mode):
+    return loaded(server, lambda pid: attach(pid, MODES[mode]) if MODES[mode] else None)
 
 
 def detection(noisy, server="go-http"):
@@ -145,63 +165,54 @@ def detection(noisy, server="go-http"):
     return log, started
 
 
-def table(server, rounds, modes):
-    """The modes' medians on one server, as ratios to untraced."""
-    results = {m: [] for m in modes}
+def table(server, rounds, runs):
+    """Each of runs (a name: a callable making a Round; "untraced" among them)
+    once a round, in a new order each round; each mode's medians, as ratios to
+    untraced's, and the median of its ratios to the untraced run of the same
+    round (paired: the machine's slow swings cancel)."""
+    got = {m: [] for m in runs}
     for r in range(rounds):
-        order = list(modes)
-        random.Random(r).shuffle(order)
-        for mode in order:
-            results[mode].append(one_round(server, mode))
-    base_rps = statistics.median(x[0] for x in results["untraced"])
-    base_p99 = statistics.median(x[1] for x in results["untraced"])
+        for m in random.Random(r).sample(list(runs), len(runs)):
+            got[m].append(runs[m]())
+    base = got["untraced"]
+    med = statistics.median
+    b_rps, b_p99, b_us = (med(x.rps for x in base), med(x.p99 for x in base),
+                          med(x.server_us for x in base))
     print(f"{server}, wrk -t1 -c32, {SECONDS} s rounds, median of {rounds}:")
-    print(f"  {'mode':10} {'req/s':>9} {'ratio':>6} {'spread':>13} {'p99 ms':>7} "
-          f"{'ratio':>6} {'tracer CPU':>10}")
-    for mode, xs in results.items():
-        rps = statistics.median(x[0] for x in xs)
-        p99 = statistics.median(x[1] for x in xs)
-        cpu = statistics.median(x[2] for x in xs)
-        lo, hi = min(x[0] for x in xs) / base_rps, max(x[0] for x in xs) / base_rps
-        print(f"  {mode:10} {rps:9.0f} {rps / base_rps:5.2f}x {lo:5.2f}-{hi:4.2f}x "
-              f"{p99:7.2f} {p99 / base_p99:5.2f}x {100 * cpu:9.1f}%")
+    print(f"  {'mode':22} {'req/s':>8} {'ratio':>6} {'paired':>6} {'spread':>11} "
+          f"{'p99 ms':>7} {'ratio':>6} {'CPU/req':>8} {'ratio':>6} {'tracer':>6}")
+    for m, xs in got.items():
+        rps, p99, us = med(x.rps for x in xs), med(x.p99 for x in xs), med(x.server_us for x in xs)
+        paired = med(x.rps / b.rps for x, b in zip(xs, base))
+        lo, hi = min(x.rps for x in xs) / b_rps, max(x.rps for x in xs) / b_rps
+        print(f"  {m:22} {rps:8.0f} {rps / b_rps:5.2f}x {paired:5.2f}x {lo:4.2f}-{hi:4.2f}x "
+              f"{p99:7.2f} {p99 / b_p99:5.2f}x {us:6.2f}us {us / b_us:5.2f}x "
+              f"{100 * med(x.tracer_cpu for x in xs):5.1f}%")
 
 
-def perf_round(server, hz):
-    """One round with `perf record -e cpu-clock -F hz -a` (no BPF) on the host: what a
-    CPU-clock sample costs the machine, sample mode's or not."""
-    srv, port = start_server(server)
-    try:
-        wrk(port, 1)
-        perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(hz), "-a",
-                                 "-o", os.path.join(tempfile.gettempdir(), "at-bench-perf.data")],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def perf_round(server, hz, which):
+    """One round with `perf record -e cpu-clock -F hz` (no BPF), which: "-a" every CPU
+    of the host, "-p" the server's threads (as sample mode samples): what a CPU-clock
+    sample costs the machine, sample mode's or not."""
+    def perf(pid):
+        whom = ["-a"] if which == "-a" else ["-p", str(pid)]
+        p = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(hz), *whom,
+                              "-o", os.path.join(tempfile.gettempdir(), "at-bench-perf.data")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1)
-        rps, _ = wrk(port, SECONDS)
-        perf.send_signal(signal.SIGINT)
-        perf.wait(timeout=60)
-        return rps
-    finally:
-        srv.kill()
-        srv.wait()
+        return p
+    return loaded(server, perf)
 
 
 def sample_rates(rounds, server="tokio-http"):
     """Sample mode's cost against its rate, beside perf's own sampling at the same rates."""
-    runs = {"untraced": lambda: one_round(server, "untraced")[0]}
+    runs = {"untraced": lambda: one_round(server, "untraced")}
     for hz in (97, 997, 4999):
         MODES[f"sample-{hz}"] = ["--mode", "sample", "--no-trace", "--sample-hz", str(hz)]
-        runs[f"sample {hz} Hz"] = lambda hz=hz: one_round(server, f"sample-{hz}")[0]
-        runs[f"perf record -F {hz}"] = lambda hz=hz: perf_round(server, hz)
-    got = {m: [] for m in runs}
-    for _ in range(rounds):
-        for m in random.sample(list(runs), len(runs)):
-            got[m].append(runs[m]())
-    base = statistics.median(got["untraced"])
-    print(f"{server}, wrk -t1 -c32, {SECONDS} s rounds, median of {rounds}:")
-    for m, xs in got.items():
-        print(f"  {m:20} {statistics.median(xs):9.0f} {statistics.median(xs) / base:5.3f}x  "
-              + " ".join(f"{x / base:.2f}" for x in xs))
+        runs[f"sample {hz} Hz"] = lambda hz=hz: one_round(server, f"sample-{hz}")
+        for which in ("-p", "-a"):
+            runs[f"perf record -F {hz} {which}"] = lambda hz=hz, w=which: perf_round(server, hz, w)
+    table(server, rounds, runs)
 
 
 def main():
@@ -209,8 +220,8 @@ def main():
         sample_rates(int(sys.argv[2]) if len(sys.argv) > 2 else 3)
         return
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    table("go-http", rounds, MODES)
-    table("tokio-http", rounds, MODES)
+    for server in ("go-http", "tokio-http"):
+        table(server, rounds, {m: lambda m=m, s=server: one_round(s, m) for m in MODES})
 
     log, started = detection(True)
     begins = [a for a in log if a["kind"] == "long-poll" and a["state"] == "begin"]
@@ -254,7 +265,7 @@ def main():
     tquiet, _ = detection(False, "tokio-http")
     print(f"tokio-http healthy, the same load: {len(tquiet)} alert line(s)")
     if (not named or quiet or not dump or not os.path.exists(dump) or not probed_long
-            or tquiet):
+            or not tnamed or tquiet):
         sys.exit(1)
 
 
