@@ -420,6 +420,7 @@ test-integration: all tokio tokio-matrix go go-versions $(BUILD)/refused-probe
 bench: all tokio tokio-matrix $(BUILD)/pingpong $(BUILD)/go-http $(BUILD)/tokio-http
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/sample_mode.py
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/sample_mode.py rates
+	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/sample_mode.py interrupts
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/overhead.py
 	$(Q)BUILD=$(BUILD) TOKIO_MATRIX="$(TOKIO_MATRIX)" $(PYTHON) tests/bench/matrix.py
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/switches.py

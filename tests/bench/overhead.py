@@ -16,7 +16,7 @@ so that one run's disk writeback does not land in the next):
              live (model, detectors and writer run as the events come)
   record     asynctraced record -o FILE.atcap: every event, copied to a
              capture (the full trace at its cheapest; convert it later)
-  stacks     maps with --stacks: the CPU-clock samples on every CPU, which
+  stacks     maps with --stacks: the CPU-clock samples of each traced thread, which
              record a stack only in a poll that has run long (spin has none;
              tokio-app, below, a 20 ms poll every 250 ms)
 

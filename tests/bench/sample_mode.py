@@ -40,7 +40,9 @@ escalation's probes must find the 30 ms polls themselves; healthy, nothing.
 Usage: sample_mode.py [ROUNDS] (default 3).
        sample_mode.py rates [ROUNDS]: sample mode at 97, 997 and 4999 Hz on the tokio
        server, beside `perf record -e cpu-clock -F HZ` (no BPF) at the same rates, of
-       the server's threads (-p, as sample mode) and of every CPU (-a)."""
+       the server's threads (-p, as sample mode) and of every CPU (-a).
+       sample_mode.py interrupts: the local timer interrupts a second the host takes
+       with sample mode following a nearly idle process, beside perf's -p and -a."""
 import datetime
 import json
 import os
@@ -215,9 +217,59 @@ def sample_rates(rounds, server="tokio-http"):
     table(server, rounds, runs)
 
 
+def local_timer_interrupts():
+    """The local timer interrupts taken so far, all CPUs (/proc/interrupts' LOC)."""
+    with open("/proc/interrupts") as f:
+        for line in f:
+            if line.strip().startswith("LOC:"):
+                return sum(int(x) for x in line.split()[1:] if x.isdigit())
+    sys.exit("no LOC line in /proc/interrupts")
+
+
+def interrupts(seconds=10):
+    """What sampling costs the rest of the host: the local timer interrupts a
+    second while the sample executor runs nearly idle (--rate 50), with
+    nothing attached, in sample mode, and under perf record's CPU-clock
+    sampling of its threads (-p) and of every CPU (-a), at 997 Hz."""
+    executor = os.path.join(BUILD, "sample-executor")
+    watchers = {
+        "nothing": lambda pid: None,
+        "sample mode": lambda pid: attach(pid, ["--mode", "sample", "--no-trace"]),
+        "perf record -F 997 -p": lambda pid: subprocess.Popen(
+            ["perf", "record", "-q", "-e", "cpu-clock", "-F", "997", "-p", str(pid), "-o",
+             os.path.join(tempfile.gettempdir(), "at-bench-perf.data")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+        "perf record -F 997 -a": lambda pid: subprocess.Popen(
+            ["perf", "record", "-q", "-e", "cpu-clock", "-F", "997", "-a", "-o",
+             os.path.join(tempfile.gettempdir(), "at-bench-perf.data")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+    }
+    print(f"local timer interrupts a second, all {os.cpu_count()} CPUs, {seconds} s, "
+          "the sample executor nearly idle:")
+    for name, watch in watchers.items():
+        ex = subprocess.Popen([executor, "--scenario", "healthy", "--duration", str(seconds + 30),
+                               "--rate", "50"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+        try:
+            w = watch(ex.pid)
+            time.sleep(1)
+            n0, t0 = local_timer_interrupts(), time.monotonic()
+            time.sleep(seconds)
+            rate = (local_timer_interrupts() - n0) / (time.monotonic() - t0)
+            if w:
+                stop(w)
+        finally:
+            ex.kill()
+            ex.wait()
+        print(f"  {name:24} {rate:8.0f}")
+
+
 def main():
     if sys.argv[1:2] == ["rates"]:
         sample_rates(int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+        return
+    if sys.argv[1:2] == ["interrupts"]:
+        interrupts()
         return
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     for server in ("go-http", "tokio-http"):
