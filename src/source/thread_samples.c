@@ -7,10 +7,11 @@
  * processes), BPF program included.
  *
  * Why not one event per CPU: a CPU's event fires whatever runs there, the
- * load generator, the idle loop, every other process of the host, and each
- * firing is a timer interrupt, which is what a sample costs on a virtual
- * machine (docs/performance.md: perf record -a at 997 Hz alone took 9% of a
- * tokio server's throughput, perf record -p about nothing).
+ * load generator, the idle loop, every other process of the host, each
+ * firing a timer interrupt (docs/performance.md: 997 more a second on each
+ * CPU of a host whose followed process is idle; per thread, about none). The
+ * followed threads pay instead: their event is stopped and started at each
+ * of their context switches.
  *
  * A thread started while the process's threads are being opened may be met
  * by neither (its parent not opened yet when it was cloned): the task list is

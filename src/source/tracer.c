@@ -2,7 +2,6 @@
 #include "source/tracer.h"
 
 #include <errno.h>
-#include <linux/perf_event.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -728,6 +727,13 @@ void tracer__detach_owner(struct tracer *t, long owner)
 	t->nr_multi = n;
 	if (!job)
 		return;
+	if (!job->nr_links && !job->nr_fds) {
+		/* owner held nothing (a process's samples, none taken): no thread for it */
+		free(job->links);
+		free(job->fds);
+		free(job);
+		return;
+	}
 	/*
 	 * Off the caller's thread: removing a uprobe waits for an RCU grace
 	 * period, tens of ms each, and the session's loop must go on draining.
