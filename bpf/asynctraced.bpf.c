@@ -813,12 +813,18 @@ int BPF_KRETPROBE(tokio_steal_ret)
 /*
  * A goroutine is a task (its goid), a P a worker, an M a thread. Its
  * status changes (runtime.casgstatus(gp, old, new): RAX, RBX, RCX in Go's
- * register ABI) give the rest: to running, a run slice (a "poll") begins;
- * from running, it ends (parked, preempted or yielding, in a syscall, done);
- * waiting to runnable is a wake by the goroutine running on this thread (0:
- * the scheduler). newproc1's returns give each goroutine made, and its
- * parent; runqsteal, a P stealing from another. No uretprobe: Go moves
- * stacks and walks return addresses (docs/go.md).
+ * register ABI, at its entry or at a call of it) give the rest, as
+ * at_go_change() reads them: to running, a run slice (a "poll") begins;
+ * from running, it ends (parked, preempted or yielding, done); waiting to
+ * runnable is a wake by the goroutine running on this thread (0: the
+ * scheduler). newproc1's returns give each goroutine made, and its parent;
+ * runqsteal, a P stealing from another. No uretprobe: Go moves stacks and
+ * walks return addresses (docs/go.md).
+ *
+ * Probed at its call sites (the default), the changes into and out of a
+ * system call are not seen: a run goes on through its system calls, and
+ * ends where its thread sleeps in one (go_switch_out()); the thread's
+ * return to the CPU resumes it (go_switch_in()).
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -826,9 +832,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct at_go_layout);
 } go_layouts SEC(".maps");
-
-enum { GO_IDLE = 0, GO_RUNNABLE = 1, GO_RUNNING = 2, GO_WAITING = 4, GO_DEAD = 6,
-       GO_SCAN = 0x1000 };
 
 static __always_inline __u64 go_read(__u64 addr, __s32 off)
 {
@@ -873,18 +876,39 @@ static __always_inline bool go_in(const __u64 *set, __u8 why)
 	return (set[why >> 6] >> (why & 63)) & 1;
 }
 
+static __always_inline const struct at_go_layout *go_layout_of(__u32 tgid)
+{
+	return bpf_map_lookup_elem(&go_layouts, &tgid);
+}
+
 static __always_inline const struct at_go_layout *go_layout(void)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	return go_layout_of(bpf_get_current_pid_tgid() >> 32);
+}
 
-	return bpf_map_lookup_elem(&go_layouts, &tgid);
+/* Goroutine gp (goid) begins a run on thread t. */
+static __always_inline void go_run_begins(struct thread_state *t, const struct at_go_layout *l,
+					  __u64 gp, __u64 goid)
+{
+	struct at_task_state *ts;
+	struct at_task_slot *slot;
+	__u32 worker = 0, depth = 0;
+
+	go_p_of(l, gp, &worker, &depth);
+	ts = task_find(task_key(t->tgid, goid), &slot);
+	t->go_g = gp;
+	t->go_run = goid;
+	t->go_resume = 0;
+	on_poll_begin(t, goid, ts, slot, worker, depth,
+		      ts && ts->name_addr ? ts->name_addr : go_read(gp, l->g_startpc));
 }
 
 SEC("uprobe")
 int BPF_KPROBE(go_casgstatus)
 {
 	const struct at_go_layout *l = go_layout();
-	__u32 from = (__u32)ctx->bx & ~GO_SCAN, to = (__u32)ctx->cx & ~GO_SCAN;
+	__u32 from = (__u32)ctx->bx & ~AT_GO_SCAN, to = (__u32)ctx->cx & ~AT_GO_SCAN;
+	enum at_go_change change = at_go_change(from, to);
 	__u32 tid, worker = 0, depth = 0;
 	struct at_task_state *ts;
 	struct at_task_slot *slot;
@@ -893,18 +917,19 @@ int BPF_KPROBE(go_casgstatus)
 	bool has_p;
 	__u8 why;
 
-	if (!l || !gp || from == to)
+	if (!l || !gp || change == AT_GO_IGNORED)
 		return 0;
 	goid = go_read(gp, l->g_goid);
-	if (to == GO_RUNNING) {
+	switch (change) {
+	case AT_GO_RUN_BEGINS:
+	case AT_GO_SYSCALL_RETURNS:
+	case AT_GO_CALLBACK_BEGINS:
 		t = thread_self(ctx, true, &tid);
-		if (!t)
-			return 0;
-		go_p_of(l, gp, &worker, &depth);
-		ts = task_find(task_key(t->tgid, goid), &slot);
-		on_poll_begin(t, goid, ts, slot, worker, depth,
-			      ts && ts->name_addr ? ts->name_addr : go_read(gp, l->g_startpc));
-	} else if (from == GO_RUNNING) {
+		if (t)
+			go_run_begins(t, l, gp, goid);
+		break;
+	case AT_GO_RUN_ENDS:
+	case AT_GO_SYSCALL_ENTERS:
 		t = thread_self(ctx, false, &tid);
 		if (!t || t->task != goid) {
 			if (self_traced(t))
@@ -921,13 +946,24 @@ int BPF_KPROBE(go_casgstatus)
 		 * channel or a lock holds it, unwakeable on a nil channel; in a
 		 * syscall, asleep, waiting on I/O or for the GC, by design
 		 */
-		why = to == GO_WAITING ? go_read8(gp, l->g_waitreason) : 0;
-		on_poll_end(t, goid, ts, slot, to == GO_DEAD,
-			    to == GO_RUNNABLE ? AT_QUEUE_INJECT : AT_QUEUE_NONE, 0,
-			    to == GO_WAITING && go_in(l->may_lose, why),
-			    to == GO_WAITING && go_in(l->never_woken, why),
-			    to == GO_RUNNABLE && go_read8(gp, l->g_preempt));
-	} else if (from == GO_WAITING && to == GO_RUNNABLE) {
+		why = to == AT_GO_WAITING ? go_read8(gp, l->g_waitreason) : 0;
+		on_poll_end(t, goid, ts, slot, to == AT_GO_DEAD,
+			    to == AT_GO_RUNNABLE ? AT_QUEUE_INJECT : AT_QUEUE_NONE, 0,
+			    to == AT_GO_WAITING && go_in(l->may_lose, why),
+			    to == AT_GO_WAITING && go_in(l->never_woken, why),
+			    to == AT_GO_RUNNABLE && go_read8(gp, l->g_preempt));
+		break;
+	case AT_GO_SYSCALL_LEFT:
+		/* only a run that went on through its system call is still open */
+		t = thread_self(ctx, false, &tid);
+		if (!t || t->task != goid)
+			return 0;
+		ts = task_find(task_key(t->tgid, goid), &slot);
+		on_poll_end(t, goid, ts, slot, 0,
+			    to == AT_GO_RUNNABLE ? AT_QUEUE_INJECT : AT_QUEUE_NONE, 0, false, false,
+			    false);
+		break;
+	case AT_GO_WOKEN:
 		t = thread_self(ctx, true, &tid);
 		if (!t)
 			return 0;
@@ -936,8 +972,80 @@ int BPF_KPROBE(go_casgstatus)
 		waker = t->task;
 		on_wake(t, goid, waker, waker && has_p ? (__s32)worker : -1,
 			has_p ? (__s32)worker : AT_QUEUE_NONE, depth + 1, go_read(gp, l->g_startpc));
+		break;
+	default:
+		break;
 	}
 	return 0;
+}
+
+/*
+ * A thread of a Go process going to sleep (tid of tgid, the current task:
+ * its memory is the one mapped) inside a run its probes began: if its
+ * goroutine is in a system call, the run ends here, and resumes when the
+ * thread is back (go_resume()). Asleep anywhere else (a lock, a page
+ * fault, a raw system call the runtime does not know of), it holds its P,
+ * and the run goes on, blocked. Global functions, these two: the verifier
+ * checks each once, and their frames stay out of sched_switch's own (which
+ * calls sample_observe() and poll_finish() too: 512 bytes for them all).
+ */
+__noinline int go_asleep(__u32 tgid, __u32 tid)
+{
+	const struct at_go_layout *l;
+	struct at_task_state *ts;
+	struct at_task_slot *slot;
+	struct thread_state *t = thread_find(tid);
+	__u64 goid;
+
+	/* a run the probes began (sample mode's set s_last) */
+	if (!t || !t->go_g || !t->task || t->task != t->go_run || t->s_last)
+		return 0;
+	l = go_layout_of(tgid);
+	if (!l || (go_read32(t->go_g, l->g_status) & ~AT_GO_SCAN) != AT_GO_SYSCALL)
+		return 0;
+	goid = t->task;
+	ts = task_find(task_key(tgid, goid), &slot);
+	on_poll_end(t, goid, ts, slot, 0, AT_QUEUE_NONE, 0, false, false, false);
+	t->go_resume = goid;
+	return 0;
+}
+
+/* A thread that slept in a system call inside a run is back: the run goes on. */
+__noinline int go_resume(__u32 tid, __u64 charged)
+{
+	struct at_task_state *ts;
+	struct at_task_slot *slot;
+	struct thread_state *t = thread_find(tid);
+	__u64 goid;
+
+	if (!t || !t->go_resume)
+		return 0;
+	goid = t->go_resume;
+	t->go_resume = 0;
+	if (t->task)
+		return 0;
+	ts = task_find(task_key(t->tgid, goid), &slot);
+	/* its P, as far as is known: the one it had (exitsyscall takes it back if it can) */
+	on_poll_begin(t, goid, ts, slot, t->worker, t->depth, ts ? ts->name_addr : 0);
+	/* the kernel's charge is the thread's own, not the current task's */
+	t->charged = charged;
+	return 0;
+}
+
+static __always_inline void go_switch_out(struct task_struct *prev, bool preempt, const bool direct)
+{
+	__u32 tgid = TASK_READ(prev, tgid, direct);
+
+	if (!preempt && tgid_traced(tgid) && task_state(prev, direct) != 0 &&
+	    !(TASK_READ(prev, flags, direct) & PF_EXITING))
+		go_asleep(tgid, TASK_READ(prev, pid, direct));
+}
+
+static __always_inline void go_switch_in(struct task_struct *next, const bool direct)
+{
+	if (tgid_traced(TASK_READ(next, tgid, direct)))
+		go_resume(TASK_READ(next, pid, direct),
+			  TASK_READ(next, utime, direct) + TASK_READ(next, stime, direct));
 }
 
 /* At each ret of runtime.newproc1: RAX is the goroutine made, its goid set. */
@@ -1018,7 +1126,7 @@ static __always_inline bool go_run_seen(const struct at_go_layout *l, __u64 fs, 
 	m = g ? go_read(g, l->g_m) : 0;
 	r->g = m ? go_read(m, l->m_curg) : 0;
 	/* none: the scheduler runs; not running: in a syscall, or off its P */
-	if (!r->g || (go_read32(r->g, l->g_status) & ~GO_SCAN) != GO_RUNNING)
+	if (!r->g || (go_read32(r->g, l->g_status) & ~AT_GO_SCAN) != AT_GO_RUNNING)
 		return false;
 	p = go_read(m, l->m_p);
 	if (!p)
@@ -1115,7 +1223,7 @@ static __always_inline bool tokio_run_seen(struct thread_state *t,
  */
 static __always_inline void sample_close(struct thread_state *t, const struct at_go_layout *l)
 {
-	__u32 status = l ? go_read32(t->s_g, l->g_status) & ~GO_SCAN : 0;
+	__u32 status = l ? go_read32(t->s_g, l->g_status) & ~AT_GO_SCAN : 0;
 	struct at_task_state *ts;
 	struct at_task_slot *slot;
 	__u64 task = t->task;
@@ -1129,9 +1237,9 @@ static __always_inline void sample_close(struct thread_state *t, const struct at
 	t->off_cpu = 0;
 	ts = task_find(task_key(t->tgid, task), &slot);
 	/* preempted: back in a queue, or running again already, as the runtime asked */
-	poll_end_at(t, task, ts, slot, status == GO_DEAD,
-		    status == GO_RUNNABLE ? AT_QUEUE_INJECT : AT_QUEUE_NONE, 0, false, false,
-		    l && (status == GO_RUNNABLE || status == GO_RUNNING) &&
+	poll_end_at(t, task, ts, slot, status == AT_GO_DEAD,
+		    status == AT_GO_RUNNABLE ? AT_QUEUE_INJECT : AT_QUEUE_NONE, 0, false, false,
+		    l && (status == AT_GO_RUNNABLE || status == AT_GO_RUNNING) &&
 			    (t->s_preempt || go_read8(t->s_g, l->g_preempt)),
 		    t->s_last, t->s_charged, AT_POLL_SAMPLED | (t->s_runs ? AT_POLL_RUNS : 0));
 }
@@ -1284,7 +1392,9 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct *prev,
 	     struct task_struct *next)
 {
 	sample_switch_out(prev, preempt, true);
+	go_switch_out(prev, preempt, true);
 	on_switch(ctx, preempt, prev, next, true);
+	go_switch_in(next, true);
 	sample_switch_in(next, true);
 	return 0;
 }
@@ -1294,7 +1404,9 @@ int BPF_PROG(handle_sched_switch_raw, bool preempt, struct task_struct *prev,
 	     struct task_struct *next)
 {
 	sample_switch_out(prev, preempt, false);
+	go_switch_out(prev, preempt, false);
 	on_switch(ctx, preempt, prev, next, false);
+	go_switch_in(next, false);
 	sample_switch_in(next, false);
 	return 0;
 }

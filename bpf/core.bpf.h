@@ -118,6 +118,14 @@ struct thread_state {
 	__u16 s_nr_blocked, s_nr_preempted;
 	__u8 s_preempt;
 	__u8 s_runs;		/* the run may be several polls (AT_POLL_RUNS: tokio) */
+	/*
+	 * Go, probed: the g and goid of the run its probes began last, and the
+	 * goid of a run ended where the thread slept in a system call, to resume
+	 * when it is back (0: none; asynctraced.bpf.c, go_switch_out()).
+	 */
+	__u64 go_g;
+	__u64 go_run;
+	__u64 go_resume;
 } __attribute__((aligned(64))); /* whole cache lines: threads run on different CPUs */
 
 /*

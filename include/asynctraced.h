@@ -98,6 +98,58 @@ struct at_go_layout {
 	__u64 may_lose[4], never_woken[4];
 };
 
+/* Go's goroutine statuses (runtime2.go's _G*; the same in every version read) */
+enum at_go_status {
+	AT_GO_IDLE = 0, AT_GO_RUNNABLE = 1, AT_GO_RUNNING = 2, AT_GO_SYSCALL = 3,
+	AT_GO_WAITING = 4, AT_GO_DEAD = 6,
+	AT_GO_COPYSTACK = 8,	/* its stack being moved (it grew): it stays on its M */
+	AT_GO_DEAD_EXTRA = 11,	/* Go 1.26+: an idle extra M's goroutine, dead before */
+	AT_GO_SCAN = 0x1000,	/* or'ed in while the GC scans its stack */
+};
+
+/* What the probes make of a goroutine's status change (runtime.casgstatus). */
+enum at_go_change {
+	AT_GO_IGNORED,
+	AT_GO_RUN_BEGINS,	/* to running: a run slice (a poll) begins */
+	AT_GO_RUN_ENDS,		/* from running: parked, yielding, preempted, done */
+	AT_GO_WOKEN,		/* waiting to runnable: a wake */
+	/*
+	 * Into and out of a system call or a cgo call. Probes at casgstatus's
+	 * entry see them: the run ends and begins again. Probes at its call
+	 * sites skip them (two traps a system call): the run goes on through
+	 * the call, and ends where the thread sleeps in it (sched_switch).
+	 */
+	AT_GO_SYSCALL_ENTERS,
+	AT_GO_SYSCALL_RETURNS,
+	/* a C thread calling into Go takes an extra M's goroutine: its run begins */
+	AT_GO_CALLBACK_BEGINS,
+	/* leaving a system call without a P (exitsyscall0), or a callback's end */
+	AT_GO_SYSCALL_LEFT,
+};
+
+static inline enum at_go_change at_go_change(__u32 from, __u32 to)
+{
+	from &= ~(__u32)AT_GO_SCAN;
+	to &= ~(__u32)AT_GO_SCAN;
+	/* a stack's growth is no end of the run (the entry's probes saw one before) */
+	if (from == to || from == AT_GO_COPYSTACK || to == AT_GO_COPYSTACK)
+		return AT_GO_IGNORED;
+	if (from == AT_GO_RUNNING)
+		return to == AT_GO_SYSCALL ? AT_GO_SYSCALL_ENTERS : AT_GO_RUN_ENDS;
+	if (to == AT_GO_RUNNING)
+		return from == AT_GO_SYSCALL ? AT_GO_SYSCALL_RETURNS
+		       : from == AT_GO_DEAD || from == AT_GO_DEAD_EXTRA ? AT_GO_IGNORED
+									: AT_GO_RUN_BEGINS;
+	if (from == AT_GO_WAITING && to == AT_GO_RUNNABLE)
+		return AT_GO_WOKEN;
+	if ((from == AT_GO_DEAD || from == AT_GO_DEAD_EXTRA) && to == AT_GO_SYSCALL)
+		return AT_GO_CALLBACK_BEGINS;
+	if (from == AT_GO_SYSCALL &&
+	    (to == AT_GO_RUNNABLE || to == AT_GO_DEAD || to == AT_GO_DEAD_EXTRA))
+		return AT_GO_SYSCALL_LEFT;
+	return AT_GO_IGNORED;
+}
+
 struct at_tokio_process {
 	__u64 base;	/* the address of its binary's file offset 0 */
 	/* the file offsets waker::wake_by_val returns to from the defer loop (0: none) */

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #define PLAN_MAGIC 0x4c505441u /* "ATPL" */
-#define PLAN_VERSION 3
+#define PLAN_VERSION 4
 #define NO_STRING UINT32_MAX
 
 /* Bounds on what a plan may hold: far beyond any real runtime's. */
@@ -148,6 +148,10 @@ static void put_go(const struct discovery *d, struct plan_buf *b)
 	put_u32(b, (uint32_t)d->nr_go_rets);
 	put(b, d->go_rets, sizeof(d->go_rets));
 	put(b, d->go_entries, sizeof(d->go_entries));
+	put_u32(b, (uint32_t)d->nr_go_sites);
+	put_u32(b, d->go_sites_skipped);
+	put(b, d->go_sites, sizeof(d->go_sites));
+	put(b, d->go_site_at, sizeof(d->go_site_at));
 	put_u64(b, d->go_bias);
 }
 
@@ -474,7 +478,16 @@ static void get_go(struct rd *r, struct discovery *d)
 	d->nr_go_rets = (int32_t)get_u32(r);
 	get(r, d->go_rets, sizeof(d->go_rets));
 	get(r, d->go_entries, sizeof(d->go_entries));
+	d->nr_go_sites = (int32_t)get_u32(r);
+	d->go_sites_skipped = get_u32(r);
+	get(r, d->go_sites, sizeof(d->go_sites));
+	get(r, d->go_site_at, sizeof(d->go_site_at));
 	d->go_bias = get_u64(r);
+	if (d->nr_go_sites > GO_STATUS_SITES || d->nr_go_sites < -4095 ||
+	    d->go_sites_skipped > GO_STATUS_SITES)
+		fail(r, "too many calls of casgstatus");
+	for (int i = 0; i < d->nr_go_sites && !r->why; i++)
+		in_file(r, f, d->go_site_at[i]);
 	if (d->nr_go_rets > GO_RETS || d->nr_go_rets < -4095)
 		fail(r, "too many returns of newproc1");
 	for (int i = 0; i < d->nr_go_rets && !r->why; i++)

@@ -307,8 +307,9 @@ static const struct opt_def {
 	  "sched_switch via auto, tp_btf or raw_tp (default\n"
 	  "auto)\n" },
 	{ OPT_PROBE_AT, "probe-at", "WHERE", T | R | U,
-	  "function probes (tokio) at the cheapest equivalent\n"
-	  "instruction (cheapest, default) or at the entry\n" },
+	  "function probes (tokio, Go) at the cheapest\n"
+	  "equivalent instruction or call (cheapest, default)\n"
+	  "or at the entry\n" },
 	{ OPT_EXAMINE_TIMEOUT, "examine-timeout", "SECONDS", T | R | U,
 	  "how long the analyser may read one process's files\n"
 	  "(default 30) before it is stopped and that file\n"

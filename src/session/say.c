@@ -75,10 +75,15 @@ void say__found(const struct session *s, const struct traced *tr, bool first)
 		return;
 	}
 	if (tr->disc.kind == RUNTIME_GO) {
-		info_msg("%s: Go %s in %s (offsets from %s): casgstatus, newproc1's returns, "
+		char casg[96] = "casgstatus at its entry";
+
+		if (tr->disc.nr_go_sites > 0)
+			snprintf(casg, sizeof(casg), "%d calls of casgstatus (%u let be: system calls)",
+				 tr->disc.nr_go_sites, tr->disc.go_sites_skipped);
+		info_msg("%s: Go %s in %s (offsets from %s): %s, newproc1's returns, "
 			"runqsteal%s%s%s; sched_switch via %s, %s%s\n",
 			what, tr->disc.go.version, tr->disc.go_target_path,
-			tr->disc.go.has_dwarf ? "DWARF" : "the version table", moved, stepped, lost,
+			tr->disc.go.has_dwarf ? "DWARF" : "the version table", casg, moved, stepped, lost,
 			tracer__sched_hook(s->tracer), mode_str(s->o), ctrl_c);
 		return;
 	}

@@ -477,6 +477,31 @@ static int go_entry(const struct attach_opts *o, const struct go_probe *gp, stru
 	return 0;
 }
 
+/*
+ * casgstatus probed at the calls whose changes the probes need, not at its
+ * entry: a system call's two changes are not trapped (docs/go.md). A call
+ * instruction is emulated, never single-stepped.
+ */
+static int go_status_sites(const struct discovery *d, const struct attach_opts *o,
+			   struct probe_set *ps, struct attach_counts *counts)
+{
+	for (int i = 0; i < d->nr_go_sites; i++) {
+		const struct go_status_site *s = &d->go_sites[i];
+
+		probe_set__add(ps, d->go_site_at[i], 0, d->go_site_at[i], 0, false);
+		if (o->verbose)
+			info_msg("attaching a call of runtime.casgstatus at %s+0x%llx, in %s "
+				 "(%d -> %d; -1: not a constant)\n", d->go_target_path,
+				 (unsigned long long)d->go_site_at[i],
+				 golang__func_at(&d->go, s->addr) ?: "?", s->from, s->to);
+	}
+	if (o->verbose)
+		info_msg("%d calls of runtime.casgstatus probed, %u let be (system calls' "
+			 "changes, and changes the probes ignore), rather than its entry\n",
+			 d->nr_go_sites, d->go_sites_skipped);
+	return 0;
+}
+
 /* A Go probe set attached, checked, and its losses said: what each one costs. */
 static int attach_go_set(struct tracer *t, const struct discovery *d,
 			 const struct attach_opts *o, pid_t pid, long owner, struct probe_set *ps,
@@ -542,10 +567,14 @@ static int attach_go(struct tracer *t, const struct discovery *d, const struct a
 				    "goroutines made by the lost returns not seen", counts);
 	counts->stepped += n > 0 ? (size_t)n : 0;
 	for (size_t i = 0; !err && i < sizeof(entries) / sizeof(entries[0]); i++) {
+		bool sites = entries[i].p == GO_PROBE_CASGSTATUS && d->nr_go_sites > 0;
+
 		probe_set__free(&ps);
-		err = probe_set__init(&ps, entries[i].which, d->go_path, 1);
+		err = probe_set__init(&ps, entries[i].which, d->go_path,
+				      sites ? (size_t)d->nr_go_sites : 1);
 		if (!err)
-			err = go_entry(o, &d->go_entries[entries[i].p], &ps, counts);
+			err = sites ? go_status_sites(d, o, &ps, counts)
+				    : go_entry(o, &d->go_entries[entries[i].p], &ps, counts);
 		if (!err)
 			err = attach_go_set(t, d, o, pid, owner, &ps, go_func_names[entries[i].f],
 					    entries[i].loss ? entries[i].loss : "nothing to trace",

@@ -302,6 +302,35 @@ static int place_go_rets(struct discovery *d, const struct elf_image *im)
 }
 
 /*
+ * casgstatus's call sites that carry a change the probes need (the entry
+ * fires for every call: a system call's two changes cost two traps).
+ */
+static void place_go_sites(struct discovery *d, const struct elf_image *im)
+{
+	struct go_status_site all[GO_STATUS_SITES];
+	int n = d->probe_at_entry ? -ENOTSUP : golang__status_sites(&d->go, im, all, GO_STATUS_SITES);
+
+	d->nr_go_sites = n < 0 ? n : 0;
+	d->go_sites_skipped = 0;
+	for (int i = 0; i < n; i++) {
+		int64_t at = elf_image__offset(im, all[i].addr);
+
+		if (at < 0) {
+			d->nr_go_sites = -ENOENT;
+			return;
+		}
+		if (!golang__status_site_needed(&all[i])) {
+			d->go_sites_skipped++;
+			continue;
+		}
+		d->go_site_at[d->nr_go_sites] = (uint64_t)at;
+		d->go_sites[d->nr_go_sites++] = all[i];
+	}
+	if (!d->nr_go_sites)
+		d->nr_go_sites = -ENOENT;
+}
+
+/*
  * What the probes and the names need of a Go binary's code, taken while it
  * is read: where each probe goes, where the binary was loaded (PIE), and
  * each goroutine start function's name. Its code is not kept.
@@ -323,6 +352,7 @@ static void read_go_code(struct discovery *d, const struct elf_image *im,
 			d->go_bias = map->start + ((uint64_t)off - map->offset) - vaddr;
 	}
 	d->nr_go_rets = place_go_rets(d, im);
+	place_go_sites(d, im);
 	for (int i = 0; i < GO_ENTRY_PROBES; i++)
 		if (place_go_entry(d, im, entry_funcs[i], &d->go_entries[i]))
 			d->go_entries[i].said[0] = '\0'; /* entry 0: not found */
@@ -357,6 +387,7 @@ static int scan_go(void *ctx, const char *path, const char *target_path,
 	if (err) {
 		d->go_err = d->go_err ? d->go_err : err;
 		d->nr_go_rets = -ENOENT;
+		d->nr_go_sites = -ENOENT;
 		return 1;
 	}
 	read_go_code(d, &im, map);

@@ -94,6 +94,17 @@ struct discovery {
 	struct go_probe go_rets[GO_RETS];	/* GO: newproc1's returns */
 	int nr_go_rets;				/* ... how many; -errno: not found */
 	struct go_probe go_entries[GO_ENTRY_PROBES];
+	/*
+	 * GO: the calls of runtime.casgstatus probed (at_go_change() needs
+	 * them; go_site_at: their file offsets), rather than its entry; how many
+	 * calls were let be (system calls' changes, ones the probes ignore).
+	 * nr_go_sites -errno: its entry is probed (--probe-at entry, or its
+	 * calls not read).
+	 */
+	struct go_status_site go_sites[GO_STATUS_SITES];
+	uint64_t go_site_at[GO_STATUS_SITES];
+	int nr_go_sites;
+	uint32_t go_sites_skipped;
 	uint64_t go_bias;		/* GO: its addresses in the target less link-time ones (PIE) */
 	struct target_mapping go_map;
 	const struct probe_rules *rules; /* where the kernel lets probes go (probe_rules.h) */

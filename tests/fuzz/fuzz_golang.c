@@ -8,7 +8,8 @@
  * with what it found, over the same bytes as an elf_image: functions named
  * by address, goroutines by the function their wrapper calls (capstone),
  * the probed functions' sizes and code, newproc1's returns, whether a
- * prologue keeps the registers the probes read. As the tracer, it goes on
+ * prologue keeps the registers the probes read, casgstatus's calls and the
+ * statuses each one changes between. As the tracer, it goes on
  * with whatever was found when the version was, error or not.
  *
  * Whatever the bytes: no crash, hang, leak or UB; the function table sorted
@@ -92,6 +93,21 @@ static void probed(const struct go_binary *gb, const struct elf_image *im)
 	}
 }
 
+/* As discovery: casgstatus's calls, each inside a function, with what it changes. */
+static void status_sites(const struct go_binary *gb, const struct elf_image *im)
+{
+	struct go_status_site sites[GO_STATUS_SITES];
+	int n = golang__status_sites(gb, im, sites, GO_STATUS_SITES);
+
+	CHECK(n <= GO_STATUS_SITES);
+	for (int i = 0; i < n; i++) {
+		CHECK(golang__func_at(gb, sites[i].addr));
+		CHECK(!i || sites[i - 1].addr < sites[i].addr);
+		CHECK(sites[i].from >= -1 && sites[i].to >= -1);
+		golang__status_site_needed(&sites[i]);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct go_binary gb;
@@ -110,6 +126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* discovery keeps going with a Go program of a layout it does not know */
 	if (gb.version[0] && !elf_image__open_mem(&im, file, size)) {
 		probed(&gb, &im);
+		status_sites(&gb, &im);
 		golang__name_goroutines(&gb, &im);
 		for (size_t i = 0; i < gb.nr_all && i < NAMED_MAX; i++) {
 			const struct go_func_entry *e = &gb.all[i];

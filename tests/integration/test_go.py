@@ -15,7 +15,7 @@ import unittest
 from tests.integration import harness
 
 COUNTS = re.compile(r"burns=(\d+) sleeps=(\d+) pings=(\d+) ticks=(\d+) fanouts=(\d+) "
-                    r"children=(\d+)")
+                    r"children=(\d+) gosyscalls=(\d+)")
 # Go's sysmon preempts a goroutine that ran 10 ms: a CPU hog's slices end there
 # (or at the next sysmon tick, up to 20 ms), so the threshold is under it. No
 # --lost-waker: each scenario's goroutine waits on a stop channel for the
@@ -35,7 +35,8 @@ def traced_go_run(scenario, duration=2, exe="go-app", tracer_args=(), trace=True
         ["--alerts", alerts, *detector_args, *tracer_args,
          *(["-o", os.path.join(tmp, "trace.json")] if trace else ["--no-trace"])], tmp)
     m = COUNTS.search(run.executor_stdout)
-    run.counts = dict(zip(("burns", "sleeps", "pings", "ticks", "fanouts", "children"),
+    run.counts = dict(zip(("burns", "sleeps", "pings", "ticks", "fanouts", "children",
+                           "gosyscalls"),
                           map(int, m.groups()))) if m else {}
     return harness.read_outputs(run, alerts)
 
@@ -54,11 +55,13 @@ class GoRun(unittest.TestCase):
     scenario = None
     exe = "go-app"
     detector_args = GO_DETECTOR_ARGS
+    tracer_args = ()
 
     @classmethod
     def setUpClass(cls):
         harness.require_root()
-        cls.run_ = traced_go_run(cls.scenario, exe=cls.exe, detector_args=cls.detector_args)
+        cls.run_ = traced_go_run(cls.scenario, exe=cls.exe, detector_args=cls.detector_args,
+                                 tracer_args=cls.tracer_args)
 
     def test_runs_clean(self):
         r = self.run_
@@ -125,6 +128,51 @@ class RawSyscall(GoRun):
         self.assertEqual(b[0]["cause"], "blocked")
         self.assertGreater(b[0]["blocked_ns"], 8_000_000)
         self.assertGreater(b[0]["blocked_ns"], 4 * b[0]["on_cpu_ns"])
+
+
+def check_through_syscalls(test, run):
+    """main.sleepThenBurn: 20 ms asleep in a system call the runtime knows of
+    (no part of any run: its thread's sleep ends the run, its return resumes
+    it), then 20 ms on the CPU making a system call every 50 µs, its P held
+    throughout: long polls, cpu-bound, not split at each system call, and
+    nothing of the sleep in them."""
+    b = [a for a in begins(run) if a["task"]["name"] == "main.sleepThenBurn"]
+    ends = [a for a in run.alert_log if a["kind"] == "long-poll" and a["state"] == "end"
+            and a["task"]["name"] == "main.sleepThenBurn"]
+    test.assertTrue(b, (run.counts, run.alert_log))
+    # an episode counts its long polls: about one a burn
+    test.assertGreaterEqual(sum(a["count"] for a in ends), max(1, run.counts["gosyscalls"] // 2),
+                            (run.counts, run.alert_log))
+    for a in b:
+        test.assertEqual(a["cause"], "cpu-bound", a)
+        test.assertLess(a["blocked_ns"], 5_000_000, a)
+
+
+class ThroughSyscalls(GoRun):
+    """A run goes on through the system calls its goroutine makes, and ends
+    where its thread sleeps in one (casgstatus probed at its calls, the
+    system calls' own not: docs/go.md)."""
+    scenario = "gosyscall"
+
+    def test_runs_through_syscalls(self):
+        check_through_syscalls(self, self.run_)
+
+    def test_said(self):
+        self.assertRegex(self.run_.tracer_stderr,
+                         r"\d+ calls of casgstatus \([1-9]\d* let be: system calls\)")
+
+
+class ThroughSyscallsAtEntry(GoRun):
+    """--probe-at entry: casgstatus probed at its entry sees every change,
+    system calls' too (two traps each): a run ends at each system call, so
+    the 20 ms burn is many short runs, and nothing is alerted for it."""
+    scenario = "gosyscall"
+    tracer_args = ("--probe-at", "entry")
+
+    def test_split_at_each_syscall(self):
+        self.assertIn("casgstatus at its entry", self.run_.tracer_stderr)
+        self.assertEqual([a for a in begins(self.run_)
+                          if a["task"]["name"] == "main.sleepThenBurn"], [], self.run_.alert_log)
 
 
 class PingPong(GoRun):
@@ -259,6 +307,7 @@ class EveryGoVersion(unittest.TestCase):
                 self.assertGreaterEqual(len(spawns), run.counts["children"] - spawns_lost,
                                         run.counts)
                 self.assertEqual(set(lost(run)), {"main.leakedOnNil"}, run.alert_log)
+                check_through_syscalls(self, run)
 
 
 class FollowingTheHost(unittest.TestCase):

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "asynctraced.h"
 #include "rules_fixture.h"
 #include "targets/elf_image.h"
 #include "targets/go/golang.h"
@@ -277,6 +278,104 @@ static void every_version_in_the_table(void **state)
 	assert_true(checked >= 3);
 }
 
+/* Whether name is one of the NULL-ended list. */
+static bool one_of(const char *name, const char *const *list)
+{
+	for (; *list; list++)
+		if (!strcmp(name, *list))
+			return true;
+	return false;
+}
+
+/*
+ * casgstatus's calls in one binary, read from its code. The ones let be are
+ * changes the probes ignore, or a system call's (into it, out of it with
+ * its P), made only in the runtime's functions for those; every call of
+ * those functions is let be but the one that leaves without a P, and every
+ * other change the probes act on is probed, in the functions Go makes them
+ * in. A change into or out of a system call is made with constants (what
+ * golang__status_site_needed() assumes), and few sides are unknown.
+ */
+static void status_sites_of(const char *file)
+{
+	static const char *const syscalls[] = { "runtime.reentersyscall",
+						"runtime.entersyscallblock", "runtime.exitsyscall",
+						NULL };
+	static const char *const needed[] = { "runtime.execute", "runtime.park_m", "runtime.ready",
+					      "runtime.goschedImpl", "runtime.injectglist", NULL };
+	struct go_status_site sites[GO_STATUS_SITES];
+	struct go_binary gb;
+	struct elf_image im;
+	int n, unknown = 0, kept = 0, skipped = 0;
+	unsigned found_needed = 0;
+	bool exit_kept = false;
+
+	assert_int_equal(golang__detect(build_file(file), &gb), 0);
+	assert_int_equal(elf_image__open(&im, path), 0);
+	n = golang__status_sites(&gb, &im, sites, GO_STATUS_SITES);
+	assert_true(n >= 30);
+	for (int i = 0; i < n; i++) {
+		const char *fn = golang__func_at(&gb, sites[i].addr);
+		const struct go_status_site *st = &sites[i];
+		enum at_go_change c = at_go_change((__u32)st->from, (__u32)st->to);
+
+		assert_non_null(fn);
+		if (st->from < 0 || st->to < 0) {
+			unknown++;
+			print_message("    %s: %d -> %d\n", fn, st->from, st->to);
+			assert_int_not_equal(st->from, AT_GO_SYSCALL);
+			assert_int_not_equal(st->to, AT_GO_SYSCALL);
+			assert_false(one_of(fn, syscalls) || strstr(fn, "needm") ||
+				     strstr(fn, "dropm") || strstr(fn, "exitsyscall"));
+		}
+		if (!golang__status_site_needed(st)) {
+			skipped++;
+			if ((c == AT_GO_SYSCALL_ENTERS || c == AT_GO_SYSCALL_RETURNS) &&
+			    !one_of(fn, syscalls))
+				fail_msg("%s: a system call's change in %s", file, fn);
+			if (c != AT_GO_IGNORED && c != AT_GO_SYSCALL_ENTERS &&
+			    c != AT_GO_SYSCALL_RETURNS)
+				fail_msg("%s: a call in %s let be (%d -> %d)", file, fn, st->from,
+					 st->to);
+			continue;
+		}
+		kept++;
+		if (one_of(fn, syscalls))
+			fail_msg("%s: a call in %s probed (%d -> %d)", file, fn, st->from, st->to);
+		for (int k = 0; needed[k]; k++)
+			found_needed |= (unsigned)!strcmp(fn, needed[k]) << k;
+		/* leaving a system call without a P ends the run: kept, whatever the version */
+		exit_kept |= !strcmp(fn, "runtime.exitsyscall0") || !strcmp(fn, "runtime.exitsyscallNoP");
+	}
+	print_message("  %s %s: %d calls of casgstatus, %d probed, %d let be, %d unknown\n",
+		      file, gb.version, n, kept, skipped, unknown);
+	/* reentersyscall, entersyscallblock, exitsyscall, newproc1's, newstack's two */
+	assert_true(skipped >= 6);
+	assert_int_equal(found_needed, (1u << 5) - 1); /* each of them */
+	assert_true(exit_kept);
+	assert_true(unknown <= 3);
+	elf_image__close(&im);
+	golang__free(&gb);
+}
+
+static void casgstatus_calls_of_every_version(void **state)
+{
+	const char *versions = getenv("GO_VERSIONS");
+	char list[256], *save = NULL, name[64];
+
+	(void)state;
+	if (!versions)
+		fail_msg("GO_VERSIONS is not set: run the unit tests through make");
+	status_sites_of("go-app");
+	status_sites_of("go-app-stripped");
+	status_sites_of("go-app-pie");
+	snprintf(list, sizeof(list), "%s", versions);
+	for (char *v = strtok_r(list, " ", &save); v; v = strtok_r(NULL, " ", &save)) {
+		snprintf(name, sizeof(name), "go-versions/go-app-%s-stripped", v);
+		status_sites_of(name);
+	}
+}
+
 /* golang__detect_mem, given the file's bytes, finds what golang__detect finds from its path. */
 static void the_same_from_memory(void **state)
 {
@@ -360,6 +459,7 @@ int main(void)
 		cmocka_unit_test(casgstatus_probed_past_its_prologue),
 		cmocka_unit_test(wait_reasons_from_the_binary),
 		cmocka_unit_test(every_version_in_the_table),
+		cmocka_unit_test(casgstatus_calls_of_every_version),
 		cmocka_unit_test(the_same_from_memory),
 		cmocka_unit_test(only_regular_files),
 		cmocka_unit_test(not_go),

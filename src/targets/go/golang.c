@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "asynctraced.h"
 #include "lib/file_copy.h"
 #include "lib/util.h"
 #include "targets/elf_image.h"
@@ -382,6 +383,245 @@ bool golang__keeps_args(const uint8_t *code, size_t len, uint64_t addr)
 	cs_free(insn, 1);
 	cs_close(&cs);
 	return keeps;
+}
+
+/*
+ * What an instruction does to EBX or ECX (casgstatus's old and new): leaves
+ * it (REG_KEPT), sets a constant (>= 0), or anything else (REG_UNKNOWN).
+ */
+enum { REG_UNKNOWN = -1, REG_KEPT = -2 };
+
+struct status_insn {
+	uint64_t addr;
+	int32_t bx, cx;
+	bool stops;		/* a call, a jump or a return: what came before is another path */
+	bool target;		/* a branch of this function lands here */
+	bool calls;		/* a call of casgstatus */
+};
+
+static bool reg_in(x86_reg r, x86_reg r64, x86_reg r32, x86_reg r16, x86_reg r8)
+{
+	return r == r64 || r == r32 || r == r16 || r == r8;
+}
+
+/* What insn does to the register r64 (of family r32, r16, r8). */
+static int32_t reg_effect(csh cs, const cs_insn *insn, x86_reg r64, x86_reg r32, x86_reg r16,
+			  x86_reg r8)
+{
+	const cs_x86 *x = &insn->detail->x86;
+	cs_regs read, written;
+	uint8_t nr_read, nr_written;
+	bool writes = false;
+
+	if (cs_regs_access(cs, insn, read, &nr_read, written, &nr_written))
+		return REG_UNKNOWN;
+	for (uint8_t i = 0; i < nr_written; i++)
+		writes |= reg_in((x86_reg)written[i], r64, r32, r16, r8);
+	if (!writes)
+		return REG_KEPT;
+	if (x->op_count == 2 && x->operands[0].type == X86_OP_REG &&
+	    (x->operands[0].reg == r32 || x->operands[0].reg == r64)) {
+		if (insn->id == X86_INS_MOV && x->operands[1].type == X86_OP_IMM &&
+		    x->operands[1].imm >= 0 && x->operands[1].imm < INT16_MAX)
+			return (int32_t)x->operands[1].imm;
+		if (insn->id == X86_INS_XOR && x->operands[1].type == X86_OP_REG &&
+		    x->operands[1].reg == x->operands[0].reg)
+			return 0;
+	}
+	return REG_UNKNOWN;
+}
+
+/* The branch's destination if insn is a direct call or jump (or 0). */
+static uint64_t branch_to(const cs_insn *insn)
+{
+	const cs_x86 *x = &insn->detail->x86;
+
+	for (uint8_t g = 0; g < insn->detail->groups_count; g++) {
+		uint8_t grp = insn->detail->groups[g];
+
+		if ((grp == CS_GRP_JUMP || grp == CS_GRP_CALL) && x->op_count == 1 &&
+		    x->operands[0].type == X86_OP_IMM)
+			return (uint64_t)x->operands[0].imm;
+	}
+	return 0;
+}
+
+static bool stops_path(const cs_insn *insn)
+{
+	return insn->id == X86_INS_CALL || insn->id == X86_INS_JMP || insn->id == X86_INS_RET ||
+	       insn->id == X86_INS_UD2 || insn->id == X86_INS_INT3;
+}
+
+static int by_insn_addr(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = ((const struct status_insn *)b)->addr;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The value casgstatus finds in a register at the call ins[k]: walked back
+ * along the straight code that reaches it (no branch lands in between, no
+ * call or jump before), as the last instruction there to write it set it.
+ */
+static int16_t reg_at_call(const struct status_insn *ins, size_t k, bool cx)
+{
+	for (size_t j = k; j > 0 && k - j < 16; j--) {
+		const struct status_insn *i = &ins[j - 1];
+		int32_t v = cx ? i->cx : i->bx;
+
+		if (ins[j].target || i->stops)
+			break;
+		if (v != REG_KEPT)
+			return (int16_t)v;
+	}
+	return -1;
+}
+
+/* The calls of target in one function's code, appended to out (*n of max so far). */
+static int function_sites(csh cs, cs_insn *insn, const uint8_t *code, size_t len, uint64_t addr,
+			  uint64_t target, struct go_status_site *out, size_t max, size_t *n)
+{
+	struct status_insn *ins = NULL;
+	uint64_t *dest = NULL;
+	size_t nr = 0, nr_dest = 0, cap = 0;
+	uint64_t start = addr, end = addr + len;
+	int err = 0;
+
+	while (len && cs_disasm_iter(cs, &code, &len, &addr, insn)) {
+		uint64_t to = branch_to(insn);
+
+		if (nr == cap) {
+			size_t c = cap ? cap * 2 : 256;
+			struct status_insn *i = realloc(ins, c * sizeof(*i));
+			uint64_t *d = realloc(dest, c * sizeof(*d));
+
+			if (i)
+				ins = i;
+			if (d)
+				dest = d;
+			if (!i || !d) {
+				err = -ENOMEM;
+				goto out;
+			}
+			cap = c;
+		}
+		if (to >= start && to < end)
+			dest[nr_dest++] = to;
+		ins[nr++] = (struct status_insn){
+			.addr = insn->address,
+			.bx = reg_effect(cs, insn, X86_REG_RBX, X86_REG_EBX, X86_REG_BX, X86_REG_BL),
+			.cx = reg_effect(cs, insn, X86_REG_RCX, X86_REG_ECX, X86_REG_CX, X86_REG_CL),
+			.stops = stops_path(insn),
+			.calls = insn->id == X86_INS_CALL && to == target,
+		};
+	}
+	/* a branch into the middle of an instruction: code not as read, so none of it trusted */
+	for (size_t d = 0; d < nr_dest; d++) {
+		struct status_insn *i = bsearch(&dest[d], ins, nr, sizeof(*ins), by_insn_addr);
+
+		if (!i) {
+			err = -ENOEXEC;
+			goto out;
+		}
+		i->target = true;
+	}
+	for (size_t k = 0; k < nr; k++) {
+		if (!ins[k].calls)
+			continue;
+		if (*n == max) {
+			err = -E2BIG;
+			goto out;
+		}
+		out[(*n)++] = (struct go_status_site){ .addr = ins[k].addr,
+						       .from = reg_at_call(ins, k, false),
+						       .to = reg_at_call(ins, k, true) };
+	}
+out:
+	free(ins);
+	free(dest);
+	return err;
+}
+
+/* Whether code (at link-time addr) holds a call rel32 to target anywhere: a quick first look. */
+static bool may_call(const uint8_t *code, size_t len, uint64_t addr, uint64_t target)
+{
+	for (size_t i = 0; i + 5 <= len; i++) {
+		int32_t rel;
+
+		if (code[i] != 0xe8)
+			continue;
+		memcpy(&rel, code + i + 1, sizeof(rel));
+		if (addr + i + 5 + (uint64_t)(int64_t)rel == target)
+			return true;
+	}
+	return false;
+}
+
+int golang__status_sites(const struct go_binary *gb, const struct elf_image *im,
+			 struct go_status_site *out, size_t max)
+{
+	uint64_t target = gb->funcs[GO_CASGSTATUS];
+	size_t n = 0;
+	cs_insn *insn;
+	int err = 0;
+	csh cs;
+
+	if (!target)
+		return -ENOENT;
+	if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK)
+		return -ENOTSUP;
+	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
+	insn = cs_malloc(cs);
+	if (!insn)
+		err = -ENOMEM;
+	/*
+	 * Functions in address order, each read only past the last one read: a
+	 * table whose functions overlap (a hostile one can make every one the
+	 * whole text) is read once, not once a function.
+	 */
+	for (size_t i = 0, read_to = 0; !err && i < gb->nr_all; i++) {
+		const struct go_func_entry *f = &gb->all[i];
+		const uint8_t *code = f->size && f->addr >= read_to
+					      ? elf_image__bytes(im, f->addr, f->size) : NULL;
+
+		if (!code)
+			continue;
+		read_to = f->addr + f->size;
+		if (may_call(code, f->size, f->addr, target))
+			err = function_sites(cs, insn, code, f->size, f->addr, target, out, max, &n);
+	}
+	if (insn)
+		cs_free(insn, 1);
+	cs_close(&cs);
+	return err ? err : n ? (int)n : -ENOENT;
+}
+
+/*
+ * An unknown side may hold any status but _Gsyscall: Go enters and leaves a
+ * system call with constants, in every version read (tests/unit/test_golang.c
+ * checks it). Else newproc1's (dead -> runnable or waiting: a computed
+ * status, since 1.23) would look like needm's (dead -> syscall).
+ */
+static bool may_hold(int side, int status)
+{
+	return side < 0 ? status != AT_GO_SYSCALL : side == status;
+}
+
+bool golang__status_site_needed(const struct go_status_site *s)
+{
+	for (int from = 0; from < 16; from++)
+		for (int to = 0; to < 16; to++)
+			switch (may_hold(s->from, from) && may_hold(s->to, to)
+					? at_go_change((__u32)from, (__u32)to) : AT_GO_IGNORED) {
+			case AT_GO_IGNORED:
+			case AT_GO_SYSCALL_ENTERS:
+			case AT_GO_SYSCALL_RETURNS:
+				break;
+			default:
+				return true;
+			}
+	return false;
 }
 
 void golang__free(struct go_binary *gb)

@@ -128,6 +128,34 @@ int golang__rets(const uint8_t *code, size_t len, uint64_t addr, uint64_t *out, 
  * arguments) and R14 (the current g). A probe may then move past them.
  */
 bool golang__keeps_args(const uint8_t *code, size_t len, uint64_t addr);
+/*
+ * A call of runtime.casgstatus(gp, old, new) in the binary's code: where
+ * (link-time), and the statuses it changes between where the code sets
+ * them as constants just before it (-1: not known there).
+ */
+struct go_status_site {
+	uint64_t addr;
+	int16_t from, to;
+};
+
+/* More calls than this (Go 1.19-1.27 make 38-40): the entry is probed instead. */
+#define GO_STATUS_SITES 96
+
+/*
+ * Every call of runtime.casgstatus in the binary's code (im), read with
+ * capstone, in address order, into out (at most max). How many, -E2BIG
+ * past max, -errno.
+ */
+struct elf_image;
+int golang__status_sites(const struct go_binary *gb, const struct elf_image *im,
+			 struct go_status_site *out, size_t max);
+/*
+ * Whether the probes need a site's changes (at_go_change(), for every
+ * status an unknown side may hold): no for the ones they ignore, and for
+ * the changes into and out of a system call, which the run model takes
+ * from the thread's sleeps instead (docs/go.md).
+ */
+bool golang__status_site_needed(const struct go_status_site *s);
 void golang__free(struct go_binary *gb);
 
 #endif

@@ -8,6 +8,9 @@
 //	cpu       a goroutine that burns 20 ms of CPU every 250 ms (a long poll,
 //	          cpu-bound; over 10 ms, sysmon preempts it)
 //	syscall   a goroutine blocked 20 ms in a raw nanosleep every 250 ms
+//	gosyscall a goroutine that sleeps 20 ms in a system call the runtime
+//	          knows of (its P handed off), then burns 20 ms of CPU making a
+//	          system call every 50 µs (its P held throughout), every 250 ms
 //	pingpong  two goroutines passing a token over unbuffered channels
 //	timers    goroutines sleeping 1 ms, over and over
 //	fanout    a parent spawning 16 children and waiting for them
@@ -35,7 +38,7 @@ const (
 )
 
 type counts struct {
-	burns, sleeps, pings, ticks, fanouts, children int64
+	burns, sleeps, pings, ticks, fanouts, children, gosyscalls int64
 }
 
 var c counts
@@ -88,6 +91,43 @@ func blockInSyscall(stop <-chan struct{}, wg *sync.WaitGroup) {
 		}
 		rawSleep(hiccupLength)
 		atomic.AddInt64(&c.sleeps, 1)
+	}
+}
+
+// syscallSleep sleeps in a system call the runtime is told of
+// (syscall.Syscall: entersyscall, then sysmon hands its P to another M).
+//
+//go:noinline
+func syscallSleep(d time.Duration) {
+	ts := syscall.NsecToTimespec(int64(d))
+	syscall.Syscall(syscall.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
+}
+
+// spinSyscalls burns the CPU for d with a short system call every 50 µs:
+// too short for sysmon to take the P, which the goroutine holds throughout.
+//
+//go:noinline
+func spinSyscalls(d time.Duration, seed uint64) uint64 {
+	x := seed
+	for start := time.Now(); time.Since(start) < d; {
+		x = spin(50*time.Microsecond, x)
+		syscall.Syscall(syscall.SYS_GETPID, 0, 0, 0)
+	}
+	return x
+}
+
+func sleepThenBurn(stop <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
+	var x uint64
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(hiccupPeriod):
+		}
+		syscallSleep(hiccupLength)
+		x = spinSyscalls(hiccupLength, x)
+		atomic.AddInt64(&c.gosyscalls, 1)
 	}
 }
 
@@ -168,7 +208,8 @@ func leakedOnNil() {
 }
 
 func main() {
-	scenario := flag.String("scenario", "all", "cpu, syscall, pingpong, timers, fanout, leak or all")
+	scenario := flag.String("scenario", "all",
+		"cpu, syscall, gosyscall, pingpong, timers, fanout, leak or all")
 	duration := flag.Duration("duration", 3*time.Second, "how long to run")
 	procs := flag.Int("procs", 2, "GOMAXPROCS: the Ps, the workers")
 	waitStdin := flag.Bool("wait-stdin", false, "start once a line (or EOF) is read from stdin")
@@ -200,6 +241,9 @@ func main() {
 	if run("syscall") {
 		go blockInSyscall(stop, &wg)
 	}
+	if run("gosyscall") {
+		go sleepThenBurn(stop, &wg)
+	}
 	if run("pingpong") {
 		go pingPong(stop, &wg)
 	}
@@ -224,7 +268,8 @@ func main() {
 	wg.Wait()
 	// ops: the scenarios' units of work (round trips, ticks, children), for
 	// make bench's throughput
-	fmt.Printf("burns=%d sleeps=%d pings=%d ticks=%d fanouts=%d children=%d ops=%d duration=%.3f\n",
-		c.burns, c.sleeps, c.pings, c.ticks, c.fanouts, c.children,
+	fmt.Printf("burns=%d sleeps=%d pings=%d ticks=%d fanouts=%d children=%d gosyscalls=%d "+
+		"ops=%d duration=%.3f\n",
+		c.burns, c.sleeps, c.pings, c.ticks, c.fanouts, c.children, c.gosyscalls,
 		c.pings+c.ticks+c.children, time.Since(began).Seconds())
 }
