@@ -1094,6 +1094,46 @@ int BPF_KPROBE(go_runqsteal)
 	return 0;
 }
 
+/*
+ * In runqsteal, past `call runqgrab; test eax, eax; je`: only a steal that
+ * took something gets here, EAX of them, into the thief's ring from its
+ * runqtail on (not moved yet: the last one it runs at once, the rest it
+ * queues). The thief is the P of this thread's M (R14: g0); the victim,
+ * where the first one taken was queued, as its wake or spawn said (p2 is
+ * in no register by then).
+ */
+SEC("uprobe")
+int BPF_KPROBE(go_runqsteal_took)
+{
+	const struct at_go_layout *l = go_layout();
+	__u32 tid, n = (__u32)ctx->ax, tail, thief, victim = AT_WORKER_UNKNOWN;
+	struct at_task_state *ts;
+	struct at_task_slot *slot;
+	struct thread_state *t;
+	__u64 m, pp, first;
+
+	if (!l || l->p_runq <= 0 || !n || n > 256)
+		return 0;
+	t = thread_self(ctx, true, &tid);
+	if (!t)
+		return 0;
+	m = go_read(ctx->r14, l->g_m);
+	pp = m ? go_read(m, l->m_p) : 0;
+	if (!pp)
+		return 0;
+	tail = go_read32(pp, l->p_runqtail);
+	thief = go_read32(pp, l->p_id);
+	first = go_read(pp + (__u64)(tail % 256) * 8, l->p_runq);
+	ts = first ? task_find(task_key(t->tgid, go_read(first, l->g_goid)), &slot) : NULL;
+	/* (where its wake queued it, unless that is the thief: a wake seen out of order) */
+	if (ts && ts->queued_on >= 0 && (__u32)ts->queued_on != thief)
+		victim = (__u32)ts->queued_on;
+	/* runqgrab takes half, rounded up: the victim keeps n - 1 or n (n - 1 said) */
+	on_steal(t, thief, victim, n,
+		 tail - go_read32(pp, l->p_runqhead) + n - 1, n - 1, 0);
+	return 0;
+}
+
 /* ---- sample mode: the running goroutine, read without a probe ------------ */
 
 /*

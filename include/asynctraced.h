@@ -81,6 +81,7 @@ struct at_go_layout {
 	__s32 g_waitreason;	/* __u8: why it parks */
 	__s32 m_p;
 	__s32 p_id, p_runqhead, p_runqtail;
+	__s32 p_runq;		/* its ring of 256 g pointers (0: unknown) */
 	/*
 	 * Sample mode: g's slot from the thread pointer (0: unknown, sample
 	 * mode reads nothing), g.atomicstatus, g.trackingSeq (a byte bumped

@@ -148,6 +148,7 @@ static void put_go(const struct discovery *d, struct plan_buf *b)
 	put_u32(b, (uint32_t)d->nr_go_rets);
 	put(b, d->go_rets, sizeof(d->go_rets));
 	put(b, d->go_entries, sizeof(d->go_entries));
+	put(b, &d->go_steal_taken, sizeof(d->go_steal_taken));
 	put_u32(b, (uint32_t)d->nr_go_sites);
 	put_u32(b, d->go_sites_skipped);
 	put(b, d->go_sites, sizeof(d->go_sites));
@@ -478,6 +479,7 @@ static void get_go(struct rd *r, struct discovery *d)
 	d->nr_go_rets = (int32_t)get_u32(r);
 	get(r, d->go_rets, sizeof(d->go_rets));
 	get(r, d->go_entries, sizeof(d->go_entries));
+	get(r, &d->go_steal_taken, sizeof(d->go_steal_taken));
 	d->nr_go_sites = (int32_t)get_u32(r);
 	d->go_sites_skipped = get_u32(r);
 	get(r, d->go_sites, sizeof(d->go_sites));
@@ -495,6 +497,8 @@ static void get_go(struct rd *r, struct discovery *d)
 	for (int i = 0; i < GO_ENTRY_PROBES && !r->why; i++)
 		if (d->go_entries[i].said[0]) /* else not found: not probed */
 			check_go_probe(r, f, &d->go_entries[i]);
+	if (d->go_steal_taken.said[0] && !r->why)
+		check_go_probe(r, f, &d->go_steal_taken);
 	if (f >= 0 && !r->why) {
 		if (set_paths(d, f, &d->go_path, &d->go_target_path))
 			fail(r, "out of memory");

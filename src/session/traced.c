@@ -406,6 +406,7 @@ static int go_layout(struct tracer *t, const struct traced *tr)
 				  .g_preempt = o->g_preempt, .g_waitreason = o->g_waitreason,
 				  .m_p = o->m_p, .p_id = o->p_id,
 				  .p_runqhead = o->p_runqhead, .p_runqtail = o->p_runqtail,
+				  .p_runq = o->p_runq,
 				  .tls_g = tr->disc.go.tls_g, .g_status = o->g_atomicstatus,
 				  .g_seq = o->g_tracking_seq, .m_curg = o->m_curg,
 				  .p_schedtick = o->p_schedtick };

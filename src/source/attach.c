@@ -526,6 +526,37 @@ static int attach_go_set(struct tracer *t, const struct discovery *d,
 	return 0;
 }
 
+/*
+ * runqsteal where only a steal that took something goes (*placed); not
+ * placed, its entry is probed instead, every attempt a trap.
+ */
+static int go_steal_taken(struct tracer *t, const struct discovery *d,
+			  const struct attach_opts *o, pid_t pid, long owner, bool *placed)
+{
+	const struct go_probe *gp = &d->go_steal_taken;
+	struct probe_set ps;
+	int err;
+
+	*placed = false;
+	if (!gp->said[0])
+		return 0;
+	if (probe_set__init(&ps, UPROBE_GO_RUNQSTEAL_TOOK, d->go_path, 1))
+		return -ENOMEM;
+	probe_set__add(&ps, gp->at, 0, gp->entry, 0, false);
+	err = attach_set(t, pid, owner, &ps);
+	if (!err)
+		check_placed(&ps, o->memfd, go_addr, d);
+	*placed = !err && !ps.nr_lost;
+	if (!err && ps.nr_lost)
+		warn_msg("pid %d: the kernel refused runqsteal's probe where a steal took something in "
+			 "%s: its entry is probed instead, every attempt a trap\n", o->pid,
+			 d->go_target_path);
+	else if (*placed && o->verbose)
+		info_msg("%s\n", gp->said);
+	probe_set__free(&ps);
+	return err;
+}
+
 static int attach_go(struct tracer *t, const struct discovery *d, const struct attach_opts *o,
 		     struct attach_counts *counts)
 {
@@ -567,8 +598,15 @@ static int attach_go(struct tracer *t, const struct discovery *d, const struct a
 				    "goroutines made by the lost returns not seen", counts);
 	counts->stepped += n > 0 ? (size_t)n : 0;
 	for (size_t i = 0; !err && i < sizeof(entries) / sizeof(entries[0]); i++) {
-		bool sites = entries[i].p == GO_PROBE_CASGSTATUS && d->nr_go_sites > 0;
+		bool sites = entries[i].p == GO_PROBE_CASGSTATUS && d->nr_go_sites > 0, taken = false;
 
+		if (entries[i].p == GO_PROBE_RUNQSTEAL) {
+			err = go_steal_taken(t, d, o, pid, owner, &taken);
+			counts->stepped += taken;
+			counts->go_steals_taken = taken;
+			if (err || taken)
+				continue;
+		}
 		probe_set__free(&ps);
 		err = probe_set__init(&ps, entries[i].which, d->go_path,
 				      sites ? (size_t)d->nr_go_sites : 1);

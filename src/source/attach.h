@@ -45,6 +45,7 @@ struct attach_counts {
 	size_t stepped;		/* left on a single-stepped instruction (-v says why) */
 	size_t lost[TOKIO_KIND_MAX];	/* tokio: refused, by kind */
 	size_t lost_go;		/* Go: refused */
+	bool go_steals_taken;	/* Go: runqsteal probed where a steal took something */
 };
 
 /*

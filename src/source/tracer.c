@@ -108,6 +108,7 @@ static struct bpf_program *uprobe_prog(struct asynctraced_bpf *skel, bool empty,
 		[UPROBE_GO_CASGSTATUS] = { skel->progs.go_casgstatus, false },
 		[UPROBE_GO_NEWPROC1_RET] = { skel->progs.go_newproc1_ret, false },
 		[UPROBE_GO_RUNQSTEAL] = { skel->progs.go_runqsteal, false },
+		[UPROBE_GO_RUNQSTEAL_TOOK] = { skel->progs.go_runqsteal_took, false },
 	};
 
 	*ret = table[which].ret;

@@ -75,6 +75,7 @@ enum tracer_uprobe {
 	UPROBE_GO_CASGSTATUS,
 	UPROBE_GO_NEWPROC1_RET,	/* an entry probe, at each of newproc1's ret instructions */
 	UPROBE_GO_RUNQSTEAL,
+	UPROBE_GO_RUNQSTEAL_TOOK, /* inside runqsteal, where a steal took something */
 	UPROBE_MAX,
 };
 

@@ -331,6 +331,28 @@ static void place_go_sites(struct discovery *d, const struct elf_image *im)
 }
 
 /*
+ * runqsteal probed where only a steal that took something goes: an idle P
+ * tries every other P's queue, mostly empty, at each look for work.
+ */
+static void place_go_steal(struct discovery *d, const struct elf_image *im)
+{
+	uint64_t addr = d->go.funcs[GO_RUNQSTEAL], size = golang__func_size(&d->go, addr);
+	const uint8_t *code = size ? elf_image__bytes(im, addr, size) : NULL;
+	uint64_t taken = code && !d->probe_at_entry ? golang__steal_taken(code, size, addr) : 0;
+	int64_t at = taken ? elf_image__offset(im, taken) : -1;
+	struct go_probe *gp = &d->go_steal_taken;
+
+	memset(gp, 0, sizeof(*gp));
+	if (at < 0 || d->go.off.p_runq < 0)
+		return;
+	gp->at = gp->entry = (uint64_t)at;
+	snprintf(gp->said, sizeof(gp->said), "attaching runtime.runqsteal's steals that took "
+		 "something at %s+0x%llx (+%llu: past runqgrab's call and its test; "
+		 "single-stepped, hit by those steals only)",
+		 d->go_target_path, (unsigned long long)at, (unsigned long long)(taken - addr));
+}
+
+/*
  * What the probes and the names need of a Go binary's code, taken while it
  * is read: where each probe goes, where the binary was loaded (PIE), and
  * each goroutine start function's name. Its code is not kept.
@@ -353,6 +375,7 @@ static void read_go_code(struct discovery *d, const struct elf_image *im,
 	}
 	d->nr_go_rets = place_go_rets(d, im);
 	place_go_sites(d, im);
+	place_go_steal(d, im);
 	for (int i = 0; i < GO_ENTRY_PROBES; i++)
 		if (place_go_entry(d, im, entry_funcs[i], &d->go_entries[i]))
 			d->go_entries[i].said[0] = '\0'; /* entry 0: not found */

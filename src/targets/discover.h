@@ -101,6 +101,12 @@ struct discovery {
 	 * nr_go_sites -errno: its entry is probed (--probe-at entry, or its
 	 * calls not read).
 	 */
+	/*
+	 * GO: where in runqsteal only a steal that took something goes (said
+	 * empty: not found, or --probe-at entry: its entry is probed, every
+	 * attempt with it)
+	 */
+	struct go_probe go_steal_taken;
 	struct go_status_site go_sites[GO_STATUS_SITES];
 	uint64_t go_site_at[GO_STATUS_SITES];
 	int nr_go_sites;

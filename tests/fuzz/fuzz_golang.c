@@ -86,6 +86,11 @@ static void probed(const struct go_binary *gb, const struct elf_image *im)
 		if (!code)
 			continue;
 		golang__keeps_args(code, size < 64 ? size : 64, addr);
+		if (f == GO_RUNQSTEAL) {
+			uint64_t taken = golang__steal_taken(code, size, addr);
+
+			CHECK(!taken || (taken > addr && taken - addr < size));
+		}
 		n = golang__rets(code, size, addr, rets, RETS_MAX);
 		CHECK(n <= RETS_MAX);
 		for (int i = 0; i < n; i++)

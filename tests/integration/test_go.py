@@ -130,12 +130,22 @@ class RawSyscall(GoRun):
         self.assertGreater(b[0]["blocked_ns"], 4 * b[0]["on_cpu_ns"])
 
 
-def check_through_syscalls(test, run):
+def check_through_syscalls(test, run, alerts=True):
     """main.sleepThenBurn: 20 ms asleep in a system call the runtime knows of
     (no part of any run: its thread's sleep ends the run, its return resumes
     it), then 20 ms on the CPU making a system call every 50 µs, its P held
-    throughout: long polls, cpu-bound, not split at each system call, and
-    nothing of the sleep in them."""
+    throughout: runs of milliseconds (Go's preemption cuts them at 10 ms),
+    not split at each system call, with nothing of the sleep in them; where
+    the host is not crowded (alerts), long polls, cpu-bound."""
+    ids = {t for t, n in task_names(run).items() if n == "main.sleepThenBurn"}
+    polls = [e for e in run.events if e.get("ph") == "X" and e.get("cat") == "poll"
+             and e["args"]["task"] in ids]
+    test.assertTrue(polls, run.counts)
+    test.assertEqual([e for e in polls if e["args"]["blocked_us"] > 5000], [])
+    test.assertGreaterEqual(sum(1 for e in polls if e["dur"] >= 8000),
+                            max(1, run.counts["gosyscalls"] // 2), (run.counts, polls))
+    if not alerts:
+        return
     b = [a for a in begins(run) if a["task"]["name"] == "main.sleepThenBurn"]
     ends = [a for a in run.alert_log if a["kind"] == "long-poll" and a["state"] == "end"
             and a["task"]["name"] == "main.sleepThenBurn"]
@@ -220,6 +230,17 @@ class FanOut(GoRun):
         counts = self.run_.report["counts"]
         self.assertGreater(counts["steals"], 0, counts)
         self.assertGreaterEqual(counts["stolen"], counts["steals"], counts)
+        # probed where a steal took something: each one a P from another, the
+        # victim where the first goroutine taken was queued
+        self.assertIn("runqsteal's steals that took something", self.run_.tracer_stderr)
+        # (the thief's slice; the one on the stolen tasks' side names neither)
+        steals = [e["args"] for e in self.run_.events if e.get("ph") == "X"
+                  and e.get("cat") == "steal" and "thief" in e.get("args", {})]
+        self.assertTrue(steals)
+        self.assertTrue(all(s["count"] >= 1 and s["thief"] != s.get("victim") for s in steals),
+                        steals)
+        self.assertGreaterEqual(sum(1 for s in steals if s.get("victim") is not None),
+                                len(steals) * 8 // 10, steals)
         self.assertEqual(len([w for w in self.run_.report["workers"] if w["polls"]]), 2)
 
     def test_no_alert(self):
@@ -307,7 +328,11 @@ class EveryGoVersion(unittest.TestCase):
                 self.assertGreaterEqual(len(spawns), run.counts["children"] - spawns_lost,
                                         run.counts)
                 self.assertEqual(set(lost(run)), {"main.leakedOnNil"}, run.alert_log)
-                check_through_syscalls(self, run)
+                # every scenario at once on two CPUs: the burn's thread waits for one
+                # (runnable), and a slice may not be a long poll by its time on it
+                check_through_syscalls(self, run, alerts=False)
+                self.assertIn("runqsteal's steals that took something", run.tracer_stderr)
+                self.assertGreater(run.report["counts"]["steals"], 0)
 
 
 class FollowingTheHost(unittest.TestCase):

@@ -354,6 +354,17 @@ static void status_sites_of(const char *file)
 	assert_int_equal(found_needed, (1u << 5) - 1); /* each of them */
 	assert_true(exit_kept);
 	assert_true(unknown <= 3);
+	/* and in runqsteal, where only a steal that took something goes */
+	{
+		uint64_t steal = gb.funcs[GO_RUNQSTEAL], size = golang__func_size(&gb, steal);
+		const uint8_t *code = elf_image__bytes(&im, steal, size);
+		uint64_t taken = code ? golang__steal_taken(code, size, steal) : 0;
+
+		print_message("    runqsteal+%llu, p.runq at %d\n",
+			      (unsigned long long)(taken - steal), gb.off.p_runq);
+		assert_true(taken > steal && taken - steal < 128);
+		assert_int_equal(gb.off.p_runq, gb.off.p_runqtail + 4);
+	}
 	elf_image__close(&im);
 	golang__free(&gb);
 }

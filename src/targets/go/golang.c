@@ -37,7 +37,8 @@ const char *const go_func_names[GO_FUNC_MAX] = {
 	{ 1, minor_, { .g_goid = goid, .g_m = m, .g_atomicstatus = status,                  \
 		       .g_startpc = startpc, .g_preempt = preempt, .g_waitreason = waitreason, \
 		       .m_p = mp, .m_curg = curg, .p_id = 0, .p_runqhead = head,          \
-		       .p_runqtail = head + 4, .g_tracking_seq = seq, .p_schedtick = 16 } }
+		       .p_runqtail = head + 4, .p_runq = head + 8, .g_tracking_seq = seq,  \
+		       .p_schedtick = 16 } }
 
 static const struct {
 	int major, minor;
@@ -383,6 +384,53 @@ bool golang__keeps_args(const uint8_t *code, size_t len, uint64_t addr)
 	cs_free(insn, 1);
 	cs_close(&cs);
 	return keeps;
+}
+
+uint64_t golang__steal_taken(const uint8_t *code, size_t len, uint64_t addr)
+{
+	enum { CALL, TEST, JE, AFTER } want = CALL;
+	uint64_t end = addr + len, at = 0;
+	cs_insn *insn;
+	csh cs;
+
+	if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK)
+		return 0;
+	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
+	insn = cs_malloc(cs);
+	while (insn && len && cs_disasm_iter(cs, &code, &len, &addr, insn)) {
+		const cs_x86 *x = &insn->detail->x86;
+
+		if (want == AFTER) {
+			at = insn->address;
+			break;
+		}
+		if (want == CALL) {
+			/* its first call, past the stack check's morestack (at the end) */
+			if (insn->id == X86_INS_CALL)
+				want = TEST;
+			continue;
+		}
+		if (insn->id == X86_INS_NOP) /* padding after the call (1.19) */
+			continue;
+		if (want == TEST && insn->id == X86_INS_TEST && x->op_count == 2 &&
+		    x->operands[0].type == X86_OP_REG && x->operands[0].reg == X86_REG_EAX &&
+		    x->operands[1].type == X86_OP_REG && x->operands[1].reg == X86_REG_EAX) {
+			want = JE;
+			continue;
+		}
+		/* the branch taken when it took nothing stays in the function */
+		if (want == JE && insn->id == X86_INS_JE && x->op_count == 1 &&
+		    x->operands[0].type == X86_OP_IMM && (uint64_t)x->operands[0].imm > insn->address &&
+		    (uint64_t)x->operands[0].imm < end) {
+			want = AFTER;
+			continue;
+		}
+		break;
+	}
+	if (insn)
+		cs_free(insn, 1);
+	cs_close(&cs);
+	return at;
 }
 
 /*
@@ -779,6 +827,7 @@ static bool dwarf_offsets(Elf *elf, struct go_offsets *o)
 					o->p_id = member_offset(&c, "id");
 					o->p_runqhead = member_offset(&c, "runqhead");
 					o->p_runqtail = member_offset(&c, "runqtail");
+					o->p_runq = member_offset(&c, "runq");
 					o->p_schedtick = member_offset(&c, "schedtick");
 					found++;
 				}

@@ -32,6 +32,7 @@ struct go_offsets {
 	int32_t g_waitreason;	/* why it is parked (a waitReason, a byte) */
 	int32_t m_p, m_curg;	/* an M's P, and the goroutine it runs */
 	int32_t p_id, p_runqhead, p_runqtail;
+	int32_t p_runq;		/* the local run queue's ring: [256]guintptr */
 	/*
 	 * What tells one run slice from the next without a probe (sample
 	 * mode): g.trackingSeq, a byte casgstatus() bumps each time the
@@ -128,6 +129,14 @@ int golang__rets(const uint8_t *code, size_t len, uint64_t addr, uint64_t *out, 
  * arguments) and R14 (the current g). A probe may then move past them.
  */
 bool golang__keeps_args(const uint8_t *code, size_t len, uint64_t addr);
+/*
+ * In runqsteal's code (len bytes at link-time addr), where only a steal
+ * that took something goes: the instruction after `call runqgrab; test
+ * eax, eax; je` (NOPs between; EAX: how many it took; every Go read,
+ * 1.19-1.27). 0 if its code is not of that shape.
+ */
+uint64_t golang__steal_taken(const uint8_t *code, size_t len, uint64_t addr);
+
 /*
  * A call of runtime.casgstatus(gp, old, new) in the binary's code: where
  * (link-time), and the statuses it changes between where the code sets
