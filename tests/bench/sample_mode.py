@@ -28,6 +28,13 @@ same two CPUs as the server: this is a loaded machine, as a busy server's
 host is, and a noisy one (untraced rounds differ by up to 30% here); the
 spread says how far to trust a ratio.
 
+Then the same at a fixed moderate rate (`fixed`): each of the 32 connections
+waits 2 ms (wrk's Lua `delay()`) before each request, some 15,000 requests a
+second, a quarter to a sixth of what either server does at saturation. The
+rate is the load's, so the throughput ratio says little; what the tracer
+costs shows as latency (p50 and p99: wrk's timer starts when a request is
+written, after the delay) and as the server's CPU time a request.
+
 Then the detection, in sample mode with --stacks: the same server where one
 request in 1000 burns 30 ms in its handler (burn30ms) must raise a long-poll
 alert within a second of the load starting, with a stack that names
@@ -37,7 +44,9 @@ the healthy server under the same load must raise none. On the tokio
 server, whose runs on the CPU the samples cannot split into polls, the
 escalation's probes must find the 30 ms polls themselves; healthy, nothing.
 
-Usage: sample_mode.py [ROUNDS] (default 3).
+Usage: sample_mode.py [ROUNDS] (default 3): both servers at saturation, then at the
+       fixed rate, then the detection.
+       sample_mode.py fixed [ROUNDS]: the fixed rate alone.
        sample_mode.py rates [ROUNDS]: sample mode at 97, 997 and 4999 Hz on the tokio
        server, beside `perf record -e cpu-clock -F HZ` (no BPF) at the same rates, of
        the server's threads (-p, as sample mode) and of every CPU (-a).
@@ -66,6 +75,8 @@ MODES = {
     "floor": ["--empty-programs"],
 }
 SECONDS = 5
+# The fixed moderate rate: each connection waits this long before each request.
+FIXED_DELAY_MS = 2
 
 
 def start_server(server, *args):
@@ -77,14 +88,28 @@ def start_server(server, *args):
     return srv, int(m[1])
 
 
-def wrk(port, seconds, path="/"):
-    out = subprocess.run(["wrk", "-t1", "-c32", f"-d{seconds}s", "--latency",
-                          f"http://127.0.0.1:{port}{path}"],
-                         capture_output=True, text=True, check=True).stdout
+def wrk(port, seconds, path="/", delay_ms=0):
+    """wrk's requests/s, p50 and p99 (ms); delay_ms: each connection waits so long
+    before each request (a fixed rate, about 32 / (delay + latency) a second)."""
+    args = ["wrk", "-t1", "-c32", f"-d{seconds}s", "--latency"]
+    script = None
+    if delay_ms:
+        fd, script = tempfile.mkstemp(prefix="at-bench-", suffix=".lua")
+        with os.fdopen(fd, "w") as f:
+            f.write(f"function delay() return {delay_ms} end\n")
+        args += ["-s", script]
+    try:
+        out = subprocess.run([*args, f"http://127.0.0.1:{port}{path}"],
+                             capture_output=True, text=True, check=True).stdout
+    finally:
+        if script:
+            os.unlink(script)
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])
-    m = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
-    p99 = float(m[1]) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m[2]]
-    return rps, p99
+
+    def pct(p):
+        m = re.search(rf"\b{p}%\s+([\d.]+)(us|ms|s)", out)
+        return float(m[1]) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m[2]]
+    return rps, pct(50), pct(99)
 
 
 def cpu_seconds(pid):
@@ -113,35 +138,38 @@ def stop(tr):
 
 
 class Round:
-    """One round's numbers: requests/s, p99 (ms), the tracer's CPU share and
-    the server's CPU time a request (µs: the tracer's programs and the
-    samples' interrupts run on its threads' time)."""
+    """One round's numbers: requests/s, p50 and p99 (ms), the tracer's CPU
+    share and the server's CPU time a request (µs: the tracer's programs and
+    the samples' interrupts run on its threads' time)."""
 
-    def __init__(self, rps, p99, tracer_cpu, server_us):
-        self.rps, self.p99, self.tracer_cpu, self.server_us = rps, p99, tracer_cpu, server_us
+    def __init__(self, rps, p50, p99, tracer_cpu, server_us):
+        self.rps, self.p50, self.p99 = rps, p50, p99
+        self.tracer_cpu, self.server_us = tracer_cpu, server_us
 
 
-def loaded(server, watcher):
+def loaded(server, watcher, delay_ms=0):
     """A round on a fresh server: a second's warm-up, then watcher(pid) started
-    (a Popen to SIGINT at the end, or None) and SECONDS of wrk."""
+    (a Popen to SIGINT at the end, or None) and SECONDS of wrk (delay_ms: at
+    the fixed rate)."""
     srv, port = start_server(server)
     try:
-        wrk(port, 1)
+        wrk(port, 1, delay_ms=delay_ms)
         w = watcher(srv.pid)
         cpu0, srv0 = (cpu_seconds(w.pid) if w else 0), cpu_seconds(srv.pid)
-        rps, p99 = wrk(port, SECONDS)
+        rps, p50, p99 = wrk(port, SECONDS, delay_ms=delay_ms)
         cpu = (cpu_seconds(w.pid) - cpu0) / SECONDS if w else 0
         server_us = (cpu_seconds(srv.pid) - srv0) / (rps * SECONDS) * 1e6
         if w:
             stop(w)
-        return Round(rps, p99, cpu, server_us)
+        return Round(rps, p50, p99, cpu, server_us)
     finally:
         srv.kill()
         srv.wait()
 
 
-def one_round(server, mode):
-    return loaded(server, lambda pid: attach(pid, MODES[mode]) if MODES[mode] else None)
+def one_round(server, mode, delay_ms=0):
+    return loaded(server, lambda pid: attach(pid, MODES[mode]) if MODES[mode] else None,
+                  delay_ms)
 
 
 def detection(noisy, server="go-http"):
@@ -167,7 +195,7 @@ def detection(noisy, server="go-http"):
     return log, started
 
 
-def table(server, rounds, runs):
+def table(server, rounds, runs, load=None):
     """Each of runs (a name: a callable making a Round; "untraced" among them)
     once a round, in a new order each round; each mode's medians, as ratios to
     untraced's, and the median of its ratios to the untraced run of the same
@@ -178,18 +206,28 @@ def table(server, rounds, runs):
             got[m].append(runs[m]())
     base = got["untraced"]
     med = statistics.median
-    b_rps, b_p99, b_us = (med(x.rps for x in base), med(x.p99 for x in base),
-                          med(x.server_us for x in base))
-    print(f"{server}, wrk -t1 -c32, {SECONDS} s rounds, median of {rounds}:")
+    b_rps, b_p50, b_p99, b_us = (med(x.rps for x in base), med(x.p50 for x in base),
+                                 med(x.p99 for x in base), med(x.server_us for x in base))
+    print(f"{server}, {load or 'wrk -t1 -c32'}, {SECONDS} s rounds, median of {rounds}:")
     print(f"  {'mode':22} {'req/s':>8} {'ratio':>6} {'paired':>6} {'spread':>11} "
-          f"{'p99 ms':>7} {'ratio':>6} {'CPU/req':>8} {'ratio':>6} {'tracer':>6}")
+          f"{'p50 ms':>7} {'ratio':>6} {'p99 ms':>7} {'ratio':>6} {'CPU/req':>8} {'ratio':>6} "
+          f"{'tracer':>6}")
     for m, xs in got.items():
-        rps, p99, us = med(x.rps for x in xs), med(x.p99 for x in xs), med(x.server_us for x in xs)
+        rps, p50, p99 = med(x.rps for x in xs), med(x.p50 for x in xs), med(x.p99 for x in xs)
+        us = med(x.server_us for x in xs)
         paired = med(x.rps / b.rps for x, b in zip(xs, base))
         lo, hi = min(x.rps for x in xs) / b_rps, max(x.rps for x in xs) / b_rps
         print(f"  {m:22} {rps:8.0f} {rps / b_rps:5.2f}x {paired:5.2f}x {lo:4.2f}-{hi:4.2f}x "
-              f"{p99:7.2f} {p99 / b_p99:5.2f}x {us:6.2f}us {us / b_us:5.2f}x "
-              f"{100 * med(x.tracer_cpu for x in xs):5.1f}%")
+              f"{p50:7.3f} {p50 / b_p50:5.2f}x {p99:7.2f} {p99 / b_p99:5.2f}x "
+              f"{us:6.2f}us {us / b_us:5.2f}x {100 * med(x.tracer_cpu for x in xs):5.1f}%")
+
+
+def fixed_rate(rounds):
+    """Both servers at the fixed moderate rate, every mode."""
+    for server in ("go-http", "tokio-http"):
+        table(server, rounds,
+              {m: lambda m=m, s=server: one_round(s, m, FIXED_DELAY_MS) for m in MODES},
+              f"wrk -t1 -c32 at a fixed rate ({FIXED_DELAY_MS} ms before each request)")
 
 
 def perf_round(server, hz, which):
@@ -271,9 +309,13 @@ def main():
     if sys.argv[1:2] == ["interrupts"]:
         interrupts()
         return
+    if sys.argv[1:2] == ["fixed"]:
+        fixed_rate(int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+        return
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     for server in ("go-http", "tokio-http"):
         table(server, rounds, {m: lambda m=m, s=server: one_round(s, m) for m in MODES})
+    fixed_rate(rounds)
 
     log, started = detection(True)
     begins = [a for a in log if a["kind"] == "long-poll" and a["state"] == "begin"]
