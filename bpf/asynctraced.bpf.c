@@ -870,6 +870,44 @@ static __always_inline bool go_p_of(const struct at_go_layout *l, __u64 g, __u32
 	return true;
 }
 
+/*
+ * Whether the run in progress on t lost its P before its end: the P it
+ * began on was handed off since (a goroutine in a system call or a cgo call
+ * has its P taken by sysmon; go_handoffp()).
+ */
+static __always_inline bool go_p_lost(const struct thread_state *t)
+{
+	struct at_worker_stats *w, *p;
+
+	if (!t->go_has_p)
+		return false;
+	w = worker_get(t, t->worker);
+	p = worker_at(t->pslot);
+	return (w && *(volatile __u32 *)&w->handoffs != t->go_handoffs) ||
+	       (p && *(volatile __u32 *)&p->handoffs != t->go_stops);
+}
+
+/* A run begins on t's worker: the handoffs of its P and its process's stops of the world so far. */
+static __always_inline void go_p_held(struct thread_state *t, __u32 worker)
+{
+	struct at_worker_stats *w = worker_get(t, worker), *p = worker_at(t->pslot);
+
+	t->go_handoffs = w ? *(volatile __u32 *)&w->handoffs : 0;
+	t->go_stops = p ? *(volatile __u32 *)&p->handoffs : 0;
+	t->go_has_p = w != NULL;
+}
+
+/* The run in progress on t ends (on_poll_end()'s arguments); lost: it had lost its P. */
+static __always_inline void go_run_ends(struct thread_state *t, __u64 goid,
+					struct at_task_state *ts, struct at_task_slot *slot,
+					int ready, __s32 queue, bool idle, bool unwakeable,
+					bool preempted, bool lost)
+{
+	poll_end_at(t, goid, ts, slot, ready, queue, 0, idle, unwakeable, preempted,
+		    bpf_ktime_get_ns(), charged_cpu(), lost ? AT_POLL_WORKER_LOST : 0);
+	t->go_has_p = 0;
+}
+
 /* Whether wait reason why is in set (256 bits). */
 static __always_inline bool go_in(const __u64 *set, __u8 why)
 {
@@ -893,9 +931,12 @@ static __always_inline void go_run_begins(struct thread_state *t, const struct a
 	struct at_task_state *ts;
 	struct at_task_slot *slot;
 	__u32 worker = 0, depth = 0;
+	bool has_p = go_p_of(l, gp, &worker, &depth);
 
-	go_p_of(l, gp, &worker, &depth);
 	ts = task_find(task_key(t->tgid, goid), &slot);
+	t->go_has_p = 0;
+	if (has_p)
+		go_p_held(t, worker);
 	t->go_g = gp;
 	t->go_run = goid;
 	t->go_resume = 0;
@@ -947,21 +988,25 @@ int BPF_KPROBE(go_casgstatus)
 		 * syscall, asleep, waiting on I/O or for the GC, by design
 		 */
 		why = to == AT_GO_WAITING ? go_read8(gp, l->g_waitreason) : 0;
-		on_poll_end(t, goid, ts, slot, to == AT_GO_DEAD,
-			    to == AT_GO_RUNNABLE ? AT_QUEUE_INJECT : AT_QUEUE_NONE, 0,
+		go_run_ends(t, goid, ts, slot, to == AT_GO_DEAD,
+			    to == AT_GO_RUNNABLE ? AT_QUEUE_INJECT : AT_QUEUE_NONE,
 			    to == AT_GO_WAITING && go_in(l->may_lose, why),
 			    to == AT_GO_WAITING && go_in(l->never_woken, why),
-			    to == AT_GO_RUNNABLE && go_read8(gp, l->g_preempt));
+			    to == AT_GO_RUNNABLE && go_read8(gp, l->g_preempt), go_p_lost(t));
 		break;
 	case AT_GO_SYSCALL_LEFT:
 		/* only a run that went on through its system call is still open */
 		t = thread_self(ctx, false, &tid);
 		if (!t || t->task != goid)
 			return 0;
+		/*
+		 * back runnable: it left its system call with no P, the one it had
+		 * taken meanwhile; dead: a cgo callback's end
+		 */
 		ts = task_find(task_key(t->tgid, goid), &slot);
-		on_poll_end(t, goid, ts, slot, 0,
-			    to == AT_GO_RUNNABLE ? AT_QUEUE_INJECT : AT_QUEUE_NONE, 0, false, false,
-			    false);
+		go_run_ends(t, goid, ts, slot, 0,
+			    to == AT_GO_RUNNABLE ? AT_QUEUE_INJECT : AT_QUEUE_NONE, false, false,
+			    false, to == AT_GO_RUNNABLE || go_p_lost(t));
 		break;
 	case AT_GO_WOKEN:
 		t = thread_self(ctx, true, &tid);
@@ -996,6 +1041,7 @@ __noinline int go_asleep(__u32 tgid, __u32 tid)
 	struct at_task_slot *slot;
 	struct thread_state *t = thread_find(tid);
 	__u64 goid;
+	bool lost;
 
 	/* a run the probes began (sample mode's set s_last) */
 	if (!t || !t->go_g || !t->task || t->task != t->go_run || t->s_last)
@@ -1005,7 +1051,8 @@ __noinline int go_asleep(__u32 tgid, __u32 tid)
 		return 0;
 	goid = t->task;
 	ts = task_find(task_key(tgid, goid), &slot);
-	on_poll_end(t, goid, ts, slot, 0, AT_QUEUE_NONE, 0, false, false, false);
+	lost = go_p_lost(t);
+	go_run_ends(t, goid, ts, slot, 0, AT_QUEUE_NONE, false, false, false, lost);
 	t->go_resume = goid;
 	return 0;
 }
@@ -1027,6 +1074,11 @@ __noinline int go_resume(__u32 tid, __u64 charged)
 	ts = task_find(task_key(t->tgid, goid), &slot);
 	/* its P, as far as is known: the one it had (exitsyscall takes it back if it can) */
 	on_poll_begin(t, goid, ts, slot, t->worker, t->depth, ts ? ts->name_addr : 0);
+	/*
+	 * Its handoffs from now: sysmon takes the P of a thread asleep in a
+	 * system call, which loses the P to no one while it sleeps
+	 */
+	go_p_held(t, t->worker);
 	/* the kernel's charge is the thread's own, not the current task's */
 	t->charged = charged;
 	return 0;
@@ -1067,6 +1119,50 @@ int BPF_KPROBE(go_newproc1_ret)
 	has_p = go_p_of(l, ctx->r14, &worker, &depth);
 	on_spawn(t, go_read(newg, l->g_goid), t->task, NULL, go_read(newg, l->g_startpc),
 		 has_p ? (__s32)worker : AT_QUEUE_NONE, depth + 1);
+	return 0;
+}
+
+/*
+ * runtime.handoffp(pp): P pp is handed off, taken from the goroutine that
+ * held it in a system call or a cgo call (by sysmon, or as it entered one
+ * known to block). That goroutine's run, still open here (a run goes on
+ * through its system calls), holds no worker from now on: counted on the
+ * worker, the run's end tells (go_p_lost()). Rare: sysmon takes a P after
+ * 20 us in a system call at the soonest, when other work waits for it.
+ */
+SEC("uprobe")
+int BPF_KPROBE(go_handoffp)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	const struct at_go_layout *l = go_layout_of(tgid);
+	struct at_worker_stats *w;
+	__u64 pp = ctx->ax;
+
+	if (!l || !pp || (sample_period_ns && !tgid_in(probed_tgids, tgid)))
+		return 0;
+	w = worker_at(worker_slot_of(tgid, go_read32(pp, l->p_id)));
+	if (w)
+		__sync_fetch_and_add(&w->handoffs, 1);
+	return 0;
+}
+
+/*
+ * runtime.stopTheWorldWithSema: every P of the process is taken, those of
+ * goroutines in system calls too (with no handoffp: a P in a system call is
+ * taken by the stop itself). Counted in the process's own slot, which
+ * go_p_lost() reads beside the worker's. Twice a garbage collection.
+ */
+SEC("uprobe")
+int BPF_KPROBE(go_stop_the_world)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct at_worker_stats *w;
+
+	if (!go_layout_of(tgid) || (sample_period_ns && !tgid_in(probed_tgids, tgid)))
+		return 0;
+	w = worker_at(worker_slot_of(tgid, AT_WORKER_PROCESS));
+	if (w)
+		__sync_fetch_and_add(&w->handoffs, 1);
 	return 0;
 }
 

@@ -126,6 +126,15 @@ struct thread_state {
 	__u64 go_g;
 	__u64 go_run;
 	__u64 go_resume;
+	/*
+	 * the handoffs of its P when that run began (at_worker_stats.handoffs),
+	 * and its process's stops of the world (the same counter in the
+	 * process's own slot), if it began on a P (go_has_p): a run during which
+	 * its P was handed off, or the world stopped, lost it (go_p_lost())
+	 */
+	__u32 go_handoffs;
+	__u32 go_stops;
+	__u32 go_has_p;
 } __attribute__((aligned(64))); /* whole cache lines: threads run on different CPUs */
 
 /*

@@ -326,6 +326,13 @@ struct at_poll {
  * the CPU in polls of the task, never one long poll
  */
 #define AT_POLL_RUNS 16
+/*
+ * the run lost its worker before it ended (Go: its P was handed off while
+ * the goroutine was in a system call or a cgo call, as sysmon does after
+ * 20 us to 10 ms): it did not hold the worker throughout, so it is no long
+ * poll, and kept no one waiting behind it
+ */
+#define AT_POLL_WORKER_LOST 32
 /* Go's forcePreemptNS: sysmon preempts a goroutine that has run this long. */
 #define AT_PREEMPTED_LONG_NS 10000000ull
 /* The shortest at_poll a reader takes: before cpu_ns was appended. */
@@ -479,7 +486,14 @@ struct at_worker_stats {
 	__u64 park_ns;		/* completed parks */
 	__u64 park_since;	/* nonzero while parked */
 	__u32 tid;
-	__u32 pad;
+	/*
+	 * Go: the times its P was handed off (runtime.handoffp: taken from a
+	 * goroutine in a system call, by sysmon or as it entered one known to
+	 * block); the run that held it lost it (AT_POLL_WORKER_LOST). In a
+	 * process's own slot (AT_WORKER_PROCESS): its stops of the world
+	 * (runtime.stopTheWorldWithSema), which take every P
+	 */
+	__u32 handoffs;
 	struct at_queue_stats queue;
 	struct at_hist poll;
 	struct at_hist oncpu;
@@ -911,7 +925,7 @@ AT_PIN_OFF(struct at_worker_stats, parks, 64);
 AT_PIN_OFF(struct at_worker_stats, park_ns, 72);
 AT_PIN_OFF(struct at_worker_stats, park_since, 80);
 AT_PIN_OFF(struct at_worker_stats, tid, 88);
-AT_PIN_OFF(struct at_worker_stats, pad, 92);
+AT_PIN_OFF(struct at_worker_stats, handoffs, 92);
 AT_PIN_OFF(struct at_worker_stats, queue, 96);
 AT_PIN_OFF(struct at_worker_stats, poll, 120);
 AT_PIN_OFF(struct at_worker_stats, oncpu, 440);

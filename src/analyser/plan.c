@@ -14,7 +14,7 @@
 #include <string.h>
 
 #define PLAN_MAGIC 0x4c505441u /* "ATPL" */
-#define PLAN_VERSION 4
+#define PLAN_VERSION 5
 #define NO_STRING UINT32_MAX
 
 /* Bounds on what a plan may hold: far beyond any real runtime's. */

@@ -198,6 +198,13 @@ void long_poll__on_poll(struct detector *d, struct model *m, const struct at_pol
 	uint64_t limit = detect__long_poll_limit(d, p);
 
 	note_victim(d, m, p);
+	/*
+	 * Its worker was taken from it before it ended (a Go P retaken in a
+	 * system call, and others ran on it): it held no worker throughout, and
+	 * kept no one waiting behind it
+	 */
+	if (p->flags & AT_POLL_WORKER_LOST)
+		return;
 	if (p->duration_ns >= limit) {
 		note_hold(d, p);
 		if (detect__poll_own_ns(p) >= limit)

@@ -81,11 +81,12 @@ void say__found(const struct session *s, const struct traced *tr, bool first)
 			snprintf(casg, sizeof(casg), "%d calls of casgstatus (%u let be: system calls)",
 				 tr->disc.nr_go_sites, tr->disc.go_sites_skipped);
 		info_msg("%s: Go %s in %s (offsets from %s): %s, newproc1's returns, "
-			"runqsteal%s%s%s%s; sched_switch via %s, %s%s\n",
+			"runqsteal%s%s%s%s%s; sched_switch via %s, %s%s\n",
 			what, tr->disc.go.version, tr->disc.go_target_path,
 			tr->disc.go.has_dwarf ? "DWARF" : "the version table", casg,
 			tr->probes.go_steals_taken ? "'s steals that took something" : " at its entry",
-			moved, stepped, lost,
+			tr->probes.go_handoffs ? ", handoffp and stopTheWorldWithSema" : "", moved,
+			stepped, lost,
 			tracer__sched_hook(s->tracer), mode_str(s->o), ctrl_c);
 		return;
 	}

@@ -569,6 +569,11 @@ static int attach_go(struct tracer *t, const struct discovery *d, const struct a
 		/* nothing useful without it */
 		{ GO_PROBE_CASGSTATUS, GO_CASGSTATUS, UPROBE_GO_CASGSTATUS, NULL },
 		{ GO_PROBE_RUNQSTEAL, GO_RUNQSTEAL, UPROBE_GO_RUNQSTEAL, "steals not seen" },
+		/* a run whose P was taken in a system call would look like a long one */
+		{ GO_PROBE_HANDOFFP, GO_HANDOFFP, UPROBE_GO_HANDOFFP,
+		  "a P taken from a goroutine in a system call not seen" },
+		{ GO_PROBE_STOP_THE_WORLD, GO_STOP_THE_WORLD, UPROBE_GO_STOP_THE_WORLD,
+		  "the Ps a stop of the world takes not seen" },
 	};
 	struct probe_set ps;
 	pid_t pid = o->pid;
@@ -607,6 +612,13 @@ static int attach_go(struct tracer *t, const struct discovery *d, const struct a
 			if (err || taken)
 				continue;
 		}
+		if ((entries[i].p == GO_PROBE_HANDOFFP || entries[i].p == GO_PROBE_STOP_THE_WORLD) &&
+		    !d->go_entries[entries[i].p].said[0]) {
+			warn_msg("pid %d: %s not found in %s: a goroutine whose P is taken in a "
+				 "system call or a cgo call may be called a long poll\n",
+				 o->pid, go_func_names[entries[i].f], d->go_target_path);
+			continue;
+		}
 		probe_set__free(&ps);
 		err = probe_set__init(&ps, entries[i].which, d->go_path,
 				      sites ? (size_t)d->nr_go_sites : 1);
@@ -619,6 +631,10 @@ static int attach_go(struct tracer *t, const struct discovery *d, const struct a
 					    counts);
 		if (!err && ps.nr_lost && !entries[i].loss)
 			err = -ENOTSUPP_KERNEL;
+		if (!err && entries[i].p == GO_PROBE_HANDOFFP)
+			counts->go_handoffs = !ps.nr_lost;
+		if (!err && entries[i].p == GO_PROBE_STOP_THE_WORLD)
+			counts->go_handoffs = counts->go_handoffs && !ps.nr_lost;
 	}
 	probe_set__free(&ps);
 	if (err)

@@ -46,6 +46,7 @@ struct attach_counts {
 	size_t lost[TOKIO_KIND_MAX];	/* tokio: refused, by kind */
 	size_t lost_go;		/* Go: refused */
 	bool go_steals_taken;	/* Go: runqsteal probed where a steal took something */
+	bool go_handoffs;	/* Go: handoffp and stopTheWorldWithSema probed (a lost P is told) */
 };
 
 /*

@@ -109,6 +109,8 @@ static struct bpf_program *uprobe_prog(struct asynctraced_bpf *skel, bool empty,
 		[UPROBE_GO_NEWPROC1_RET] = { skel->progs.go_newproc1_ret, false },
 		[UPROBE_GO_RUNQSTEAL] = { skel->progs.go_runqsteal, false },
 		[UPROBE_GO_RUNQSTEAL_TOOK] = { skel->progs.go_runqsteal_took, false },
+		[UPROBE_GO_HANDOFFP] = { skel->progs.go_handoffp, false },
+		[UPROBE_GO_STOP_THE_WORLD] = { skel->progs.go_stop_the_world, false },
 	};
 
 	*ret = table[which].ret;

@@ -76,6 +76,8 @@ enum tracer_uprobe {
 	UPROBE_GO_NEWPROC1_RET,	/* an entry probe, at each of newproc1's ret instructions */
 	UPROBE_GO_RUNQSTEAL,
 	UPROBE_GO_RUNQSTEAL_TOOK, /* inside runqsteal, where a steal took something */
+	UPROBE_GO_HANDOFFP,
+	UPROBE_GO_STOP_THE_WORLD,
 	UPROBE_MAX,
 };
 

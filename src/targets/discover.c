@@ -363,6 +363,8 @@ static void read_go_code(struct discovery *d, const struct elf_image *im,
 	static const enum go_func entry_funcs[GO_ENTRY_PROBES] = {
 		[GO_PROBE_CASGSTATUS] = GO_CASGSTATUS,
 		[GO_PROBE_RUNQSTEAL] = GO_RUNQSTEAL,
+		[GO_PROBE_HANDOFFP] = GO_HANDOFFP,
+		[GO_PROBE_STOP_THE_WORLD] = GO_STOP_THE_WORLD,
 	};
 
 	/* PIE: where it was loaded, by the file offset of a function in its text */

@@ -60,7 +60,13 @@ struct go_probe {
 };
 
 /* The Go functions probed at their entry, besides newproc1's returns. */
-enum go_entry_probe { GO_PROBE_CASGSTATUS, GO_PROBE_RUNQSTEAL, GO_ENTRY_PROBES };
+enum go_entry_probe {
+	GO_PROBE_CASGSTATUS,
+	GO_PROBE_RUNQSTEAL,
+	GO_PROBE_HANDOFFP,
+	GO_PROBE_STOP_THE_WORLD,
+	GO_ENTRY_PROBES
+};
 
 struct discovery {
 	enum runtime_kind kind;

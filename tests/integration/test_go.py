@@ -14,8 +14,8 @@ import unittest
 
 from tests.integration import harness
 
-COUNTS = re.compile(r"burns=(\d+) sleeps=(\d+) pings=(\d+) ticks=(\d+) fanouts=(\d+) "
-                    r"children=(\d+) gosyscalls=(\d+)")
+# go-app's exit line: its counts, key=value
+COUNTS = re.compile(r"^burns=\d+ .*$", re.M)
 # Go's sysmon preempts a goroutine that ran 10 ms: a CPU hog's slices end there
 # (or at the next sysmon tick, up to 20 ms), so the threshold is under it. No
 # --lost-waker: each scenario's goroutine waits on a stop channel for the
@@ -24,20 +24,18 @@ GO_DETECTOR_ARGS = ["--long-poll", "8ms"]
 
 
 def traced_go_run(scenario, duration=2, exe="go-app", tracer_args=(), trace=True,
-                  detector_args=GO_DETECTOR_ARGS):
+                  detector_args=GO_DETECTOR_ARGS, app_args=()):
     """Starts the Go program waiting on stdin, attaches, lets it run to its
     exit: the run, with its counts and the trace's events."""
     tmp = tempfile.mkdtemp(prefix="at-go-")
     alerts = os.path.join(tmp, "alerts.jsonl")
     run = harness.traced_gated_run(
         f"go-{scenario}", [os.path.join(harness.BUILD, exe), "-scenario", scenario,
-                           "-duration", f"{duration}s", "-wait-stdin"], duration,
+                           "-duration", f"{duration}s", "-wait-stdin", *app_args], duration,
         ["--alerts", alerts, *detector_args, *tracer_args,
          *(["-o", os.path.join(tmp, "trace.json")] if trace else ["--no-trace"])], tmp)
     m = COUNTS.search(run.executor_stdout)
-    run.counts = dict(zip(("burns", "sleeps", "pings", "ticks", "fanouts", "children",
-                           "gosyscalls"),
-                          map(int, m.groups()))) if m else {}
+    run.counts = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)(?=\s|$)", m[0])} if m else {}
     return harness.read_outputs(run, alerts)
 
 
@@ -170,6 +168,52 @@ class ThroughSyscalls(GoRun):
     def test_said(self):
         self.assertRegex(self.run_.tracer_stderr,
                          r"\d+ calls of casgstatus \([1-9]\d* let be: system calls\)")
+
+
+class CpuBoundSyscall(GoRun):
+    """main.cpuSyscalls: one system call of 30 ms or more on the CPU (a read
+    of /dev/urandom) every 250 ms. Go's sysmon takes the goroutine's P meanwhile
+    (runtime.handoffp): the run, which goes on through its system calls,
+    holds no worker from then on, and is no long poll; the goroutine's other
+    runs are short. Nothing is alerted (before handoffp was probed: a 30 ms
+    cpu-bound long poll at each read)."""
+    scenario = "cpusyscall"
+
+    def test_no_long_poll(self):
+        r = self.run_
+        self.assertGreaterEqual(r.counts["cpusyscalls"], 2, r.describe())
+        # what makes this a test: each read was long enough to be a long poll
+        self.assertGreaterEqual(r.counts["cpusyscall_longest_us"], 25_000, r.counts)
+        self.assertEqual(begins(r), [], r.alert_log)
+
+    def test_reads_in_runs(self):
+        # the runs are seen: each read lies in one, none of them blocked
+        ids = {t for t, n in task_names(self.run_).items() if n == "main.cpuSyscalls"}
+        polls = [e for e in self.run_.events if e.get("ph") == "X" and e.get("cat") == "poll"
+                 and e["args"]["task"] in ids]
+        self.assertGreaterEqual(sum(1 for e in polls if e["dur"] >= 25_000),
+                                self.run_.counts["cpusyscalls"] // 2, polls)
+
+    def test_handoffp_probed(self):
+        self.assertIn("handoffp and stopTheWorldWithSema", self.run_.tracer_stderr)
+
+
+class StopTheWorld(unittest.TestCase):
+    """The same reads with a garbage collection every few milliseconds
+    beside them (go-app -collect): a stop of the world takes every P, the
+    P of a goroutine in a system call too, with no handoffp (and sysmon
+    then has none to take). The stops are probed
+    (runtime.stopTheWorldWithSema): nothing is alerted (without that probe,
+    a long poll in each run of 3 s)."""
+
+    def test_no_long_poll(self):
+        harness.require_root()
+        run = traced_go_run("cpusyscall", duration=3, trace=False, app_args=["-collect"])
+        self.assertEqual(run.tracer_rc, 0, run.describe())
+        self.assertGreaterEqual(run.counts["cpusyscalls"], 4, run.describe())
+        self.assertGreaterEqual(run.counts["cpusyscall_longest_us"], 25_000, run.counts)
+        self.assertIn("handoffp and stopTheWorldWithSema", run.tracer_stderr)
+        self.assertEqual(begins(run), [], run.alert_log)
 
 
 class ThroughSyscallsAtEntry(GoRun):

@@ -23,6 +23,8 @@ const char *const go_func_names[GO_FUNC_MAX] = {
 	[GO_READY] = "runtime.ready",
 	[GO_RUNQSTEAL] = "runtime.runqsteal",
 	[GO_NEWPROC1] = "runtime.newproc1",
+	[GO_HANDOFFP] = "runtime.handoffp",
+	[GO_STOP_THE_WORLD] = "runtime.stopTheWorldWithSema",
 };
 
 /*
@@ -1022,8 +1024,9 @@ static int detect(Elf *elf, size_t size, struct go_binary *gb)
 	err = offsets_known(&gb->off) ? 0 : -ENOTSUP;
 	gb->tls_g = tls_g_offset(&im);
 	wait_reasons(&im, gb);
+	/* these two tell a run that lost its P: without them, such a run is a long one */
 	for (int i = 0; !err && i < GO_FUNC_MAX; i++)
-		if (!gb->funcs[i])
+		if (!gb->funcs[i] && i != GO_HANDOFFP && i != GO_STOP_THE_WORLD)
 			err = -ENOTSUP;
 	return err;
 }

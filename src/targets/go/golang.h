@@ -21,6 +21,8 @@ enum go_func {
 	GO_READY,		/* runtime.ready(gp): the wake */
 	GO_RUNQSTEAL,		/* runtime.runqsteal(pp, p2): pp steals from p2 */
 	GO_NEWPROC1,		/* runtime.newproc1(fn, callergp): a goroutine is made */
+	GO_HANDOFFP,		/* runtime.handoffp(pp): pp taken from a goroutine in a system call */
+	GO_STOP_THE_WORLD,	/* runtime.stopTheWorldWithSema: every P taken */
 	GO_FUNC_MAX,
 };
 

@@ -11,13 +11,18 @@
 //	gosyscall a goroutine that sleeps 20 ms in a system call the runtime
 //	          knows of (its P handed off), then burns 20 ms of CPU making a
 //	          system call every 50 µs (its P held throughout), every 250 ms
+//	cpusyscall a goroutine whose one system call runs 30 ms or more on the
+//	          CPU (a read of /dev/urandom, sized at start), every 250 ms:
+//	          its P is taken by sysmon meanwhile (and, with -collect, by
+//	          the stops of the world of a garbage collection every few
+//	          ms); not in all
 //	pingpong  two goroutines passing a token over unbuffered channels
 //	timers    goroutines sleeping 1 ms, over and over
 //	fanout    a parent spawning 16 children and waiting for them
 //	          (sync.WaitGroup), over and over
 //	leak      a goroutine parked forever on a channel nobody writes to,
 //	          and one on a channel never made (nil)
-//	all       all of the above at once
+//	all       all of the above at once, but cpusyscall
 package main
 
 import (
@@ -25,6 +30,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -39,6 +45,7 @@ const (
 
 type counts struct {
 	burns, sleeps, pings, ticks, fanouts, children, gosyscalls int64
+	cpusyscalls, cpusyscallLongestUs                           int64
 }
 
 var c counts
@@ -131,6 +138,79 @@ func sleepThenBurn(stop <-chan struct{}, wg *sync.WaitGroup) {
 	}
 }
 
+// randomRead reads len(buf) bytes of /dev/urandom in one system call the
+// runtime is told of: all of it on the CPU, in the kernel (the kernel makes
+// them: a few hundred MB a second). Returns how long it took.
+//
+//go:noinline
+func randomRead(fd int, buf []byte) time.Duration {
+	start := time.Now()
+	if _, err := syscall.Read(fd, buf); err != nil {
+		fmt.Fprintln(os.Stderr, "go-app: read /dev/urandom:", err)
+		os.Exit(1)
+	}
+	return time.Since(start)
+}
+
+// cpuSyscallBuffer opens /dev/urandom and sizes a buffer one read of which
+// takes 30 ms at least: done before the tracer attaches (its allocations and
+// first reads, page faults and a collection, are not what is measured).
+func cpuSyscallBuffer() (int, []byte) {
+	fd, err := syscall.Open("/dev/urandom", syscall.O_RDONLY, 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "go-app: open /dev/urandom:", err)
+		os.Exit(1)
+	}
+	buf := make([]byte, 4<<20)
+	randomRead(fd, buf)
+	for randomRead(fd, buf) < 30*time.Millisecond && len(buf) < 1<<30 {
+		buf = make([]byte, 2*len(buf))
+		randomRead(fd, buf)
+	}
+	runtime.GC()
+	return fd, buf
+}
+
+// garbage keeps collect's allocations from being optimised away.
+var garbage []byte
+
+// collect allocates 4 MB every 5 ms with the collector's target at 10%: a
+// garbage collection every few allocations, whose stops of the world take
+// the P of a goroutine in a system call too, sysmon or not.
+func collect(stop <-chan struct{}) {
+	debug.SetGCPercent(10)
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+		garbage = make([]byte, 4<<20)
+	}
+}
+
+// collecting: -collect, cpusyscall with garbage collections beside it.
+var collecting bool
+
+func cpuSyscalls(stop <-chan struct{}, wg *sync.WaitGroup, fd int, buf []byte) {
+	defer wg.Done()
+	if collecting {
+		go collect(stop)
+	}
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(hiccupPeriod):
+		}
+		took := randomRead(fd, buf).Microseconds()
+		atomic.AddInt64(&c.cpusyscalls, 1)
+		if took > atomic.LoadInt64(&c.cpusyscallLongestUs) {
+			atomic.StoreInt64(&c.cpusyscallLongestUs, took)
+		}
+	}
+}
+
 func pingPong(stop <-chan struct{}, wg *sync.WaitGroup) {
 	defer wg.Done()
 	ping, pong := make(chan int), make(chan int)
@@ -209,12 +289,19 @@ func leakedOnNil() {
 
 func main() {
 	scenario := flag.String("scenario", "all",
-		"cpu, syscall, gosyscall, pingpong, timers, fanout, leak or all")
+		"cpu, syscall, gosyscall, cpusyscall, pingpong, timers, fanout, leak or all")
 	duration := flag.Duration("duration", 3*time.Second, "how long to run")
 	procs := flag.Int("procs", 2, "GOMAXPROCS: the Ps, the workers")
 	waitStdin := flag.Bool("wait-stdin", false, "start once a line (or EOF) is read from stdin")
+	flag.BoolVar(&collecting, "collect", false,
+		"cpusyscall: a garbage collection every few ms beside it")
 	flag.Parse()
 	runtime.GOMAXPROCS(*procs)
+	var randomFd int
+	var randomBuf []byte
+	if *scenario == "cpusyscall" {
+		randomFd, randomBuf = cpuSyscallBuffer()
+	}
 	if *waitStdin {
 		var line string
 		fmt.Fscanln(os.Stdin, &line)
@@ -244,6 +331,11 @@ func main() {
 	if run("gosyscall") {
 		go sleepThenBurn(stop, &wg)
 	}
+	if *scenario == "cpusyscall" {
+		known = true
+		wg.Add(1)
+		go cpuSyscalls(stop, &wg, randomFd, randomBuf)
+	}
 	if run("pingpong") {
 		go pingPong(stop, &wg)
 	}
@@ -269,7 +361,8 @@ func main() {
 	// ops: the scenarios' units of work (round trips, ticks, children), for
 	// make bench's throughput
 	fmt.Printf("burns=%d sleeps=%d pings=%d ticks=%d fanouts=%d children=%d gosyscalls=%d "+
-		"ops=%d duration=%.3f\n",
+		"cpusyscalls=%d cpusyscall_longest_us=%d ops=%d duration=%.3f\n",
 		c.burns, c.sleeps, c.pings, c.ticks, c.fanouts, c.children, c.gosyscalls,
-		c.pings+c.ticks+c.children, time.Since(began).Seconds())
+		c.cpusyscalls, c.cpusyscallLongestUs, c.pings+c.ticks+c.children,
+		time.Since(began).Seconds())
 }
