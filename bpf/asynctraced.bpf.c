@@ -1166,6 +1166,33 @@ int BPF_KPROBE(go_stop_the_world)
 	return 0;
 }
 
+/*
+ * runtime.preemptPark(gp): the garbage collector stops gp to scan its stack
+ * (suspendG), from running to _Gpreempted with no casgstatus; it goes on
+ * when readied (a wake, seen). Its run on this thread ends here: unseen, it
+ * stayed open until another began on the thread, and its end was lost.
+ */
+SEC("uprobe")
+int BPF_KPROBE(go_preempt_park)
+{
+	const struct at_go_layout *l = go_layout();
+	struct at_task_state *ts;
+	struct at_task_slot *slot;
+	struct thread_state *t;
+	__u64 gp = ctx->ax, goid;
+	__u32 tid;
+
+	if (!l || !gp)
+		return 0;
+	goid = go_read(gp, l->g_goid);
+	t = thread_self(ctx, false, &tid);
+	if (!t || t->task != goid)
+		return 0;
+	ts = task_find(task_key(t->tgid, goid), &slot);
+	go_run_ends(t, goid, ts, slot, 0, AT_QUEUE_NONE, false, false, false, go_p_lost(t));
+	return 0;
+}
+
 /* runtime.runqsteal(pp, p2, stealRunNextG): pp takes half of p2's queue. */
 SEC("uprobe")
 int BPF_KPROBE(go_runqsteal)

@@ -574,6 +574,9 @@ static int attach_go(struct tracer *t, const struct discovery *d, const struct a
 		  "a P taken from a goroutine in a system call not seen" },
 		{ GO_PROBE_STOP_THE_WORLD, GO_STOP_THE_WORLD, UPROBE_GO_STOP_THE_WORLD,
 		  "the Ps a stop of the world takes not seen" },
+		/* the GC stops a running goroutine with no casgstatus */
+		{ GO_PROBE_PREEMPT_PARK, GO_PREEMPT_PARK, UPROBE_GO_PREEMPT_PARK,
+		  "a goroutine stopped for the garbage collector ends its run late" },
 	};
 	struct probe_set ps;
 	pid_t pid = o->pid;
@@ -612,11 +615,9 @@ static int attach_go(struct tracer *t, const struct discovery *d, const struct a
 			if (err || taken)
 				continue;
 		}
-		if ((entries[i].p == GO_PROBE_HANDOFFP || entries[i].p == GO_PROBE_STOP_THE_WORLD) &&
-		    !d->go_entries[entries[i].p].said[0]) {
-			warn_msg("pid %d: %s not found in %s: a goroutine whose P is taken in a "
-				 "system call or a cgo call may be called a long poll\n",
-				 o->pid, go_func_names[entries[i].f], d->go_target_path);
+		if (golang__optional(entries[i].f) && !d->go_entries[entries[i].p].said[0]) {
+			warn_msg("pid %d: %s not found in %s: %s\n", o->pid,
+				 go_func_names[entries[i].f], d->go_target_path, entries[i].loss);
 			continue;
 		}
 		probe_set__free(&ps);

@@ -111,6 +111,7 @@ static struct bpf_program *uprobe_prog(struct asynctraced_bpf *skel, bool empty,
 		[UPROBE_GO_RUNQSTEAL_TOOK] = { skel->progs.go_runqsteal_took, false },
 		[UPROBE_GO_HANDOFFP] = { skel->progs.go_handoffp, false },
 		[UPROBE_GO_STOP_THE_WORLD] = { skel->progs.go_stop_the_world, false },
+		[UPROBE_GO_PREEMPT_PARK] = { skel->progs.go_preempt_park, false },
 	};
 
 	*ret = table[which].ret;

@@ -78,6 +78,7 @@ enum tracer_uprobe {
 	UPROBE_GO_RUNQSTEAL_TOOK, /* inside runqsteal, where a steal took something */
 	UPROBE_GO_HANDOFFP,
 	UPROBE_GO_STOP_THE_WORLD,
+	UPROBE_GO_PREEMPT_PARK,
 	UPROBE_MAX,
 };
 

@@ -365,6 +365,7 @@ static void read_go_code(struct discovery *d, const struct elf_image *im,
 		[GO_PROBE_RUNQSTEAL] = GO_RUNQSTEAL,
 		[GO_PROBE_HANDOFFP] = GO_HANDOFFP,
 		[GO_PROBE_STOP_THE_WORLD] = GO_STOP_THE_WORLD,
+		[GO_PROBE_PREEMPT_PARK] = GO_PREEMPT_PARK,
 	};
 
 	/* PIE: where it was loaded, by the file offset of a function in its text */

@@ -124,8 +124,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_table(&gb, size);
 	if (!err) {
 		CHECK(gb.version[0] && gb.nr_all);
-		for (int f = 0; f < GO_FUNC_MAX; f++) /* these two may be missing (said) */
-			CHECK(gb.funcs[f] || f == GO_HANDOFFP || f == GO_STOP_THE_WORLD);
+		for (int f = 0; f < GO_FUNC_MAX; f++) /* some may be missing (said) */
+			CHECK(gb.funcs[f] || golang__optional(f));
 		CHECK(gb.off.g_goid >= 0 && gb.off.g_startpc >= 0 && gb.off.p_runqtail >= 0);
 	}
 	/* discovery keeps going with a Go program of a layout it does not know */

@@ -25,6 +25,7 @@ const char *const go_func_names[GO_FUNC_MAX] = {
 	[GO_NEWPROC1] = "runtime.newproc1",
 	[GO_HANDOFFP] = "runtime.handoffp",
 	[GO_STOP_THE_WORLD] = "runtime.stopTheWorldWithSema",
+	[GO_PREEMPT_PARK] = "runtime.preemptPark",
 };
 
 /*
@@ -1024,9 +1025,9 @@ static int detect(Elf *elf, size_t size, struct go_binary *gb)
 	err = offsets_known(&gb->off) ? 0 : -ENOTSUP;
 	gb->tls_g = tls_g_offset(&im);
 	wait_reasons(&im, gb);
-	/* these two tell a run that lost its P: without them, such a run is a long one */
+	/* what golang__optional() names may be missing: said, and traced without */
 	for (int i = 0; !err && i < GO_FUNC_MAX; i++)
-		if (!gb->funcs[i] && i != GO_HANDOFFP && i != GO_STOP_THE_WORLD)
+		if (!gb->funcs[i] && !golang__optional(i))
 			err = -ENOTSUP;
 	return err;
 }

@@ -23,8 +23,20 @@ enum go_func {
 	GO_NEWPROC1,		/* runtime.newproc1(fn, callergp): a goroutine is made */
 	GO_HANDOFFP,		/* runtime.handoffp(pp): pp taken from a goroutine in a system call */
 	GO_STOP_THE_WORLD,	/* runtime.stopTheWorldWithSema: every P taken */
+	GO_PREEMPT_PARK,	/* runtime.preemptPark(gp): gp stopped for the GC, no casgstatus */
 	GO_FUNC_MAX,
 };
+
+/*
+ * Whether the probes do without f when a binary lacks it: the functions
+ * that tell a run which lost its P (without them, such a run may be called
+ * a long poll) or was stopped for the garbage collector (without it, that
+ * run's end is seen late).
+ */
+static inline bool golang__optional(int f)
+{
+	return f == GO_HANDOFFP || f == GO_STOP_THE_WORLD || f == GO_PREEMPT_PARK;
+}
 
 /* Byte offsets of the fields read, -1 unknown. */
 struct go_offsets {
