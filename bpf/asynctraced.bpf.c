@@ -1041,7 +1041,6 @@ __noinline int go_asleep(__u32 tgid, __u32 tid)
 	struct at_task_slot *slot;
 	struct thread_state *t = thread_find(tid);
 	__u64 goid;
-	bool lost;
 
 	/* a run the probes began (sample mode's set s_last) */
 	if (!t || !t->go_g || !t->task || t->task != t->go_run || t->s_last)
@@ -1051,8 +1050,7 @@ __noinline int go_asleep(__u32 tgid, __u32 tid)
 		return 0;
 	goid = t->task;
 	ts = task_find(task_key(tgid, goid), &slot);
-	lost = go_p_lost(t);
-	go_run_ends(t, goid, ts, slot, 0, AT_QUEUE_NONE, false, false, false, lost);
+	go_run_ends(t, goid, ts, slot, 0, AT_QUEUE_NONE, false, false, false, go_p_lost(t));
 	t->go_resume = goid;
 	return 0;
 }
@@ -1123,6 +1121,22 @@ int BPF_KPROBE(go_newproc1_ret)
 }
 
 /*
+ * A P of process tgid was taken (worker: its id; AT_WORKER_PROCESS: every
+ * P, a stop of the world): counted where go_p_lost() looks. In sample mode,
+ * only for a process escalated to the probes.
+ */
+static __always_inline void go_p_taken(__u32 tgid, __u32 worker)
+{
+	struct at_worker_stats *w;
+
+	if (sample_period_ns && !tgid_in(probed_tgids, tgid))
+		return;
+	w = worker_at(worker_slot_of(tgid, worker));
+	if (w)
+		__sync_fetch_and_add(&w->handoffs, 1);
+}
+
+/*
  * runtime.handoffp(pp): P pp is handed off, taken from the goroutine that
  * held it in a system call or a cgo call (by sysmon, or as it entered one
  * known to block). That goroutine's run, still open here (a run goes on
@@ -1135,14 +1149,10 @@ int BPF_KPROBE(go_handoffp)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	const struct at_go_layout *l = go_layout_of(tgid);
-	struct at_worker_stats *w;
 	__u64 pp = ctx->ax;
 
-	if (!l || !pp || (sample_period_ns && !tgid_in(probed_tgids, tgid)))
-		return 0;
-	w = worker_at(worker_slot_of(tgid, go_read32(pp, l->p_id)));
-	if (w)
-		__sync_fetch_and_add(&w->handoffs, 1);
+	if (l && pp)
+		go_p_taken(tgid, go_read32(pp, l->p_id));
 	return 0;
 }
 
@@ -1156,13 +1166,9 @@ SEC("uprobe")
 int BPF_KPROBE(go_stop_the_world)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct at_worker_stats *w;
 
-	if (!go_layout_of(tgid) || (sample_period_ns && !tgid_in(probed_tgids, tgid)))
-		return 0;
-	w = worker_at(worker_slot_of(tgid, AT_WORKER_PROCESS));
-	if (w)
-		__sync_fetch_and_add(&w->handoffs, 1);
+	if (go_layout_of(tgid))
+		go_p_taken(tgid, AT_WORKER_PROCESS);
 	return 0;
 }
 
