@@ -61,7 +61,8 @@ endif
 # The tracer's layers, a folder each (docs/architecture.md); a header is
 # included by its folder and name ("pipeline/detect.h"), from src/.
 SRC_DIRS    := src/cmd src/session src/targets src/targets/usdt src/targets/tokio src/targets/go \
-	       src/analyser src/source src/pipeline src/sinks src/capture src/stacks src/gate src/lib
+	       src/analyser src/source src/pipeline src/sinks src/capture src/stacks src/gate src/lib \
+	       src/tasks
 TRACER_SRCS := $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))
 TRACER_OBJS := $(patsubst src/%.c,$(BUILD)/src/%.o,$(TRACER_SRCS))
 SRC_INC     := -Isrc
@@ -93,7 +94,7 @@ FUZZ_TIME   ?= 60
 # tests/fuzz/<target>/ (the capture's is tests/fuzz/corpus), and the largest
 # input it mutates (docs/testing.md says why these).
 FUZZ_TARGETS ?= capture elf_image usdt_notes usdt_args tokio_names placement golang func_index \
-		proc ksyms plan
+		proc ksyms plan goroutines
 FUZZ_BINS    := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 fuzz_corpus   = $(if $(filter capture,$(1)),tests/fuzz/corpus,tests/fuzz/$(1))
 # capture: the corpus holds a whole real capture of some 280 KB (several
@@ -110,6 +111,7 @@ FUZZ_MAX_LEN_func_index  := 65536
 FUZZ_MAX_LEN_proc        := 16384
 FUZZ_MAX_LEN_ksyms       := 16384
 FUZZ_MAX_LEN_plan        := 65536
+FUZZ_MAX_LEN_goroutines  := 32768
 
 .PHONY: all clean test test-unit test-integration ci-gate demo setup bench tokio tokio-matrix go \
 	go-versions fuzz \
@@ -417,7 +419,7 @@ test-integration: all tokio tokio-matrix go go-versions $(BUILD)/refused-probe
 		-s tests/integration -t . -v
 
 # Numbers, not pass/fail: see docs/performance.md.
-bench: all tokio tokio-matrix $(BUILD)/pingpong $(BUILD)/go-http $(BUILD)/tokio-http
+bench: all tokio tokio-matrix go $(BUILD)/pingpong $(BUILD)/go-http $(BUILD)/tokio-http
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/sample_mode.py
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/sample_mode.py rates
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/sample_mode.py interrupts
@@ -426,6 +428,7 @@ bench: all tokio tokio-matrix $(BUILD)/pingpong $(BUILD)/go-http $(BUILD)/tokio-
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/switches.py
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/convert.py 3
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/scenarios.py 5
+	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/tasks_snapshot.py 3
 
 # False and missed alerts, counted over many runs (not in CI: ~16 s a round a scenario).
 STRESS_N ?= 50

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "analyser/plan.h"
+#include "analyser/task_reading.h"
 #include "analyser/unwinding.h"
 #include "analyser/wire.h"
 #include "lib/exits.h"
@@ -239,6 +240,9 @@ int analyser__main(void)
 			break;
 		case WIRE_FORGET:
 			err = unwinding__forget(&h);
+			break;
+		case WIRE_TASKS:
+			err = task_reading__read(&h);
 			break;
 		default:
 			err = examine(&h, &images);

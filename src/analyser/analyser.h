@@ -92,6 +92,17 @@ void analyser__forget(struct analyser *a, pid_t pid);
 /* What was kept of every process, freed (analyser__stop does). */
 void analyser__clear(struct analyser *a);
 
+/*
+ * `asynctraced tasks`: a snapshot of t's tasks (every one, with system the
+ * runtime's own too), read by the analyser from t's executable and memory
+ * (t->memfd), into l (initialised here; l->note says what could not be
+ * read). 0; -ENOENT: no runtime whose tasks it reads; -ENOTSUP: one, but
+ * not readable (l->note says why); -EIO: the analyser failed (said);
+ * -EBADMSG: an answer out of bounds (said); -errno.
+ */
+struct task_list;
+int analyser__tasks(struct analyser *a, const struct target *t, bool system, struct task_list *l);
+
 /* The analyser's side: main() of `asynctraced --be-the-analyser`. Its exit status. */
 int analyser__main(void);
 

@@ -39,6 +39,8 @@ enum wire_kind {
 	WIRE_UNWIND,		/* -> struct wire_unwind, the stack's bytes, returns, fp */
 	WIRE_FRAMES,		/* <- struct wire_frames, each a struct wire_frame and strings */
 	WIRE_FORGET,		/* -> int32_t the pid */
+	WIRE_TASKS,		/* -> struct wire_tasks_req; FDS: its memory, its executable */
+	WIRE_TASKLIST,		/* <- int32_t 0 or -errno, then the list (tasks/tasks.h) */
 };
 
 struct wire_hdr {
@@ -92,6 +94,17 @@ struct wire_unwind {
 	uint32_t nr_returns;	/* then this many (slot, ret) pairs of uint64_t */
 	uint32_t nr_fp;		/* then this many uint64_t */
 	uint32_t max;		/* frames wanted at most */
+};
+
+/* `asynctraced tasks`: a snapshot of process pid's tasks, read from its memory. */
+#define WIRE_TASKS_SYSTEM 1	/* the runtime's own too */
+/* the list's bytes at most: 16M tasks would not fit anyway */
+#define WIRE_TASKLIST_MAX ((uint64_t)1 << 30)
+
+struct wire_tasks_req {
+	int32_t pid;
+	uint32_t flags;
+	uint64_t start, end, offset;	/* the executable's first executable mapping */
 };
 
 struct wire_frames {

@@ -7,6 +7,7 @@
  *        asynctraced convert CAPTURE [-o FILE]     (src/cmd/convert.c)
  *   sudo asynctraced run [options] -- CMD [ARGS]   (src/cmd/run.c)
  *   sudo asynctraced probe-rules                   (src/source/probe_learn.c)
+ *   sudo asynctraced tasks -p PID [--json]         (src/cmd/tasks.c)
  *
  * Only parses the command line and hands it to the command.
  */
@@ -22,6 +23,7 @@
 #include "cmd/convert.h"
 #include "cmd/options.h"
 #include "cmd/run.h"
+#include "cmd/tasks.h"
 #include "lib/util.h"
 #include "session/session.h"
 #include "source/probe_learn.h"
@@ -55,6 +57,8 @@ int main(int argc, char **argv)
 		return convert__run(&o);
 	if (o.command == CMD_PROBE_RULES)
 		return probe_learn__print(stdout) ? EXIT_FAIL : EXIT_OK;
+	if (o.command == CMD_TASKS)
+		return tasks__main(&o);
 	nofile_raise(); /* a uprobe is a file descriptor, and tokio has many */
 	verbose = o.session.verbose;
 	libbpf_set_print(libbpf_print);

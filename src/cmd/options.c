@@ -23,6 +23,7 @@
 #define C (1u << CMD_CONVERT)
 #define U (1u << CMD_RUN)
 #define K (1u << CMD_PROBE_RULES)
+#define S (1u << CMD_TASKS)
 
 static const struct {
 	const char *name;
@@ -36,6 +37,7 @@ static const struct {
 		"       asynctraced record [-p PID] -o CAPTURE [options]\n"
 		"       asynctraced convert CAPTURE [-o TRACE] [options]\n"
 		"       asynctraced run [options] -- CMD [ARGS...]\n"
+		"       asynctraced tasks -p PID [--json]\n"
 		"       asynctraced probe-rules\n"
 		"       asynctraced help [COMMAND]\n",
 		"Trace the async executor running as PID (without -p: the one the host\n"
@@ -45,7 +47,8 @@ static const struct {
 		"capture as cheaply as possible; `convert` turns a capture into a trace,\n"
 		"alerts and the report, exactly as tracing live would have; `run` starts\n"
 		"a command, traces it from its first instruction to its exit and gates\n"
-		"on what was seen, for CI. Each has its own options: asynctraced help\n"
+		"on what was seen, for CI; `tasks` lists every task of a process and\n"
+		"where each one waits. Each has its own options: asynctraced help\n"
 		"COMMAND.\n",
 		"SIGUSR1 prints the report so far. Exit status: 0 success, 1 failure,\n"
 		"2 usage error.\n",
@@ -94,6 +97,17 @@ static const struct {
 		"reads the same rules by itself: this command shows them.\n",
 		"Exit status: 0 success, 1 failure (not root, no uprobes), 2 usage error.\n",
 	},
+	[CMD_TASKS] = {
+		"tasks",
+		"asynctraced tasks -p PID[,PID...] [--json] [--all] [-o FILE]\n",
+		"List every task of each process, like ps for tasks: its id, name and\n"
+		"state, how long it has waited, and for one that waits, where: a\n"
+		"goroutine's parked stack, function, file and line, innermost first.\n"
+		"Read from the process's memory and executable while it runs: nothing\n"
+		"is stopped or attached (docs/tasks.md). Go programs, stripped ones too.\n",
+		"Exit status: 0 success, 1 failure (no such process, not root, no\n"
+		"runtime whose tasks it reads), 2 usage error.\n",
+	},
 };
 
 /* Codes of options with no short form. */
@@ -135,6 +149,8 @@ enum {
 	OPT_JUNIT,
 	OPT_UMASK,
 	OPT_USER,
+	OPT_JSON,
+	OPT_ALL,
 	/* the detectors' thresholds: OPT_long_poll_ns ... (pipeline/config.h) */
 #define X(field, ...) OPT_##field,
 	DETECT_THRESHOLDS(X)
@@ -154,6 +170,13 @@ static const struct opt_def {
 	unsigned cmds;	  /* T, R, C: the commands that take it */
 	const char *help; /* lines, each ending in \n */
 } opt_defs[] = {
+	{ 'p', "pid", "PID[,PID...]", S, "the processes whose tasks to list (required)\n" },
+	{ OPT_JSON, "json", NULL, S,
+	  "one JSON object a process, a line each, for tools\n" },
+	{ OPT_ALL, "all", NULL, S,
+	  "the runtime's own tasks too (Go's garbage collector's\n"
+	  "goroutines, ...), as GOTRACEBACK=system shows them\n" },
+	{ 'o', "output", "FILE", S, "write the list to FILE (default: standard output)\n" },
 	{ 'p', "pid", "PID[,PID...]", T | R,
 	  "processes to trace, repeatable (default: every\n"
 	  "process of the host that runs a known runtime, those\n"
@@ -310,7 +333,7 @@ static const struct opt_def {
 	  "function probes (tokio, Go) at the cheapest\n"
 	  "equivalent instruction or call (cheapest, default)\n"
 	  "or at the entry\n" },
-	{ OPT_EXAMINE_TIMEOUT, "examine-timeout", "SECONDS", T | R | U,
+	{ OPT_EXAMINE_TIMEOUT, "examine-timeout", "SECONDS", T | R | U | S,
 	  "how long the analyser may read one process's files\n"
 	  "(default 30) before it is stopped and that file\n"
 	  "left out\n" },
@@ -325,10 +348,10 @@ static const struct opt_def {
 	{ OPT_EMPTY_PROGRAMS, "empty-programs", NULL, T,
 	  "benchmarks: attach empty BPF programs to the same\n"
 	  "probes and record nothing (the cost floor)\n" },
-	{ 0, NULL, NULL, T | R | C | U | K, "" },
+	{ 0, NULL, NULL, T | R | C | U | K | S, "" },
 	{ 'v', "verbose", NULL, T | R | U, "say what is found and attached; show libbpf's log\n" },
-	{ 'h', "help", NULL, T | R | C | U | K, "this help\n" },
-	{ 'V', "version", NULL, T | R | C | U | K, "version\n" },
+	{ 'h', "help", NULL, T | R | C | U | K | S, "this help\n" },
+	{ 'V', "version", NULL, T | R | C | U | K | S, "version\n" },
 };
 
 /* Where option text starts in the help. */
@@ -532,6 +555,13 @@ static int check(struct options *o)
 
 	if (o->command == CMD_PROBE_RULES)
 		return 0;
+	if (o->command == CMD_TASKS) {
+		if (!s->nr_pids) {
+			err_msg("tasks needs the processes to read: asynctraced tasks -p PID\n");
+			return try_help(o->command);
+		}
+		return 0;
+	}
 	out->sample_hz = s->sample_mode ? s->sample_hz : 0;
 	if (o->command == CMD_RUN) {
 		if (!o->cmd || !o->cmd[0][0]) {
@@ -621,7 +651,7 @@ static int check(struct options *o)
 
 static int unknown_command(const char *name)
 {
-	err_msg("unknown command '%s': the commands are trace, record, convert, run, probe-rules and help\n", name);
+	err_msg("unknown command '%s': the commands are trace, record, convert, run, tasks, probe-rules and help\n", name);
 	return try_help(CMD_TRACE);
 }
 
@@ -964,6 +994,10 @@ static int take_option(struct options *o, int c, const char *arg)
 
 	if (c == 'p')
 		return take_pids(o, arg);
+	if (c == OPT_JSON || c == OPT_ALL) {
+		*(c == OPT_JSON ? &o->tasks_json : &o->tasks_all) = true;
+		return 0;
+	}
 	if (c == 'h') {
 		print_help(stdout, o->command);
 		return -1;

@@ -17,6 +17,7 @@ enum command {
 	CMD_CONVERT,		/* asynctraced convert CAPTURE */
 	CMD_RUN,		/* asynctraced run [options] -- CMD [ARGS...] */
 	CMD_PROBE_RULES,	/* asynctraced probe-rules */
+	CMD_TASKS,		/* asynctraced tasks -p PID */
 };
 
 struct options {
@@ -31,6 +32,9 @@ struct options {
 	const char *junit;	/* --junit FILE */
 	const char *user;	/* --user USER: whom the command runs as (NULL: the default) */
 	mode_t umask;		/* --umask: of every file created (default 077) */
+	/* tasks */
+	bool tasks_json;	/* --json */
+	bool tasks_all;		/* --all: the runtime's own tasks too */
 };
 
 /* 0 to run; EXIT_USAGE after a message; -1 when done (--help, --version). */

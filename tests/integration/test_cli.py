@@ -8,7 +8,7 @@ import unittest
 
 from tests.integration import harness
 
-COMMANDS = ("trace", "record", "convert", "run")
+COMMANDS = ("trace", "record", "convert", "run", "tasks")
 MANUAL = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "cli.md")
 # An option no command takes: what follows an option the command accepts.
 SENTINEL = "--no-such-option"
@@ -87,9 +87,9 @@ class Typos(unittest.TestCase):
 
     def test_unknown_command(self):
         self.assertUsage(["recrod", "-p", "1"], "unknown command 'recrod': the commands are "
-                                                 "trace, record, convert, run, probe-rules and help")
+                                                 "trace, record, convert, run, tasks, probe-rules and help")
         self.assertUsage(["help", "recrod"], "unknown command 'recrod': the commands are "
-                                             "trace, record, convert, run, probe-rules and help")
+                                             "trace, record, convert, run, tasks, probe-rules and help")
 
     def test_target_choice(self):
         self.assertUsage(["-p", "1", "--comm", "x"], "--comm, --exclude-comm and --cgroup "

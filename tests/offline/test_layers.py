@@ -24,6 +24,7 @@ RANK = {
     "capture": 2,    # captures written and replayed
     "analyser": 3,   # the targets' files read as nobody, and the plan it sends back
     "source": 3,     # the BPF side: load, attach, rings, snapshots
+    "tasks": 3.5,    # tasks read from a process's memory (in the analyser), and their list
     "pipeline": 4,   # model, detectors, their thresholds, the sink interface
     "targets": 4,    # what runs on the host, and where to probe it
     "stacks": 5,     # unwinding and symbolising

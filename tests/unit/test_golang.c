@@ -36,6 +36,36 @@ static const char *build_file(const char *name)
 	return path;
 }
 
+/*
+ * What `asynctraced tasks` reads: the table's layout of a g's stack and
+ * saved registers is what DWARF says; the goroutines' list and the
+ * funcdata's base are found in either (their addresses differ: stripping
+ * moves the data), and so are the wait reasons' names.
+ */
+static void check_walk(const struct go_binary *full, const struct go_binary *bare)
+{
+	const struct go_task_offsets *o = &full->walk.off;
+
+	print_message("  %s: sched.sp %d pc %d bp %d syscallsp %d waitsince %d gopc %d "
+		      "m.procid %d\n", full->version, o->g_sched_sp, o->g_sched_pc, o->g_sched_bp,
+		      o->g_syscallsp, o->g_waitsince, o->g_gopc, o->m_procid);
+	for (size_t i = 0; i < sizeof(*o) / sizeof(int32_t); i++)
+		assert_true(((const int32_t *)o)[i] >= 0);
+	assert_memory_equal(&bare->walk.off, o, sizeof(*o));
+	for (int k = 0; k < 2; k++) {
+		const struct go_walk *w = k ? &bare->walk : &full->walk;
+
+		assert_int_not_equal(w->allglen, 0);
+		assert_int_not_equal(w->allgptr, 0);
+		assert_int_not_equal(w->gofunc, 0);
+		assert_int_not_equal(w->pclntab_size, 0);
+	}
+	assert_int_equal(bare->walk.text, full->walk.text);
+	assert_memory_equal(bare->walk.wait_names, full->walk.wait_names,
+			    sizeof(full->walk.wait_names));
+	assert_string_equal(full->walk.wait_names[full->minor >= 26 ? 19 : 14], "chan receive");
+}
+
 static void the_version_and_functions(void **state)
 {
 	struct go_binary gb;
@@ -106,7 +136,14 @@ static void stripped_keeps_what_is_needed(void **state)
 	/* g at -8 from the thread pointer, as Go's own linker places it, read from the code */
 	assert_int_equal(full.tls_g, -8);
 	assert_int_equal(bare.tls_g, -8);
+	check_walk(&full, &bare);
 	golang__free(&full);
+	golang__free(&bare);
+	/* a PIE: .gopclntab under another name, the moduledata's pointers left to the loader */
+	assert_int_equal(golang__detect(build_file("go-app-pie"), &bare), 0);
+	assert_true(bare.pie);
+	assert_int_not_equal(bare.walk.pclntab_size, 0);
+	assert_int_not_equal(bare.walk.gofunc, 0);
 	golang__free(&bare);
 }
 
@@ -271,6 +308,7 @@ static void every_version_in_the_table(void **state)
 		assert_false(empty(full.may_lose) || empty(full.never_woken));
 		assert_memory_equal(full.may_lose, bare.may_lose, sizeof(full.may_lose));
 		assert_memory_equal(full.never_woken, bare.never_woken, sizeof(full.never_woken));
+		check_walk(&full, &bare);
 		golang__free(&full);
 		golang__free(&bare);
 		checked++;

@@ -58,15 +58,59 @@ static const struct {
 	GO_LAYOUT(27, 152, 48, 144, 304, 177, 176, 208, 184, 400, 191),
 };
 
-/* A section's bytes and where it is loaded. */
+/*
+ * What tasks read besides, by version, for binaries without DWARF (the same
+ * builds; tests/unit/test_golang.c checks it too): g.stack is at 0 in
+ * every one, g.sched (a gobuf: sp, pc, ..., bp) at 56.
+ */
+#define GO_TASK_LAYOUT(minor_, bp, syscallsp, waitsince, gopc, procid)                      \
+	{ 1, minor_, { .g_stack_lo = 0, .g_stack_hi = 8, .g_sched_sp = 56, .g_sched_pc = 64, \
+		       .g_sched_bp = bp, .g_syscallsp = syscallsp, .g_syscallpc = syscallsp + 8, \
+		       .g_waitsince = waitsince, .g_gopc = gopc, .m_procid = procid } }
+
+static const struct {
+	int major, minor;
+	struct go_task_offsets off;
+} task_layouts[] = {
+	/*              minor sched.bp syscallsp waitsince gopc m.procid */
+	GO_TASK_LAYOUT(19, 104, 112, 168, 296, 72),
+	GO_TASK_LAYOUT(21, 104, 112, 168, 280, 72),
+	GO_TASK_LAYOUT(22, 104, 112, 168, 280, 72),
+	GO_TASK_LAYOUT(23, 104, 112, 176, 288, 72),
+	GO_TASK_LAYOUT(24, 104, 112, 176, 288, 72),
+	GO_TASK_LAYOUT(25, 96, 104, 168, 280, 64),
+	GO_TASK_LAYOUT(26, 96, 104, 168, 288, 64),
+	GO_TASK_LAYOUT(27, 96, 104, 168, 288, 64),
+};
+
+_Static_assert(sizeof(layouts) / sizeof(*layouts) == sizeof(task_layouts) / sizeof(*task_layouts),
+	       "a layout of each version in each table");
+
+int golang__layout(int major, int minor, struct go_offsets *off, struct go_task_offsets *toff)
+{
+	for (size_t i = 0; i < sizeof(layouts) / sizeof(*layouts); i++)
+		if (layouts[i].major == major && layouts[i].minor == minor &&
+		    task_layouts[i].minor == minor) {
+			*off = layouts[i].off;
+			*toff = task_layouts[i].off;
+			return 0;
+		}
+	return -ENOENT;
+}
+
+/* A section's bytes, where it is loaded, and where it is in the file. */
 struct section {
 	const uint8_t *data;
 	size_t size;
 	uint64_t addr;
+	uint64_t offset;
 };
 
 /* The sections read, by name: the first section of each name is the one. */
-enum { SEC_BUILDINFO, SEC_DATA, SEC_RODATA, SEC_TEXT, SEC_PCLNTAB, NR_SECS };
+enum {
+	SEC_BUILDINFO, SEC_DATA, SEC_RODATA, SEC_TEXT, SEC_PCLNTAB, SEC_NOPTRDATA, SEC_MODULE,
+	SEC_RELA, NR_SECS
+};
 
 static const char *const sec_names[NR_SECS] = {
 	[SEC_BUILDINFO] = ".go.buildinfo",
@@ -74,6 +118,15 @@ static const char *const sec_names[NR_SECS] = {
 	[SEC_RODATA] = ".rodata",
 	[SEC_TEXT] = ".text",
 	[SEC_PCLNTAB] = ".gopclntab",
+	[SEC_NOPTRDATA] = ".noptrdata",
+	[SEC_MODULE] = ".go.module",	/* the moduledata, from Go 1.26 */
+	[SEC_RELA] = ".rela",		/* a PIE's relocations (Go's own linker) */
+};
+
+/* What a section is called in a position-independent binary, where it has relocations. */
+static const char *const pie_names[NR_SECS] = {
+	[SEC_PCLNTAB] = ".data.rel.ro.gopclntab",
+	[SEC_RELA] = ".rela.dyn",		/* an external linker's */
 };
 
 /* A Go binary as it is read: its sections, and what may still be read of names. */
@@ -122,13 +175,15 @@ static void find_sections(struct image *im)
 		for (int i = 0; i < NR_SECS; i++) {
 			Elf_Data *d;
 
-			if (seen[i] || !named(names, sh.sh_name, sec_names[i]))
+			if (seen[i] || (!named(names, sh.sh_name, sec_names[i]) &&
+					(!pie_names[i] || !named(names, sh.sh_name, pie_names[i]))))
 				continue;
 			seen[i] = true;
 			d = sh.sh_type == SHT_NOBITS ? NULL : elf_getdata(scn, NULL);
 			if (d && d->d_buf)
 				im->sec[i] = (struct section){ .data = d->d_buf, .size = d->d_size,
-							       .addr = sh.sh_addr };
+							       .addr = sh.sh_addr,
+							       .offset = sh.sh_offset };
 		}
 	}
 }
@@ -793,9 +848,21 @@ static int32_t member_offset(Dwarf_Die *type, const char *member)
 	return -1;
 }
 
-/* The offsets from DWARF: runtime.g, runtime.m and runtime.p, wherever their CU. */
-static bool dwarf_offsets(Elf *elf, struct go_offsets *o)
+/* A member of a member: -1 unless both are there. */
+static int32_t plus(int32_t outer, int32_t inner)
 {
+	return outer >= 0 && inner >= 0 ? outer + inner : -1;
+}
+
+/*
+ * The offsets from DWARF: runtime.g, runtime.m and runtime.p, wherever their
+ * CU; those tasks read too (runtime.gobuf for g.sched's, runtime.moduledata
+ * for where gofunc is: *gofunc_at).
+ */
+static bool dwarf_offsets(Elf *elf, struct go_offsets *o, struct go_task_offsets *t,
+			  int32_t *gofunc_at)
+{
+	int32_t sched = -1, gobuf_sp = -1, gobuf_pc = -1, gobuf_bp = -1, stack = -1;
 	Dwarf *dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
 	Dwarf_Off off = 0, next;
 	size_t hsize;
@@ -803,7 +870,7 @@ static bool dwarf_offsets(Elf *elf, struct go_offsets *o)
 
 	if (!dw)
 		return false;
-	while (found < 3 && dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+	while (found < 5 && dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
 		Dwarf_Die cu, c;
 
 		if (dwarf_offdie(dw, off + hsize, &cu) && dwarf_child(&cu, &c) == 0) {
@@ -821,10 +888,25 @@ static bool dwarf_offsets(Elf *elf, struct go_offsets *o)
 					o->g_preempt = member_offset(&c, "preempt");
 					o->g_waitreason = member_offset(&c, "waitreason");
 					o->g_tracking_seq = member_offset(&c, "trackingSeq");
+					stack = member_offset(&c, "stack");
+					sched = member_offset(&c, "sched");
+					t->g_syscallsp = member_offset(&c, "syscallsp");
+					t->g_syscallpc = member_offset(&c, "syscallpc");
+					t->g_waitsince = member_offset(&c, "waitsince");
+					t->g_gopc = member_offset(&c, "gopc");
 					found++;
 				} else if (!strcmp(n, "runtime.m")) {
 					o->m_p = member_offset(&c, "p");
 					o->m_curg = member_offset(&c, "curg");
+					t->m_procid = member_offset(&c, "procid");
+					found++;
+				} else if (!strcmp(n, "runtime.gobuf")) {
+					gobuf_sp = member_offset(&c, "sp");
+					gobuf_pc = member_offset(&c, "pc");
+					gobuf_bp = member_offset(&c, "bp");
+					found++;
+				} else if (!strcmp(n, "runtime.moduledata")) {
+					*gofunc_at = member_offset(&c, "gofunc");
 					found++;
 				} else if (!strcmp(n, "runtime.p")) {
 					o->p_id = member_offset(&c, "id");
@@ -839,7 +921,13 @@ static bool dwarf_offsets(Elf *elf, struct go_offsets *o)
 		off = next;
 	}
 	dwarf_end(dw);
-	return found == 3;
+	/* a stack is {lo, hi uintptr} */
+	t->g_stack_lo = stack;
+	t->g_stack_hi = plus(stack, 8);
+	t->g_sched_sp = plus(sched, gobuf_sp);
+	t->g_sched_pc = plus(sched, gobuf_pc);
+	t->g_sched_bp = plus(sched, gobuf_bp);
+	return found >= 3 && o->g_goid >= 0 && o->m_p >= 0 && o->p_id >= 0;
 }
 
 static void set_bit(uint64_t *set, unsigned bit)
@@ -910,6 +998,8 @@ static void wait_reasons(const struct image *im, struct go_binary *gb)
 
 		if (!name)
 			break;
+		if (r < GO_WAIT_MAX && len < GO_WAIT_NAME)
+			memcpy(gb->walk.wait_names[r], name, len);
 		never = is((const char *)name, len, "chan receive (nil chan)") ||
 			is((const char *)name, len, "chan send (nil chan)");
 		if (never)
@@ -997,10 +1087,138 @@ static int32_t tls_g_offset(const struct image *im)
 	return best >= GO_TLS_MIN ? disp : 0;
 }
 
+/* A function's address by its name; 0 if none. */
+static uint64_t func_named(const struct go_binary *gb, const char *name)
+{
+	for (size_t i = 0; i < gb->nr_all; i++)
+		if (!strcmp(gb->names + gb->all[i].name, name))
+			return gb->all[i].addr;
+	return 0;
+}
+
+/*
+ * runtime.allglen and runtime.allgptr, which a stripped binary keeps
+ * unnamed: the first loads of runtime.forEachGRace, the same in Go 1.19 to
+ * 1.27 after its prologue: `mov allglen(%rip), %rcx` (48 8b 0d rel32), then
+ * `mov allgptr(%rip), %rbx` (48 8b 1d rel32).
+ */
+static void find_allgs(const struct image *im, struct go_binary *gb)
+{
+	uint64_t fn = func_named(gb, "runtime.forEachGRace"), len = 0x80;
+	const uint8_t *code;
+
+	while (fn && len >= 16 && !(code = at(&im->sec[SEC_TEXT], fn, len)))
+		len /= 2;
+	if (!fn || len < 16)
+		return;
+	for (uint64_t i = 0; i + 7 <= len; i++) {
+		uint64_t target = fn + i + 7 + (uint64_t)(int64_t)(int32_t)read_uint(code + i + 3, 4);
+
+		if (code[i] != 0x48 || code[i + 1] != 0x8b)
+			continue;
+		if (code[i + 2] == 0x0d && !gb->walk.allglen) {
+			gb->walk.allglen = target;
+		} else if (code[i + 2] == 0x1d && gb->walk.allglen) {
+			gb->walk.allgptr = target;
+			return;
+		}
+	}
+	gb->walk.allglen = 0; /* half of it is none of it */
+}
+
+/* The addend of the relative relocation of the word at addr in relocations r; 0 if none. */
+static uint64_t relocated(const struct section *r, uint64_t addr)
+{
+	for (uint64_t e = 0; e + 24 <= r->size; e += 24)
+		if (read_uint(r->data + e, 8) == addr && read_uint(r->data + e + 8, 8) == 8)
+			return read_uint(r->data + e + 16, 8);
+	return 0;
+}
+
+/*
+ * A PIE's moduledata holds relocated pointers, which the file leaves for
+ * the loader (its words 0): it is where a relative relocation (type 8,
+ * R_X86_64_RELATIVE) puts .gopclntab's address, with the text's start put
+ * 176 bytes on.
+ */
+static void find_gofunc_pie(const struct image *im, struct go_binary *gb, int32_t gofunc_at)
+{
+	const struct section *r = &im->sec[SEC_RELA];
+	int tries = 0;
+
+	/* a few words point at .gopclntab; a hostile file's thousands are not each searched for */
+	for (uint64_t e = 0; r->data && e + 24 <= r->size && tries < 8; e += 24) {
+		uint64_t where = read_uint(r->data + e, 8);
+
+		if (read_uint(r->data + e + 8, 8) != 8 ||
+		    read_uint(r->data + e + 16, 8) != im->sec[SEC_PCLNTAB].addr)
+			continue;
+		if (tries++, relocated(r, where + 176) != im->sec[SEC_TEXT].addr)
+			continue;
+		gb->walk.gofunc = relocated(r, where + (uint64_t)gofunc_at);
+		return;
+	}
+}
+
+/*
+ * moduledata.gofunc, the base of a function's funcdata (its inline tree):
+ * the moduledata is the word holding .gopclntab's address (its pcHeader)
+ * with the text's start 176 bytes on, in .go.module (Go 1.26 on) or
+ * .noptrdata; gofunc at gofunc_at, from DWARF, else where these versions
+ * keep it.
+ */
+static void find_gofunc(const struct image *im, struct go_binary *gb, int32_t gofunc_at)
+{
+	const struct section *secs[] = { &im->sec[SEC_MODULE], &im->sec[SEC_NOPTRDATA] };
+	uint64_t text = im->sec[SEC_TEXT].addr;
+
+	if (gofunc_at < 0)
+		gofunc_at = gb->minor <= 19 ? 304 : gb->minor <= 26 ? 320 : 344;
+	for (size_t k = 0; k < 2; k++) {
+		const struct section *sec = secs[k];
+
+		for (uint64_t w = 0; sec->data && w + 8 <= sec->size; w += 8) {
+			const uint8_t *md = sec->data + w;
+
+			if (read_uint(md, 8) != im->sec[SEC_PCLNTAB].addr ||
+			    (uint64_t)gofunc_at + 8 > sec->size - w || sec->size - w < 184 ||
+			    read_uint(md + 176, 8) != text)
+				continue;
+			gb->walk.gofunc = read_uint(md + gofunc_at, 8);
+			return;
+		}
+	}
+	find_gofunc_pie(im, gb, gofunc_at);
+}
+
+/* What tasks read: where the goroutines are, the tables their stacks are read by. */
+static void find_walk(const struct image *im, struct go_binary *gb, bool dwarf_task_offsets,
+		      int32_t gofunc_at)
+{
+	const struct section *t = &im->sec[SEC_PCLNTAB];
+
+	for (size_t i = 0; !dwarf_task_offsets && i < sizeof(task_layouts) / sizeof(*task_layouts);
+	     i++)
+		if (task_layouts[i].major == gb->major && task_layouts[i].minor == gb->minor)
+			gb->walk.off = task_layouts[i].off;
+	if (!t->data || t->size < 8 + 8 * 8)
+		return;
+	gb->walk.pclntab_addr = t->addr;
+	gb->walk.pclntab_off = t->offset;
+	gb->walk.pclntab_size = t->size;
+	/* Go 1.26 leaves pcHeader.textStart 0: the entries count from .text, runtime.text */
+	gb->walk.text = read_uint(t->data + 8 + 2 * 8, 8);
+	if (!gb->walk.text)
+		gb->walk.text = im->sec[SEC_TEXT].addr;
+	find_allgs(im, gb);
+	find_gofunc(im, gb, gofunc_at);
+}
+
 /* What detection reads of an ELF file, whichever way it came. */
 static int detect(Elf *elf, size_t size, struct go_binary *gb)
 {
 	struct image im = { .elf = elf, .names_budget = size };
+	int32_t gofunc_at = -1;
 	GElf_Ehdr eh;
 	int err;
 
@@ -1018,13 +1236,17 @@ static int detect(Elf *elf, size_t size, struct go_binary *gb)
 	if (gb->nr_all)
 		qsort(gb->all, gb->nr_all, sizeof(*gb->all), by_addr);
 	/* libdw finds its sections by name through elf_strptr(): see elf_strtab.h */
-	gb->has_dwarf = im.shstrtab_sound && dwarf_offsets(elf, &gb->off);
+	gb->has_dwarf = im.shstrtab_sound &&
+			dwarf_offsets(elf, &gb->off, &gb->walk.off, &gofunc_at);
 	for (size_t i = 0; !gb->has_dwarf && i < sizeof(layouts) / sizeof(layouts[0]); i++)
 		if (layouts[i].major == gb->major && layouts[i].minor == gb->minor)
 			gb->off = layouts[i].off;
 	err = offsets_known(&gb->off) ? 0 : -ENOTSUP;
 	gb->tls_g = tls_g_offset(&im);
 	wait_reasons(&im, gb);
+	find_walk(&im, gb, gb->has_dwarf && gb->walk.off.g_sched_sp >= 0 &&
+				   gb->walk.off.g_sched_bp >= 0 && gb->walk.off.m_procid >= 0,
+		  gofunc_at);
 	/* what golang__optional() names may be missing: said, and traced without */
 	for (int i = 0; !err && i < GO_FUNC_MAX; i++)
 		if (!gb->funcs[i] && !golang__optional(i))
@@ -1036,6 +1258,7 @@ static void go_binary_init(struct go_binary *gb)
 {
 	memset(gb, 0, sizeof(*gb));
 	memset(&gb->off, 0xff, sizeof(gb->off)); /* every offset -1 */
+	memset(&gb->walk.off, 0xff, sizeof(gb->walk.off));
 }
 
 int golang__detect_mem(const void *data, size_t size, struct go_binary *gb)

@@ -63,6 +63,40 @@ struct go_func_entry {
 	uint32_t goroutine;	/* ... of the name of a goroutine started in it */
 };
 
+/*
+ * What `asynctraced tasks` needs besides (src/tasks/goroutines.c): where a
+ * goroutine's stack and saved registers are, and how it came to be.
+ */
+struct go_task_offsets {
+	int32_t g_stack_lo, g_stack_hi;	/* its stack's bounds */
+	int32_t g_sched_sp, g_sched_pc, g_sched_bp; /* g.sched: where it stopped */
+	int32_t g_syscallsp, g_syscallpc; /* ... or entered a system call */
+	int32_t g_waitsince;		/* a nanotime the GC sets, 0 until then */
+	int32_t g_gopc;			/* the go statement that made it */
+	int32_t m_procid;		/* an M's thread id */
+};
+
+/* Wait reasons named, at most, and each name's length with its NUL. */
+#define GO_WAIT_MAX 64
+#define GO_WAIT_NAME 48
+
+/* Where the goroutines are, in a Go binary (link-time addresses; 0: not found). */
+struct go_walk {
+	/*
+	 * runtime.allglen and runtime.allgptr: how many goroutines there are
+	 * and the array of them, as the runtime itself reads them without its
+	 * lock (forEachGRace): the array only grows, so allglen read first
+	 * never indexes past it.
+	 */
+	uint64_t allglen, allgptr;
+	uint64_t text;			/* where pclntab's entry offsets count from */
+	uint64_t gofunc;		/* moduledata.gofunc: funcdata offsets count from it */
+	uint64_t pclntab_addr;		/* .gopclntab: its address, place in the file, size */
+	uint64_t pclntab_off, pclntab_size;
+	struct go_task_offsets off;
+	char wait_names[GO_WAIT_MAX][GO_WAIT_NAME]; /* by g.waitreason; "" unknown */
+};
+
 struct go_binary {
 	char version[32];	/* "go1.19.8" */
 	int major, minor;	/* 1, 19 */
@@ -92,9 +126,13 @@ struct go_binary {
 	size_t nr_all, cap_all;
 	char *names;
 	size_t names_len, names_cap;
+	struct go_walk walk;	/* not in the probe plan: tasks read it in the analyser */
 };
 
 extern const char *const go_func_names[GO_FUNC_MAX];
+
+/* The layouts of Go major.minor checked here (no DWARF needed): 0, or -ENOENT. */
+int golang__layout(int major, int minor, struct go_offsets *off, struct go_task_offsets *toff);
 
 /* The largest file golang__detect reads: Go binaries are tens of MB. */
 #define GO_FILE_MAX ((size_t)1 << 30)

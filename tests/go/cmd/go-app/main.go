@@ -22,7 +22,9 @@
 //	          (sync.WaitGroup), over and over
 //	leak      a goroutine parked forever on a channel nobody writes to,
 //	          and one on a channel never made (nil)
-//	all       all of the above at once, but cpusyscall
+//	park      goroutines waiting at known lines (park.go), for
+//	          `asynctraced tasks`; not in all
+//	all       all of the above at once, but cpusyscall and park
 package main
 
 import (
@@ -289,10 +291,11 @@ func leakedOnNil() {
 
 func main() {
 	scenario := flag.String("scenario", "all",
-		"cpu, syscall, gosyscall, cpusyscall, pingpong, timers, fanout, leak or all")
+		"cpu, syscall, gosyscall, cpusyscall, pingpong, timers, fanout, leak, park or all")
 	duration := flag.Duration("duration", 3*time.Second, "how long to run")
 	procs := flag.Int("procs", 2, "GOMAXPROCS: the Ps, the workers")
 	waitStdin := flag.Bool("wait-stdin", false, "start once a line (or EOF) is read from stdin")
+	idle := flag.Int("idle", 0, "goroutines parked for good beside the scenario (make bench: tasks)")
 	flag.BoolVar(&collecting, "collect", false,
 		"cpusyscall: a garbage collection every few ms beside it")
 	flag.Parse()
@@ -307,6 +310,13 @@ func main() {
 		fmt.Fscanln(os.Stdin, &line)
 	}
 	fmt.Fprintf(os.Stderr, "go-app: pid %d scenario %s procs %d\n", os.Getpid(), *scenario, *procs)
+	if *idle > 0 {
+		never := make(chan int)
+		for i := 0; i < *idle; i++ {
+			go parkChanRecv(never)
+		}
+		fmt.Fprintf(os.Stderr, "go-app: %d idle\n", *idle)
+	}
 
 	// Each scenario is a goroutine started in its own function, as servers
 	// start theirs (go handleConn(c)): the tracer names it by that function.
@@ -349,6 +359,10 @@ func main() {
 		known = true
 		go leaked(make(chan int))
 		go leakedOnNil()
+	}
+	if *scenario == "park" {
+		known = true
+		park()
 	}
 	if !known {
 		fmt.Fprintf(os.Stderr, "go-app: unknown scenario %q\n", *scenario)

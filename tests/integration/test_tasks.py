@@ -1,0 +1,196 @@
+# SPDX-License-Identifier: MIT
+"""`asynctraced tasks`: every goroutine of a running Go program and where it
+waits, read from outside (issue 31). go-app's park scenario parks goroutines
+at lines marked `// park: KIND` in tests/go/cmd/go-app/park.go; the lines
+are read from that file, not from a table, and each must come out exactly,
+on every Go version the tests build, stripped too, and as a PIE."""
+import json
+import os
+import re
+import subprocess
+import unittest
+
+from tests.integration.harness import BUILD, TRACER, require_root
+
+PARK_SRC = os.path.join(os.path.dirname(__file__), "..", "go", "cmd", "go-app", "park.go")
+
+# The wait reason each kind parks with (Go 1.19 has no names of its own for
+# a Mutex's and a WaitGroup's waits: both are a semaphore's).
+WAITS = {
+    "chanrecv": {"chan receive"},
+    "select": {"select"},
+    "mutex": {"sync.Mutex.Lock", "semacquire"},
+    "waitgroup": {"sync.WaitGroup.Wait", "semacquire"},
+    "netread": {"IO wait"},
+    "sleep": {"sleep"},
+    "deep": {"chan receive"},
+}
+# The function each kind's goroutine waits in, and what it was started as.
+FUNCS = {
+    "chanrecv": ("main.parkChanRecv", "main.parkChanRecv"),
+    "select": ("main.parkSelect", "main.parkSelect"),
+    "mutex": ("main.parkMutex", "main.parkMutex"),
+    "waitgroup": ("main.parkWaitGroup", "main.parkWaitGroup"),
+    "netread": ("main.parkNetRead", "main.parkNetRead"),
+    "sleep": ("main.parkSleep", "main.parkSleep"),
+    "syscall": ("main.parkSyscall", "main.parkSyscall"),
+    "deep": ("main.parkDeep3", "main.parkDeep1"),
+}
+
+
+def park_lines():
+    """KIND -> the line of park.go marked `// park: KIND`."""
+    lines = {}
+    with open(PARK_SRC) as f:
+        for n, text in enumerate(f, 1):
+            m = re.search(r"// park: ([a-z]+)$", text.rstrip())
+            if m:
+                lines[m.group(1)] = n
+    return lines
+
+
+class ParkedGoApp:
+    """go-app's park scenario, running until stopped: its waiters parked."""
+
+    def __init__(self, exe):
+        self.proc = subprocess.Popen([os.path.join(BUILD, exe), "-scenario", "park",
+                                      "-duration", "60s"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for line in self.proc.stderr:
+            if "go-app: parked" in line:
+                return
+        raise AssertionError(f"{exe} ended before its goroutines parked: "
+                             f"exit {self.proc.wait()}")
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stderr.close()
+
+
+def tasks(pid, *args):
+    return subprocess.run([TRACER, "tasks", "-p", str(pid), *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+class TestGoroutines(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        require_root()
+        cls.lines = park_lines()
+        assert set(cls.lines) == set(FUNCS), f"park.go's markers: {sorted(cls.lines)}"
+
+    def snapshot(self, exe):
+        app = ParkedGoApp(exe)
+        try:
+            r = tasks(app.proc.pid, "--json")
+        finally:
+            app.stop()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        docs = [json.loads(line) for line in r.stdout.splitlines()]
+        self.assertEqual(len(docs), 1)
+        return app.proc.pid, docs[0]
+
+    def check_parked(self, exe):
+        pid, d = self.snapshot(exe)
+        self.assertEqual(d["pid"], pid)
+        self.assertEqual(d["runtime"], "go")
+        self.assertEqual(d["torn"], 0, d)
+        self.assertNotIn("note", d)
+        by_name = {t["name"]: t for t in d["tasks"]}
+        for kind, (func, name) in FUNCS.items():
+            with self.subTest(exe=exe, kind=kind):
+                t = by_name.get(name)
+                self.assertIsNotNone(t, f"no goroutine {name}: {sorted(by_name)}")
+                want = {"function": func, "line": self.lines[kind]}
+                if kind == "syscall":
+                    self.assertEqual(t["state"], "syscall", t)
+                else:
+                    self.assertEqual(t["state"], "waiting", t)
+                    self.assertIn(t["wait"], WAITS[kind], t)
+                    # two collections have seen it wait: the runtime's estimate is there
+                    self.assertTrue(t.get("waited_estimate"), t)
+                at = t["waits_at"]
+                self.assertEqual({k: at[k] for k in want}, want, t)
+                self.assertTrue(at["file"].endswith("/go-app/park.go"), at)
+                # the stack holds the frame, innermost first, down to the go statement's wrapper
+                frames = [(f["function"], f.get("line")) for f in t["stack"]]
+                self.assertIn((func, self.lines[kind]), frames)
+                self.assertEqual(t["created_at"]["function"], "main.park", t)
+        # the runtime's own goroutines are left out unless asked for
+        self.assertGreater(d["hidden"], 0)
+        self.assertFalse([t for t in d["tasks"] if t["name"].startswith("runtime.gc")])
+        # the deep one: three frames of the program's, each at its call
+        deep = [f["function"] for f in by_name["main.parkDeep1"]["stack"]]
+        self.assertEqual([f for f in deep if f.startswith("main.parkDeep")],
+                         ["main.parkDeep3", "main.parkDeep2", "main.parkDeep1"])
+
+    def test_parked(self):
+        self.check_parked("go-app")
+
+    def test_parked_stripped(self):
+        """No .symtab, no DWARF: .gopclntab and the version's layout only."""
+        self.check_parked("go-app-stripped")
+
+    def test_parked_pie(self):
+        self.check_parked("go-app-pie")
+
+    def test_every_go_version(self):
+        versions = os.environ.get("GO_VERSIONS", "").split()
+        self.assertTrue(versions, "GO_VERSIONS is not set: run the tests through make")
+        for v in versions:
+            for suffix in ("", "-stripped"):
+                self.check_parked(f"go-versions/go-app-{v}{suffix}")
+
+    def test_text(self):
+        """The text form says each waiter's place on its own line."""
+        app = ParkedGoApp("go-app")
+        try:
+            r = tasks(app.proc.pid, "--all")
+        finally:
+            app.stop()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"^pid \d+ \(go-app\): go1\.\d+")
+        line = self.lines["chanrecv"]
+        self.assertRegex(r.stdout, rf"\n\d+ main\.parkChanRecv: waiting \(chan receive\) for ~\S+, "
+                                   rf"parked at main\.parkChanRecv at \S+/park\.go:{line}\n")
+        # --all: the collector's goroutines too
+        self.assertIn("runtime.gcBgMarkWorker", r.stdout)
+
+
+class TestTasksErrors(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        require_root()
+
+    def test_no_such_process(self):
+        r = tasks(4194303)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no process 4194303", r.stderr)
+
+    def test_not_go(self):
+        """A process with no runtime whose tasks are read: said, exit 1."""
+        proc = subprocess.Popen(["sleep", "30"])
+        try:
+            r = tasks(proc.pid)
+        finally:
+            proc.kill()
+            proc.wait()
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no Go runtime", r.stderr)
+        self.assertEqual(r.stdout, "")
+
+    def test_needs_pid(self):
+        r = subprocess.run([TRACER, "tasks"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("tasks needs the processes to read", r.stderr)
+
+    def test_unwritable_output(self):
+        r = subprocess.run([TRACER, "tasks", "-p", str(os.getpid()), "-o", "/proc/nonexistent/x"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("/proc/nonexistent/x", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
