@@ -238,9 +238,17 @@ int analyser__main(void)
 		case WIRE_UNWIND:
 			err = unwinding__unwind(&h);
 			break;
-		case WIRE_FORGET:
-			err = unwinding__forget(&h);
+		case WIRE_FORGET: {
+			int32_t pid;
+
+			err = h.len == sizeof(pid) ? wire__read(ANALYSER_FD, &pid, sizeof(pid), 0)
+						   : -EBADMSG;
+			if (!err) {
+				unwinding__forget(pid);
+				task_reading__forget(pid);
+			}
 			break;
+		}
 		case WIRE_TASKS:
 			err = task_reading__read(&h);
 			break;
@@ -252,6 +260,7 @@ int analyser__main(void)
 			break;
 	}
 	unwinding__end();
+	task_reading__end();
 	image_cache__free(&images);
 	return err < 0 && err != -EPIPE ? EXIT_FAIL : EXIT_OK;
 }

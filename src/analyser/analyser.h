@@ -102,6 +102,20 @@ void analyser__clear(struct analyser *a);
  */
 struct task_list;
 int analyser__tasks(struct analyser *a, const struct target *t, bool system, struct task_list *l);
+/*
+ * A traced process handed over for good (its executable read, its memory's
+ * descriptor kept: analyser__forget lets it go), so that an alert can ask
+ * where one of its tasks waits. 0; -ENOENT: no runtime whose tasks are
+ * read; -errno; why says why not, when not.
+ */
+int analyser__tasks_prime(struct analyser *a, const struct target *t, char *why, size_t len);
+/*
+ * Where task id of primed process t waits: its frames (at most max),
+ * innermost first; 0 when it is gone, running, or was torn. The strings
+ * live until the next call.
+ */
+int analyser__task_where(struct analyser *a, const struct target *t, uint64_t id,
+			 struct stack_frame *frames, int max);
 
 /* The analyser's side: main() of `asynctraced --be-the-analyser`. Its exit status. */
 int analyser__main(void);

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * The analyser's side of `asynctraced tasks`. It is given two descriptors:
- * the target's executable and its /proc/PID/mem, opened by the privileged
- * side (reads through it need no right of the reader's: the kernel checked
- * the opener's). The executable says which runtime and where its lists
- * are; the memory is read with pread, which never stops the target.
+ * The analyser's side of `asynctraced tasks` and of an alert's place. It
+ * is given two descriptors: the target's executable and its /proc/PID/mem,
+ * opened by the privileged side (reads through it need no right of the
+ * reader's: the kernel checked the opener's). The executable says which
+ * runtime and where its lists are; the memory is read with pread, which
+ * never stops the target. A process traced keeps both here, its executable
+ * read once, until it is forgotten: an alert asks for one task's place.
  */
 #include "analyser/task_reading.h"
 
@@ -17,10 +19,24 @@
 
 #include "analyser/analyser.h"
 #include "lib/file_copy.h"
+#include "lib/u64map.h"
 #include "targets/elf_image.h"
 #include "targets/go/golang.h"
 #include "tasks/goroutines.h"
 #include "tasks/tasks.h"
+
+/* A process's executable as read, and its memory. */
+struct held {
+	int mem;
+	struct file_copy fc;
+	struct go_binary gb;
+	bool go;		/* gb read: a Go runtime whose goroutines can be listed */
+	uint64_t bias;
+	int err;		/* why not, when not */
+	char note[256];
+};
+
+static struct u64map held;	/* pid -> struct held */
 
 static int read_mem(void *ctx, uint64_t addr, void *buf, size_t len)
 {
@@ -62,65 +78,74 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The list of the process whose executable is at exe and memory at mem. */
-static int read_tasks(const struct wire_tasks_req *r, int mem, int exe, struct task_list *l)
+static void held_free(struct held *h)
 {
-	struct task_mem m = { read_mem, &mem };
-	struct goroutines_opts o = { .system = r->flags & WIRE_TASKS_SYSTEM, .now_ns = now_ns() };
-	struct file_copy fc;
-	struct go_binary gb;
+	if (!h)
+		return;
+	if (h->mem >= 0)
+		close(h->mem);
+	golang__free(&h->gb);
+	file_copy__free(&h->fc);
+	free(h);
+}
+
+/* The executable at exe read: which runtime, and where its tasks are. */
+static void read_exe(struct held *h, const struct wire_tasks_req *r, int exe)
+{
 	struct elf_image im;
 	char path[32];
 	int err;
 
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", exe);
-	err = file_copy__read(&fc, path, FILE_COPY_MAX);
+	err = file_copy__read(&h->fc, path, FILE_COPY_MAX);
 	if (err) {
-		snprintf(l->note, sizeof(l->note), "its executable could not be read: %s",
+		snprintf(h->note, sizeof(h->note), "its executable could not be read: %s",
 			 strerror(-err));
-		return err;
+		h->err = err;
+		return;
 	}
-	err = golang__detect_mem(fc.data, fc.size, &gb);
+	err = golang__detect_mem(h->fc.data, h->fc.size, &h->gb);
 	if (err == -ENOENT || err == -ENOEXEC) {
-		snprintf(l->note, sizeof(l->note),
+		snprintf(h->note, sizeof(h->note),
 			 "no Go runtime in its executable (tokio's tasks are not listed yet)");
-		err = -ENOENT;
-	} else if (!gb.version[0]) {
-		snprintf(l->note, sizeof(l->note), "its Go runtime could not be read: %s",
+		h->err = -ENOENT;
+	} else if (!h->gb.version[0]) {
+		snprintf(h->note, sizeof(h->note), "its Go runtime could not be read: %s",
 			 strerror(-err));
-	} else if (!(err = elf_image__open_mem(&im, fc.data, fc.size))) {
+		h->err = err;
+	} else if ((err = elf_image__open_mem(&im, h->fc.data, h->fc.size))) {
+		h->err = err;
+	} else {
 		/* what the probes need may be missing (-ENOTSUP): the goroutines may still be read */
-		golang__name_goroutines(&gb, &im);
-		err = goroutines__read(&gb, fc.data, fc.size, load_bias(&gb, &im, r), &m, &o, l);
+		golang__name_goroutines(&h->gb, &im);
+		h->bias = load_bias(&h->gb, &im, r);
+		h->go = true;
 		elf_image__close(&im);
 	}
-	golang__free(&gb);
-	file_copy__free(&fc);
-	return err;
 }
 
-int task_reading__read(const struct wire_hdr *h)
+/* The list asked for, of the process h holds. */
+static int list(struct held *h, const struct wire_tasks_req *r, struct task_list *l)
 {
-	struct wire_tasks_req r;
-	struct task_list l;
-	int fds[2] = { -1, -1 }, err;
-	int32_t status;
+	struct task_mem m = { read_mem, &h->mem };
+	struct goroutines_opts o = { .system = r->flags & WIRE_TASKS_SYSTEM, .now_ns = now_ns(),
+				     .only = r->only };
+
+	if (!h->go) {
+		memcpy(l->note, h->note, sizeof(l->note));
+		return h->err ? h->err : -ENOENT;
+	}
+	if (r->flags & WIRE_TASKS_NONE)
+		return 0;
+	return goroutines__read(&h->gb, h->fc.data, h->fc.size, h->bias, &m, &o, l);
+}
+
+static int answer(int32_t status, const struct task_list *l)
+{
 	uint8_t *b = NULL, *msg;
 	size_t len = 0;
+	int err = tasks__encode(l, &b, &len);
 
-	if (h->len != sizeof(r))
-		return -EBADMSG;
-	err = wire__read(ANALYSER_FD, &r, sizeof(r), 0);
-	if (!err)
-		err = wire__take_fds(ANALYSER_FD, fds, 2, 0);
-	if (err)
-		return err;
-	task_list__init(&l);
-	status = read_tasks(&r, fds[0], fds[1], &l);
-	close(fds[0]);
-	close(fds[1]);
-	err = tasks__encode(&l, &b, &len);
-	task_list__free(&l);
 	if (err)
 		return err;
 	msg = malloc(sizeof(status) + len);
@@ -134,4 +159,68 @@ int task_reading__read(const struct wire_hdr *h)
 	err = wire__send(ANALYSER_FD, WIRE_TASKLIST, msg, sizeof(status) + len);
 	free(msg);
 	return err;
+}
+
+int task_reading__read(const struct wire_hdr *h)
+{
+	struct wire_tasks_req r;
+	struct task_list l;
+	struct held *kept = NULL;
+	int fds[2] = { -1, -1 }, err;
+	int32_t status;
+
+	if (h->len != sizeof(r))
+		return -EBADMSG;
+	err = wire__read(ANALYSER_FD, &r, sizeof(r), 0);
+	if (!err && (r.flags & WIRE_TASKS_FDS))
+		err = wire__take_fds(ANALYSER_FD, fds, 2, 0);
+	if (err)
+		return err;
+	task_list__init(&l);
+	if (r.flags & WIRE_TASKS_FDS) {
+		kept = calloc(1, sizeof(*kept));
+		if (!kept) {
+			close(fds[0]);
+			close(fds[1]);
+			return -ENOMEM;
+		}
+		kept->mem = fds[0];
+		read_exe(kept, &r, fds[1]);
+		close(fds[1]);
+		if (r.flags & WIRE_TASKS_KEEP) {
+			held_free(u64map__del(&held, (uint64_t)(uint32_t)r.pid));
+			if (u64map__set(&held, (uint64_t)(uint32_t)r.pid, kept)) {
+				held_free(kept);
+				return -ENOMEM;
+			}
+		}
+	} else {
+		kept = u64map__get(&held, (uint64_t)(uint32_t)r.pid);
+	}
+	if (kept) {
+		status = list(kept, &r, &l);
+	} else {
+		snprintf(l.note, sizeof(l.note), "the process was not handed over");
+		status = -ENOENT;
+	}
+	if (kept && !(r.flags & WIRE_TASKS_KEEP) && (r.flags & WIRE_TASKS_FDS))
+		held_free(kept);
+	err = answer(status, &l);
+	task_list__free(&l);
+	return err;
+}
+
+void task_reading__forget(int32_t pid)
+{
+	held_free(u64map__del(&held, (uint64_t)(uint32_t)pid));
+}
+
+void task_reading__end(void)
+{
+	uint64_t key;
+	void *val;
+
+	for (size_t i = 0; u64map__next(&held, &i, &key, &val);)
+		held_free(val);
+	u64map__clear(&held);
 }

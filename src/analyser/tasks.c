@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * The privileged side of `asynctraced tasks`: the target's executable and
- * memory opened here and handed to the analyser, which reads them; its
- * answer checked as it is decoded (tasks/tasks.c) before any of it is
- * printed.
+ * The privileged side of `asynctraced tasks` and of an alert's place: the
+ * target's executable and memory opened here and handed to the analyser,
+ * which reads them; its answer checked as it is decoded (tasks/tasks.c)
+ * before any of it is used.
  */
 #include "analyser/analyser.h"
 
@@ -13,35 +13,43 @@
 
 #include "analyser/wire.h"
 #include "lib/util.h"
+#include "stacks/unwind.h"
 #include "tasks/tasks.h"
 
-int analyser__tasks(struct analyser *a, const struct target *t, bool system, struct task_list *l)
+/* The request, with t's memory and executable when fds; the answer into l. */
+static int ask(struct analyser *a, const struct target *t, struct wire_tasks_req *r,
+	       struct task_list *l)
 {
-	struct wire_tasks_req r = { .pid = t->pid, .flags = system ? WIRE_TASKS_SYSTEM : 0 };
 	uint64_t deadline = now_ns() + (uint64_t)a->timeout_ms * 1000000;
-	struct target_files fs;
+	struct target_files fs = { 0 };
 	struct wire_hdr h;
 	int32_t status;
 	uint8_t *b = NULL;
-	int err;
+	int err = 0;
 
 	task_list__init(l);
-	if (t->memfd < 0)
-		return -EACCES;
-	err = target__open_files(t, &fs);
-	if (err)
-		return err;
-	if (fs.exe < 0) {
-		target_files__close(&fs);
-		return -ENOENT;
+	if (a->pid <= 0)
+		return -EIO;
+	if (r->flags & WIRE_TASKS_FDS) {
+		if (t->memfd < 0)
+			return -EACCES;
+		err = target__open_files(t, &fs);
+		if (err)
+			return err;
+		if (fs.exe < 0) {
+			target_files__close(&fs);
+			return -ENOENT;
+		}
+		r->start = fs.f[fs.exe].map.start;
+		r->end = fs.f[fs.exe].map.end;
+		r->offset = fs.f[fs.exe].map.offset;
 	}
-	r.start = fs.f[fs.exe].map.start;
-	r.end = fs.f[fs.exe].map.end;
-	r.offset = fs.f[fs.exe].map.offset;
-	err = wire__send(a->sock, WIRE_TASKS, &r, sizeof(r));
-	if (!err)
+	r->pid = t->pid;
+	err = wire__send(a->sock, WIRE_TASKS, r, sizeof(*r));
+	if (!err && (r->flags & WIRE_TASKS_FDS))
 		err = wire__send_fds(a->sock, (int[]){ t->memfd, fs.f[fs.exe].fd }, 2);
-	target_files__close(&fs);
+	if (r->flags & WIRE_TASKS_FDS)
+		target_files__close(&fs);
 	if (!err)
 		err = wire__read_hdr(a->sock, &h, deadline);
 	if (err == 0)
@@ -73,4 +81,66 @@ int analyser__tasks(struct analyser *a, const struct target *t, bool system, str
 		err = -EIO;
 	}
 	return err;
+}
+
+int analyser__tasks(struct analyser *a, const struct target *t, bool system, struct task_list *l)
+{
+	struct wire_tasks_req r = { .flags = WIRE_TASKS_FDS | (system ? WIRE_TASKS_SYSTEM : 0) };
+
+	return ask(a, t, &r, l);
+}
+
+int analyser__tasks_prime(struct analyser *a, const struct target *t, char *why, size_t len)
+{
+	struct wire_tasks_req r = { .flags = WIRE_TASKS_FDS | WIRE_TASKS_KEEP | WIRE_TASKS_NONE };
+	struct task_list l;
+	int err = ask(a, t, &r, &l);
+
+	snprintf(why, len, "%s", l.note[0] ? l.note : err ? strerror(-err) : "");
+	task_list__free(&l);
+	return err;
+}
+
+int analyser__task_where(struct analyser *a, const struct target *t, uint64_t id,
+			 struct stack_frame *frames, int max)
+{
+	struct wire_tasks_req r = { .flags = WIRE_TASKS_SYSTEM, .only = id };
+	struct task_list l;
+	const struct task_info *ti;
+	size_t bytes = 0;
+	char *q;
+	int n = 0;
+
+	if (ask(a, t, &r, &l) || l.nr_tasks != 1 || (l.tasks[0].flags & TASK_TORN)) {
+		task_list__free(&l);
+		return 0;
+	}
+	ti = &l.tasks[0];
+	/* the frames' strings, kept until the next answer */
+	for (uint32_t i = 0; i < ti->nr_frames && (int)i < max; i++) {
+		const struct task_frame *f = &l.frames[ti->first_frame + i];
+		const char *fn = task_list__at(&l, f->function), *file = task_list__at(&l, f->file);
+
+		bytes += (fn ? strlen(fn) + 1 : 0) + (file ? strlen(file) + 1 : 0);
+	}
+	free(a->frames);
+	a->frames = q = malloc(bytes + 1);
+	for (uint32_t i = 0; q && i < ti->nr_frames && n < max; i++) {
+		const struct task_frame *f = &l.frames[ti->first_frame + i];
+		const char *fn = task_list__at(&l, f->function), *file = task_list__at(&l, f->file);
+
+		frames[n] = (struct stack_frame){ .pc = f->pc, .line = f->line, .module = "",
+						  .inlined = f->inlined != 0 };
+		if (fn) {
+			frames[n].function = strcpy(q, fn);
+			q += strlen(fn) + 1;
+		}
+		if (file) {
+			frames[n].file = strcpy(q, file);
+			q += strlen(file) + 1;
+		}
+		n++;
+	}
+	task_list__free(&l);
+	return n;
 }

@@ -308,14 +308,10 @@ int unwinding__unwind(const struct wire_hdr *h)
 	return err;
 }
 
-int unwinding__forget(const struct wire_hdr *h)
+void unwinding__forget(int32_t pid)
 {
-	int32_t pid;
-	int err = h->len == sizeof(pid) ? wire__read(ANALYSER_FD, &pid, sizeof(pid), 0) : -EBADMSG;
-
-	if (!err && unw)
+	if (unw)
 		unwinder__forget(unw, (uint32_t)pid);
-	return err;
 }
 
 void unwinding__end(void)

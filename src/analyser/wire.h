@@ -96,15 +96,25 @@ struct wire_unwind {
 	uint32_t max;		/* frames wanted at most */
 };
 
-/* `asynctraced tasks`: a snapshot of process pid's tasks, read from its memory. */
+/*
+ * `asynctraced tasks`, and an alert's place: process pid's tasks, read from
+ * its memory. With WIRE_TASKS_FDS, its memory and executable follow (FDS:
+ * two), read then; else those kept from an earlier request with
+ * WIRE_TASKS_KEEP (until FORGET). WIRE_TASKS_NONE: none listed (the
+ * executable read and kept, an empty list).
+ */
 #define WIRE_TASKS_SYSTEM 1	/* the runtime's own too */
+#define WIRE_TASKS_FDS 2
+#define WIRE_TASKS_KEEP 4
+#define WIRE_TASKS_NONE 8
 /* the list's bytes at most: 16M tasks would not fit anyway */
 #define WIRE_TASKLIST_MAX ((uint64_t)1 << 30)
 
 struct wire_tasks_req {
 	int32_t pid;
 	uint32_t flags;
-	uint64_t start, end, offset;	/* the executable's first executable mapping */
+	uint64_t start, end, offset;	/* the executable's first executable mapping (FDS) */
+	uint64_t only;			/* only the task of this id; 0: every one */
 };
 
 struct wire_frames {

@@ -15,6 +15,7 @@
 #include "analyser/analyser.h"
 #include "lib/outbuf.h"
 #include "lib/util.h"
+#include "stacks/callstacks.h"
 #include "targets/target.h"
 #include "tasks/tasks.h"
 
@@ -38,22 +39,11 @@ static const char *str(const struct task_list *l, uint32_t i)
 	return task_list__at(l, i);
 }
 
-/* Whether a frame is the runtime's or the standard library's: where a task waits is past them. */
-static bool runtime_frame(const struct task_list *l, const struct task_frame *f)
-{
-	const char *fn = str(l, f->function);
-
-	return !fn || !strncmp(fn, "runtime.", 8) || !strncmp(fn, "sync.", 5) ||
-	       !strncmp(fn, "internal/", 9) || !strncmp(fn, "time.", 5) ||
-	       !strncmp(fn, "net.", 4) || !strncmp(fn, "os.", 3) || !strncmp(fn, "syscall.", 8) ||
-	       !strncmp(fn, "io.", 3) || !strncmp(fn, "bufio.", 6);
-}
-
-/* The innermost frame of the program's own code; else the innermost. */
+/* The innermost frame of the program's own code (not its runtime's or std's); else the innermost. */
 static const struct task_frame *wait_point(const struct task_list *l, const struct task_info *t)
 {
 	for (uint32_t i = 0; i < t->nr_frames; i++)
-		if (!runtime_frame(l, &l->frames[t->first_frame + i]))
+		if (callstacks__own_function(str(l, l->frames[t->first_frame + i].function)))
 			return &l->frames[t->first_frame + i];
 	return t->nr_frames ? &l->frames[t->first_frame] : NULL;
 }

@@ -84,6 +84,7 @@ struct alert {
 	uint64_t oncpu_ns, blocked_ns, runnable_ns;
 	bool runtime_preempted;	/* its runtime preempted it for running too long (Go) */
 	uint32_t stack;		/* where it spent its time (--stacks): the model's callstack, 0 none */
+	uint32_t parked_at;	/* where the task waits (lost waker, live): in model.places, 0 none */
 	bool stack_blocked;	/* where it went to sleep, not a sample on the CPU */
 	/*
 	 * END: the tasks that waited in the held worker's queue while a poll of

@@ -38,6 +38,7 @@ void lost_waker__on_poll(struct detector *d, struct model *m, const struct at_po
 	a.worker = (int32_t)p->worker;
 	a.tid = p->hdr.tid;
 	model__task_name(m, p->task, p->name_addr, a.task_name, sizeof(a.task_name));
+	a.parked_at = model__where(m, p->task);
 	ep = detect__begin(d, &a);
 	if (ep && u64map__set(&d->lost, p->task, ep))
 		free(ep);
@@ -88,6 +89,7 @@ void lost_waker__on_sample(struct detector *d, struct model *m, const struct at_
 	a.value_ns = s->hdr.ts - s->idle_since;
 	a.task = s->task;
 	model__task_name(m, s->task, s->name_addr, a.task_name, sizeof(a.task_name));
+	a.parked_at = model__where(m, s->task);
 	ep = detect__begin(d, &a);
 	if (ep && u64map__set(&d->lost, s->task, ep))
 		free(ep);

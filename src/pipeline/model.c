@@ -35,6 +35,8 @@ int model__init(struct model *m, uint32_t pid, const char *comm, uint64_t t0)
 	u64map__init(&m->threads);
 	u64map__init(&m->names);
 	callstacks__init(&m->stacks);
+	callstacks__init(&m->places);
+	m->places.by_line = true;
 	u64map__init(&m->thread_stacks);
 	u64map__init(&m->task_stacks);
 	return 0;
@@ -48,6 +50,7 @@ void model__free(struct model *m)
 	u64map__clear_free(&m->thread_stacks);
 	u64map__clear_free(&m->task_stacks);
 	callstacks__free(&m->stacks);
+	callstacks__free(&m->places);
 	free(m->workers);
 	m->workers = NULL;
 	m->nr_workers = 0;
@@ -402,6 +405,14 @@ static void apply_stack(struct model *m, const struct at_stack *st)
 	}
 	*kept = (struct thread_stack){ .id = m->cur_stack, .task = st->task,
 				       .poll_begin = st->poll_begin };
+}
+
+uint32_t model__where(struct model *m, uint64_t task)
+{
+	struct stack_frame frames[CALLSTACK_FRAMES];
+	int n = m->where ? m->where(m->where_ctx, task, frames, CALLSTACK_FRAMES) : 0;
+
+	return n > 0 ? callstacks__intern(&m->places, frames, n) : 0;
 }
 
 uint32_t model__poll_stack(const struct model *m, const struct at_poll *p, bool prefer_asleep,

@@ -90,6 +90,11 @@ typedef int (*model_unwind_fn)(void *ctx, const struct at_stack *s, struct stack
  * would give it: tokio sampled, the raw::poll instance on the stack); 0 none.
  */
 typedef uint64_t (*model_stack_name_fn)(void *ctx, const struct stack_frame *frames, int n);
+/*
+ * Where task waits now, read from the live target (an alert's place): its
+ * frames, innermost first; 0 when not known.
+ */
+typedef int (*model_where_fn)(void *ctx, uint64_t task, struct stack_frame *frames, int max);
 
 struct model {
 	uint32_t pid;
@@ -113,6 +118,8 @@ struct model {
 	model_unwind_fn unwind;	/* NULL: stacks are not unwound (no --stacks, or a capture) */
 	void *unwind_ctx;
 	model_stack_name_fn stack_name; /* NULL: tasks are not named by their stacks (unwind_ctx) */
+	model_where_fn where;	/* NULL: where a task waits is not read (not Go, or a capture) */
+	void *where_ctx;
 
 	/* --stacks: every stack unwound, once each, and where each was taken */
 	struct callstacks stacks;
@@ -122,6 +129,8 @@ struct model {
 	struct u64map task_stacks; /* task -> struct task_stacks: time seen in each stack */
 	uint64_t stacks_unwound, stacks_lost; /* lost: not unwound, or not kept */
 	uint64_t stacks_by_fp;	/* of those unwound, by their frame pointers */
+	/* where tasks were found waiting (model__where): each frame at its line */
+	struct callstacks places;
 };
 
 /* A thread's latest stack of one kind (on the CPU, or asleep): in which poll. */
@@ -188,6 +197,11 @@ struct thread *model__thread(struct model *m, uint32_t tid);
  */
 uint32_t model__poll_stack(const struct model *m, const struct at_poll *p, bool prefer_asleep,
 			  bool *asleep);
+/*
+ * Where task waits now, as the live target says (model.where): its stack,
+ * kept in m->places; 0 when not known.
+ */
+uint32_t model__where(struct model *m, uint64_t task);
 /* The stack a trace shows on poll p's slice: where it slept if it mostly slept. */
 static inline uint32_t model__slice_stack(const struct model *m, const struct at_poll *p,
 					  bool *asleep)

@@ -97,7 +97,11 @@ struct session {
 	uint64_t failed;		/* processes found and not traced */
 	struct metrics *metrics;	/* --metrics: the series it serves */
 	struct flight *flight;		/* --flight-recorder */
-	struct analyser stacks;		/* --stacks: unwinds the long polls' stacks (its own) */
+	/*
+	 * The live analyser: --stacks' unwinding (its own: an examination may
+	 * take long), and where Go's goroutines wait (places, for alerts)
+	 */
+	struct analyser stacks;
 	bool unwinding;			/* ... started */
 	struct ksyms *ksyms;		/* --stacks: names their kernel frames; NULL unknown */
 	uint64_t malformed;		/* records too short to say whose they are */

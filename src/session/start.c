@@ -98,11 +98,11 @@ static int confine(struct session *s)
 		if (s->targets[i]->disc.kind == RUNTIME_USDT && s->targets[i]->target.memfd < 0)
 			keep |= 1ull << CAP_SYS_PTRACE;
 	/*
-	 * --stacks: its analyser, another user's process, killed should it
-	 * hang (the filter lets that one pid alone be signalled); it cannot be
-	 * started again once confined
+	 * The live analyser (--stacks', and Go's places), another user's
+	 * process, killed should it hang (the filter lets that one pid alone be
+	 * signalled); it cannot be started again once confined
 	 */
-	if (s->unwinding)
+	if (s->stacks.pid > 0)
 		keep |= 1ull << CAP_KILL;
 	/* --escalate: a traced process's probes attached later (uprobe_multi links) */
 	if (s->o->escalate_ns)
@@ -117,7 +117,7 @@ static int confine(struct session *s)
 	if (!s->o->no_sandbox && !s->follow) {
 		err = sandbox__filter((s->metrics ? SANDBOX_SERVE : 0) |
 					      (s->flight ? SANDBOX_DUMPS : 0) |
-					      (s->unwinding ? SANDBOX_STACKS : 0) |
+					      (s->stacks.pid > 0 ? SANDBOX_STACKS : 0) |
 					      (s->hooks ? SANDBOX_CHILD : 0) |
 					      (s->o->escalate_ns ? SANDBOX_ATTACH : 0),
 				      flight__dirfd(s->flight), s->hooks ? s->hooks->root : 0,

@@ -540,9 +540,45 @@ void traced__drop(struct session *s, struct traced *tr)
 	if (i < s->nr)
 		memmove(&s->targets[i], &s->targets[i + 1], (s->nr - i - 1) * sizeof(*s->targets));
 	s->nr -= i < s->nr;
-	if (s->unwinding)
+	if (s->stacks.pid > 0)
 		analyser__forget(&s->stacks, tr->target.pid);
 	traced__free(tr);
+}
+
+/* Where goroutine task of process ctx waits now, from the live analyser (places). */
+static int traced_where(void *ctx, uint64_t task, struct stack_frame *frames, int max)
+{
+	struct traced *tr = ctx;
+
+	return analyser__task_where(&tr->s->stacks, &tr->target, task, frames, max);
+}
+
+/*
+ * Go: the process's executable and memory handed to the live analyser (the
+ * one --stacks unwinds with, started for this when it is not), so that a
+ * lost waker's alert says where the goroutine waits (docs/tasks.md). Once
+ * confined (-p), no analyser is started: this happens before.
+ */
+static void begin_places(struct session *s, struct traced *tr)
+{
+	char why[256];
+	int err;
+
+	if (s->stacks.pid <= 0 &&
+	    (s->stacks.failed || s->stacks.no_restart ||
+	     analyser__start(&s->stacks, s->o->examine_timeout_ms))) {
+		s->stacks.failed = true;
+		return;
+	}
+	err = analyser__tasks_prime(&s->stacks, &tr->target, why, sizeof(why));
+	if (err) {
+		if (err != -EIO) /* -EIO: said */
+			warn_msg("pid %d: where its goroutines wait will not be said: %s\n",
+				 tr->target.pid, why);
+		return;
+	}
+	tr->pipe.model.where = traced_where;
+	tr->pipe.model.where_ctx = tr;
 }
 
 /*
@@ -610,6 +646,8 @@ static int begin_pipeline(struct session *s, struct traced *tr)
 	if (!err && !s->cap) {
 		if (tr->disc.kind == RUNTIME_TOKIO)
 			name_tokio_tasks(s, tr);
+		if (tr->disc.kind == RUNTIME_GO)
+			begin_places(s, tr);
 		/* one process's live view, or (several) its line on the board */
 		err = outputs__add_sinks(&s->out, &tr->pipe, true);
 	}

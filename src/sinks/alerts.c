@@ -91,6 +91,9 @@ static void format_begin(char *buf, size_t size, const struct model *m, const st
 				 "lost waker: task '%s' #%llu returned Pending %.2f s ago and "
 				 "nothing has woken it since",
 				 a->task_name, (unsigned long long)a->task, secs(a->value_ns));
+		len = strlen(buf);
+		if (len < size)
+			callstacks__parked(&m->places, a->parked_at, buf + len, size - len);
 		return;
 	case ALERT_KIND_MAX:
 		break;
@@ -246,6 +249,27 @@ void alert__stack_json(struct outbuf *ob, const struct callstacks *c, uint32_t i
 	ob_putc(ob, ']');
 }
 
+/* Where a task waits, innermost first: each frame's function, file and line. */
+static void parked_json(struct outbuf *ob, const struct callstacks *c, uint32_t id)
+{
+	const struct callstack *cs = callstacks__get(c, id);
+
+	ob_putc(ob, '[');
+	for (uint32_t i = 0; cs && i < cs->nr; i++) {
+		const struct cs_frame *f = callstacks__frame(c, cs->frames[i]);
+
+		ob_key_str(ob, i ? ",{\"function\":" : "{\"function\":", f->function);
+		if (f->file[0])
+			ob_key_str(ob, ",\"file\":", f->file);
+		if (f->line)
+			ob_key_u64(ob, ",\"line\":", f->line);
+		if (f->inlined)
+			ob_puts(ob, ",\"inlined\":true");
+		ob_putc(ob, '}');
+	}
+	ob_putc(ob, ']');
+}
+
 void alert__json_object(struct outbuf *ob, const struct model *m, const struct alert *a)
 {
 	char buf[1024];
@@ -331,6 +355,10 @@ void alert__json_object(struct outbuf *ob, const struct model *m, const struct a
 		break;
 	case ALERT_LOST_WAKER:
 		ob_puts(ob, a->unwakeable ? ",\"unwakeable\":true" : ",\"unwakeable\":false");
+		if (a->parked_at) {
+			ob_puts(ob, ",\"parked_at\":");
+			parked_json(ob, &m->places, a->parked_at);
+		}
 		break;
 	case ALERT_KIND_MAX:
 		break;

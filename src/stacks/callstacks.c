@@ -38,15 +38,23 @@ static uint64_t frame_pc(const struct stack_frame *f)
 	return f->function && *f->function ? 0 : f->rel_pc;
 }
 
-static uint64_t frame_hash(const struct stack_frame *f)
+static uint32_t frame_line(const struct stack_frame *f)
+{
+	return f->line > 0 ? (uint32_t)f->line : 0;
+}
+
+/* by_line: a table of places (callstacks.by_line), where the line tells frames apart too */
+static uint64_t frame_hash(const struct stack_frame *f, bool by_line)
 {
 	uint64_t h = 0xcbf29ce484222325ull, pc = frame_pc(f);
 	uint8_t bits = (uint8_t)(f->inlined | f->kernel << 1);
+	uint32_t line = by_line ? frame_line(f) : 0;
 
 	h = mix_str(h, f->function);
 	h = mix_str(h, f->module);
 	h = mix(h, &pc, sizeof(pc));
 	h = mix(h, &bits, sizeof(bits));
+	h = mix(h, &line, sizeof(line));
 	return h ? h : 1;
 }
 
@@ -92,15 +100,24 @@ static void *find(const struct u64map *m, uint64_t *h, bool (*eq)(const void *, 
 	return NULL;
 }
 
-static bool frame_eq(const void *k, const void *f)
+struct frame_want {
+	const struct stack_frame *f;
+	bool by_line;
+};
+
+static bool frame_eq(const void *k, const void *want)
 {
-	return frame_is(k, f);
+	const struct frame_want *w = want;
+
+	return frame_is(k, w->f) &&
+	       (!w->by_line || ((const struct cs_frame *)k)->line == frame_line(w->f));
 }
 
 static uint32_t frame_id(struct callstacks *c, const struct stack_frame *f)
 {
-	uint64_t h = frame_hash(f);
-	struct cs_frame *k = find(&c->frame_by_hash, &h, frame_eq, f);
+	uint64_t h = frame_hash(f, c->by_line);
+	struct cs_frame *k = find(&c->frame_by_hash, &h, frame_eq,
+				  &(struct frame_want){ f, c->by_line });
 	size_t fn = strlen(or_empty(f->function)) + 1, mod = strlen(or_empty(f->module)) + 1;
 	size_t file = strlen(or_empty(f->file)) + 1;
 	char *s;
@@ -118,7 +135,7 @@ static uint32_t frame_id(struct callstacks *c, const struct stack_frame *f)
 				.function = memcpy(s, or_empty(f->function), fn),
 				.module = memcpy(s + fn, or_empty(f->module), mod),
 				.file = memcpy(s + fn + mod, or_empty(f->file), file),
-				.line = f->line > 0 ? (uint32_t)f->line : 0, .rel_pc = f->rel_pc,
+				.line = frame_line(f), .rel_pc = f->rel_pc,
 				.inlined = f->inlined, .kernel = f->kernel };
 	if (u64map__set(&c->frame_by_hash, h, k)) {
 		free(k);
@@ -209,21 +226,73 @@ void callstacks__free(struct callstacks *c)
 	memset(c, 0, sizeof(*c));
 }
 
-bool callstacks__own_frame(const struct cs_frame *f)
+/*
+ * Whether a Go function is of the standard library: its package path's
+ * first element has no dot ("runtime.gopark", "net/http.(*conn).serve"),
+ * as the go command tells them; a module's has its domain's
+ * ("github.com/x/y.F"), and the program's is main.
+ */
+static bool go_std(const char *fn)
+{
+	/* what compilers append to a C function's name for its clones: "f.cold", "f.isra.0" */
+	static const char *const clones[] = { "cold", "constprop", "isra", "part", "lto_priv",
+					      "llvm", "localalias", "clone", "specialized",
+					      "resume", "destroy", "cleanup" };
+	size_t slash = strcspn(fn, "/"), dot = strcspn(fn, ".");
+	size_t elem = fn[slash] && !memchr(fn, '(', slash) && !memchr(fn, '[', slash) ? slash : dot;
+
+	if (!fn[dot] || strstr(fn, "::") || strchr(fn, ' '))
+		return false; /* not Go's */
+	for (size_t i = 0; i < sizeof(clones) / sizeof(clones[0]); i++)
+		if (!strncmp(fn + dot + 1, clones[i], strlen(clones[i])))
+			return false;
+	return !memchr(fn, '.', elem) && !(elem == 4 && !strncmp(fn, "main", 4));
+}
+
+bool callstacks__own_function(const char *fn)
 {
 	static const char *const runtime[] = { "std::", "core::", "alloc::", "tokio::", "<std::",
 					       "<core::", "<alloc::", "<tokio::", "__rust",
 					       "__libc", "_start" };
 
+	if (!fn || !fn[0] || go_std(fn))
+		return false;
+	for (size_t i = 0; i < sizeof(runtime) / sizeof(runtime[0]); i++)
+		if (!strncmp(fn, runtime[i], strlen(runtime[i])))
+			return false;
+	return true;
+}
+
+bool callstacks__own_frame(const struct cs_frame *f)
+{
 	if (!f->function[0] || f->kernel || f->module[0] == '[') /* [vdso] */
 		return false;
 	if (!strncmp(f->module, "libc.so", 7) || !strncmp(f->module, "libstd-", 7) ||
 	    !strncmp(f->module, "ld-linux", 8) || !strncmp(f->module, "libpthread", 10))
 		return false;
-	for (size_t i = 0; i < sizeof(runtime) / sizeof(runtime[0]); i++)
-		if (!strncmp(f->function, runtime[i], strlen(runtime[i])))
-			return false;
-	return true;
+	return callstacks__own_function(f->function);
+}
+
+void callstacks__parked(const struct callstacks *c, uint32_t id, char *buf, size_t size)
+{
+	const struct callstack *cs = callstacks__get(c, id);
+	const struct cs_frame *f = NULL;
+
+	buf[0] = '\0';
+	for (uint32_t i = 0; cs && i < cs->nr && !f; i++) {
+		const struct cs_frame *k = callstacks__frame(c, cs->frames[i]);
+
+		if (callstacks__own_frame(k))
+			f = k;
+	}
+	if (!f && cs && cs->nr)
+		f = callstacks__frame(c, cs->frames[0]);
+	if (!f || !f->function[0])
+		return;
+	if (f->file[0] && f->line)
+		snprintf(buf, size, "; parked at %s (%s:%u)", f->function, f->file, f->line);
+	else
+		snprintf(buf, size, "; parked in %s", f->function);
 }
 
 /* The crate (Rust) or namespace (C++) a function's name begins with; "" for C. */

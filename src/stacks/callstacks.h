@@ -53,6 +53,12 @@ struct callstacks {
 	uint32_t nr_frames, nr_stacks;
 	uint32_t cap_frames, cap_stacks;
 	uint64_t dropped;		/* stacks not kept: the table was full, or no memory */
+	/*
+	 * A table of places (where tasks wait): a frame is its function at
+	 * its line, not the function wherever it was sampled. Set before the
+	 * first intern.
+	 */
+	bool by_line;
 };
 
 void callstacks__init(struct callstacks *c);
@@ -66,6 +72,8 @@ const struct cs_frame *callstacks__frame(const struct callstacks *c, uint32_t id
  * libraries': what an alert names.
  */
 bool callstacks__own_frame(const struct cs_frame *f);
+/* ... by its function's name alone (Rust's std, core, tokio; Go's standard library). */
+bool callstacks__own_function(const char *fn);
 /*
  * " in f <- caller": where in its own code the program was; asleep, the call
  * it slept in and the program's function that made it, or, when none is
@@ -75,6 +83,12 @@ bool callstacks__own_frame(const struct cs_frame *f);
  */
 void callstacks__where(const struct callstacks *c, uint32_t id, bool asleep, char *buf,
 		       size_t size);
+/*
+ * "; parked at f (file:line)": the innermost frame of the program's own code
+ * (not its runtime's, nor its standard library's), else the innermost; ""
+ * for none.
+ */
+void callstacks__parked(const struct callstacks *c, uint32_t id, char *buf, size_t size);
 /* The stack as text, a frame a line: "[inlined] f (module file:line)". */
 void callstacks__text(const struct callstacks *c, uint32_t id, char *buf, size_t size);
 

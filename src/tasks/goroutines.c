@@ -249,6 +249,14 @@ static bool unsettled(uint32_t status)
 	return status & G_SCAN || status == G_COPYSTACK;
 }
 
+/* Whether the g at addr is goroutine id: its id alone read. */
+static bool is_goroutine(const struct walk *w, uint64_t addr, uint64_t id)
+{
+	uint64_t goid;
+
+	return !mem(w, addr + (uint64_t)w->gb->off.g_goid, &goid, sizeof(goid)) && goid == id;
+}
+
 /*
  * One goroutine (its g at addr) as the last task of the list, or none when
  * it is dead. 0, -EAGAIN when it changed as it was read (its task then has
@@ -383,11 +391,13 @@ int goroutines__read(const struct go_binary *gb, const uint8_t *file, size_t fil
 	for (uint64_t i = 0; i < n; i++) {
 		int err = -EAGAIN;
 
+		if (o->only && !is_goroutine(&w, gs[i], o->only))
+			continue;
 		for (int k = 0; err == -EAGAIN && k < TRIES; k++)
 			err = read_one(&w, gs[i], o, k == TRIES - 1);
 		if (err == -EAGAIN)
 			l->nr_torn++;
-		if (err == -ENOMEM)
+		if (err == -ENOMEM || o->only)
 			break;
 	}
 	free(gs);

@@ -31,6 +31,7 @@ struct task_mem {
 struct goroutines_opts {
 	bool system;		/* the runtime's own goroutines too (GOTRACEBACK=system) */
 	uint64_t now_ns;	/* CLOCK_MONOTONIC, Go's nanotime(): how long a GC-seen wait is */
+	uint64_t only;		/* only the goroutine of this id (an alert's); 0: every one */
 };
 
 /*

@@ -46,6 +46,21 @@ SUMMARY_LINE = re.compile(r"^  (\w+)\s+(\d+)")
 EXECUTOR_LINE = re.compile(r"^sample-executor: (scenario=.*)$", re.M)
 
 
+GO_APP_SRC = os.path.join(os.path.dirname(__file__), "..", "go", "cmd", "go-app")
+
+
+def source_lines(path, tag):
+    """KIND -> the line of path marked `// TAG: KIND`: where a test program waits, read
+    from its source, not from a table."""
+    lines = {}
+    with open(path) as f:
+        for n, text in enumerate(f, 1):
+            m = re.search(rf"// {tag}: ([a-z]+)$", text.rstrip())
+            if m:
+                lines[m.group(1)] = n
+    return lines
+
+
 def require_root():
     """Integration tests load BPF: without root they fail, they never skip."""
     if os.geteuid() != 0:

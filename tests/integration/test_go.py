@@ -324,6 +324,18 @@ class Leak(GoRun):
         self.assertFalse(chan.get("unwakeable"), chan)
         self.assertGreaterEqual(chan["value_ns"], 1_000_000_000)
         self.assertIn("main.leaked", chan["message"])
+        # each says where it waits, read from the live process: the line in main.go
+        lines = harness.source_lines(os.path.join(harness.GO_APP_SRC, "main.go"), "leak")
+        for alert, func, kind in ((nil, "main.leakedOnNil", "nil"), (chan, "main.leaked", "chan")):
+            parked = alert.get("parked_at")
+            self.assertTrue(parked, alert)
+            self.assertEqual(parked[0]["function"], "runtime.gopark", parked)
+            own = [f for f in parked if f["function"] == func]
+            self.assertEqual(len(own), 1, parked)
+            self.assertEqual(own[0]["line"], lines[kind], parked)
+            self.assertTrue(own[0]["file"].endswith("/go-app/main.go"), parked)
+            self.assertIn(f"; parked at {func} (", alert["message"])
+            self.assertIn(f"main.go:{lines[kind]})", alert["message"])
 
 
 class LeakByDefault(unittest.TestCase):

@@ -6,13 +6,12 @@ are read from that file, not from a table, and each must come out exactly,
 on every Go version the tests build, stripped too, and as a PIE."""
 import json
 import os
-import re
 import subprocess
 import unittest
 
-from tests.integration.harness import BUILD, TRACER, require_root
+from tests.integration.harness import BUILD, GO_APP_SRC, TRACER, require_root, source_lines
 
-PARK_SRC = os.path.join(os.path.dirname(__file__), "..", "go", "cmd", "go-app", "park.go")
+PARK_SRC = os.path.join(GO_APP_SRC, "park.go")
 
 # The wait reason each kind parks with (Go 1.19 has no names of its own for
 # a Mutex's and a WaitGroup's waits: both are a semaphore's).
@@ -36,17 +35,6 @@ FUNCS = {
     "syscall": ("main.parkSyscall", "main.parkSyscall"),
     "deep": ("main.parkDeep3", "main.parkDeep1"),
 }
-
-
-def park_lines():
-    """KIND -> the line of park.go marked `// park: KIND`."""
-    lines = {}
-    with open(PARK_SRC) as f:
-        for n, text in enumerate(f, 1):
-            m = re.search(r"// park: ([a-z]+)$", text.rstrip())
-            if m:
-                lines[m.group(1)] = n
-    return lines
 
 
 class ParkedGoApp:
@@ -77,7 +65,7 @@ class TestGoroutines(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         require_root()
-        cls.lines = park_lines()
+        cls.lines = source_lines(PARK_SRC, "park")
         assert set(cls.lines) == set(FUNCS), f"park.go's markers: {sorted(cls.lines)}"
 
     def snapshot(self, exe):

@@ -198,6 +198,56 @@ static char *write_file(const char *text)
 	return path;
 }
 
+/* A table of places: the same function at two lines is two frames, and the parked line is exact. */
+static void test_places_by_line(void **state)
+{
+	struct callstacks c;
+	struct stack_frame a[] = { { .function = "runtime.gopark", .module = "", .file = "proc.go",
+				     .line = 363 },
+				   { .function = "main.leaked", .module = "", .file = "main.go",
+				     .line = 283 } };
+	struct stack_frame b[] = { { .function = "runtime.gopark", .module = "", .file = "proc.go",
+				     .line = 363 },
+				   { .function = "main.leaked", .module = "", .file = "main.go",
+				     .line = 290 } };
+	char buf[256];
+	uint32_t ia, ib;
+
+	(void)state;
+	callstacks__init(&c);
+	c.by_line = true;
+	ia = callstacks__intern(&c, a, 2);
+	ib = callstacks__intern(&c, b, 2);
+	assert_int_not_equal(ia, ib);
+	assert_int_equal(c.nr_frames, 3);
+	callstacks__parked(&c, ib, buf, sizeof(buf));
+	assert_string_equal(buf, "; parked at main.leaked (main.go:290)");
+	callstacks__parked(&c, 0, buf, sizeof(buf));
+	assert_string_equal(buf, "");
+	callstacks__free(&c);
+}
+
+/* The program's own code: not Rust's std or tokio, not Go's standard library; C clones are. */
+static void test_own_functions(void **state)
+{
+	(void)state;
+	assert_true(callstacks__own_function("main.leaked"));
+	assert_true(callstacks__own_function("main.(*server).handle"));
+	assert_true(callstacks__own_function("github.com/acme/app/queue.(*Q).Pop"));
+	assert_true(callstacks__own_function("noisy_poll"));
+	assert_true(callstacks__own_function("burn_cpu_ns.constprop.0"));
+	assert_true(callstacks__own_function("handle_request.cold"));
+	assert_true(callstacks__own_function("app::worker::run"));
+	assert_false(callstacks__own_function("runtime.gopark"));
+	assert_false(callstacks__own_function("sync.(*Mutex).Lock"));
+	assert_false(callstacks__own_function("net/http.(*conn).serve"));
+	assert_false(callstacks__own_function("internal/poll.(*FD).Read"));
+	assert_false(callstacks__own_function("tokio::runtime::task::raw::poll"));
+	assert_false(callstacks__own_function("std::thread::sleep"));
+	assert_false(callstacks__own_function(""));
+	assert_false(callstacks__own_function(NULL));
+}
+
 static void test_ksyms(void **state)
 {
 	struct ksyms *k;
@@ -248,6 +298,8 @@ int main(void)
 		cmocka_unit_test(test_where_on_the_cpu),
 		cmocka_unit_test(test_where_asleep),
 		cmocka_unit_test(test_text_has_files_and_inlining),
+		cmocka_unit_test(test_places_by_line),
+		cmocka_unit_test(test_own_functions),
 		cmocka_unit_test(test_ksyms),
 	};
 

@@ -280,13 +280,13 @@ func fanOut(stop <-chan struct{}, wg *sync.WaitGroup) {
 
 // leaked waits for a value nobody will ever send.
 func leaked(never <-chan int) {
-	<-never
+	<-never // leak: chan
 }
 
 // leakedOnNil waits on a channel never made: nothing can ever wake it.
 func leakedOnNil() {
 	var never chan int
-	<-never
+	<-never // leak: nil
 }
 
 func main() {
