@@ -227,7 +227,7 @@ TOKIO_APPS := $(BUILD)/tokio-app $(BUILD)/tokio-app-lto $(BUILD)/tokio-app-v0 \
 CARGO_BUILD = cd $(TOKIO_DIR) && RUSTC=$(RUSTC) RUSTFLAGS="$(TOKIO_RUSTFLAGS)" $(TOKIO_ENV) \
 	      $(CARGO) build --offline --quiet
 
-tokio: $(TOKIO_APPS)
+tokio: $(TOKIO_APPS) $(TOKIO_PARKED)
 
 $(BUILD)/tokio-app: $(TOKIO_SRCS) $(wildcard $(TOKIO_DIR)/src/bin/*.rs)
 	$(call msg,CARGO,$@)
@@ -286,6 +286,37 @@ $(BUILD)/tokio-app-cet: $(TOKIO_SRCS) $(wildcard $(TOKIO_DIR)/src/bin/*.rs)
 
 $(BUILD)/tokio-spin-cet: $(BUILD)/tokio-app-cet
 	$(Q)cp $(BUILD)/cargo/cet/release/tokio-spin $@
+
+# tokio-parked (asynctraced tasks: tasks awaiting at known lines), with type
+# debug info (profile debug2: debug = 2) by each Debian compiler, with fat
+# LTO, and without its DWARF (strip --strip-debug: what is said then).
+TOKIO_PARKED := $(BUILD)/tokio-parked $(BUILD)/tokio-parked-web $(BUILD)/tokio-parked-lto \
+		$(BUILD)/tokio-parked-nodebug
+RUST_WEB      = $(BUILD)/rust-web
+
+$(BUILD)/tokio-parked: $(TOKIO_SRCS)
+	$(call msg,CARGO,$@)
+	$(Q)$(CARGO_BUILD) --profile debug2 --bin tokio-parked --target-dir $(abspath $(BUILD))/cargo/debug2
+	$(Q)cp $(BUILD)/cargo/debug2/debug2/tokio-parked $@
+
+$(BUILD)/tokio-parked-lto: $(TOKIO_SRCS)
+	$(call msg,CARGO,$@)
+	$(Q)$(CARGO_BUILD) --profile debug2-lto --bin tokio-parked \
+		--target-dir $(abspath $(BUILD))/cargo/debug2-lto
+	$(Q)cp $(BUILD)/cargo/debug2-lto/debug2-lto/tokio-parked $@
+
+$(BUILD)/tokio-parked-web: $(TOKIO_SRCS) scripts/rust-web.sh scripts/apt-private.sh
+	$(call msg,CARGO,$@)
+	$(Q)scripts/rust-web.sh $(RUST_WEB) >/dev/null
+	$(Q)cd $(TOKIO_DIR) && LD_LIBRARY_PATH=$(abspath $(RUST_WEB))/usr/lib/x86_64-linux-gnu \
+		RUSTC=$(abspath $(RUST_WEB))/usr/bin/rustc $(abspath $(RUST_WEB))/usr/bin/cargo \
+		build --offline --locked --quiet --profile debug2 --bin tokio-parked \
+		--target-dir $(abspath $(BUILD))/cargo/debug2-web
+	$(Q)cp $(BUILD)/cargo/debug2-web/debug2/tokio-parked $@
+
+$(BUILD)/tokio-parked-nodebug: $(BUILD)/tokio-parked
+	$(call msg,STRIP,$@)
+	$(Q)strip --strip-debug -o $@ $<
 
 $(BUILD)/tokio-app-stripped: $(BUILD)/tokio-app
 	$(call msg,STRIP,$@)

@@ -95,13 +95,14 @@ void analyser__clear(struct analyser *a);
 /*
  * `asynctraced tasks`: a snapshot of t's tasks (every one, with system the
  * runtime's own too), read by the analyser from t's executable and memory
- * (t->memfd), into l (initialised here; l->note says what could not be
+ * (t->memfd) and its threads' pointers (fsbase: tokio's CONTEXT), into l (initialised here; l->note says what could not be
  * read). 0; -ENOENT: no runtime whose tasks it reads; -ENOTSUP: one, but
  * not readable (l->note says why); -EIO: the analyser failed (said);
  * -EBADMSG: an answer out of bounds (said); -errno.
  */
 struct task_list;
-int analyser__tasks(struct analyser *a, const struct target *t, bool system, struct task_list *l);
+int analyser__tasks(struct analyser *a, const struct target *t, bool system,
+		    const uint64_t *fsbase, uint32_t nr_threads, struct task_list *l);
 /*
  * A traced process handed over for good (its executable read, its memory's
  * descriptor kept: analyser__forget lets it go), so that an alert can ask

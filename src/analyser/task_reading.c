@@ -17,13 +17,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <elfutils/libdw.h>
+#include <gelf.h>
+
 #include "analyser/analyser.h"
 #include "lib/file_copy.h"
 #include "lib/u64map.h"
 #include "targets/elf_image.h"
 #include "targets/go/golang.h"
+#include "targets/tokio/tokio.h"
 #include "tasks/goroutines.h"
 #include "tasks/tasks.h"
+#include "tasks/tokio_tasks.h"
 
 /* A process's executable as read, and its memory. */
 struct held {
@@ -31,6 +36,12 @@ struct held {
 	struct file_copy fc;
 	struct go_binary gb;
 	bool go;		/* gb read: a Go runtime whose goroutines can be listed */
+	/* tokio: the program's DWARF indexed, and CONTEXT's offset from a thread pointer */
+	Elf *elf;
+	Dwarf *dw;
+	struct tokio_dwarf *td;
+	int64_t context_tpoff;
+	bool have_context;
 	uint64_t bias;
 	int err;		/* why not, when not */
 	char note[256];
@@ -84,9 +95,63 @@ static void held_free(struct held *h)
 		return;
 	if (h->mem >= 0)
 		close(h->mem);
+	tokio_dwarf__free(h->td);
+	if (h->dw)
+		dwarf_end(h->dw);
+	if (h->elf)
+		elf_end(h->elf);
 	golang__free(&h->gb);
 	file_copy__free(&h->fc);
 	free(h);
+}
+
+/* A tokio program: its DWARF indexed (the executable's own), CONTEXT's place. */
+static void read_tokio(struct held *h, const struct wire_tasks_req *r)
+{
+	struct elf_image im;
+	const char *why = NULL;
+	uint64_t tls;
+	int err;
+
+	h->err = -ENOENT;
+	if (elf_version(EV_CURRENT) == EV_NONE ||
+	    !(h->elf = elf_memory((char *)h->fc.data, h->fc.size)) ||
+	    !(h->dw = dwarf_begin_elf(h->elf, DWARF_C_READ, NULL))) {
+		snprintf(h->note, sizeof(h->note),
+			 "no Go runtime, and no DWARF for tokio's tasks (a tokio program needs "
+			 "type debug info: debug = 2)");
+		return;
+	}
+	err = tokio_dwarf__index(h->dw, &h->td, &why);
+	if (err) {
+		snprintf(h->note, sizeof(h->note), "%s", why ? why : strerror(-err));
+		h->err = err;
+		return;
+	}
+	if (!elf_image__open_mem(&im, h->fc.data, h->fc.size)) {
+		h->have_context = tokio_dwarf__context(h->td, &tls)
+					  ? !elf_image__tpoff(&im, tls, &h->context_tpoff)
+					  : !tokio__context_tpoff(&im, &h->context_tpoff);
+		elf_image__close(&im);
+	}
+	/* where a PIE is loaded: its mapping against the file's first executable segment */
+	{
+		GElf_Ehdr eh;
+		size_t n = 0;
+
+		if (gelf_getehdr(h->elf, &eh) && eh.e_type == ET_DYN && !elf_getphdrnum(h->elf, &n))
+			for (size_t i = 0; i < n; i++) {
+				GElf_Phdr ph;
+
+				if (gelf_getphdr(h->elf, (int)i, &ph) && ph.p_type == PT_LOAD &&
+				    (ph.p_flags & PF_X) && r->offset >= ph.p_offset &&
+				    r->offset - ph.p_offset < ph.p_filesz) {
+					h->bias = r->start - (ph.p_vaddr + (r->offset - ph.p_offset));
+					break;
+				}
+			}
+	}
+	h->err = 0;
 }
 
 /* The executable at exe read: which runtime, and where its tasks are. */
@@ -106,9 +171,7 @@ static void read_exe(struct held *h, const struct wire_tasks_req *r, int exe)
 	}
 	err = golang__detect_mem(h->fc.data, h->fc.size, &h->gb);
 	if (err == -ENOENT || err == -ENOEXEC) {
-		snprintf(h->note, sizeof(h->note),
-			 "no Go runtime in its executable (tokio's tasks are not listed yet)");
-		h->err = -ENOENT;
+		read_tokio(h, r);
 	} else if (!h->gb.version[0]) {
 		snprintf(h->note, sizeof(h->note), "its Go runtime could not be read: %s",
 			 strerror(-err));
@@ -124,13 +187,34 @@ static void read_exe(struct held *h, const struct wire_tasks_req *r, int exe)
 	}
 }
 
-/* The list asked for, of the process h holds. */
-static int list(struct held *h, const struct wire_tasks_req *r, struct task_list *l)
+/* The list asked for, of the process h holds (threads: their pointers). */
+static int list(struct held *h, const struct wire_tasks_req *r, const uint64_t *threads,
+		struct task_list *l)
 {
 	struct task_mem m = { read_mem, &h->mem };
 	struct goroutines_opts o = { .system = r->flags & WIRE_TASKS_SYSTEM, .now_ns = now_ns(),
 				     .only = r->only };
 
+	if (h->td) {
+		uint64_t *at = calloc(r->nr_threads + 1, sizeof(*at));
+		int err;
+
+		if (!at)
+			return -ENOMEM;
+		for (uint32_t i = 0; h->have_context && i < r->nr_threads; i++)
+			at[i] = threads[i] ? threads[i] + (uint64_t)h->context_tpoff : 0;
+		if (!h->have_context)
+			snprintf(l->note, sizeof(l->note), "tokio's CONTEXT thread-local not found in "
+				 "its DWARF: the tasks cannot be reached");
+		else if (!r->nr_threads)
+			snprintf(l->note, sizeof(l->note), "its threads' pointers were not read "
+				 "(a BPF task iterator): the tasks cannot be reached");
+		err = r->flags & WIRE_TASKS_NONE
+			      ? 0
+			      : tokio_tasks__read(h->td, h->bias, at, r->nr_threads, &m, l);
+		free(at);
+		return err;
+	}
 	if (!h->go) {
 		memcpy(l->note, h->note, sizeof(l->note));
 		return h->err ? h->err : -ENOENT;
@@ -166,20 +250,31 @@ int task_reading__read(const struct wire_hdr *h)
 	struct wire_tasks_req r;
 	struct task_list l;
 	struct held *kept = NULL;
+	uint64_t *threads = NULL;
 	int fds[2] = { -1, -1 }, err;
 	int32_t status;
 
-	if (h->len != sizeof(r))
+	if (h->len < sizeof(r) || h->len > sizeof(r) + (uint64_t)WIRE_THREADS_MAX * 8)
 		return -EBADMSG;
 	err = wire__read(ANALYSER_FD, &r, sizeof(r), 0);
+	if (!err && h->len != sizeof(r) + (uint64_t)r.nr_threads * 8)
+		err = -EBADMSG;
+	if (!err && r.nr_threads) {
+		threads = calloc(r.nr_threads, sizeof(*threads));
+		err = threads ? wire__read(ANALYSER_FD, threads, r.nr_threads * sizeof(*threads), 0)
+			      : -ENOMEM;
+	}
 	if (!err && (r.flags & WIRE_TASKS_FDS))
 		err = wire__take_fds(ANALYSER_FD, fds, 2, 0);
-	if (err)
+	if (err) {
+		free(threads);
 		return err;
+	}
 	task_list__init(&l);
 	if (r.flags & WIRE_TASKS_FDS) {
 		kept = calloc(1, sizeof(*kept));
 		if (!kept) {
+			free(threads);
 			close(fds[0]);
 			close(fds[1]);
 			return -ENOMEM;
@@ -191,6 +286,7 @@ int task_reading__read(const struct wire_hdr *h)
 			held_free(u64map__del(&held, (uint64_t)(uint32_t)r.pid));
 			if (u64map__set(&held, (uint64_t)(uint32_t)r.pid, kept)) {
 				held_free(kept);
+				free(threads);
 				return -ENOMEM;
 			}
 		}
@@ -198,13 +294,14 @@ int task_reading__read(const struct wire_hdr *h)
 		kept = u64map__get(&held, (uint64_t)(uint32_t)r.pid);
 	}
 	if (kept) {
-		status = list(kept, &r, &l);
+		status = list(kept, &r, threads, &l);
 	} else {
 		snprintf(l.note, sizeof(l.note), "the process was not handed over");
 		status = -ENOENT;
 	}
 	if (kept && !(r.flags & WIRE_TASKS_KEEP) && (r.flags & WIRE_TASKS_FDS))
 		held_free(kept);
+	free(threads);
 	err = answer(status, &l);
 	task_list__free(&l);
 	return err;

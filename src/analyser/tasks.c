@@ -16,9 +16,9 @@
 #include "stacks/unwind.h"
 #include "tasks/tasks.h"
 
-/* The request, with t's memory and executable when fds; the answer into l. */
+/* The request (threads' pointers after it), with t's memory and executable when fds; the answer into l. */
 static int ask(struct analyser *a, const struct target *t, struct wire_tasks_req *r,
-	       struct task_list *l)
+	       const uint64_t *fsbase, struct task_list *l)
 {
 	uint64_t deadline = now_ns() + (uint64_t)a->timeout_ms * 1000000;
 	struct target_files fs = { 0 };
@@ -45,7 +45,21 @@ static int ask(struct analyser *a, const struct target *t, struct wire_tasks_req
 		r->offset = fs.f[fs.exe].map.offset;
 	}
 	r->pid = t->pid;
-	err = wire__send(a->sock, WIRE_TASKS, r, sizeof(*r));
+	if (r->nr_threads) {
+		uint8_t *msg = malloc(sizeof(*r) + r->nr_threads * sizeof(*fsbase));
+
+		if (msg) {
+			memcpy(msg, r, sizeof(*r));
+			memcpy(msg + sizeof(*r), fsbase, r->nr_threads * sizeof(*fsbase));
+			err = wire__send(a->sock, WIRE_TASKS, msg,
+					 sizeof(*r) + r->nr_threads * sizeof(*fsbase));
+			free(msg);
+		} else {
+			err = -ENOMEM;
+		}
+	} else {
+		err = wire__send(a->sock, WIRE_TASKS, r, sizeof(*r));
+	}
 	if (!err && (r->flags & WIRE_TASKS_FDS))
 		err = wire__send_fds(a->sock, (int[]){ t->memfd, fs.f[fs.exe].fd }, 2);
 	if (r->flags & WIRE_TASKS_FDS)
@@ -83,18 +97,20 @@ static int ask(struct analyser *a, const struct target *t, struct wire_tasks_req
 	return err;
 }
 
-int analyser__tasks(struct analyser *a, const struct target *t, bool system, struct task_list *l)
+int analyser__tasks(struct analyser *a, const struct target *t, bool system,
+		    const uint64_t *fsbase, uint32_t nr_threads, struct task_list *l)
 {
-	struct wire_tasks_req r = { .flags = WIRE_TASKS_FDS | (system ? WIRE_TASKS_SYSTEM : 0) };
+	struct wire_tasks_req r = { .flags = WIRE_TASKS_FDS | (system ? WIRE_TASKS_SYSTEM : 0),
+				    .nr_threads = nr_threads <= WIRE_THREADS_MAX ? nr_threads : 0 };
 
-	return ask(a, t, &r, l);
+	return ask(a, t, &r, fsbase, l);
 }
 
 int analyser__tasks_prime(struct analyser *a, const struct target *t, char *why, size_t len)
 {
 	struct wire_tasks_req r = { .flags = WIRE_TASKS_FDS | WIRE_TASKS_KEEP | WIRE_TASKS_NONE };
 	struct task_list l;
-	int err = ask(a, t, &r, &l);
+	int err = ask(a, t, &r, NULL, &l);
 
 	snprintf(why, len, "%s", l.note[0] ? l.note : err ? strerror(-err) : "");
 	task_list__free(&l);
@@ -111,7 +127,7 @@ int analyser__task_where(struct analyser *a, const struct target *t, uint64_t id
 	char *q;
 	int n = 0;
 
-	if (ask(a, t, &r, &l) || l.nr_tasks != 1 || (l.tasks[0].flags & TASK_TORN)) {
+	if (ask(a, t, &r, NULL, &l) || l.nr_tasks != 1 || (l.tasks[0].flags & TASK_TORN)) {
 		task_list__free(&l);
 		return 0;
 	}

@@ -115,7 +115,11 @@ struct wire_tasks_req {
 	uint32_t flags;
 	uint64_t start, end, offset;	/* the executable's first executable mapping (FDS) */
 	uint64_t only;			/* only the task of this id; 0: every one */
+	uint32_t nr_threads;		/* then this many thread pointers (FS bases), u64 each */
+	uint32_t pad;
 };
+/* thread pointers in a request at most */
+#define WIRE_THREADS_MAX 65536
 
 struct wire_frames {
 	int32_t n;		/* frames, or -errno */

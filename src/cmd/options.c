@@ -102,9 +102,11 @@ static const struct {
 		"asynctraced tasks -p PID[,PID...] [--json] [--all] [-o FILE]\n",
 		"List every task of each process, like ps for tasks: its id, name and\n"
 		"state, how long it has waited, and for one that waits, where: a\n"
-		"goroutine's parked stack, function, file and line, innermost first.\n"
-		"Read from the process's memory and executable while it runs: nothing\n"
-		"is stopped or attached (docs/tasks.md). Go programs, stripped ones too.\n",
+		"goroutine's parked stack, function, file and line, innermost first; a\n"
+		"tokio task's chain of awaits, each .await's line. Read from the\n"
+		"process's memory and executable while it runs: nothing is stopped or\n"
+		"attached (docs/tasks.md). Go programs, stripped ones too; tokio programs\n"
+		"built with debug = 2.\n",
 		"Exit status: 0 success, 1 failure (no such process, not root, no\n"
 		"runtime whose tasks it reads), 2 usage error.\n",
 	},

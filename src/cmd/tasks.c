@@ -10,11 +10,13 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "analyser/analyser.h"
 #include "lib/outbuf.h"
 #include "lib/util.h"
+#include "source/thread_ptrs.h"
 #include "stacks/callstacks.h"
 #include "targets/target.h"
 #include "tasks/tasks.h"
@@ -39,13 +41,28 @@ static const char *str(const struct task_list *l, uint32_t i)
 	return task_list__at(l, i);
 }
 
-/* The innermost frame of the program's own code (not its runtime's or std's); else the innermost. */
+/* Whether a list's frames go outermost first (a future and what it awaits), not innermost. */
+static bool outer_first(const struct task_list *l)
+{
+	return !strcmp(l->runtime, "tokio");
+}
+
+/*
+ * Where a task waits: the innermost frame of the program's own code (not its
+ * runtime's or std's) that has a line; else the innermost.
+ */
 static const struct task_frame *wait_point(const struct task_list *l, const struct task_info *t)
 {
-	for (uint32_t i = 0; i < t->nr_frames; i++)
-		if (callstacks__own_function(str(l, l->frames[t->first_frame + i].function)))
-			return &l->frames[t->first_frame + i];
-	return t->nr_frames ? &l->frames[t->first_frame] : NULL;
+	bool outer = outer_first(l);
+
+	for (uint32_t k = 0; k < t->nr_frames; k++) {
+		const struct task_frame *f =
+			&l->frames[t->first_frame + (outer ? t->nr_frames - 1 - k : k)];
+
+		if (f->line && callstacks__own_function(str(l, f->function)))
+			return f;
+	}
+	return t->nr_frames ? &l->frames[t->first_frame + (outer ? t->nr_frames - 1 : 0)] : NULL;
 }
 
 /* Whether the program made it (the runtime makes the main goroutine, and its own). */
@@ -138,6 +155,8 @@ static void print_text(struct outbuf *ob, const struct target *tg, const struct 
 			const struct task_frame *f = &l->frames[t->first_frame + k];
 
 			ob_puts(ob, "    ");
+			for (int d = 0; d < f->depth && d < 32; d++)
+				ob_puts(ob, "  ");
 			put_where(ob, l, f);
 			if (f->inlined)
 				ob_puts(ob, " (inlined)");
@@ -161,6 +180,8 @@ static void json_frame(struct outbuf *ob, const struct task_list *l, const struc
 		ob_key_u64(ob, ",\"line\":", (uint64_t)f->line);
 	if (f->inlined)
 		ob_puts(ob, ",\"inlined\":true");
+	if (f->depth)
+		ob_key_u64(ob, ",\"depth\":", f->depth);
 	ob_putc(ob, '}');
 }
 
@@ -231,7 +252,18 @@ static int one(const struct options *o, struct analyser *a, pid_t pid, struct ou
 		err_msg("pid %d: %s (reading a process's memory needs root)\n", pid, strerror(-err));
 		return EXIT_FAIL;
 	}
-	err = analyser__tasks(a, &t, o->tasks_all, &l);
+	/* its threads' pointers, where their thread-locals are (tokio's CONTEXT) */
+	struct thread_ptr *threads = NULL;
+	uint64_t *fsbase = NULL;
+	size_t nr = 0;
+
+	if (!thread_ptrs__read(pid, &threads, &nr) && nr &&
+	    (fsbase = calloc(nr, sizeof(*fsbase))))
+		for (size_t i = 0; i < nr; i++)
+			fsbase[i] = threads[i].fsbase;
+	free(threads);
+	err = analyser__tasks(a, &t, o->tasks_all, fsbase, fsbase ? (uint32_t)nr : 0, &l);
+	free(fsbase);
 	if (err == -EACCES)
 		err_msg("pid %d (%s): its memory cannot be read (reading it needs root)\n", pid,
 			t.comm);

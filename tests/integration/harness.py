@@ -55,7 +55,7 @@ def source_lines(path, tag):
     lines = {}
     with open(path) as f:
         for n, text in enumerate(f, 1):
-            m = re.search(rf"// {tag}: ([a-z]+)$", text.rstrip())
+            m = re.search(rf"// {tag}: ([a-z0-9]+)$", text.rstrip())
             if m:
                 lines[m.group(1)] = n
     return lines

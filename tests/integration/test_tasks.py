@@ -37,23 +37,28 @@ FUNCS = {
 }
 
 
-class ParkedGoApp:
-    """go-app's park scenario, running until stopped: its waiters parked."""
+class Parked:
+    """A test program running until stopped, once it said on stderr that its
+    tasks wait (ready)."""
 
-    def __init__(self, exe):
-        self.proc = subprocess.Popen([os.path.join(BUILD, exe), "-scenario", "park",
-                                      "-duration", "60s"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    def __init__(self, argv, ready):
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True)
         for line in self.proc.stderr:
-            if "go-app: parked" in line:
+            if ready in line:
                 return
-        raise AssertionError(f"{exe} ended before its goroutines parked: "
-                             f"exit {self.proc.wait()}")
+        raise AssertionError(f"{argv[0]} ended before its tasks waited: exit {self.proc.wait()}")
 
     def stop(self):
         self.proc.kill()
         self.proc.wait()
         self.proc.stderr.close()
+
+
+def ParkedGoApp(exe):
+    """go-app's park scenario, running until stopped: its goroutines parked."""
+    return Parked([os.path.join(BUILD, exe), "-scenario", "park", "-duration", "60s"],
+                  "go-app: parked")
 
 
 def tasks(pid, *args):
@@ -146,6 +151,96 @@ class TestGoroutines(unittest.TestCase):
         self.assertIn("runtime.gcBgMarkWorker", r.stdout)
 
 
+TOKIO_SRC = os.path.join(os.path.dirname(__file__), "..", "tokio", "src", "bin", "tokio-parked.rs")
+
+
+def ParkedTokio(exe):
+    """tokio-parked, running until stopped: its tasks awaiting."""
+    return Parked([os.path.join(BUILD, exe)], "tokio-parked: parked")
+
+
+class TestTokioTasks(unittest.TestCase):
+    """Each task's awaits, outermost first, from its state machines' DWARF: the
+    line of each `.await` (park.go's way: marked in tokio-parked.rs), by
+    Debian's rustc 1.63 (GenFuture) and rustc-web (none), and with fat LTO
+    (CONTEXT's variable left out of the DWARF: its symbol)."""
+
+    @classmethod
+    def setUpClass(cls):
+        require_root()
+        cls.lines = source_lines(TOKIO_SRC, "park")
+
+    def snapshot(self, exe):
+        app = ParkedTokio(exe)
+        try:
+            r = tasks(app.proc.pid, "--json")
+        finally:
+            app.stop()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        d = json.loads(r.stdout)
+        self.assertEqual(d["runtime"], "tokio")
+        self.assertNotIn("note", d)
+        return d
+
+    def check(self, exe):
+        d = self.snapshot(exe)
+        lines = self.lines
+        chains = {}
+        for t in d["tasks"]:
+            self.assertEqual(t["state"], "waiting", t)
+            chain = [(f["function"], f.get("line"), f.get("depth", 0)) for f in t["stack"]]
+            chains.setdefault(t["name"], []).append((t, chain))
+        # every spawned task (the main future is not one): 8
+        self.assertEqual(len(d["tasks"]), 8, sorted(chains))
+        for kind, leaf in (("notify", "tokio::sync::notify::Notified"),
+                           ("sleep", "tokio::time::sleep::Sleep"),
+                           ("join", "tokio::runtime::task::join::JoinHandle<u32>"),
+                           ("lost", "tokio_parked::Forgotten")):
+            with self.subTest(exe=exe, kind=kind):
+                t, chain = chains[f"tokio_parked::park_{kind}"][0]
+                self.assertEqual(chain[0], (f"tokio_parked::park_{kind}", lines[kind], 0))
+                self.assertEqual(chain[1], (leaf, None, 1))
+                self.assertEqual((t["waits_at"]["function"], t["waits_at"]["line"]),
+                                 (f"tokio_parked::park_{kind}", lines[kind]))
+        # an async block awaiting an async fn awaiting mpsc's recv, and three levels deep
+        blocks = [c for _, c in chains["tokio_parked::main::{async_block#0}"]]
+        self.assertEqual(len(blocks), 2, chains)
+        recv = [c for c in blocks if c[1][0] == "tokio_parked::park_recv"]
+        deep = [c for c in blocks if c[1][0] == "tokio_parked::park_deep1"]
+        self.assertEqual(len(recv), 1, blocks)
+        self.assertEqual(recv[0][1], ("tokio_parked::park_recv", lines["recv"], 1))
+        self.assertTrue(recv[0][2][0].startswith("tokio::sync::mpsc::bounded::"), recv)
+        self.assertEqual(deep[0][1:4], [("tokio_parked::park_deep1", lines["deep1"], 1),
+                                        ("tokio_parked::park_deep2", lines["deep2"], 2),
+                                        ("tokio_parked::park_deep3", lines["deep3"], 3)])
+        # select!: the function, then each branch's future one level down
+        _, sel = chains["tokio_parked::park_select"][0]
+        self.assertEqual(sel[0][0], "tokio_parked::park_select")
+        branches = [f for f in sel if f[2] == 1]
+        self.assertEqual(branches[0][0], "tokio::sync::notify::Notified", sel)
+        self.assertTrue(branches[1][0].startswith("tokio::sync::mpsc::bounded::"), sel)
+
+    def test_rustc_1_63(self):
+        self.check("tokio-parked")
+
+    def test_rustc_web(self):
+        self.check("tokio-parked-web")
+
+    def test_fat_lto(self):
+        self.check("tokio-parked-lto")
+
+    def test_without_debug_info(self):
+        """No DWARF: said, with the setting that gives it, and nothing guessed."""
+        app = ParkedTokio("tokio-parked-nodebug")
+        try:
+            r = tasks(app.proc.pid)
+        finally:
+            app.stop()
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("debug = 2", r.stderr)
+        self.assertEqual(r.stdout, "")
+
+
 class TestTasksErrors(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -166,6 +261,7 @@ class TestTasksErrors(unittest.TestCase):
             proc.wait()
         self.assertEqual(r.returncode, 1)
         self.assertIn("no Go runtime", r.stderr)
+        self.assertIn("debug = 2", r.stderr)
         self.assertEqual(r.stdout, "")
 
     def test_needs_pid(self):

@@ -100,6 +100,8 @@ const char *tokio_kind_str(enum tokio_kind k);
  * current task's id and the coop budget: 0, or -ENOENT with c->why said.
  */
 int tokio__current(const struct elf_image *im, struct tokio_current *c);
+/* Only where CONTEXT lies from the thread pointer, by its symbol: 0, or -ENOENT. */
+int tokio__context_tpoff(const struct elf_image *im, int64_t *tpoff);
 
 /* Helpers, exposed for unit tests. */
 /* A demangled path without its generic arguments: what identifies the function. */

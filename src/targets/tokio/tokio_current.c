@@ -449,6 +449,23 @@ static bool is_context(const char *demangled)
 	       strstr(demangled, "::runtime::context::CONTEXT::");
 }
 
+int tokio__context_tpoff(const struct elf_image *im, int64_t *tpoff)
+{
+	const struct elf_func *ctx = NULL;
+
+	for (size_t i = 0; i < im->nr_tls; i++) {
+		if (!is_context(elf_image__name(im, &im->tls[i])))
+			continue;
+		if (ctx)
+			return -ENOENT; /* two versions of tokio */
+		ctx = &im->tls[i];
+	}
+	if (!ctx || !ctx->size || ctx->size > CONTEXT_MAX || elf_image__tpoff(im, ctx->addr, tpoff) ||
+	    *tpoff + (int64_t)ctx->size > 0)
+		return -ENOENT;
+	return 0;
+}
+
 int tokio__current(const struct elf_image *im, struct tokio_current *c)
 {
 	struct scan s = { .im = im };

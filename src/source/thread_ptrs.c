@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The iterator is loaded, attached to one process (bpf_iter_link_info's
+ * task.pid: its threads alone are walked), read through the file it
+ * creates, and let go: a few milliseconds, once a snapshot.
+ */
+#include "source/thread_ptrs.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "threads.skel.h"
+
+int thread_ptrs__read(pid_t pid, struct thread_ptr **out, size_t *n)
+{
+	union bpf_iter_link_info info = { .task.pid = (__u32)pid };
+	LIBBPF_OPTS(bpf_iter_attach_opts, opts, .link_info = &info, .link_info_len = sizeof(info));
+	struct threads_bpf *skel = threads_bpf__open_and_load();
+	struct thread_ptr *recs = NULL;
+	struct bpf_link *link = NULL;
+	size_t len = 0, cap = 0;	/* bytes: a read may end inside a record */
+	int fd = -1, err = skel ? 0 : -errno;
+
+	*out = NULL;
+	*n = 0;
+	if (!err) {
+		link = bpf_program__attach_iter(skel->progs.thread_pointers, &opts);
+		err = link ? 0 : -errno;
+	}
+	if (!err) {
+		fd = bpf_iter_create(bpf_link__fd(link));
+		err = fd >= 0 ? 0 : -errno;
+	}
+	while (!err) {
+		ssize_t got;
+
+		if (len == cap) {
+			struct thread_ptr *more;
+
+			cap = cap ? cap * 2 : 64 * sizeof(*recs);
+			if (cap > THREAD_PTRS_MAX * sizeof(*recs) || !(more = realloc(recs, cap))) {
+				err = cap > THREAD_PTRS_MAX * sizeof(*recs) ? -E2BIG : -ENOMEM;
+				break;
+			}
+			recs = more;
+		}
+		got = read(fd, (char *)recs + len, cap - len);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			err = -errno;
+		else if (!got)
+			break;
+		else
+			len += (size_t)got;
+	}
+	if (fd >= 0)
+		close(fd);
+	bpf_link__destroy(link);
+	threads_bpf__destroy(skel);
+	if (err) {
+		free(recs);
+		return err;
+	}
+	*out = recs;
+	*n = len / sizeof(*recs);
+	return 0;
+}

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Each thread of a process and its thread pointer (x86-64's FS base), read
+ * by a BPF task iterator (bpf/threads.bpf.c) without stopping the process:
+ * where its thread-locals are, for `asynctraced tasks` (tokio's CONTEXT).
+ */
+#ifndef THREAD_PTRS_H
+#define THREAD_PTRS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct thread_ptr {
+	uint32_t tid;
+	uint32_t pad;
+	uint64_t fsbase;	/* 0: none set */
+};
+
+/* Threads read at most: far above a process's. */
+#define THREAD_PTRS_MAX 65536
+
+/*
+ * Process pid's threads into *out (malloc'd), *n of them. 0, or -errno
+ * (loading or attaching the iterator failed: no BPF, no BTF).
+ */
+int thread_ptrs__read(pid_t pid, struct thread_ptr **out, size_t *n);
+
+#endif

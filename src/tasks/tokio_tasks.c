@@ -1,0 +1,779 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tokio's tasks through the program's DWARF, which describes every type the
+ * walk needs and lays out nothing twice alike: compilers reorder fields,
+ * encode enums in niches, align futures that hold a timer to 128 bytes. So
+ * nothing here knows an offset: each is the DWARF's, found by name.
+ *
+ * - The handle: CONTEXT (a thread-local; its offset in the TLS segment is
+ *   its DWARF location's) holds tokio's Context, whose `handle` is an
+ *   Option<scheduler::Handle>: CurrentThread or MultiThread, an Arc of the
+ *   scheduler's handle, which owns the task list (a LinkedList's head).
+ * - A task: its Header (state, vtable); the vtable's `poll` is the
+ *   function raw::poll<T, S>, whose DWARF instance names T; the Cell<T, S>
+ *   of the same arguments lays out the stage, whose Running variant holds
+ *   the future; the list goes on through the Trailer's `next`.
+ * - A future: an async fn's state machine is a struct whose variant part's
+ *   discriminant is `__state` (0 unresumed, 1 returned, 2 panicked, 3 + N
+ *   suspended at its Nth await: that variant's member carries the await's
+ *   file and line), its `__awaitee` the future awaited; Debian's rustc
+ *   1.63 wraps each in GenFuture (one member, `__0`). select! and join!
+ *   await a poll_fn over a tuple of the branches (`futures`), each walked.
+ */
+#include "tasks/tokio_tasks.h"
+
+#include <dwarf.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/u64map.h"
+
+/* How deep a future's awaitees are followed, and a type's members searched. */
+#define FUTURE_DEPTH 24
+#define SEARCH_DEPTH 10
+/* Tasks walked at most: a list that does not end is not followed forever. */
+#define TOKIO_TASKS_MAX (1u << 22)
+/* Frames of one task at most. */
+#define TOKIO_FRAMES_MAX 64
+/* Header.state's bits (tokio/src/runtime/task/state.rs) */
+#define ST_RUNNING 1u
+#define ST_COMPLETE 2u
+#define ST_NOTIFIED 4u
+
+struct poll_inst {
+	uint64_t addr;		/* raw::poll<T, S>'s entry, link-time */
+	char *args;		/* "<T, S>" as its name spells them */
+};
+
+struct tokio_dwarf {
+	Dwarf *dw;
+	bool have_context;
+	uint64_t context_tls;	/* CONTEXT's offset in the TLS segment */
+	Dwarf_Off context_type;	/* its type: the variable's, else the thread_local! wrapper's */
+	Dwarf_Off wrapper_type;	/* CONTEXT's type when its variable was left out */
+	Dwarf_Off header, trailer, vtable; /* 0: not found */
+	struct poll_inst *polls;
+	size_t nr_polls, cap_polls;
+	struct u64map cells;	/* hash of "<T, S>" -> Dwarf_Off of Cell<T, S> + 1 */
+	struct u64map names;	/* Dwarf_Off -> char *: a type's path, made once */
+};
+
+/* ---- DWARF, a little at a time ---- */
+
+static bool offdie(const struct tokio_dwarf *td, Dwarf_Off off, Dwarf_Die *out)
+{
+	return off && dwarf_offdie(td->dw, off, out) != NULL;
+}
+
+/* What a DIE's DW_AT_type names, past typedefs and qualifiers. */
+static bool type_of(Dwarf_Die *die, Dwarf_Die *out)
+{
+	Dwarf_Attribute attr;
+	Dwarf_Die cur = *die;
+
+	for (int i = 0; i < 8; i++) {
+		int tag;
+
+		if (!dwarf_attr_integrate(&cur, DW_AT_type, &attr) || !dwarf_formref_die(&attr, out))
+			return false;
+		tag = dwarf_tag(out);
+		if (tag != DW_TAG_typedef && tag != DW_TAG_const_type && tag != DW_TAG_volatile_type)
+			return true;
+		cur = *out;
+	}
+	return false;
+}
+
+static uint64_t member_off(Dwarf_Die *m)
+{
+	Dwarf_Attribute attr;
+	Dwarf_Word off;
+
+	return dwarf_formudata(dwarf_attr(m, DW_AT_data_member_location, &attr), &off) ? 0 : off;
+}
+
+static bool named(Dwarf_Die *die, const char *name)
+{
+	const char *n = dwarf_diename(die);
+
+	return n && !strcmp(n, name);
+}
+
+static bool name_starts(Dwarf_Die *die, const char *prefix)
+{
+	const char *n = dwarf_diename(die);
+
+	return n && !strncmp(n, prefix, strlen(prefix));
+}
+
+/* The member of struct s named name: true with it. */
+static bool member_named(Dwarf_Die *s, const char *name, Dwarf_Die *out)
+{
+	if (dwarf_child(s, out) != 0)
+		return false;
+	do {
+		if (dwarf_tag(out) == DW_TAG_member && named(out, name))
+			return true;
+	} while (dwarf_siblingof(out, out) == 0);
+	return false;
+}
+
+static bool is_aggregate(Dwarf_Die *t)
+{
+	int tag = dwarf_tag(t);
+
+	return tag == DW_TAG_structure_type || tag == DW_TAG_union_type;
+}
+
+/* What a search looks for: a member (by its name) or a type (by its name's start). */
+struct want {
+	const char *member;	/* a member of this name; or */
+	const char *type;	/* a member whose type's name starts so */
+	bool pointer;		/* a member that is a pointer */
+};
+
+static bool wanted(const struct want *w, Dwarf_Die *m, Dwarf_Die *t)
+{
+	if (w->member)
+		return named(m, w->member);
+	if (w->pointer)
+		return dwarf_tag(t) == DW_TAG_pointer_type;
+	return name_starts(t, w->type);
+}
+
+/*
+ * Where inside aggregate s what w wants is, through its members, unions and
+ * enum variants (their first occurrence, depth first): the offset from s,
+ * the member and its type. Pointers are not followed.
+ */
+static bool find(Dwarf_Die *s, const struct want *w, int depth, uint64_t *off, Dwarf_Die *member,
+		 Dwarf_Die *type)
+{
+	Dwarf_Die c;
+
+	if (depth > SEARCH_DEPTH || dwarf_child(s, &c) != 0)
+		return false;
+	do {
+		int tag = dwarf_tag(&c);
+		Dwarf_Die t, inner;
+
+		if (tag == DW_TAG_variant_part || tag == DW_TAG_variant) {
+			if (find(&c, w, depth + 1, off, member, type))
+				return true;
+			continue;
+		}
+		if (tag != DW_TAG_member || !type_of(&c, &t))
+			continue;
+		if (wanted(w, &c, &t)) {
+			*off = member_off(&c);
+			*member = c;
+			*type = t;
+			return true;
+		}
+		if (is_aggregate(&t) && find(&t, w, depth + 1, off, member, &inner)) {
+			*off += member_off(&c);
+			*type = inner;
+			return true;
+		}
+	} while (dwarf_siblingof(&c, &c) == 0);
+	return false;
+}
+
+static bool find_member(Dwarf_Die *s, const char *name, uint64_t *off, Dwarf_Die *type)
+{
+	Dwarf_Die m;
+
+	return find(s, &(struct want){ .member = name }, 0, off, &m, type);
+}
+
+static bool find_type(Dwarf_Die *s, const char *prefix, uint64_t *off, Dwarf_Die *type)
+{
+	Dwarf_Die m;
+
+	return find(s, &(struct want){ .type = prefix }, 0, off, &m, type);
+}
+
+/* ---- the index ---- */
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+	return h ? h : 1;
+}
+
+struct walk_ns {
+	const char *path[16];
+	int depth;
+};
+
+static bool in_ns(const struct walk_ns *ns, const char *const *want, int n)
+{
+	if (ns->depth < n)
+		return false;
+	for (int i = 0; i < n; i++)
+		if (!ns->path[i] || strcmp(ns->path[i], want[i]))
+			return false;
+	return true;
+}
+
+/* A TLS variable's offset in its module's block: DW_OP_const*u X, DW_OP_*_tls_address. */
+static bool tls_offset(Dwarf_Die *var, uint64_t *off)
+{
+	Dwarf_Attribute attr;
+	Dwarf_Op *ops;
+	size_t n;
+
+	if (!dwarf_attr(var, DW_AT_location, &attr) || dwarf_getlocation(&attr, &ops, &n) || n != 2)
+		return false;
+	if (ops[1].atom != DW_OP_GNU_push_tls_address && ops[1].atom != DW_OP_form_tls_address)
+		return false;
+	if (ops[0].atom != DW_OP_const8u && ops[0].atom != DW_OP_const4u &&
+	    ops[0].atom != DW_OP_constu)
+		return false;
+	*off = ops[0].number;
+	return true;
+}
+
+static int add_poll(struct tokio_dwarf *td, Dwarf_Die *sp)
+{
+	const char *name = dwarf_diename(sp);
+	Dwarf_Addr lo;
+
+	if (dwarf_lowpc(sp, &lo) || !name)
+		return 0;
+	if (td->nr_polls == td->cap_polls) {
+		size_t cap = td->cap_polls ? td->cap_polls * 2 : 256;
+		struct poll_inst *more = realloc(td->polls, cap * sizeof(*more));
+
+		if (!more)
+			return -ENOMEM;
+		td->polls = more;
+		td->cap_polls = cap;
+	}
+	td->polls[td->nr_polls].addr = lo;
+	td->polls[td->nr_polls].args = strdup(name + 4); /* past "poll" */
+	if (!td->polls[td->nr_polls].args)
+		return -ENOMEM;
+	td->nr_polls++;
+	return 0;
+}
+
+static void index_die(struct tokio_dwarf *td, Dwarf_Die *die, struct walk_ns *ns)
+{
+	static const char *const context_ns[] = { "tokio", "runtime", "context", "CONTEXT" };
+	static const char *const core_ns[] = { "tokio", "runtime", "task", "core" };
+	static const char *const raw_ns[] = { "tokio", "runtime", "task", "raw" };
+	Dwarf_Die c;
+
+	if (dwarf_child(die, &c) != 0)
+		return;
+	do {
+		int tag = dwarf_tag(&c);
+		Dwarf_Die t;
+
+		if (tag == DW_TAG_namespace && ns->depth < 16) {
+			ns->path[ns->depth++] = dwarf_diename(&c);
+			index_die(td, &c, ns);
+			ns->depth--;
+		} else if (tag == DW_TAG_variable && !td->have_context && in_ns(ns, context_ns, 4) &&
+			   tls_offset(&c, &td->context_tls) && type_of(&c, &t)) {
+			td->have_context = true;
+			td->context_type = dwarf_dieoffset(&t);
+		} else if (tag == DW_TAG_structure_type && !dwarf_hasattr(&c, DW_AT_declaration)) {
+			/*
+			 * LTO may leave CONTEXT's variable out of the DWARF but
+			 * not its type: std's thread_local! wrapper of Context
+			 * (Key<Context> in rustc 1.63, Storage<Context, ()> later)
+			 */
+			if (!td->context_type &&
+			    (name_starts(&c, "Key<tokio::runtime::context::Context>") ||
+			     name_starts(&c, "Storage<tokio::runtime::context::Context,")))
+				td->wrapper_type = dwarf_dieoffset(&c);
+			if (in_ns(ns, core_ns, 4) && ns->depth == 4) {
+				if (!td->header && named(&c, "Header"))
+					td->header = dwarf_dieoffset(&c);
+				else if (!td->trailer && named(&c, "Trailer"))
+					td->trailer = dwarf_dieoffset(&c);
+				else if (name_starts(&c, "Cell<"))
+					u64map__set(&td->cells, hash_str(dwarf_diename(&c) + 4),
+						    (void *)(uintptr_t)(dwarf_dieoffset(&c) + 1));
+			} else if (!td->vtable && in_ns(ns, raw_ns, 4) && ns->depth == 4 &&
+				   named(&c, "Vtable")) {
+				td->vtable = dwarf_dieoffset(&c);
+			}
+		} else if (tag == DW_TAG_subprogram && in_ns(ns, raw_ns, 4) && ns->depth == 4 &&
+			   name_starts(&c, "poll<")) {
+			add_poll(td, &c);
+		}
+	} while (dwarf_siblingof(&c, &c) == 0);
+}
+
+static int by_addr(const void *a, const void *b)
+{
+	const struct poll_inst *x = a, *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+int tokio_dwarf__index(Dwarf *dw, struct tokio_dwarf **out, const char **why)
+{
+	struct tokio_dwarf *td = calloc(1, sizeof(*td));
+	Dwarf_Off off = 0, next;
+	size_t hsize;
+
+	*out = NULL;
+	*why = NULL;
+	if (!td)
+		return -ENOMEM;
+	td->dw = dw;
+	u64map__init(&td->cells);
+	u64map__init(&td->names);
+	while (dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+		struct walk_ns ns = { .depth = 0 };
+		Dwarf_Die cu;
+
+		if (dwarf_offdie(dw, off + hsize, &cu))
+			index_die(td, &cu, &ns);
+		off = next;
+	}
+	if (!td->header || !td->trailer || !td->vtable || !td->cells.len || !td->nr_polls) {
+		*why = "its DWARF has no tokio task types: tokio's tasks need type debug info "
+		       "(debug = 2, \"full\", in Cargo.toml's profile; \"line-tables-only\" and "
+		       "debug = 1 have none), in the executable or a debug file found by its build id";
+		tokio_dwarf__free(td);
+		return -ENOENT;
+	}
+	qsort(td->polls, td->nr_polls, sizeof(*td->polls), by_addr);
+	if (!td->context_type)
+		td->context_type = td->wrapper_type;
+	*out = td;
+	return 0;
+}
+
+void tokio_dwarf__free(struct tokio_dwarf *td)
+{
+	uint64_t key;
+	void *val;
+
+	if (!td)
+		return;
+	for (size_t i = 0; i < td->nr_polls; i++)
+		free(td->polls[i].args);
+	free(td->polls);
+	u64map__clear(&td->cells);
+	for (size_t i = 0; u64map__next(&td->names, &i, &key, &val);)
+		free(val);
+	u64map__clear(&td->names);
+	free(td);
+}
+
+bool tokio_dwarf__context(const struct tokio_dwarf *td, uint64_t *tls_offset)
+{
+	*tls_offset = td->context_tls;
+	return td->have_context;
+}
+
+/* ---- reading ---- */
+
+struct reader {
+	const struct tokio_dwarf *td;
+	const struct task_mem *m;
+	struct task_list *l;
+	uint64_t bias;
+	int frames;		/* of the task being read */
+};
+
+static bool read_u(const struct reader *r, uint64_t addr, int size, uint64_t *v)
+{
+	*v = 0;
+	if (size != 1 && size != 2 && size != 4 && size != 8)
+		return false;
+	return !r->m->read(r->m->ctx, addr, v, (size_t)size);
+}
+
+static bool read_ptr(const struct reader *r, uint64_t addr, uint64_t *v)
+{
+	return read_u(r, addr, 8, v);
+}
+
+/*
+ * The active variant of the enum (a struct with a variant part) e at addr:
+ * the variant's member (its name, type, offset) and its discriminant.
+ */
+static bool active_variant(const struct reader *r, Dwarf_Die *e, uint64_t addr, Dwarf_Die *member,
+			   uint64_t *discr)
+{
+	Dwarf_Die vp, dm, dt, v, chosen;
+	Dwarf_Attribute attr;
+	bool have = false;
+	int size;
+
+	if (dwarf_child(e, &vp) != 0)
+		return false;
+	while (dwarf_tag(&vp) != DW_TAG_variant_part)
+		if (dwarf_siblingof(&vp, &vp) != 0)
+			return false;
+	if (!dwarf_attr(&vp, DW_AT_discr, &attr) || !dwarf_formref_die(&attr, &dm) ||
+	    !type_of(&dm, &dt) || (size = dwarf_bytesize(&dt)) <= 0 ||
+	    !read_u(r, addr + member_off(&dm), size, discr))
+		return false;
+	if (dwarf_child(&vp, &v) != 0)
+		return false;
+	do {
+		Dwarf_Word value;
+
+		if (dwarf_tag(&v) != DW_TAG_variant)
+			continue;
+		if (!dwarf_attr(&v, DW_AT_discr_value, &attr)) {
+			if (!have) /* the dataful variant a niche leaves without a value */
+				chosen = v, have = true;
+			continue;
+		}
+		if (dwarf_formudata(&attr, &value) == 0 &&
+		    (size == 8 ? value : value & ((1ull << (8 * size)) - 1)) == *discr) {
+			chosen = v;
+			have = true;
+			break;
+		}
+	} while (dwarf_siblingof(&v, &v) == 0);
+	if (!have || dwarf_child(&chosen, member) != 0)
+		return false;
+	while (dwarf_tag(member) != DW_TAG_member)
+		if (dwarf_siblingof(member, member) != 0)
+			return false;
+	return true;
+}
+
+/* A variant's payload: its struct's `__0` (its type, its address). */
+static bool payload(Dwarf_Die *variant_member, uint64_t addr, Dwarf_Die *type, uint64_t *at)
+{
+	Dwarf_Die vt, p;
+
+	if (!type_of(variant_member, &vt) || !member_named(&vt, "__0", &p) || !type_of(&p, type))
+		return false;
+	*at = addr + member_off(variant_member) + member_off(&p);
+	return true;
+}
+
+/* The first pointer inside aggregate t at addr, followed: its target and the type pointed to. */
+static bool follow(const struct reader *r, Dwarf_Die *t, uint64_t addr, Dwarf_Die *pointee,
+		   uint64_t *to)
+{
+	Dwarf_Die m, pt;
+	uint64_t off;
+
+	if (dwarf_tag(t) == DW_TAG_pointer_type) {
+		pt = *t;
+		off = 0;
+	} else if (!find(t, &(struct want){ .pointer = true }, 0, &off, &m, &pt)) {
+		return false;
+	}
+	return type_of(&pt, pointee) && read_ptr(r, addr + off, to) && *to;
+}
+
+/* The task list's head of the scheduler whose handle is at CONTEXT at ctx_addr. */
+static bool list_head(const struct reader *r, uint64_t ctx_addr, uint64_t *head)
+{
+	Dwarf_Die t, ctx, opt, some, handle, arc, inner, list, h;
+	uint64_t ctx_off, opt_off, d, at, at2, to, list_off, head_off;
+
+	if (!offdie(r->td, r->td->context_type, &t) ||
+	    !find_type(&t, "Context", &ctx_off, &ctx) ||
+	    !find_type(&ctx, "Option<tokio::runtime::scheduler::Handle", &opt_off, &opt) ||
+	    !active_variant(r, &opt, ctx_addr + ctx_off + opt_off, &some, &d) ||
+	    !payload(&some, ctx_addr + ctx_off + opt_off, &handle, &at) ||
+	    !active_variant(r, &handle, at, &arc, &d) || !payload(&arc, at, &inner, &at2) ||
+	    !follow(r, &inner, at2, &inner, &to) ||
+	    !find_type(&inner, "LinkedList<", &list_off, &list) ||
+	    !find_member(&list, "head", &head_off, &h))
+		return false;
+	return read_ptr(r, to + list_off + head_off, head);
+}
+
+/* A DIE's path: its namespaces and its name ("tokio_parked::park_notify::{async_fn_env#0}"). */
+static const char *path_of(const struct reader *r, Dwarf_Die *die)
+{
+	struct u64map *names = (struct u64map *)&r->td->names;
+	Dwarf_Off key = dwarf_dieoffset(die);
+	char *known = u64map__get(names, key + 1), buf[1024] = "";
+	Dwarf_Die *scopes = NULL;
+	size_t len = 0;
+	int n;
+
+	if (known)
+		return known;
+	n = dwarf_getscopes_die(die, &scopes);
+	for (int i = n - 1; i >= 1; i--) {
+		int tag = dwarf_tag(&scopes[i]);
+		const char *name = dwarf_diename(&scopes[i]);
+
+		if (name && (tag == DW_TAG_namespace || tag == DW_TAG_structure_type) &&
+		    len < sizeof(buf))
+			len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s::", name);
+	}
+	free(scopes);
+	if (len < sizeof(buf))
+		snprintf(buf + len, sizeof(buf) - len, "%s",
+			 dwarf_diename(die) ? dwarf_diename(die) : "?");
+	known = strdup(buf);
+	if (known && u64map__set(names, key + 1, known)) {
+		free(known);
+		return "?";
+	}
+	return known ? known : "?";
+}
+
+/*
+ * The function an async fn's state machine env is of: its path without the
+ * env's name ("tokio_parked::park_notify"; an async block's, its namespace's
+ * "tokio_parked::main::{async_block#0}"), made once and kept (the list keeps
+ * strings by where they are).
+ */
+static const char *function_of(const struct reader *r, Dwarf_Die *env)
+{
+	struct u64map *names = (struct u64map *)&r->td->names;
+	Dwarf_Off key = dwarf_dieoffset(env) | (1ull << 63);
+	const char *path = path_of(r, env), *name = dwarf_diename(env);
+	char *known = u64map__get(names, key + 1), buf[1024];
+	size_t plen = strlen(path), nlen = name ? strlen(name) : 0;
+
+	if (known)
+		return known;
+	if (nlen + 2 <= plen)
+		snprintf(buf, sizeof(buf), "%.*s", (int)(plen - nlen - 2), path);
+	else
+		snprintf(buf, sizeof(buf), "%s", path);
+	known = strdup(buf);
+	if (known && u64map__set(names, key + 1, known)) {
+		free(known);
+		return path;
+	}
+	return known ? known : path;
+}
+
+static void frame(struct reader *r, const char *function, const char *file, int line, int depth)
+{
+	struct task_frame f = { .depth = (uint8_t)(depth < 255 ? depth : 255), .line = line };
+
+	if (r->frames >= TOKIO_FRAMES_MAX)
+		return;
+	f.function = task_list__str(r->l, function, 4096);
+	f.file = file ? task_list__str(r->l, file, 4096) : 0;
+	if (!task_list__frame(r->l, &f))
+		r->frames++;
+}
+
+/* Whether t is an async fn's (or block's) state machine: by its own name. */
+static bool is_env(Dwarf_Die *t)
+{
+	return name_starts(t, "{async_fn_env#") || name_starts(t, "{async_block_env#");
+}
+
+/* The future of type t at addr, and what it awaits, as frames from depth on. */
+static void future(struct reader *r, Dwarf_Die *t, uint64_t addr, int depth)
+{
+	const char *path;
+	Dwarf_Die m, mt, awaitee, aw_t, futures, ft;
+	uint64_t discr, off;
+
+	if (depth > FUTURE_DEPTH || !is_aggregate(t))
+		return;
+	path = path_of(r, t);
+	if (is_env(t)) {
+		const char *fn = function_of(r, t), *file;
+		int line = 0;
+
+		if (!r->l->tasks[r->l->nr_tasks - 1].name)
+			r->l->tasks[r->l->nr_tasks - 1].name = task_list__str(r->l, fn, 4096);
+		if (!active_variant(r, t, addr, &m, &discr)) {
+			frame(r, fn, NULL, 0, depth);
+			return;
+		}
+		file = dwarf_decl_file(&m);
+		if (discr >= 3)
+			dwarf_decl_line(&m, &line);
+		/* unresumed, returned, panicked: where it is not awaiting */
+		frame(r, fn, discr >= 3 ? file : NULL, discr >= 3 ? line : 0, depth);
+		if (discr < 3 || !type_of(&m, &mt))
+			return;
+		/* select!, join!: each branch's future, then what it awaits */
+		if (member_named(&mt, "futures", &futures) && type_of(&futures, &ft) &&
+		    file && (strstr(file, "macros/select.rs") || strstr(file, "macros/join.rs"))) {
+			Dwarf_Die b;
+
+			if (dwarf_child(&ft, &b) == 0)
+				do {
+					Dwarf_Die bt;
+
+					if (dwarf_tag(&b) == DW_TAG_member && type_of(&b, &bt))
+						future(r, &bt, addr + member_off(&futures) +
+								      member_off(&b), depth + 1);
+				} while (dwarf_siblingof(&b, &b) == 0);
+			return;
+		}
+		if (member_named(&mt, "__awaitee", &awaitee) && type_of(&awaitee, &aw_t))
+			future(r, &aw_t, addr + member_off(&m) + member_off(&awaitee), depth + 1);
+		return;
+	}
+	/* GenFuture<T> (rustc 1.63), MaybeDone's Future(F): the future inside */
+	if (name_starts(t, "GenFuture<") && member_named(t, "__0", &m) && type_of(&m, &mt)) {
+		future(r, &mt, addr + member_off(&m), depth);
+		return;
+	}
+	if (name_starts(t, "MaybeDone<") && active_variant(r, t, addr, &m, &discr)) {
+		if (named(&m, "Future") && payload(&m, addr, &mt, &off))
+			future(r, &mt, off, depth);
+		else
+			frame(r, named(&m, "Done") ? "(done)" : path, NULL, 0, depth);
+		return;
+	}
+	/* a leaf: what it waits on, by its type */
+	frame(r, path, NULL, 0, depth);
+}
+
+/* The layout of Cell<T, S>: where its stage (Stage<T>) and its task id are. */
+static bool cell_of(const struct reader *r, uint64_t poll, Dwarf_Die *cell)
+{
+	const struct tokio_dwarf *td = r->td;
+	size_t lo = 0, hi = td->nr_polls;
+	void *v;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (td->polls[mid].addr < poll)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo >= td->nr_polls || td->polls[lo].addr != poll)
+		return false;
+	v = u64map__get(&td->cells, hash_str(td->polls[lo].args));
+	return v && offdie(td, (Dwarf_Off)(uintptr_t)v - 1, cell);
+}
+
+/* The future of the task at hdr (its Cell's stage, when Running), as frames. */
+static void task_future(struct reader *r, Dwarf_Die *cell, uint64_t hdr, struct task_info *t)
+{
+	Dwarf_Die stage, running, fut, idt, core;
+	uint64_t stage_off, d, at, id_off, core_off;
+
+	if (find_member(cell, "core", &core_off, &core) &&
+	    find_member(&core, "task_id", &id_off, &idt))
+		read_u(r, hdr + core_off + id_off, 8, &t->id);
+	if (!find_type(cell, "Stage<", &stage_off, &stage) ||
+	    !active_variant(r, &stage, hdr + stage_off, &running, &d))
+		return;
+	if (!named(&running, "Running")) {
+		frame(r, "(finished)", NULL, 0, 0);
+		return;
+	}
+	if (!payload(&running, hdr + stage_off, &fut, &at))
+		return;
+	future(r, &fut, at, 0);
+	/* named by its outermost async fn (set by future()), else by its future's type */
+	t = &r->l->tasks[r->l->nr_tasks - 1];
+	if (!t->name)
+		t->name = task_list__str(r->l, path_of(r, &fut), 4096);
+}
+
+struct list_layout {
+	uint64_t state, vtable, poll, trailer_offset, next;
+	bool have_trailer_offset;
+};
+
+static bool layout(const struct tokio_dwarf *td, struct list_layout *ly)
+{
+	Dwarf_Die h, v, tr, t;
+
+	if (!offdie(td, td->header, &h) || !offdie(td, td->vtable, &v) ||
+	    !offdie(td, td->trailer, &tr) || !find_member(&h, "state", &ly->state, &t) ||
+	    !find_member(&h, "vtable", &ly->vtable, &t) || !find_member(&v, "poll", &ly->poll, &t) ||
+	    !find_member(&tr, "next", &ly->next, &t))
+		return false;
+	ly->have_trailer_offset = find_member(&v, "trailer_offset", &ly->trailer_offset, &t);
+	return true;
+}
+
+/* One task, its header at hdr: 0 read, -EAGAIN when it changed as it was read. */
+static int read_task(struct reader *r, const struct list_layout *ly, uint64_t hdr, uint64_t state,
+		     bool last_try)
+{
+	uint64_t vt, poll, again;
+	size_t first = r->l->nr_frames;
+	struct task_info *t;
+	Dwarf_Die cell;
+
+	t = task_list__add(r->l);
+	if (!t)
+		return -ENOMEM;
+	r->frames = 0;
+	t->id = hdr;
+	t->state = state & ST_RUNNING ? TASK_RUNNING : state & ST_NOTIFIED ? TASK_RUNNABLE
+									: TASK_WAITING;
+	if (state & ST_COMPLETE)
+		t->state = TASK_OTHER;
+	if (read_ptr(r, hdr + ly->vtable, &vt) && read_ptr(r, vt + ly->poll, &poll) &&
+	    cell_of(r, poll - r->bias, &cell) && t->state != TASK_RUNNING)
+		task_future(r, &cell, hdr, t);
+	/* what was read holds together if the state did not move */
+	if (t->state != TASK_RUNNING && read_u(r, hdr + ly->state, 8, &again) && again != state) {
+		r->l->nr_frames = first;
+		t->nr_frames = 0;
+		if (!last_try) {
+			r->l->nr_tasks--;
+			return -EAGAIN;
+		}
+		t->flags |= TASK_TORN;
+		r->l->nr_torn++;
+	}
+	return 0;
+}
+
+int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, const uint64_t *context_at,
+		      size_t nr_threads, const struct task_mem *m, struct task_list *l)
+{
+	struct reader r = { .td = td, .m = m, .l = l, .bias = bias };
+	struct list_layout ly;
+	uint64_t head = 0, hdr, seen = 0;
+
+	snprintf(l->runtime, sizeof(l->runtime), "tokio");
+	if (!layout(td, &ly)) {
+		snprintf(l->note, sizeof(l->note), "tokio's Header, Vtable or Trailer lacks a field "
+			 "read (a tokio version not known)");
+		return -ENOTSUP;
+	}
+	/* the first thread whose CONTEXT holds a scheduler: every worker's is the same */
+	for (size_t i = 0; i < nr_threads && !head; i++)
+		if (context_at[i])
+			list_head(&r, context_at[i], &head);
+	if (!head) {
+		snprintf(l->note, sizeof(l->note),
+			 "no thread's CONTEXT holds a tokio scheduler (no runtime running, or "
+			 "no task)");
+		return 0;
+	}
+	for (hdr = head; hdr && seen < TOKIO_TASKS_MAX; seen++) {
+		uint64_t state, trailer, next;
+		int err = -EAGAIN;
+
+		for (int k = 0; err == -EAGAIN && k < 4; k++)
+			err = read_u(&r, hdr + ly.state, 8, &state)
+				      ? read_task(&r, &ly, hdr, state, k == 3)
+				      : -EIO;
+		if (err == -ENOMEM || err == -EIO)
+			break;
+		/* the next task: through its Trailer, whose place the vtable says */
+		if (!ly.have_trailer_offset || !read_ptr(&r, hdr + ly.vtable, &trailer) ||
+		    !read_ptr(&r, trailer + ly.trailer_offset, &trailer) ||
+		    !read_ptr(&r, hdr + trailer + ly.next, &next))
+			break;
+		hdr = next;
+	}
+	return 0;
+}

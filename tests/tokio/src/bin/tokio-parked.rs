@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: MIT
+//! tokio-parked: tasks that wait where a server's do, each `.await` at a line
+//! marked with its kind after "park:", for `asynctraced tasks` (the tests read
+//! the lines from this file, not from a table). Built with type debug info
+//! (profile `debug2`: `debug = 2`), which is what tells an async fn's state
+//! machine where it waits.
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::sync::{mpsc, Notify};
+
+async fn park_recv(mut rx: mpsc::Receiver<u64>) -> u64 {
+    let mut n = 0;
+    while let Some(v) = rx.recv().await { // park: recv
+        n += v;
+    }
+    n
+}
+
+async fn park_notify(nf: Arc<Notify>) -> u32 {
+    nf.notified().await; // park: notify
+    1
+}
+
+async fn park_sleep() -> u32 {
+    tokio::time::sleep(Duration::from_secs(3600)).await; // park: sleep
+    2
+}
+
+async fn park_join(h: tokio::task::JoinHandle<u32>) -> u32 {
+    h.await.unwrap_or(0) // park: join
+}
+
+async fn park_select(nf: Arc<Notify>, mut rx: mpsc::Receiver<u8>) -> u32 {
+    tokio::select! { // park: select
+        _ = nf.notified() => 3,
+        v = rx.recv() => v.unwrap_or(0) as u32,
+    }
+}
+
+async fn park_deep3(rx: &mut mpsc::Receiver<u16>) -> u16 {
+    rx.recv().await.unwrap_or(0) // park: deep3
+}
+
+async fn park_deep2(rx: &mut mpsc::Receiver<u16>) -> u16 {
+    park_deep3(rx).await + 1 // park: deep2
+}
+
+async fn park_deep1(mut rx: mpsc::Receiver<u16>) -> u16 {
+    park_deep2(&mut rx).await + 1 // park: deep1
+}
+
+/// A future that returns Pending without keeping its waker: nothing can wake it.
+struct Forgotten;
+
+impl Future for Forgotten {
+    type Output = u32;
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<u32> {
+        Poll::Pending
+    }
+}
+
+async fn park_lost() -> u32 {
+    Forgotten.await // park: lost
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let (_tx1, rx1) = mpsc::channel::<u64>(4);
+    let nf = Arc::new(Notify::new());
+    let (_tx2, rx2) = mpsc::channel::<u8>(4);
+    let (_tx3, rx3) = mpsc::channel::<u16>(4);
+    let handles = vec![
+        tokio::spawn(async move { park_recv(rx1).await as u32 }),
+        tokio::spawn(park_notify(nf.clone())),
+        tokio::spawn(park_sleep()),
+        tokio::spawn(park_join(tokio::spawn(park_sleep()))),
+        tokio::spawn(park_select(nf.clone(), rx2)),
+        tokio::spawn(async move { park_deep1(rx3).await as u32 }),
+        tokio::spawn(park_lost()),
+    ];
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    eprintln!("tokio-parked: parked");
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    for h in handles {
+        let _ = h.await;
+    }
+}
