@@ -7,7 +7,7 @@
  *        asynctraced convert CAPTURE [-o FILE]     (src/cmd/convert.c)
  *   sudo asynctraced run [options] -- CMD [ARGS]   (src/cmd/run.c)
  *   sudo asynctraced probe-rules                   (src/source/probe_learn.c)
- *   sudo asynctraced tasks -p PID [--json]         (src/cmd/tasks.c)
+ *   sudo asynctraced tasks [-p PID] [--json]       (src/cmd/tasks.c)
  *
  * Only parses the command line and hands it to the command.
  */

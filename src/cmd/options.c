@@ -37,7 +37,7 @@ static const struct {
 		"       asynctraced record [-p PID] -o CAPTURE [options]\n"
 		"       asynctraced convert CAPTURE [-o TRACE] [options]\n"
 		"       asynctraced run [options] -- CMD [ARGS...]\n"
-		"       asynctraced tasks -p PID [--json]\n"
+		"       asynctraced tasks [-p PID] [--json]\n"
 		"       asynctraced probe-rules\n"
 		"       asynctraced help [COMMAND]\n",
 		"Trace the async executor running as PID (without -p: the one the host\n"
@@ -99,7 +99,7 @@ static const struct {
 	},
 	[CMD_TASKS] = {
 		"tasks",
-		"asynctraced tasks -p PID[,PID...] [--json] [--all] [-o FILE]\n",
+		"asynctraced tasks [-p PID[,PID...]] [--json] [--all] [-o FILE]\n",
 		"List every task of each process, like ps for tasks: its id, name and\n"
 		"state, how long it has waited, and for one that waits, where: a\n"
 		"goroutine's parked stack, function, file and line, innermost first; a\n"
@@ -172,7 +172,10 @@ static const struct opt_def {
 	unsigned cmds;	  /* T, R, C: the commands that take it */
 	const char *help; /* lines, each ending in \n */
 } opt_defs[] = {
-	{ 'p', "pid", "PID[,PID...]", S, "the processes whose tasks to list (required)\n" },
+	{ 'p', "pid", "PID[,PID...]", S,
+	  "the processes whose tasks to list (default: every\n"
+	  "process of the host that runs Go, or tokio built\n"
+	  "with debug = 2)\n" },
 	{ OPT_JSON, "json", NULL, S,
 	  "one JSON object a process, a line each, for tools\n" },
 	{ OPT_ALL, "all", NULL, S,
@@ -557,13 +560,8 @@ static int check(struct options *o)
 
 	if (o->command == CMD_PROBE_RULES)
 		return 0;
-	if (o->command == CMD_TASKS) {
-		if (!s->nr_pids) {
-			err_msg("tasks needs the processes to read: asynctraced tasks -p PID\n");
-			return try_help(o->command);
-		}
+	if (o->command == CMD_TASKS)
 		return 0;
-	}
 	out->sample_hz = s->sample_mode ? s->sample_hz : 0;
 	if (o->command == CMD_RUN) {
 		if (!o->cmd || !o->cmd[0][0]) {

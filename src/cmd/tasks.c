@@ -12,12 +12,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "analyser/analyser.h"
 #include "lib/outbuf.h"
 #include "lib/util.h"
 #include "source/thread_ptrs.h"
 #include "stacks/callstacks.h"
+#include "targets/discover.h"
+#include "targets/scan.h"
 #include "targets/target.h"
 #include "tasks/tasks.h"
 
@@ -237,13 +240,32 @@ static void print_json(struct outbuf *ob, const struct target *tg, const struct 
 	ob_puts(ob, "]}\n");
 }
 
-/* One process's snapshot printed: 0, or an exit status after a message. */
-static int one(const struct options *o, struct analyser *a, pid_t pid, struct outbuf *ob)
+/*
+ * One process's snapshot printed: 0, or an exit status after a message.
+ * host: one of the host's, examined first (its runtime found as tracing
+ * finds it); one with none is let be, one that cannot be read only said.
+ */
+static int one(const struct options *o, struct analyser *a, pid_t pid, struct outbuf *ob,
+	       bool host)
 {
 	struct task_list l;
 	struct target t;
 	int err = target__open(&t, pid);
 
+	if (host && !err) {
+		struct discovery d = { 0 };
+		bool known = !analyser__examine(a, &t, &(struct analyser_opts){ .remember = true },
+						&d) &&
+			     (d.kind == RUNTIME_GO || d.kind == RUNTIME_TOKIO);
+
+		discovery__free(&d);
+		if (!known) {
+			target__close(&t);
+			return -1;
+		}
+	}
+	if (host && err) /* gone meanwhile, or not ours to read */
+		return -1;
 	if (err == -ESRCH) {
 		err_msg("no process %d\n", pid);
 		return EXIT_FAIL;
@@ -271,7 +293,7 @@ static int one(const struct options *o, struct analyser *a, pid_t pid, struct ou
 		err_msg("pid %d (%s): %s\n", pid, t.comm,
 			l.note[0] ? l.note : "no runtime whose tasks asynctraced reads");
 	else if (err && err != -EIO && err != -EBADMSG)
-		err_msg("pid %d (%s): its tasks cannot be read: %s\n", pid, t.comm,
+		log_msg(host ? 4 : 3, "pid %d (%s): its tasks cannot be read: %s\n", pid, t.comm,
 			l.note[0] ? l.note : strerror(-err));
 	if (!err) {
 		if (o->tasks_json)
@@ -285,6 +307,65 @@ static int one(const struct options *o, struct analyser *a, pid_t pid, struct ou
 	task_list__free(&l);
 	target__close(&t);
 	return err ? EXIT_FAIL : EXIT_OK;
+}
+
+/* The host's processes, once each: their pids into a growing array. */
+struct pids {
+	pid_t *pid;
+	size_t nr, cap;
+};
+
+static int add_pid(void *ctx, pid_t pid, const char *comm)
+{
+	struct pids *p = ctx;
+
+	(void)comm;
+	if (pid == getpid())
+		return 0;
+	if (p->nr == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 256;
+		pid_t *more = realloc(p->pid, cap * sizeof(*more));
+
+		if (!more)
+			return -ENOMEM;
+		p->pid = more;
+		p->cap = cap;
+	}
+	p->pid[p->nr++] = pid;
+	return 0;
+}
+
+/*
+ * Without -p: every process of the host whose runtime's tasks are read, as
+ * tracing the host finds them. EXIT_FAIL when none could be listed.
+ */
+static int every_process(const struct options *o, struct analyser *a, struct outbuf *ob)
+{
+	struct scan_filter f;
+	struct u64map seen;
+	struct pids p = { 0 };
+	char why[256];
+	int listed = 0, err;
+
+	u64map__init(&seen);
+	err = scan_filter__init(&f, NULL, NULL, NULL, why, sizeof(why));
+	if (!err)
+		err = scan__new_processes(&f, &seen, add_pid, &p);
+	scan_filter__free(&f);
+	u64map__clear(&seen);
+	for (size_t i = 0; !err && i < p.nr; i++) {
+		if (a->pid <= 0 && analyser__start(a, a->timeout_ms))
+			break;
+		if (one(o, a, p.pid[i], ob, true) == EXIT_OK)
+			listed++;
+	}
+	free(p.pid);
+	if (err)
+		err_msg("the host's processes cannot be listed: %s\n", strerror(-err));
+	else if (!listed)
+		err_msg("no process of the host runs a runtime whose tasks asynctraced reads "
+			"(Go, or tokio built with debug = 2)\n");
+	return listed && !err ? EXIT_OK : EXIT_FAIL;
 }
 
 int tasks__main(const struct options *o)
@@ -305,10 +386,12 @@ int tasks__main(const struct options *o)
 		outbuf__free(ob);
 		return EXIT_FAIL;
 	}
+	if (!o->session.nr_pids)
+		status = every_process(o, &a, ob);
 	for (size_t i = 0; i < o->session.nr_pids; i++) {
 		if (a.pid <= 0 && analyser__start(&a, a.timeout_ms))
 			break;
-		if (one(o, &a, o->session.pids[i], ob))
+		if (one(o, &a, o->session.pids[i], ob, false))
 			status = EXIT_FAIL;
 	}
 	analyser__stop(&a);

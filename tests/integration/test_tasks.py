@@ -264,10 +264,23 @@ class TestTasksErrors(unittest.TestCase):
         self.assertIn("debug = 2", r.stderr)
         self.assertEqual(r.stdout, "")
 
-    def test_needs_pid(self):
-        r = subprocess.run([TRACER, "tasks"], capture_output=True, text=True)
-        self.assertEqual(r.returncode, 2)
-        self.assertIn("tasks needs the processes to read", r.stderr)
+    def test_the_host(self):
+        """Without -p: every process of the host whose tasks are read, a line each
+        (others, the test's own included, left out); nothing else running a
+        runtime is needed for the two to be found."""
+        go, tk = ParkedGoApp("go-app"), ParkedTokio("tokio-parked")
+        try:
+            r = subprocess.run([TRACER, "tasks", "--json"], capture_output=True, text=True,
+                               timeout=300)
+        finally:
+            go.stop()
+            tk.stop()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        by_pid = {d["pid"]: d for d in map(json.loads, r.stdout.splitlines())}
+        self.assertEqual(by_pid[go.proc.pid]["runtime"], "go")
+        self.assertEqual(by_pid[tk.proc.pid]["runtime"], "tokio")
+        self.assertEqual(len(by_pid[tk.proc.pid]["tasks"]), 8)
+        self.assertNotIn(os.getpid(), by_pid)
 
     def test_unwritable_output(self):
         r = subprocess.run([TRACER, "tasks", "-p", str(os.getpid()), "-o", "/proc/nonexistent/x"],
