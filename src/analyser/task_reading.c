@@ -154,6 +154,26 @@ static void read_tokio(struct held *h, const struct wire_tasks_req *r)
 	h->err = 0;
 }
 
+/*
+ * Of a Go executable only .gopclntab is read again (the functions' names
+ * are the go_binary's own): a traced process keeps that, not the whole
+ * copy of tens of MB. Kept whole if the slice cannot be had.
+ */
+static void keep_pclntab(struct held *h)
+{
+	struct go_walk *w = &h->gb.walk;
+	uint8_t *slice;
+
+	if (w->pclntab_off > h->fc.size || w->pclntab_size > h->fc.size - w->pclntab_off ||
+	    !(slice = malloc(w->pclntab_size ? w->pclntab_size : 1)))
+		return;
+	memcpy(slice, h->fc.data + w->pclntab_off, w->pclntab_size);
+	free(h->fc.data);
+	h->fc.data = slice;
+	h->fc.size = w->pclntab_size;
+	w->pclntab_off = 0;
+}
+
 /* The executable at exe read: which runtime, and where its tasks are. */
 static void read_exe(struct held *h, const struct wire_tasks_req *r, int exe)
 {
@@ -184,6 +204,7 @@ static void read_exe(struct held *h, const struct wire_tasks_req *r, int exe)
 		h->bias = load_bias(&h->gb, &im, r);
 		h->go = true;
 		elf_image__close(&im);
+		keep_pclntab(h);
 	}
 }
 

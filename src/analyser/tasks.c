@@ -16,11 +16,14 @@
 #include "stacks/unwind.h"
 #include "tasks/tasks.h"
 
+/* How long an alert's question may take, in milliseconds. */
+#define WHERE_TIMEOUT_MS 3000
+
 /* The request (threads' pointers after it), with t's memory and executable when fds; the answer into l. */
 static int ask(struct analyser *a, const struct target *t, struct wire_tasks_req *r,
-	       const uint64_t *fsbase, struct task_list *l)
+	       const uint64_t *fsbase, unsigned int timeout_ms, struct task_list *l)
 {
-	uint64_t deadline = now_ns() + (uint64_t)a->timeout_ms * 1000000;
+	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000;
 	struct target_files fs = { 0 };
 	struct wire_hdr h;
 	int32_t status;
@@ -83,15 +86,24 @@ static int ask(struct analyser *a, const struct target *t, struct wire_tasks_req
 			err = -EBADMSG;
 	}
 	free(b);
-	if (err == -EBADMSG) {
-		task_list__free(l);
-		err_msg("the analyser answered out of bounds reading pid %d's tasks\n", t->pid);
-	} else if (err == -EPIPE || err == -ETIMEDOUT) {
+	/*
+	 * an answer out of bounds, or one not read whole: what is left of it
+	 * would be read as the next answer; the analyser goes (started again
+	 * when asked, but once confined)
+	 */
+	if (err == -EBADMSG || err == -EPIPE || err == -ETIMEDOUT || (err == -ENOMEM && !b)) {
 		char ended[64];
 
+		task_list__free(l);
 		analyser__kill(a, ended, sizeof(ended));
-		err_msg("the analyser %s reading pid %d's tasks\n",
-			err == -ETIMEDOUT ? "took too long" : ended, t->pid);
+		if (err == -EBADMSG)
+			err_msg("the analyser answered out of bounds reading pid %d's tasks\n",
+				t->pid);
+		else
+			err_msg("the analyser %s reading pid %d's tasks\n",
+				err == -ETIMEDOUT ? "took too long" : err == -ENOMEM ? "answered more than fits"
+									     : ended,
+				t->pid);
 		err = -EIO;
 	}
 	return err;
@@ -103,14 +115,14 @@ int analyser__tasks(struct analyser *a, const struct target *t, bool system,
 	struct wire_tasks_req r = { .flags = WIRE_TASKS_FDS | (system ? WIRE_TASKS_SYSTEM : 0),
 				    .nr_threads = nr_threads <= WIRE_THREADS_MAX ? nr_threads : 0 };
 
-	return ask(a, t, &r, fsbase, l);
+	return ask(a, t, &r, fsbase, a->timeout_ms, l);
 }
 
 int analyser__tasks_prime(struct analyser *a, const struct target *t, char *why, size_t len)
 {
 	struct wire_tasks_req r = { .flags = WIRE_TASKS_FDS | WIRE_TASKS_KEEP | WIRE_TASKS_NONE };
 	struct task_list l;
-	int err = ask(a, t, &r, NULL, &l);
+	int err = ask(a, t, &r, NULL, a->timeout_ms, &l);
 
 	snprintf(why, len, "%s", l.note[0] ? l.note : err ? strerror(-err) : "");
 	task_list__free(&l);
@@ -127,7 +139,10 @@ int analyser__task_where(struct analyser *a, const struct target *t, uint64_t id
 	char *q;
 	int n = 0;
 
-	if (ask(a, t, &r, NULL, &l) || l.nr_tasks != 1 || (l.tasks[0].flags & TASK_TORN)) {
+	/* an alert waits for it: a short bound (a process of a million goroutines takes ~1 s) */
+	if (ask(a, t, &r, NULL, a->timeout_ms < WHERE_TIMEOUT_MS ? a->timeout_ms : WHERE_TIMEOUT_MS,
+		&l) ||
+	    l.nr_tasks != 1 || (l.tasks[0].flags & TASK_TORN)) {
 		task_list__free(&l);
 		return 0;
 	}

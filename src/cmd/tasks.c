@@ -39,6 +39,16 @@ static void fmt_wait(char *buf, size_t len, int64_t ns)
 		snprintf(buf, len, "%" PRIu64 "h%02" PRIu64 "m", s / 3600, s / 60 % 60);
 }
 
+/*
+ * A string of the target's (its names, its files) as text: a control
+ * character (a terminal's escape) shown as '?', never written.
+ */
+static void put_text(struct outbuf *ob, const char *s)
+{
+	for (; s && *s; s++)
+		ob_putc(ob, (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s);
+}
+
 static const char *str(const struct task_list *l, uint32_t i)
 {
 	return task_list__at(l, i);
@@ -80,10 +90,10 @@ static void put_where(struct outbuf *ob, const struct task_list *l, const struct
 {
 	const char *fn = str(l, f->function), *file = str(l, f->file);
 
-	ob_puts(ob, fn ? fn : "?");
+	put_text(ob, fn ? fn : "?");
 	if (file) {
 		ob_puts(ob, " at ");
-		ob_puts(ob, file);
+		put_text(ob, file);
 		if (f->line) {
 			ob_putc(ob, ':');
 			ob_i64(ob, f->line);
@@ -98,7 +108,7 @@ static void put_state(struct outbuf *ob, const struct task_list *l, const struct
 	ob_puts(ob, task_state_names[t->state]);
 	if (t->wait) {
 		ob_puts(ob, " (");
-		ob_puts(ob, str(l, t->wait));
+		put_text(ob, str(l, t->wait));
 		ob_putc(ob, ')');
 	}
 	if (t->thread) {
@@ -119,9 +129,9 @@ static void print_text(struct outbuf *ob, const struct target *tg, const struct 
 	ob_puts(ob, "pid ");
 	ob_u64(ob, (uint64_t)tg->pid);
 	ob_puts(ob, " (");
-	ob_puts(ob, tg->comm);
+	put_text(ob, tg->comm);
 	ob_puts(ob, "): ");
-	ob_puts(ob, l->version[0] ? l->version : l->runtime);
+	put_text(ob, l->version[0] ? l->version : l->runtime);
 	ob_puts(ob, ", ");
 	ob_u64(ob, l->nr_tasks);
 	ob_putc(ob, ' ');
@@ -134,7 +144,7 @@ static void print_text(struct outbuf *ob, const struct target *tg, const struct 
 	ob_putc(ob, '\n');
 	if (l->note[0]) {
 		ob_puts(ob, "note: ");
-		ob_puts(ob, l->note);
+		put_text(ob, l->note);
 		ob_putc(ob, '\n');
 	}
 	for (size_t i = 0; i < l->nr_tasks; i++) {
@@ -144,7 +154,7 @@ static void print_text(struct outbuf *ob, const struct target *tg, const struct 
 		ob_putc(ob, '\n');
 		ob_u64(ob, t->id);
 		ob_putc(ob, ' ');
-		ob_puts(ob, str(l, t->name) ? str(l, t->name) : "?");
+		put_text(ob, str(l, t->name) ? str(l, t->name) : "?");
 		ob_puts(ob, ": ");
 		put_state(ob, l, t);
 		if (t->flags & TASK_TORN)
@@ -301,8 +311,8 @@ static int one(const struct options *o, struct analyser *a, pid_t pid, struct ou
 		else
 			print_text(ob, &t, &l);
 		if (l.nr_torn && !o->tasks_json)
-			err_msg("pid %d: %u tasks changed while they were read (left out)\n", pid,
-				l.nr_torn);
+			err_msg("pid %d: %u tasks changed while they were read (shown torn, without "
+				"where they wait)\n", pid, l.nr_torn);
 	}
 	task_list__free(&l);
 	target__close(&t);

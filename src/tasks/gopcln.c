@@ -125,25 +125,26 @@ static bool uvarint(const struct gopcln *p, uint64_t *at, uint64_t end, uint32_t
 int32_t gopcln__value(const struct gopcln *p, const struct gofunc *f, uint32_t off, uint64_t pc)
 {
 	uint64_t at, cur = f->entry;
-	int32_t val = -1;
+	uint32_t val = (uint32_t)-1; /* wraps as the runtime's int32 does, without UB */
 	bool first = true;
 
 	if (!off || off >= p->size - p->pctab)
 		return -1;
 	at = p->pctab + off;
+	/* each step takes two bytes at least: the table's end bounds the walk */
 	while (cur < f->end) {
 		uint32_t uv, dpc;
 
 		if (!uvarint(p, &at, p->size, &uv) || (!uv && !first))
 			return -1;
 		/* zig-zag: the low bit the sign */
-		val += (int32_t)(uv & 1 ? ~(uv >> 1) : uv >> 1);
+		val += uv & 1 ? ~(uv >> 1) : uv >> 1;
 		if (!uvarint(p, &at, p->size, &dpc))
 			return -1;
 		cur += dpc;
 		first = false;
 		if (pc < cur)
-			return val;
+			return (int32_t)val;
 	}
 	return -1;
 }

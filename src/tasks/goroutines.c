@@ -154,8 +154,9 @@ static int unwind(struct walk *w, uint64_t pc, uint64_t sp, uint64_t lo, uint64_
 		const char *name;
 		int32_t size;
 
+		/* a pc in no Go function: the stack goes on in C (cgo), or ends */
 		if (!gopcln__find(&w->pcl, lpc, &f))
-			return depth ? -EAGAIN : 0;
+			return 0;
 		name = func_name(w, &f);
 		if (outermost(name))
 			return 0;
@@ -163,7 +164,7 @@ static int unwind(struct walk *w, uint64_t pc, uint64_t sp, uint64_t lo, uint64_
 				     GO_STACK_MAX - frames);
 		after_injected = injected(name);
 		size = gopcln__value(&w->pcl, &f, f.pcsp, lpc);
-		if (size < 0 || sp < lo || sp >= hi || (uint64_t)size > hi - sp - 8)
+		if (size < 0 || sp < lo || sp >= hi || hi - sp < 8 || (uint64_t)size > hi - sp - 8)
 			return -EAGAIN;
 		if (mem(w, sp + (uint64_t)size, &ret, sizeof(ret)))
 			return -EAGAIN;
@@ -281,6 +282,9 @@ static int read_one(struct walk *w, uint64_t addr, const struct goroutines_opts 
 	state = state_of(status);
 	if (state < 0)
 		return 0;
+	/* being scanned, or its stack moved: read again (or, the last time, torn) */
+	if (unsettled(status) && !last_try)
+		return -EAGAIN;
 	startpc = g_u64(g, go->g_startpc);
 	start = golang__func_at(w->gb, startpc - w->bias);
 	system = system_goroutine(start);

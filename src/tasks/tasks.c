@@ -19,11 +19,16 @@ const char *const task_state_names[TASK_STATE_MAX] = {
 	[TASK_OTHER] = "other",
 };
 
-/* What a list may hold at most: far above a process's million goroutines' frames. */
-#define TASKS_MAX (1u << 24)
-#define FRAMES_MAX (1u << 27)
-#define STRS_MAX (1u << 24)
-#define STR_MAX 4096
+/*
+ * What a list may hold at most: far above a process's million goroutines'
+ * frames, and all of it within the bytes the privileged side takes
+ * (WIRE_TASKLIST_MAX, 1 GiB: 4M tasks of 72 bytes, 16M frames of 24, 256K
+ * strings of 1 KiB).
+ */
+#define TASKS_MAX (1u << 22)
+#define FRAMES_MAX (1u << 24)
+#define STRS_MAX (1u << 18)
+#define STR_MAX 1024	/* a string longer (a deep generic type) is cut */
 
 void task_list__init(struct task_list *l)
 {

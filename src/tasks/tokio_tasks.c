@@ -34,13 +34,14 @@
 #define FUTURE_DEPTH 24
 #define SEARCH_DEPTH 10
 /* Tasks walked at most: a list that does not end is not followed forever. */
-#define TOKIO_TASKS_MAX (1u << 22)
+#define TOKIO_TASKS_MAX (1u << 20)
 /* Frames of one task at most. */
 #define TOKIO_FRAMES_MAX 64
 /* Header.state's bits (tokio/src/runtime/task/state.rs) */
 #define ST_RUNNING 1u
 #define ST_COMPLETE 2u
 #define ST_NOTIFIED 4u
+#define ST_LIFECYCLE 0x3fu	/* below the reference count */
 
 struct poll_inst {
 	uint64_t addr;		/* raw::poll<T, S>'s entry, link-time */
@@ -148,8 +149,8 @@ static bool wanted(const struct want *w, Dwarf_Die *m, Dwarf_Die *t)
  * enum variants (their first occurrence, depth first): the offset from s,
  * the member and its type. Pointers are not followed.
  */
-static bool find(Dwarf_Die *s, const struct want *w, int depth, uint64_t *off, Dwarf_Die *member,
-		 Dwarf_Die *type)
+static bool find_in(Dwarf_Die *s, const struct want *w, int depth, uint64_t *off,
+		    Dwarf_Die *member, Dwarf_Die *type, unsigned int *budget)
 {
 	Dwarf_Die c;
 
@@ -159,8 +160,11 @@ static bool find(Dwarf_Die *s, const struct want *w, int depth, uint64_t *off, D
 		int tag = dwarf_tag(&c);
 		Dwarf_Die t, inner;
 
+		/* types that hold themselves, or a million members: a search has its bound */
+		if (!*budget || !--*budget)
+			return false;
 		if (tag == DW_TAG_variant_part || tag == DW_TAG_variant) {
-			if (find(&c, w, depth + 1, off, member, type))
+			if (find_in(&c, w, depth + 1, off, member, type, budget))
 				return true;
 			continue;
 		}
@@ -172,13 +176,24 @@ static bool find(Dwarf_Die *s, const struct want *w, int depth, uint64_t *off, D
 			*type = t;
 			return true;
 		}
-		if (is_aggregate(&t) && find(&t, w, depth + 1, off, member, &inner)) {
+		if (is_aggregate(&t) && find_in(&t, w, depth + 1, off, member, &inner, budget)) {
 			*off += member_off(&c);
 			*type = inner;
 			return true;
 		}
 	} while (dwarf_siblingof(&c, &c) == 0);
 	return false;
+}
+
+/* Members looked at by one search at most. */
+#define SEARCH_BUDGET 100000
+
+static bool find(Dwarf_Die *s, const struct want *w, int depth, uint64_t *off, Dwarf_Die *member,
+		 Dwarf_Die *type)
+{
+	unsigned int budget = SEARCH_BUDGET;
+
+	return find_in(s, w, depth, off, member, type, &budget);
 }
 
 static bool find_member(Dwarf_Die *s, const char *name, uint64_t *off, Dwarf_Die *type)
@@ -479,8 +494,8 @@ static bool follow(const struct reader *r, Dwarf_Die *t, uint64_t addr, Dwarf_Di
 /* The task list's head of the scheduler whose handle is at CONTEXT at ctx_addr. */
 static bool list_head(const struct reader *r, uint64_t ctx_addr, uint64_t *head)
 {
-	Dwarf_Die t, ctx, opt, some, handle, arc, inner, list, h;
-	uint64_t ctx_off, opt_off, d, at, at2, to, list_off, head_off;
+	Dwarf_Die t, ctx, opt, some, handle, arc, inner, list, h, owned;
+	uint64_t ctx_off, opt_off, d, at, at2, to, list_off, head_off, owned_off;
 
 	if (!offdie(r->td, r->td->context_type, &t) ||
 	    !find_type(&t, "Context", &ctx_off, &ctx) ||
@@ -488,9 +503,17 @@ static bool list_head(const struct reader *r, uint64_t ctx_addr, uint64_t *head)
 	    !active_variant(r, &opt, ctx_addr + ctx_off + opt_off, &some, &d) ||
 	    !payload(&some, ctx_addr + ctx_off + opt_off, &handle, &at) ||
 	    !active_variant(r, &handle, at, &arc, &d) || !payload(&arc, at, &inner, &at2) ||
-	    !follow(r, &inner, at2, &inner, &to) ||
-	    !find_type(&inner, "LinkedList<", &list_off, &list) ||
-	    !find_member(&list, "head", &head_off, &h))
+	    !follow(r, &inner, at2, &inner, &to))
+		return false;
+	/* the scheduler's owned tasks (its `owned`), not another list it keeps */
+	if (find_member(&inner, "owned", &owned_off, &owned)) {
+		if (!find_type(&owned, "LinkedList<", &list_off, &list))
+			return false;
+		list_off += owned_off;
+	} else if (!find_type(&inner, "LinkedList<", &list_off, &list)) {
+		return false;
+	}
+	if (!find_member(&list, "head", &head_off, &h))
 		return false;
 	return read_ptr(r, to + list_off + head_off, head);
 }
@@ -574,14 +597,19 @@ static bool is_env(Dwarf_Die *t)
 	return name_starts(t, "{async_fn_env#") || name_starts(t, "{async_block_env#");
 }
 
-/* The future of type t at addr, and what it awaits, as frames from depth on. */
-static void future(struct reader *r, Dwarf_Die *t, uint64_t addr, int depth)
+/*
+ * The future of type t at addr, and what it awaits, as frames from depth on
+ * (hops: futures followed so far, wrappers included, which a type that
+ * holds itself cannot make endless).
+ */
+static void future(struct reader *r, Dwarf_Die *t, uint64_t addr, int depth, int hops)
 {
 	const char *path;
 	Dwarf_Die m, mt, awaitee, aw_t, futures, ft;
 	uint64_t discr, off;
 
-	if (depth > FUTURE_DEPTH || !is_aggregate(t))
+	if (depth > FUTURE_DEPTH || hops > 2 * FUTURE_DEPTH || r->frames >= TOKIO_FRAMES_MAX ||
+	    !is_aggregate(t))
 		return;
 	path = path_of(r, t);
 	if (is_env(t)) {
@@ -611,23 +639,26 @@ static void future(struct reader *r, Dwarf_Die *t, uint64_t addr, int depth)
 					Dwarf_Die bt;
 
 					if (dwarf_tag(&b) == DW_TAG_member && type_of(&b, &bt))
-						future(r, &bt, addr + member_off(&futures) +
-								      member_off(&b), depth + 1);
+						future(r, &bt,
+						       addr + member_off(&m) + member_off(&futures) +
+							       member_off(&b),
+						       depth + 1, hops + 1);
 				} while (dwarf_siblingof(&b, &b) == 0);
 			return;
 		}
 		if (member_named(&mt, "__awaitee", &awaitee) && type_of(&awaitee, &aw_t))
-			future(r, &aw_t, addr + member_off(&m) + member_off(&awaitee), depth + 1);
+			future(r, &aw_t, addr + member_off(&m) + member_off(&awaitee), depth + 1,
+			       hops + 1);
 		return;
 	}
 	/* GenFuture<T> (rustc 1.63), MaybeDone's Future(F): the future inside */
 	if (name_starts(t, "GenFuture<") && member_named(t, "__0", &m) && type_of(&m, &mt)) {
-		future(r, &mt, addr + member_off(&m), depth);
+		future(r, &mt, addr + member_off(&m), depth, hops + 1);
 		return;
 	}
 	if (name_starts(t, "MaybeDone<") && active_variant(r, t, addr, &m, &discr)) {
 		if (named(&m, "Future") && payload(&m, addr, &mt, &off))
-			future(r, &mt, off, depth);
+			future(r, &mt, off, depth, hops + 1);
 		else
 			frame(r, named(&m, "Done") ? "(done)" : path, NULL, 0, depth);
 		return;
@@ -675,7 +706,7 @@ static void task_future(struct reader *r, Dwarf_Die *cell, uint64_t hdr, struct 
 	}
 	if (!payload(&running, hdr + stage_off, &fut, &at))
 		return;
-	future(r, &fut, at, 0);
+	future(r, &fut, at, 0, 0);
 	/* named by its outermost async fn (set by future()), else by its future's type */
 	t = &r->l->tasks[r->l->nr_tasks - 1];
 	if (!t->name)
@@ -722,7 +753,9 @@ static int read_task(struct reader *r, const struct list_layout *ly, uint64_t hd
 	    cell_of(r, poll - r->bias, &cell) && t->state != TASK_RUNNING)
 		task_future(r, &cell, hdr, t);
 	/* what was read holds together if the state did not move */
-	if (t->state != TASK_RUNNING && read_u(r, hdr + ly->state, 8, &again) && again != state) {
+	/* its lifecycle bits: a waker cloned or dropped meanwhile changes only the count */
+	if (t->state != TASK_RUNNING && read_u(r, hdr + ly->state, 8, &again) &&
+	    (again & ST_LIFECYCLE) != (state & ST_LIFECYCLE)) {
 		r->l->nr_frames = first;
 		t->nr_frames = 0;
 		if (!last_try) {
@@ -740,7 +773,8 @@ int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, const uint64_
 {
 	struct reader r = { .td = td, .m = m, .l = l, .bias = bias };
 	struct list_layout ly;
-	uint64_t head = 0, hdr, seen = 0;
+	struct u64map seen;
+	uint64_t head = 0, hdr;
 
 	snprintf(l->runtime, sizeof(l->runtime), "tokio");
 	if (!layout(td, &ly)) {
@@ -758,10 +792,18 @@ int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, const uint64_
 			 "no task)");
 		return 0;
 	}
-	for (hdr = head; hdr && seen < TOKIO_TASKS_MAX; seen++) {
-		uint64_t state, trailer, next;
+	u64map__init(&seen);
+	for (hdr = head; hdr; ) {
+		uint64_t state, vtable, trailer, next;
 		int err = -EAGAIN;
 
+		/* a task seen again: a list changed under the reader, or made to loop */
+		if (seen.len >= TOKIO_TASKS_MAX || u64map__get(&seen, hdr) ||
+		    u64map__set(&seen, hdr, (void *)1)) {
+			snprintf(l->note, sizeof(l->note), "the task list did not end where it should "
+				 "(it changed while read): the tasks after are left out");
+			break;
+		}
 		for (int k = 0; err == -EAGAIN && k < 4; k++)
 			err = read_u(&r, hdr + ly.state, 8, &state)
 				      ? read_task(&r, &ly, hdr, state, k == 3)
@@ -769,11 +811,12 @@ int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, const uint64_
 		if (err == -ENOMEM || err == -EIO)
 			break;
 		/* the next task: through its Trailer, whose place the vtable says */
-		if (!ly.have_trailer_offset || !read_ptr(&r, hdr + ly.vtable, &trailer) ||
-		    !read_ptr(&r, trailer + ly.trailer_offset, &trailer) ||
+		if (!ly.have_trailer_offset || !read_ptr(&r, hdr + ly.vtable, &vtable) ||
+		    !read_ptr(&r, vtable + ly.trailer_offset, &trailer) ||
 		    !read_ptr(&r, hdr + trailer + ly.next, &next))
 			break;
 		hdr = next;
 	}
+	u64map__clear(&seen);
 	return 0;
 }

@@ -841,9 +841,10 @@ static int32_t member_offset(Dwarf_Die *type, const char *member)
 	do {
 		const char *n = dwarf_diename(&c);
 
+		/* no structure of the runtime's is a megabyte: a hostile offset is none */
 		if (dwarf_tag(&c) == DW_TAG_member && n && !strcmp(n, member) &&
 		    !dwarf_formudata(dwarf_attr(&c, DW_AT_data_member_location, &attr), &off))
-			return (int32_t)off;
+			return off < (1u << 20) ? (int32_t)off : -1;
 	} while (dwarf_siblingof(&c, &c) == 0);
 	return -1;
 }
