@@ -105,14 +105,17 @@ int analyser__tasks(struct analyser *a, const struct target *t, bool system,
 		    const uint64_t *fsbase, uint32_t nr_threads, struct task_list *l);
 /*
  * A traced process handed over for good (its executable read, its memory's
- * descriptor kept: analyser__forget lets it go), so that an alert can ask
- * where one of its tasks waits. 0; -ENOENT: no runtime whose tasks are
+ * descriptor kept, tokio's task list found from its threads' pointers:
+ * analyser__forget lets it go), so that an alert can ask where one of its
+ * tasks waits. 0; -ENOENT: no runtime whose tasks are
  * read; -errno; why says why not, when not.
  */
-int analyser__tasks_prime(struct analyser *a, const struct target *t, char *why, size_t len);
+int analyser__tasks_prime(struct analyser *a, const struct target *t, const uint64_t *fsbase,
+			  uint32_t nr_threads, char *why, size_t len);
 /*
  * Where task id of primed process t waits: its frames (at most max),
- * innermost first; 0 when it is gone, running, or was torn. The strings
+ * innermost first (a tokio task's awaits too: the leaf first); 0 when it
+ * is gone, running, or was torn. The strings
  * live until the next call.
  */
 int analyser__task_where(struct analyser *a, const struct target *t, uint64_t id,

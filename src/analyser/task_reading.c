@@ -42,6 +42,7 @@ struct held {
 	struct tokio_dwarf *td;
 	int64_t context_tpoff;
 	bool have_context;
+	uint64_t head_at;	/* where its task list begins, once found (0: not yet) */
 	uint64_t bias;
 	int err;		/* why not, when not */
 	char note[256];
@@ -217,24 +218,30 @@ static int list(struct held *h, const struct wire_tasks_req *r, const uint64_t *
 				     .only = r->only };
 
 	if (h->td) {
-		uint64_t *at = calloc(r->nr_threads + 1, sizeof(*at));
-		int err;
+		snprintf(l->runtime, sizeof(l->runtime), "tokio");
+		/* the scheduler's list, found once from a thread's CONTEXT: it lives as long */
+		if (!h->head_at && h->have_context && r->nr_threads) {
+			uint64_t *at = calloc(r->nr_threads, sizeof(*at));
 
-		if (!at)
-			return -ENOMEM;
-		for (uint32_t i = 0; h->have_context && i < r->nr_threads; i++)
-			at[i] = threads[i] ? threads[i] + (uint64_t)h->context_tpoff : 0;
+			if (!at)
+				return -ENOMEM;
+			for (uint32_t i = 0; i < r->nr_threads; i++)
+				at[i] = threads[i] ? threads[i] + (uint64_t)h->context_tpoff : 0;
+			tokio_tasks__head_at(h->td, at, r->nr_threads, &m, &h->head_at);
+			free(at);
+		}
 		if (!h->have_context)
-			snprintf(l->note, sizeof(l->note), "tokio's CONTEXT thread-local not found in "
-				 "its DWARF: the tasks cannot be reached");
-		else if (!r->nr_threads)
+			snprintf(l->note, sizeof(l->note), "tokio's CONTEXT thread-local is neither in "
+				 "its DWARF nor in its symbols: the tasks cannot be reached");
+		else if (!h->head_at && !r->nr_threads)
 			snprintf(l->note, sizeof(l->note), "its threads' pointers were not read "
 				 "(a BPF task iterator): the tasks cannot be reached");
-		err = r->flags & WIRE_TASKS_NONE
-			      ? 0
-			      : tokio_tasks__read(h->td, h->bias, at, r->nr_threads, &m, l);
-		free(at);
-		return err;
+		else if (!h->head_at)
+			snprintf(l->note, sizeof(l->note), "no thread's CONTEXT holds a tokio "
+				 "scheduler (no runtime running yet)");
+		if (!h->head_at || (r->flags & WIRE_TASKS_NONE))
+			return 0;
+		return tokio_tasks__read(h->td, h->bias, h->head_at, r->only, &m, l);
 	}
 	if (!h->go) {
 		memcpy(l->note, h->note, sizeof(l->note));

@@ -118,11 +118,13 @@ int analyser__tasks(struct analyser *a, const struct target *t, bool system,
 	return ask(a, t, &r, fsbase, a->timeout_ms, l);
 }
 
-int analyser__tasks_prime(struct analyser *a, const struct target *t, char *why, size_t len)
+int analyser__tasks_prime(struct analyser *a, const struct target *t, const uint64_t *fsbase,
+			  uint32_t nr_threads, char *why, size_t len)
 {
-	struct wire_tasks_req r = { .flags = WIRE_TASKS_FDS | WIRE_TASKS_KEEP | WIRE_TASKS_NONE };
+	struct wire_tasks_req r = { .flags = WIRE_TASKS_FDS | WIRE_TASKS_KEEP | WIRE_TASKS_NONE,
+				    .nr_threads = nr_threads <= WIRE_THREADS_MAX ? nr_threads : 0 };
 	struct task_list l;
-	int err = ask(a, t, &r, NULL, a->timeout_ms, &l);
+	int err = ask(a, t, &r, fsbase, a->timeout_ms, &l);
 
 	snprintf(why, len, "%s", l.note[0] ? l.note : err ? strerror(-err) : "");
 	task_list__free(&l);
@@ -138,6 +140,7 @@ int analyser__task_where(struct analyser *a, const struct target *t, uint64_t id
 	size_t bytes = 0;
 	char *q;
 	int n = 0;
+	bool outer_first;
 
 	/* an alert waits for it: a short bound (a process of a million goroutines takes ~1 s) */
 	if (ask(a, t, &r, NULL, a->timeout_ms < WHERE_TIMEOUT_MS ? a->timeout_ms : WHERE_TIMEOUT_MS,
@@ -147,8 +150,10 @@ int analyser__task_where(struct analyser *a, const struct target *t, uint64_t id
 		return 0;
 	}
 	ti = &l.tasks[0];
+	/* a tokio task's awaits go outermost first: turned innermost first, as stacks go */
+	outer_first = !strcmp(l.runtime, "tokio");
 	/* the frames' strings, kept until the next answer */
-	for (uint32_t i = 0; i < ti->nr_frames && (int)i < max; i++) {
+	for (uint32_t i = 0; i < ti->nr_frames; i++) {
 		const struct task_frame *f = &l.frames[ti->first_frame + i];
 		const char *fn = task_list__at(&l, f->function), *file = task_list__at(&l, f->file);
 
@@ -157,7 +162,8 @@ int analyser__task_where(struct analyser *a, const struct target *t, uint64_t id
 	free(a->frames);
 	a->frames = q = malloc(bytes + 1);
 	for (uint32_t i = 0; q && i < ti->nr_frames && n < max; i++) {
-		const struct task_frame *f = &l.frames[ti->first_frame + i];
+		const struct task_frame *f =
+			&l.frames[ti->first_frame + (outer_first ? ti->nr_frames - 1 - i : i)];
 		const char *fn = task_list__at(&l, f->function), *file = task_list__at(&l, f->file);
 
 		frames[n] = (struct stack_frame){ .pc = f->pc, .line = f->line, .module = "",

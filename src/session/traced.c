@@ -21,6 +21,7 @@
 #include "session/session_priv.h"
 #include "sinks/flight.h"
 #include "sinks/metrics.h"
+#include "source/thread_ptrs.h"
 #include "stacks/ksyms.h"
 #include "stacks/unwind.h"
 
@@ -561,6 +562,8 @@ static int traced_where(void *ctx, uint64_t task, struct stack_frame *frames, in
  */
 static void begin_places(struct session *s, struct traced *tr)
 {
+	uint64_t *fsbase = NULL;
+	uint32_t nr = 0;
 	char why[256];
 	int err;
 
@@ -570,10 +573,24 @@ static void begin_places(struct session *s, struct traced *tr)
 		s->stacks.failed = true;
 		return;
 	}
-	err = analyser__tasks_prime(&s->stacks, &tr->target, why, sizeof(why));
+	/* tokio: its threads' pointers, where CONTEXT leads to its task list */
+	if (tr->disc.kind == RUNTIME_TOKIO) {
+		struct thread_ptr *threads = NULL;
+		size_t n = 0;
+
+		if (!thread_ptrs__read(tr->target.pid, &threads, &n) && n &&
+		    (fsbase = calloc(n, sizeof(*fsbase))))
+			for (size_t i = 0; i < n; i++)
+				fsbase[i] = threads[i].fsbase;
+		nr = fsbase ? (uint32_t)n : 0;
+		free(threads);
+	}
+	err = analyser__tasks_prime(&s->stacks, &tr->target, fsbase, nr, why, sizeof(why));
+	free(fsbase);
 	if (err) {
-		if (err != -EIO) /* -EIO: said */
-			warn_msg("pid %d: where its goroutines wait will not be said: %s\n",
+		/* tokio without type debug info: said at -v (most release builds have none) */
+		if (err != -EIO && (tr->disc.kind == RUNTIME_GO || s->o->verbose))
+			warn_msg("pid %d: where its tasks wait will not be said: %s\n",
 				 tr->target.pid, why);
 		return;
 	}
@@ -646,7 +663,7 @@ static int begin_pipeline(struct session *s, struct traced *tr)
 	if (!err && !s->cap) {
 		if (tr->disc.kind == RUNTIME_TOKIO)
 			name_tokio_tasks(s, tr);
-		if (tr->disc.kind == RUNTIME_GO)
+		if (tr->disc.kind == RUNTIME_GO || tr->disc.kind == RUNTIME_TOKIO)
 			begin_places(s, tr);
 		/* one process's live view, or (several) its line on the board */
 		err = outputs__add_sinks(&s->out, &tr->pipe, true);

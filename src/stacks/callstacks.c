@@ -279,12 +279,14 @@ void callstacks__parked(const struct callstacks *c, uint32_t id, char *buf, size
 	const struct cs_frame *f = NULL;
 
 	buf[0] = '\0';
-	for (uint32_t i = 0; cs && i < cs->nr && !f; i++) {
-		const struct cs_frame *k = callstacks__frame(c, cs->frames[i]);
+	/* the innermost of the program's own with a line (an .await's), else without */
+	for (int lined = 1; lined >= 0 && !f; lined--)
+		for (uint32_t i = 0; cs && i < cs->nr && !f; i++) {
+			const struct cs_frame *k = callstacks__frame(c, cs->frames[i]);
 
-		if (callstacks__own_frame(k))
-			f = k;
-	}
+			if (callstacks__own_frame(k) && (!lined || k->line))
+				f = k;
+		}
 	if (!f && cs && cs->nr)
 		f = callstacks__frame(c, cs->frames[0]);
 	if (!f || !f->function[0])

@@ -85,8 +85,8 @@ void callstacks__where(const struct callstacks *c, uint32_t id, bool asleep, cha
 		       size_t size);
 /*
  * "; parked at f (file:line)": the innermost frame of the program's own code
- * (not its runtime's, nor its standard library's), else the innermost; ""
- * for none.
+ * (not its runtime's, nor its standard library's) that has a line, else
+ * without one, else the innermost; "" for none.
  */
 void callstacks__parked(const struct callstacks *c, uint32_t id, char *buf, size_t size);
 /* The stack as text, a frame a line: "[inlined] f (module file:line)". */

@@ -491,8 +491,11 @@ static bool follow(const struct reader *r, Dwarf_Die *t, uint64_t addr, Dwarf_Di
 	return type_of(&pt, pointee) && read_ptr(r, addr + off, to) && *to;
 }
 
-/* The task list's head of the scheduler whose handle is at CONTEXT at ctx_addr. */
-static bool list_head(const struct reader *r, uint64_t ctx_addr, uint64_t *head)
+/*
+ * Where the task list's head is (the field, which lives as long as the
+ * scheduler) of the scheduler whose handle is in CONTEXT at ctx_addr.
+ */
+static bool list_head(const struct reader *r, uint64_t ctx_addr, uint64_t *head_at)
 {
 	Dwarf_Die t, ctx, opt, some, handle, arc, inner, list, h, owned;
 	uint64_t ctx_off, opt_off, d, at, at2, to, list_off, head_off, owned_off;
@@ -513,9 +516,11 @@ static bool list_head(const struct reader *r, uint64_t ctx_addr, uint64_t *head)
 	} else if (!find_type(&inner, "LinkedList<", &list_off, &list)) {
 		return false;
 	}
-	if (!find_member(&list, "head", &head_off, &h))
+	if (!find_member(&list, "head", &head_off, &h) ||
+	    !read_ptr(r, to + list_off + head_off, &d))
 		return false;
-	return read_ptr(r, to + list_off + head_off, head);
+	*head_at = to + list_off + head_off;
+	return true;
 }
 
 /* A DIE's path: its namespaces and its name ("tokio_parked::park_notify::{async_fn_env#0}"). */
@@ -688,15 +693,26 @@ static bool cell_of(const struct reader *r, uint64_t poll, Dwarf_Die *cell)
 	return v && offdie(td, (Dwarf_Off)(uintptr_t)v - 1, cell);
 }
 
+/* The task at hdr's id (tokio's own, in its Cell's core), else its Header's address. */
+static uint64_t task_id(const struct reader *r, Dwarf_Die *cell, uint64_t hdr)
+{
+	Dwarf_Die idt, core;
+	uint64_t id_off, core_off, id;
+
+	if (find_member(cell, "core", &core_off, &core) &&
+	    find_member(&core, "task_id", &id_off, &idt) &&
+	    read_u(r, hdr + core_off + id_off, 8, &id) && id)
+		return id;
+	return hdr;
+}
+
 /* The future of the task at hdr (its Cell's stage, when Running), as frames. */
 static void task_future(struct reader *r, Dwarf_Die *cell, uint64_t hdr, struct task_info *t)
 {
-	Dwarf_Die stage, running, fut, idt, core;
-	uint64_t stage_off, d, at, id_off, core_off;
+	Dwarf_Die stage, running, fut;
+	uint64_t stage_off, d, at;
 
-	if (find_member(cell, "core", &core_off, &core) &&
-	    find_member(&core, "task_id", &id_off, &idt))
-		read_u(r, hdr + core_off + id_off, 8, &t->id);
+	(void)t;
 	if (!find_type(cell, "Stage<", &stage_off, &stage) ||
 	    !active_variant(r, &stage, hdr + stage_off, &running, &d))
 		return;
@@ -731,26 +747,34 @@ static bool layout(const struct tokio_dwarf *td, struct list_layout *ly)
 	return true;
 }
 
-/* One task, its header at hdr: 0 read, -EAGAIN when it changed as it was read. */
+/*
+ * One task, its header at hdr: 0 read, 1 not the one asked for (only),
+ * -EAGAIN when it changed as it was read.
+ */
 static int read_task(struct reader *r, const struct list_layout *ly, uint64_t hdr, uint64_t state,
-		     bool last_try)
+		     uint64_t only, bool last_try)
 {
-	uint64_t vt, poll, again;
+	uint64_t vt, poll, again, id = hdr;
 	size_t first = r->l->nr_frames;
 	struct task_info *t;
 	Dwarf_Die cell;
+	bool have_cell = read_ptr(r, hdr + ly->vtable, &vt) && read_ptr(r, vt + ly->poll, &poll) &&
+			 cell_of(r, poll - r->bias, &cell);
 
+	if (have_cell)
+		id = task_id(r, &cell, hdr);
+	if (only && id != only && hdr != only)
+		return 1;
 	t = task_list__add(r->l);
 	if (!t)
 		return -ENOMEM;
 	r->frames = 0;
-	t->id = hdr;
+	t->id = id;
 	t->state = state & ST_RUNNING ? TASK_RUNNING : state & ST_NOTIFIED ? TASK_RUNNABLE
 									: TASK_WAITING;
 	if (state & ST_COMPLETE)
 		t->state = TASK_OTHER;
-	if (read_ptr(r, hdr + ly->vtable, &vt) && read_ptr(r, vt + ly->poll, &poll) &&
-	    cell_of(r, poll - r->bias, &cell) && t->state != TASK_RUNNING)
+	if (have_cell && t->state != TASK_RUNNING)
 		task_future(r, &cell, hdr, t);
 	/* what was read holds together if the state did not move */
 	/* its lifecycle bits: a waker cloned or dropped meanwhile changes only the count */
@@ -768,8 +792,20 @@ static int read_task(struct reader *r, const struct list_layout *ly, uint64_t hd
 	return 0;
 }
 
-int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, const uint64_t *context_at,
-		      size_t nr_threads, const struct task_mem *m, struct task_list *l)
+int tokio_tasks__head_at(const struct tokio_dwarf *td, const uint64_t *context_at,
+			 size_t nr_threads, const struct task_mem *m, uint64_t *head_at)
+{
+	struct reader r = { .td = td, .m = m };
+
+	/* the first thread whose CONTEXT holds a scheduler: every worker's is the same */
+	for (size_t i = 0; i < nr_threads; i++)
+		if (context_at[i] && list_head(&r, context_at[i], head_at))
+			return 0;
+	return -ENOENT;
+}
+
+int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head_at, uint64_t only,
+		      const struct task_mem *m, struct task_list *l)
 {
 	struct reader r = { .td = td, .m = m, .l = l, .bias = bias };
 	struct list_layout ly;
@@ -782,16 +818,8 @@ int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, const uint64_
 			 "read (a tokio version not known)");
 		return -ENOTSUP;
 	}
-	/* the first thread whose CONTEXT holds a scheduler: every worker's is the same */
-	for (size_t i = 0; i < nr_threads && !head; i++)
-		if (context_at[i])
-			list_head(&r, context_at[i], &head);
-	if (!head) {
-		snprintf(l->note, sizeof(l->note),
-			 "no thread's CONTEXT holds a tokio scheduler (no runtime running, or "
-			 "no task)");
-		return 0;
-	}
+	if (!read_ptr(&r, head_at, &head))
+		return -EIO;
 	u64map__init(&seen);
 	for (hdr = head; hdr; ) {
 		uint64_t state, vtable, trailer, next;
@@ -806,9 +834,9 @@ int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, const uint64_
 		}
 		for (int k = 0; err == -EAGAIN && k < 4; k++)
 			err = read_u(&r, hdr + ly.state, 8, &state)
-				      ? read_task(&r, &ly, hdr, state, k == 3)
+				      ? read_task(&r, &ly, hdr, state, only, k == 3)
 				      : -EIO;
-		if (err == -ENOMEM || err == -EIO)
+		if (err == -ENOMEM || err == -EIO || (only && !err))
 			break;
 		/* the next task: through its Trailer, whose place the vtable says */
 		if (!ly.have_trailer_offset || !read_ptr(&r, hdr + ly.vtable, &vtable) ||

@@ -35,11 +35,19 @@ void tokio_dwarf__free(struct tokio_dwarf *td);
 bool tokio_dwarf__context(const struct tokio_dwarf *td, uint64_t *tls_offset);
 
 /*
- * The tasks of the process (bias: where its executable is loaded against its
- * link-time addresses; context_tp: CONTEXT's address in each of its threads,
- * from their thread pointers), into l. 0, or -errno (l->note says why).
+ * Where the scheduler's task list begins (the address of its head field,
+ * which lives as long as the runtime), from CONTEXT's address in each of
+ * the process's threads (from their thread pointers; 0: none). 0, or
+ * -ENOENT when no thread's CONTEXT holds a scheduler.
  */
-int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, const uint64_t *context_at,
-		      size_t nr_threads, const struct task_mem *m, struct task_list *l);
+int tokio_tasks__head_at(const struct tokio_dwarf *td, const uint64_t *context_at,
+			 size_t nr_threads, const struct task_mem *m, uint64_t *head_at);
+/*
+ * The tasks of the list at head_at (bias: where the executable is loaded
+ * against its link-time addresses; only: that task alone, by its id or its
+ * Header's address; 0: every one), into l. 0, or -errno (l->note says why).
+ */
+int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head_at, uint64_t only,
+		      const struct task_mem *m, struct task_list *l);
 
 #endif

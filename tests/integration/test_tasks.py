@@ -7,9 +7,11 @@ on every Go version the tests build, stripped too, and as a PIE."""
 import json
 import os
 import subprocess
+import tempfile
 import unittest
 
-from tests.integration.harness import BUILD, GO_APP_SRC, TRACER, require_root, source_lines
+from tests.integration.harness import (BUILD, GO_APP_SRC, TRACER, read, require_root,
+                                       source_lines, wait_for)
 
 PARK_SRC = os.path.join(GO_APP_SRC, "park.go")
 
@@ -239,6 +241,50 @@ class TestTokioTasks(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("debug = 2", r.stderr)
         self.assertEqual(r.stdout, "")
+
+
+class TestTokioAlerts(unittest.TestCase):
+    """Traced with probes, tokio-parked's tasks are lost wakers (--lost-waker 1s:
+    none is woken), the one whose future keeps no waker at once (unwakeable);
+    each alert says where the task awaits, read from the live process as
+    `tasks` reads it: the line of its own deepest `.await`."""
+
+    def test_lost_wakers_say_where(self):
+        require_root()
+        lines = source_lines(TOKIO_SRC, "park")
+        with tempfile.TemporaryDirectory() as tmp:
+            alerts = os.path.join(tmp, "alerts.json")
+            app = subprocess.Popen([os.path.join(BUILD, "tokio-parked"), "--wait-stdin"],
+                                   stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, text=True)
+            try:
+                err_path = os.path.join(tmp, "err")
+                with open(err_path, "w") as err:
+                    tr = subprocess.Popen([TRACER, "-p", str(app.pid), "-q", "--lost-waker", "1s",
+                                           "--alerts", alerts, "-d", "4"], stderr=err)
+                self.assertTrue(wait_for(lambda: "Ctrl-C to stop" in read(err_path)
+                                         or tr.poll() is not None, 60), read(err_path))
+                app.stdin.write("go\n")
+                app.stdin.close()
+                self.assertEqual(tr.wait(timeout=60), 0, read(err_path))
+            finally:
+                app.kill()
+                app.wait()
+            begins = [json.loads(line) for line in open(alerts)]
+        begins = [a for a in begins if a["state"] == "begin" and a["kind"] == "lost-waker"]
+        by_line = {}
+        for a in begins:
+            own = [f for f in a.get("parked_at", []) if f["function"].startswith("tokio_parked::")
+                   and f.get("line")]
+            self.assertTrue(own, a)
+            by_line[(own[0]["function"], own[0]["line"])] = a
+        lost = by_line[("tokio_parked::park_lost", lines["lost"])]
+        self.assertTrue(lost["unwakeable"], lost)
+        self.assertIn(f"; parked at tokio_parked::park_lost (src/bin/tokio-parked.rs:{lines['lost']})",
+                      lost["message"])
+        for kind in ("notify", "sleep", "join"):
+            self.assertIn((f"tokio_parked::park_{kind}", lines[kind]), by_line)
+        self.assertIn(("tokio_parked::park_deep3", lines["deep3"]), by_line)
 
 
 class TestTasksErrors(unittest.TestCase):

@@ -68,6 +68,11 @@ async fn park_lost() -> u32 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    // --wait-stdin: the tasks start once a line (or EOF) is read, a tracer attached
+    if std::env::args().any(|a| a == "--wait-stdin") {
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
+    }
     let (_tx1, rx1) = mpsc::channel::<u64>(4);
     let nf = Arc::new(Notify::new());
     let (_tx2, rx2) = mpsc::channel::<u8>(4);
