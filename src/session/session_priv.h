@@ -103,6 +103,7 @@ struct session {
 	 */
 	struct analyser stacks;
 	bool unwinding;			/* ... started */
+	uint32_t placing;		/* processes it was handed for alerts' places */
 	struct ksyms *ksyms;		/* --stacks: names their kernel frames; NULL unknown */
 	uint64_t malformed;		/* records too short to say whose they are */
 	uint64_t dropped;		/* record: records the rings had no room for */

@@ -565,6 +565,7 @@ static void begin_places(struct session *s, struct traced *tr)
 	uint64_t *fsbase = NULL;
 	uint32_t nr = 0;
 	char why[256];
+	bool started = s->stacks.pid <= 0;
 	int err;
 
 	if (s->stacks.pid <= 0 &&
@@ -592,8 +593,12 @@ static void begin_places(struct session *s, struct traced *tr)
 		if (err != -EIO && (tr->disc.kind == RUNTIME_GO || s->o->verbose))
 			warn_msg("pid %d: where its tasks wait will not be said: %s\n",
 				 tr->target.pid, why);
+		/* started for this alone, and of no use: it goes (and with it, CAP_KILL) */
+		if (started && !s->unwinding && !s->placing)
+			analyser__stop(&s->stacks);
 		return;
 	}
+	s->placing++;
 	tr->pipe.model.where = traced_where;
 	tr->pipe.model.where_ctx = tr;
 }
