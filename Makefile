@@ -224,6 +224,9 @@ TOKIO_APPS := $(BUILD)/tokio-app $(BUILD)/tokio-app-lto $(BUILD)/tokio-app-v0 \
 	      $(BUILD)/tokio-app-stripped $(BUILD)/tokio-many $(BUILD)/tokio-spin \
 	      $(BUILD)/tokio-app-cet $(BUILD)/tokio-spin-cet $(BUILD)/tokio-neighbour \
 	      $(BUILD)/tokio-paths $(BUILD)/tokio-paths-lto $(BUILD)/tokio-neighbour-lto
+# tokio-parked's builds (below): named before the rule that needs them
+TOKIO_PARKED := $(BUILD)/tokio-parked $(BUILD)/tokio-parked-web $(BUILD)/tokio-parked-lto \
+		$(BUILD)/tokio-parked-nodebug
 CARGO_BUILD = cd $(TOKIO_DIR) && RUSTC=$(RUSTC) RUSTFLAGS="$(TOKIO_RUSTFLAGS)" $(TOKIO_ENV) \
 	      $(CARGO) build --offline --quiet
 
@@ -290,8 +293,6 @@ $(BUILD)/tokio-spin-cet: $(BUILD)/tokio-app-cet
 # tokio-parked (asynctraced tasks: tasks awaiting at known lines), with type
 # debug info (profile debug2: debug = 2) by each Debian compiler, with fat
 # LTO, and without its DWARF (strip --strip-debug: what is said then).
-TOKIO_PARKED := $(BUILD)/tokio-parked $(BUILD)/tokio-parked-web $(BUILD)/tokio-parked-lto \
-		$(BUILD)/tokio-parked-nodebug
 RUST_WEB      = $(BUILD)/rust-web
 
 $(BUILD)/tokio-parked: $(TOKIO_SRCS)
