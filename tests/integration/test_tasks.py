@@ -270,7 +270,8 @@ class TestTokioAlerts(unittest.TestCase):
             finally:
                 app.kill()
                 app.wait()
-            begins = [json.loads(line) for line in open(alerts)]
+            with open(alerts) as f:
+                begins = [json.loads(line) for line in f]
         begins = [a for a in begins if a["state"] == "begin" and a["kind"] == "lost-waker"]
         by_line = {}
         for a in begins:
