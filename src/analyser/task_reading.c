@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <elfutils/libdw.h>
@@ -23,6 +22,7 @@
 #include "analyser/analyser.h"
 #include "lib/file_copy.h"
 #include "lib/u64map.h"
+#include "lib/util.h"
 #include "targets/elf_image.h"
 #include "targets/go/golang.h"
 #include "targets/tokio/tokio.h"
@@ -80,14 +80,6 @@ static uint64_t load_bias(const struct go_binary *gb, const struct elf_image *im
 	if (!gb->pie || off < 0)
 		return 0;
 	return r->start + ((uint64_t)off - r->offset) - vaddr;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static void held_free(struct held *h)

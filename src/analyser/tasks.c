@@ -25,9 +25,11 @@ static int ask(struct analyser *a, const struct target *t, struct wire_tasks_req
 {
 	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000;
 	struct target_files fs = { 0 };
+	size_t len = sizeof(*r) + (size_t)r->nr_threads * sizeof(*fsbase);
 	struct wire_hdr h;
 	int32_t status;
-	uint8_t *b = NULL;
+	uint8_t *b = NULL, *msg;
+	bool unread = false;	/* an answer's body left in the socket */
 	int err = 0;
 
 	task_list__init(l);
@@ -48,20 +50,15 @@ static int ask(struct analyser *a, const struct target *t, struct wire_tasks_req
 		r->offset = fs.f[fs.exe].map.offset;
 	}
 	r->pid = t->pid;
-	if (r->nr_threads) {
-		uint8_t *msg = malloc(sizeof(*r) + r->nr_threads * sizeof(*fsbase));
-
-		if (msg) {
-			memcpy(msg, r, sizeof(*r));
-			memcpy(msg + sizeof(*r), fsbase, r->nr_threads * sizeof(*fsbase));
-			err = wire__send(a->sock, WIRE_TASKS, msg,
-					 sizeof(*r) + r->nr_threads * sizeof(*fsbase));
-			free(msg);
-		} else {
-			err = -ENOMEM;
-		}
+	msg = malloc(len);
+	if (msg) {
+		memcpy(msg, r, sizeof(*r));
+		if (r->nr_threads)
+			memcpy(msg + sizeof(*r), fsbase, len - sizeof(*r));
+		err = wire__send(a->sock, WIRE_TASKS, msg, len);
+		free(msg);
 	} else {
-		err = wire__send(a->sock, WIRE_TASKS, r, sizeof(*r));
+		err = -ENOMEM;
 	}
 	if (!err && (r->flags & WIRE_TASKS_FDS))
 		err = wire__send_fds(a->sock, (int[]){ t->memfd, fs.f[fs.exe].fd }, 2);
@@ -77,6 +74,7 @@ static int ask(struct analyser *a, const struct target *t, struct wire_tasks_req
 			      : -EBADMSG;
 	if (!err) {
 		b = malloc(h.len);
+		unread = !b;
 		err = b ? wire__read(a->sock, b, h.len, deadline) : -ENOMEM;
 	}
 	if (!err) {
@@ -91,7 +89,7 @@ static int ask(struct analyser *a, const struct target *t, struct wire_tasks_req
 	 * would be read as the next answer; the analyser goes (started again
 	 * when asked, but once confined)
 	 */
-	if (err == -EBADMSG || err == -EPIPE || err == -ETIMEDOUT || (err == -ENOMEM && !b)) {
+	if (err == -EBADMSG || err == -EPIPE || err == -ETIMEDOUT || unread) {
 		char ended[64];
 
 		task_list__free(l);
@@ -101,8 +99,9 @@ static int ask(struct analyser *a, const struct target *t, struct wire_tasks_req
 				t->pid);
 		else
 			err_msg("the analyser %s reading pid %d's tasks\n",
-				err == -ETIMEDOUT ? "took too long" : err == -ENOMEM ? "answered more than fits"
-									     : ended,
+				err == -ETIMEDOUT ? "took too long"
+				: unread	  ? "answered more than fits"
+						  : ended,
 				t->pid);
 		err = -EIO;
 	}

@@ -285,16 +285,11 @@ static int one(const struct options *o, struct analyser *a, pid_t pid, struct ou
 		return EXIT_FAIL;
 	}
 	/* its threads' pointers, where their thread-locals are (tokio's CONTEXT) */
-	struct thread_ptr *threads = NULL;
 	uint64_t *fsbase = NULL;
 	size_t nr = 0;
 
-	if (!thread_ptrs__read(pid, &threads, &nr) && nr &&
-	    (fsbase = calloc(nr, sizeof(*fsbase))))
-		for (size_t i = 0; i < nr; i++)
-			fsbase[i] = threads[i].fsbase;
-	free(threads);
-	err = analyser__tasks(a, &t, o->tasks_all, fsbase, fsbase ? (uint32_t)nr : 0, &l);
+	thread_ptrs__read(pid, &fsbase, &nr);
+	err = analyser__tasks(a, &t, o->tasks_all, fsbase, (uint32_t)nr, &l);
 	free(fsbase);
 	if (err == -EACCES)
 		err_msg("pid %d (%s): its memory cannot be read (reading it needs root)\n", pid,

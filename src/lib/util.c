@@ -45,6 +45,15 @@ void log_msg(int prio, const char *fmt, ...)
 	va_end(ap);
 }
 
+uint64_t hash_str(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+	return h ? h : 1;
+}
+
 uint64_t now_ns(void)
 {
 	struct timespec ts;

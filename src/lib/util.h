@@ -24,6 +24,8 @@ void log_msg(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 #define info_msg(...) log_msg(6, __VA_ARGS__)
 
 uint64_t now_ns(void);
+/* A string's FNV-1a hash, never 0 (a u64map key). */
+uint64_t hash_str(const char *s);
 /* The soft limit of open files raised to the hard one; and put back as it was (for a child). */
 void nofile_raise(void);
 void nofile_restore(void); /* CLOCK_MONOTONIC: the clock BPF's ktime uses */

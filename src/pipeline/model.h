@@ -118,7 +118,7 @@ struct model {
 	model_unwind_fn unwind;	/* NULL: stacks are not unwound (no --stacks, or a capture) */
 	void *unwind_ctx;
 	model_stack_name_fn stack_name; /* NULL: tasks are not named by their stacks (unwind_ctx) */
-	model_where_fn where;	/* NULL: where a task waits is not read (not Go, or a capture) */
+	model_where_fn where;	/* NULL: where a task waits is not read (a capture; no type info) */
 	void *where_ctx;
 
 	/* --stacks: every stack unwound, once each, and where each was taken */

@@ -99,7 +99,7 @@ struct session {
 	struct flight *flight;		/* --flight-recorder */
 	/*
 	 * The live analyser: --stacks' unwinding (its own: an examination may
-	 * take long), and where Go's goroutines wait (places, for alerts)
+	 * take long), and where Go's and tokio's tasks wait (places, for alerts)
 	 */
 	struct analyser stacks;
 	bool unwinding;			/* ... started */

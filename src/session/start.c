@@ -98,7 +98,7 @@ static int confine(struct session *s)
 		if (s->targets[i]->disc.kind == RUNTIME_USDT && s->targets[i]->target.memfd < 0)
 			keep |= 1ull << CAP_SYS_PTRACE;
 	/*
-	 * The live analyser (--stacks', and Go's places), another user's
+	 * The live analyser (--stacks', and alerts' places), another user's
 	 * process, killed should it hang (the filter lets that one pid alone be
 	 * signalled); it cannot be started again once confined
 	 */

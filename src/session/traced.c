@@ -546,7 +546,7 @@ void traced__drop(struct session *s, struct traced *tr)
 	traced__free(tr);
 }
 
-/* Where goroutine task of process ctx waits now, from the live analyser (places). */
+/* Where task of process ctx waits now, from the live analyser (places). */
 static int traced_where(void *ctx, uint64_t task, struct stack_frame *frames, int max)
 {
 	struct traced *tr = ctx;
@@ -555,15 +555,16 @@ static int traced_where(void *ctx, uint64_t task, struct stack_frame *frames, in
 }
 
 /*
- * Go: the process's executable and memory handed to the live analyser (the
- * one --stacks unwinds with, started for this when it is not), so that a
- * lost waker's alert says where the goroutine waits (docs/tasks.md). Once
- * confined (-p), no analyser is started: this happens before.
+ * Go and tokio: the process's executable and memory (and tokio's threads'
+ * pointers) handed to the live analyser (the one --stacks unwinds with,
+ * started for this when it is not), so that a lost waker's alert says where
+ * the task waits (docs/tasks.md). Once confined (-p), no analyser is
+ * started: this happens before.
  */
 static void begin_places(struct session *s, struct traced *tr)
 {
 	uint64_t *fsbase = NULL;
-	uint32_t nr = 0;
+	size_t nr = 0;
 	char why[256];
 	bool started = s->stacks.pid <= 0;
 	int err;
@@ -575,18 +576,9 @@ static void begin_places(struct session *s, struct traced *tr)
 		return;
 	}
 	/* tokio: its threads' pointers, where CONTEXT leads to its task list */
-	if (tr->disc.kind == RUNTIME_TOKIO) {
-		struct thread_ptr *threads = NULL;
-		size_t n = 0;
-
-		if (!thread_ptrs__read(tr->target.pid, &threads, &n) && n &&
-		    (fsbase = calloc(n, sizeof(*fsbase))))
-			for (size_t i = 0; i < n; i++)
-				fsbase[i] = threads[i].fsbase;
-		nr = fsbase ? (uint32_t)n : 0;
-		free(threads);
-	}
-	err = analyser__tasks_prime(&s->stacks, &tr->target, fsbase, nr, why, sizeof(why));
+	if (tr->disc.kind == RUNTIME_TOKIO)
+		thread_ptrs__read(tr->target.pid, &fsbase, &nr);
+	err = analyser__tasks_prime(&s->stacks, &tr->target, fsbase, (uint32_t)nr, why, sizeof(why));
 	free(fsbase);
 	if (err) {
 		/* tokio without type debug info: said at -v (most release builds have none) */

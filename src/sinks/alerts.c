@@ -235,36 +235,23 @@ void alert__stack_json(struct outbuf *ob, const struct callstacks *c, uint32_t i
 		const struct cs_frame *f = callstacks__frame(c, cs->frames[i]);
 
 		ob_key_str(ob, i ? ",{\"function\":" : "{\"function\":", f->function);
-		ob_key_str(ob, ",\"module\":", f->module);
-		if (f->file[0]) {
-			ob_key_str(ob, ",\"file\":", f->file);
-			ob_key_u64(ob, ",\"line\":", f->line);
+		if (c->by_line) {
+			/* a place (where a task waits): a task's frame, no image, maybe no line */
+			if (f->file[0])
+				ob_key_str(ob, ",\"file\":", f->file);
+			if (f->line)
+				ob_key_u64(ob, ",\"line\":", f->line);
+		} else {
+			ob_key_str(ob, ",\"module\":", f->module);
+			if (f->file[0]) {
+				ob_key_str(ob, ",\"file\":", f->file);
+				ob_key_u64(ob, ",\"line\":", f->line);
+			}
 		}
 		if (f->inlined)
 			ob_puts(ob, ",\"inlined\":true");
 		if (f->kernel)
 			ob_puts(ob, ",\"kernel\":true");
-		ob_putc(ob, '}');
-	}
-	ob_putc(ob, ']');
-}
-
-/* Where a task waits, innermost first: each frame's function, file and line. */
-static void parked_json(struct outbuf *ob, const struct callstacks *c, uint32_t id)
-{
-	const struct callstack *cs = callstacks__get(c, id);
-
-	ob_putc(ob, '[');
-	for (uint32_t i = 0; cs && i < cs->nr; i++) {
-		const struct cs_frame *f = callstacks__frame(c, cs->frames[i]);
-
-		ob_key_str(ob, i ? ",{\"function\":" : "{\"function\":", f->function);
-		if (f->file[0])
-			ob_key_str(ob, ",\"file\":", f->file);
-		if (f->line)
-			ob_key_u64(ob, ",\"line\":", f->line);
-		if (f->inlined)
-			ob_puts(ob, ",\"inlined\":true");
 		ob_putc(ob, '}');
 	}
 	ob_putc(ob, ']');
@@ -357,7 +344,7 @@ void alert__json_object(struct outbuf *ob, const struct model *m, const struct a
 		ob_puts(ob, a->unwakeable ? ",\"unwakeable\":true" : ",\"unwakeable\":false");
 		if (a->parked_at) {
 			ob_puts(ob, ",\"parked_at\":");
-			parked_json(ob, &m->places, a->parked_at);
+			alert__stack_json(ob, &m->places, a->parked_at);
 		}
 		break;
 	case ALERT_KIND_MAX:

@@ -21,7 +21,8 @@ void alert__format(char *buf, size_t size, const struct model *m, const struct a
 void alert__title(char *buf, size_t size, const struct alert *a);
 /*
  * A stack (--stacks) as a JSON array of frames, innermost first: function,
- * module, file and line where known, inlined and kernel when so.
+ * module, file and line where known, inlined and kernel when so; of a table
+ * of places (callstacks.by_line, where tasks wait), no module.
  */
 struct callstacks;
 void alert__stack_json(struct outbuf *ob, const struct callstacks *c, uint32_t id);

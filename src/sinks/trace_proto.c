@@ -8,6 +8,7 @@
 
 #include "lib/pb.h"
 #include "lib/u64map.h"
+#include "lib/util.h"
 #include "sinks/pftrace_file.h"
 #include "sinks/slices.h"
 
@@ -236,20 +237,11 @@ static void put_timestamp(struct trace_proto *tp, uint64_t rel)
 	}
 }
 
-static uint64_t hash_name(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-	return h ? h : 1;
-}
-
 /* The iid of a string, interning it in this packet if new; 0: write it in full. */
 static uint64_t intern(struct trace_proto *tp, enum intern_kind kind, const char *name)
 {
 	struct intern_table *t = &tp->interned[kind];
-	uint64_t h = hash_name(name);
+	uint64_t h = hash_str(name);
 	struct interned *in = u64map__get(&t->map, h);
 	size_t n;
 
@@ -814,7 +806,7 @@ static void tp_alert(struct slices *sl, struct model *m, const struct slice *a)
 /* The iid of the mapping of an image (its path interned with the same iid), new or not. */
 static uint64_t mapping_of(struct trace_proto *tp, const char *module, bool *fresh)
 {
-	uint64_t h = hash_name(module);
+	uint64_t h = hash_str(module);
 	struct interned *in = u64map__get(&tp->mappings, h);
 	size_t n = strlen(module) + 1;
 

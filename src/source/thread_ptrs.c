@@ -16,7 +16,14 @@
 
 #include "threads.skel.h"
 
-int thread_ptrs__read(pid_t pid, struct thread_ptr **out, size_t *n)
+/* A record of the iterator's (bpf/threads.bpf.c) */
+struct thread_ptr {
+	uint32_t tid;
+	uint32_t pad;
+	uint64_t fsbase;
+};
+
+int thread_ptrs__read(pid_t pid, uint64_t **fsbase, size_t *n)
 {
 	union bpf_iter_link_info info = { .task.pid = (__u32)pid };
 	LIBBPF_OPTS(bpf_iter_attach_opts, opts, .link_info = &info, .link_info_len = sizeof(info));
@@ -26,7 +33,7 @@ int thread_ptrs__read(pid_t pid, struct thread_ptr **out, size_t *n)
 	size_t len = 0, cap = 0;	/* bytes: a read may end inside a record */
 	int fd = -1, err = skel ? 0 : -errno;
 
-	*out = NULL;
+	*fsbase = NULL;
 	*n = 0;
 	if (!err) {
 		link = bpf_program__attach_iter(skel->progs.thread_pointers, &opts);
@@ -67,7 +74,10 @@ int thread_ptrs__read(pid_t pid, struct thread_ptr **out, size_t *n)
 		free(recs);
 		return err;
 	}
-	*out = recs;
+	/* the pointers alone, in place: each record's fsbase to the front */
 	*n = len / sizeof(*recs);
+	*fsbase = (uint64_t *)recs;
+	for (size_t i = 0; i < *n; i++)
+		(*fsbase)[i] = recs[i].fsbase;
 	return 0;
 }

@@ -11,19 +11,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-struct thread_ptr {
-	uint32_t tid;
-	uint32_t pad;
-	uint64_t fsbase;	/* 0: none set */
-};
-
 /* Threads read at most: far above a process's. */
 #define THREAD_PTRS_MAX 65536
 
 /*
- * Process pid's threads into *out (malloc'd), *n of them. 0, or -errno
- * (loading or attaching the iterator failed: no BPF, no BTF).
+ * Process pid's threads' pointers (FS bases; 0: none set) into *fsbase
+ * (malloc'd), *n of them. 0, or -errno (loading or attaching the iterator
+ * failed: no BPF, no BTF).
  */
-int thread_ptrs__read(pid_t pid, struct thread_ptr **out, size_t *n);
+int thread_ptrs__read(pid_t pid, uint64_t **fsbase, size_t *n);
 
 #endif

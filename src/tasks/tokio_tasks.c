@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "lib/u64map.h"
+#include "lib/util.h"
 
 /* How deep a future's awaitees are followed, and a type's members searched. */
 #define FUTURE_DEPTH 24
@@ -211,15 +212,6 @@ static bool find_type(Dwarf_Die *s, const char *prefix, uint64_t *off, Dwarf_Die
 }
 
 /* ---- the index ---- */
-
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-	return h ? h : 1;
-}
 
 struct walk_ns {
 	const char *path[16];
@@ -523,12 +515,35 @@ static bool list_head(const struct reader *r, uint64_t ctx_addr, uint64_t *head_
 	return true;
 }
 
+/*
+ * A name made of a DIE, kept under key (the list keeps strings by where
+ * they are: a name made again must be the same pointer); fallback when
+ * memory runs out.
+ */
+static const char *keep_name(const struct reader *r, uint64_t key, const char *made,
+			     const char *fallback)
+{
+	struct u64map *names = (struct u64map *)&r->td->names;
+	char *known = strdup(made);
+
+	if (known && u64map__set(names, key, known)) {
+		free(known);
+		return fallback;
+	}
+	return known ? known : fallback;
+}
+
+static const char *kept_name(const struct reader *r, uint64_t key)
+{
+	return u64map__get(&r->td->names, key);
+}
+
 /* A DIE's path: its namespaces and its name ("tokio_parked::park_notify::{async_fn_env#0}"). */
 static const char *path_of(const struct reader *r, Dwarf_Die *die)
 {
-	struct u64map *names = (struct u64map *)&r->td->names;
-	Dwarf_Off key = dwarf_dieoffset(die);
-	char *known = u64map__get(names, key + 1), buf[1024] = "";
+	uint64_t key = dwarf_dieoffset(die) + 1;
+	const char *known = kept_name(r, key);
+	char buf[1024] = "";
 	Dwarf_Die *scopes = NULL;
 	size_t len = 0;
 	int n;
@@ -548,12 +563,7 @@ static const char *path_of(const struct reader *r, Dwarf_Die *die)
 	if (len < sizeof(buf))
 		snprintf(buf + len, sizeof(buf) - len, "%s",
 			 dwarf_diename(die) ? dwarf_diename(die) : "?");
-	known = strdup(buf);
-	if (known && u64map__set(names, key + 1, known)) {
-		free(known);
-		return "?";
-	}
-	return known ? known : "?";
+	return keep_name(r, key, buf, "?");
 }
 
 /*
@@ -564,24 +574,22 @@ static const char *path_of(const struct reader *r, Dwarf_Die *die)
  */
 static const char *function_of(const struct reader *r, Dwarf_Die *env)
 {
-	struct u64map *names = (struct u64map *)&r->td->names;
-	Dwarf_Off key = dwarf_dieoffset(env) | (1ull << 63);
-	const char *path = path_of(r, env), *name = dwarf_diename(env);
-	char *known = u64map__get(names, key + 1), buf[1024];
-	size_t plen = strlen(path), nlen = name ? strlen(name) : 0;
+	uint64_t key = (dwarf_dieoffset(env) | (1ull << 63)) + 1;
+	const char *known = kept_name(r, key), *path, *name;
+	size_t plen, nlen;
+	char buf[1024];
 
 	if (known)
 		return known;
+	path = path_of(r, env);
+	name = dwarf_diename(env);
+	plen = strlen(path);
+	nlen = name ? strlen(name) : 0;
 	if (nlen + 2 <= plen)
 		snprintf(buf, sizeof(buf), "%.*s", (int)(plen - nlen - 2), path);
 	else
 		snprintf(buf, sizeof(buf), "%s", path);
-	known = strdup(buf);
-	if (known && u64map__set(names, key + 1, known)) {
-		free(known);
-		return path;
-	}
-	return known ? known : path;
+	return keep_name(r, key, buf, path);
 }
 
 static void frame(struct reader *r, const char *function, const char *file, int line, int depth)
@@ -676,20 +684,13 @@ static void future(struct reader *r, Dwarf_Die *t, uint64_t addr, int depth, int
 static bool cell_of(const struct reader *r, uint64_t poll, Dwarf_Die *cell)
 {
 	const struct tokio_dwarf *td = r->td;
-	size_t lo = 0, hi = td->nr_polls;
+	/* the instance whose entry is poll: the last one at or below it (addr leads poll_inst) */
+	size_t i = upper_bound_u64(td->polls, td->nr_polls, sizeof(*td->polls), poll);
 	void *v;
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (td->polls[mid].addr < poll)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo >= td->nr_polls || td->polls[lo].addr != poll)
+	if (!i || td->polls[i - 1].addr != poll)
 		return false;
-	v = u64map__get(&td->cells, hash_str(td->polls[lo].args));
+	v = u64map__get(&td->cells, hash_str(td->polls[i - 1].args));
 	return v && offdie(td, (Dwarf_Off)(uintptr_t)v - 1, cell);
 }
 

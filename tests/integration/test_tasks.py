@@ -68,6 +68,18 @@ def tasks(pid, *args):
                           text=True, timeout=120)
 
 
+def snapshot(test, app):
+    """tasks --json of a Parked program, which is then stopped: its pid and its one object."""
+    try:
+        r = tasks(app.proc.pid, "--json")
+    finally:
+        app.stop()
+    test.assertEqual(r.returncode, 0, r.stderr)
+    docs = [json.loads(line) for line in r.stdout.splitlines()]
+    test.assertEqual(len(docs), 1)
+    return app.proc.pid, docs[0]
+
+
 class TestGoroutines(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -76,15 +88,7 @@ class TestGoroutines(unittest.TestCase):
         assert set(cls.lines) == set(FUNCS), f"park.go's markers: {sorted(cls.lines)}"
 
     def snapshot(self, exe):
-        app = ParkedGoApp(exe)
-        try:
-            r = tasks(app.proc.pid, "--json")
-        finally:
-            app.stop()
-        self.assertEqual(r.returncode, 0, r.stderr)
-        docs = [json.loads(line) for line in r.stdout.splitlines()]
-        self.assertEqual(len(docs), 1)
-        return app.proc.pid, docs[0]
+        return snapshot(self, ParkedGoApp(exe))
 
     def check_parked(self, exe):
         pid, d = self.snapshot(exe)
@@ -173,13 +177,7 @@ class TestTokioTasks(unittest.TestCase):
         cls.lines = source_lines(TOKIO_SRC, "park")
 
     def snapshot(self, exe):
-        app = ParkedTokio(exe)
-        try:
-            r = tasks(app.proc.pid, "--json")
-        finally:
-            app.stop()
-        self.assertEqual(r.returncode, 0, r.stderr)
-        d = json.loads(r.stdout)
+        _, d = snapshot(self, ParkedTokio(exe))
         self.assertEqual(d["runtime"], "tokio")
         self.assertNotIn("note", d)
         return d

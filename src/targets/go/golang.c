@@ -1193,15 +1193,10 @@ static void find_gofunc(const struct image *im, struct go_binary *gb, int32_t go
 }
 
 /* What tasks read: where the goroutines are, the tables their stacks are read by. */
-static void find_walk(const struct image *im, struct go_binary *gb, bool dwarf_task_offsets,
-		      int32_t gofunc_at)
+static void find_walk(const struct image *im, struct go_binary *gb, int32_t gofunc_at)
 {
 	const struct section *t = &im->sec[SEC_PCLNTAB];
 
-	for (size_t i = 0; !dwarf_task_offsets && i < sizeof(task_layouts) / sizeof(*task_layouts);
-	     i++)
-		if (task_layouts[i].major == gb->major && task_layouts[i].minor == gb->minor)
-			gb->walk.off = task_layouts[i].off;
 	if (!t->data || t->size < 8 + 8 * 8)
 		return;
 	gb->walk.pclntab_addr = t->addr;
@@ -1219,7 +1214,10 @@ static void find_walk(const struct image *im, struct go_binary *gb, bool dwarf_t
 static int detect(Elf *elf, size_t size, struct go_binary *gb)
 {
 	struct image im = { .elf = elf, .names_budget = size };
+	struct go_offsets table;
+	struct go_task_offsets task_table;
 	int32_t gofunc_at = -1;
+	bool in_table;
 	GElf_Ehdr eh;
 	int err;
 
@@ -1239,15 +1237,17 @@ static int detect(Elf *elf, size_t size, struct go_binary *gb)
 	/* libdw finds its sections by name through elf_strptr(): see elf_strtab.h */
 	gb->has_dwarf = im.shstrtab_sound &&
 			dwarf_offsets(elf, &gb->off, &gb->walk.off, &gofunc_at);
-	for (size_t i = 0; !gb->has_dwarf && i < sizeof(layouts) / sizeof(layouts[0]); i++)
-		if (layouts[i].major == gb->major && layouts[i].minor == gb->minor)
-			gb->off = layouts[i].off;
+	/* without DWARF (or without what tasks read in it), the version's layouts */
+	in_table = !golang__layout(gb->major, gb->minor, &table, &task_table);
+	if (in_table && !gb->has_dwarf)
+		gb->off = table;
+	if (in_table && !(gb->has_dwarf && gb->walk.off.g_sched_sp >= 0 &&
+			  gb->walk.off.g_sched_bp >= 0 && gb->walk.off.m_procid >= 0))
+		gb->walk.off = task_table;
 	err = offsets_known(&gb->off) ? 0 : -ENOTSUP;
 	gb->tls_g = tls_g_offset(&im);
 	wait_reasons(&im, gb);
-	find_walk(&im, gb, gb->has_dwarf && gb->walk.off.g_sched_sp >= 0 &&
-				   gb->walk.off.g_sched_bp >= 0 && gb->walk.off.m_procid >= 0,
-		  gofunc_at);
+	find_walk(&im, gb, gofunc_at);
 	/* what golang__optional() names may be missing: said, and traced without */
 	for (int i = 0; !err && i < GO_FUNC_MAX; i++)
 		if (!gb->funcs[i] && !golang__optional(i))
