@@ -226,7 +226,7 @@ TOKIO_APPS := $(BUILD)/tokio-app $(BUILD)/tokio-app-lto $(BUILD)/tokio-app-v0 \
 	      $(BUILD)/tokio-paths $(BUILD)/tokio-paths-lto $(BUILD)/tokio-neighbour-lto
 # tokio-parked's builds (below): named before the rule that needs them
 TOKIO_PARKED := $(BUILD)/tokio-parked $(BUILD)/tokio-parked-web $(BUILD)/tokio-parked-lto \
-		$(BUILD)/tokio-parked-nodebug
+		$(BUILD)/tokio-parked-nodebug $(BUILD)/tokio-parked-split
 CARGO_BUILD = cd $(TOKIO_DIR) && RUSTC=$(RUSTC) RUSTFLAGS="$(TOKIO_RUSTFLAGS)" $(TOKIO_ENV) \
 	      $(CARGO) build --offline --quiet
 
@@ -292,7 +292,10 @@ $(BUILD)/tokio-spin-cet: $(BUILD)/tokio-app-cet
 
 # tokio-parked (asynctraced tasks: tasks awaiting at known lines), with type
 # debug info (profile debug2: debug = 2) by each Debian compiler, with fat
-# LTO, and without its DWARF (strip --strip-debug: what is said then).
+# LTO, without its DWARF (strip --strip-debug: what is said then), and with
+# it in a separate file (objcopy --only-keep-debug, as Debian's -dbgsym
+# packages ship it), named by a debug link; the test puts it under its build
+# id's path too.
 RUST_WEB      = $(BUILD)/rust-web
 
 $(BUILD)/tokio-parked: $(TOKIO_SRCS)
@@ -318,6 +321,13 @@ $(BUILD)/tokio-parked-web: $(TOKIO_SRCS) scripts/rust-web.sh scripts/apt-private
 $(BUILD)/tokio-parked-nodebug: $(BUILD)/tokio-parked
 	$(call msg,STRIP,$@)
 	$(Q)strip --strip-debug -o $@ $<
+
+$(BUILD)/tokio-parked-split: $(BUILD)/tokio-parked
+	$(call msg,SPLIT,$@)
+	$(Q)objcopy --only-keep-debug $< $@.debug
+	$(Q)strip --strip-debug -o $@.tmp $<
+	$(Q)objcopy --add-gnu-debuglink=$@.debug $@.tmp $@
+	$(Q)rm -f $@.tmp
 
 $(BUILD)/tokio-app-stripped: $(BUILD)/tokio-app
 	$(call msg,STRIP,$@)

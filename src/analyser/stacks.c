@@ -2,8 +2,8 @@
 /*
  * The privileged side of --stacks: a process's images handed to an
  * analyser of their own (its maps text and files, opened here), the debug
- * files it names opened here too, inside the process's root and only when
- * anyone may read them, and each sample sent to be unwound. An analyser
+ * files it names opened too (debug_files.c), and each sample sent to be
+ * unwound. An analyser
  * that dies or hangs on a process is killed; that process's stacks are
  * left out, and the others' are handed to the next analyser as they come.
  */
@@ -12,14 +12,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "analyser/debug_files.h"
 #include "analyser/wire.h"
 #include "lib/util.h"
 
@@ -68,29 +66,6 @@ static long read_maps(pid_t pid, char **out)
 	return (long)len;
 }
 
-/*
- * A debug file at path inside pid's root, as the process would see it
- * (symlinks cannot leave that root), opened without blocking: a regular
- * file anyone may read, or -1. The analyser named it; what it is given is
- * never more than any user may read.
- */
-static int open_debug(int root, const char *path)
-{
-	struct open_how how = { .flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
-				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
-	struct stat st;
-	int fd;
-
-	if (path[0] != '/' || strstr(path, "/../") || strlen(path) >= PATH_MAX)
-		return -1;
-	fd = (int)syscall(SYS_openat2, root, path + 1, &how, sizeof(how));
-	if (fd >= 0 && (fstat(fd, &st) || !S_ISREG(st.st_mode) || !(st.st_mode & S_IROTH))) {
-		close(fd);
-		fd = -1;
-	}
-	return fd;
-}
-
 /* The request: the files' names, the maps text, then the files. */
 static int send_prime(struct analyser *a, pid_t pid, const struct target_files *fs,
 		      const char *maps, size_t maps_len)
@@ -125,82 +100,6 @@ static int send_prime(struct analyser *a, pid_t pid, const struct target_files *
 		err = wire__send_all_fds(a->sock, fds, fs->nr);
 	free(b);
 	free(fds);
-	return err;
-}
-
-/* WANT's paths, each opened in pid's root if it may be; DEBUG with those that were. */
-static int give_debug(struct analyser *a, pid_t pid, uint64_t deadline)
-{
-	struct wire_hdr h;
-	uint32_t nr, at = sizeof(nr), found = 0, *idx = NULL;
-	int *fds = NULL, root, err;
-	char path[PATH_MAX], rootp[64];
-	uint8_t *b;
-
-	err = wire__read_hdr(a->sock, &h, deadline);
-	if (err <= 0)
-		return err ? err : -EPIPE;
-	if (h.kind != WIRE_WANT || h.len < sizeof(nr) ||
-	    h.len > sizeof(nr) + (uint64_t)WIRE_WANT_MAX * (sizeof(nr) + PATH_MAX))
-		return -EBADMSG;
-	b = malloc(h.len);
-	if (!b)
-		return -ENOMEM;
-	err = wire__read(a->sock, b, h.len, deadline);
-	memcpy(&nr, b, sizeof(nr));
-	if (!err && nr > WIRE_WANT_MAX)
-		err = -EBADMSG;
-	snprintf(rootp, sizeof(rootp), "/proc/%d/root", pid);
-	root = err || !nr ? -1 : open(rootp, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (root >= 0) {
-		idx = calloc(nr, sizeof(*idx));
-		fds = calloc(nr, sizeof(*fds));
-		err = idx && fds ? 0 : -ENOMEM;
-	}
-	for (uint32_t i = 0; !err && root >= 0 && i < nr; i++) {
-		uint32_t n;
-		int fd;
-
-		if (h.len - at < sizeof(n)) {
-			err = -EBADMSG;
-			break;
-		}
-		memcpy(&n, b + at, sizeof(n));
-		at += sizeof(n);
-		if (n > h.len - at || n >= sizeof(path)) {
-			err = -EBADMSG;
-			break;
-		}
-		memcpy(path, b + at, n);
-		path[n] = 0;
-		at += n;
-		fd = strlen(path) == n ? open_debug(root, path) : -1;
-		if (fd >= 0) {
-			idx[found] = i;
-			fds[found++] = fd;
-		}
-	}
-	if (root >= 0)
-		close(root);
-	free(b);
-	if (!err) {
-		uint32_t *msg = calloc(found + 1, sizeof(*msg));
-
-		if (msg) {
-			msg[0] = found;
-			memcpy(msg + 1, idx, found * sizeof(*idx));
-			err = wire__send(a->sock, WIRE_DEBUG, msg, (found + 1) * sizeof(*msg));
-		} else {
-			err = -ENOMEM;
-		}
-		free(msg);
-		if (!err)
-			err = wire__send_all_fds(a->sock, fds, found);
-	}
-	for (uint32_t i = 0; i < found; i++)
-		close(fds[i]);
-	free(fds);
-	free(idx);
 	return err;
 }
 
@@ -288,7 +187,7 @@ static int prime(struct analyser *a, const struct target *t, struct primed *p)
 	target_files__close(&fs);
 	free(maps);
 	if (!err)
-		err = give_debug(a, t->pid, deadline);
+		err = analyser__give_debug(a, t->pid, deadline);
 	if (!err)
 		err = expect(a, WIRE_PRIMED, sizeof(status), sizeof(status), deadline, &body, &len);
 	if (!err) {

@@ -4,13 +4,15 @@
  * is given two descriptors: the target's executable and its /proc/PID/mem,
  * opened by the privileged side (reads through it need no right of the
  * reader's: the kernel checked the opener's). The executable says which
- * runtime and where its lists are; the memory is read with pread, which
- * never stops the target. A process traced keeps both here, its executable
+ * runtime and where its lists are (a tokio program's DWARF may be in a
+ * separate debug file: asked for, debug_files.c); the memory is read with
+ * pread, which never stops the target. A process traced keeps both here, its executable
  * read once, until it is forgotten: an alert asks for one task's place.
  */
 #include "analyser/task_reading.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +22,11 @@
 #include <gelf.h>
 
 #include "analyser/analyser.h"
+#include "analyser/debug_files.h"
 #include "lib/file_copy.h"
 #include "lib/u64map.h"
 #include "lib/util.h"
+#include "stacks/debug_file.h"
 #include "targets/elf_image.h"
 #include "targets/go/golang.h"
 #include "targets/tokio/tokio.h"
@@ -38,6 +42,8 @@ struct held {
 	bool go;		/* gb read: a Go runtime whose goroutines can be listed */
 	/* tokio: the program's DWARF indexed, and CONTEXT's offset from a thread pointer */
 	Elf *elf;
+	Elf *debug_elf;		/* its separate debug file's, when the DWARF is there */
+	int debug_fd;
 	Dwarf *dw;
 	struct tokio_dwarf *td;
 	int64_t context_tpoff;
@@ -91,6 +97,10 @@ static void held_free(struct held *h)
 	tokio_dwarf__free(h->td);
 	if (h->dw)
 		dwarf_end(h->dw);
+	if (h->debug_elf)
+		elf_end(h->debug_elf);
+	if (h->debug_fd >= 0)
+		close(h->debug_fd);
 	if (h->elf)
 		elf_end(h->elf);
 	golang__free(&h->gb);
@@ -98,8 +108,47 @@ static void held_free(struct held *h)
 	free(h);
 }
 
-/* A tokio program: its DWARF indexed (the executable's own), CONTEXT's place. */
-static void read_tokio(struct held *h, const struct wire_tasks_req *r)
+/* The paths of the debug file an executable without DWARF names (w: none for one with). */
+static void want_debug(struct held *h, const char *name, struct debug_wants *w)
+{
+	char paths[DEBUG_FILE_PATHS][PATH_MAX];
+	int n;
+
+	if (h->go || !h->elf || debug_file__has_dwarf(h->elf))
+		return;
+	n = debug_file__paths(h->elf, name, paths);
+	for (int i = 0; i < n; i++)
+		debug_wants__add(w, paths[i]);
+}
+
+/* The DWARF: the executable's own, else the first debug file given that is of its build. */
+static Dwarf *tokio_dwarf(struct held *h, struct unwind_file *debug, uint32_t nr_debug)
+{
+	if (debug_file__has_dwarf(h->elf))
+		return dwarf_begin_elf(h->elf, DWARF_C_READ, NULL);
+	for (uint32_t i = 0; i < nr_debug; i++) {
+		Dwarf *dw;
+
+		if (!debug_file__same_build(h->elf, debug[i].fd) ||
+		    !(h->debug_elf = elf_begin(debug[i].fd, ELF_C_READ_MMAP, NULL)))
+			continue;
+		if ((dw = dwarf_begin_elf(h->debug_elf, DWARF_C_READ, NULL))) {
+			h->debug_fd = debug[i].fd;
+			debug[i].fd = -1;
+			return dw;
+		}
+		elf_end(h->debug_elf);
+		h->debug_elf = NULL;
+	}
+	return NULL;
+}
+
+/*
+ * A tokio program: its DWARF indexed (the executable's own, or its separate
+ * debug file's: debug, those found of the paths wanted), CONTEXT's place.
+ */
+static void read_tokio(struct held *h, const struct wire_tasks_req *r, struct unwind_file *debug,
+		       uint32_t nr_debug, const struct debug_wants *w)
 {
 	struct elf_image im;
 	const char *why = NULL;
@@ -107,12 +156,11 @@ static void read_tokio(struct held *h, const struct wire_tasks_req *r)
 	int err;
 
 	h->err = -ENOENT;
-	if (elf_version(EV_CURRENT) == EV_NONE ||
-	    !(h->elf = elf_memory((char *)h->fc.data, h->fc.size)) ||
-	    !(h->dw = dwarf_begin_elf(h->elf, DWARF_C_READ, NULL))) {
+	if (!h->elf || !(h->dw = tokio_dwarf(h, debug, nr_debug))) {
 		snprintf(h->note, sizeof(h->note),
-			 "no Go runtime, and no DWARF for tokio's tasks (a tokio program needs "
-			 "type debug info: debug = 2)");
+			 "no Go runtime, and no DWARF for tokio's tasks: a tokio program needs type "
+			 "debug info (debug = 2), in the executable or in a separate debug file%s%s",
+			 w->nr ? ", none found at " : " (it names none)", w->nr ? w->path[0] : "");
 		return;
 	}
 	err = tokio_dwarf__index(h->dw, &h->td, &why);
@@ -184,7 +232,9 @@ static void read_exe(struct held *h, const struct wire_tasks_req *r, int exe)
 	}
 	err = golang__detect_mem(h->fc.data, h->fc.size, &h->gb);
 	if (err == -ENOENT || err == -ENOEXEC) {
-		read_tokio(h, r);
+		/* tokio's, perhaps: read once its debug file has been asked for */
+		if (elf_version(EV_CURRENT) != EV_NONE)
+			h->elf = elf_memory((char *)h->fc.data, h->fc.size);
 	} else if (!h->gb.version[0]) {
 		snprintf(h->note, sizeof(h->note), "its Go runtime could not be read: %s",
 			 strerror(-err));
@@ -265,25 +315,57 @@ static int answer(int32_t status, const struct task_list *l)
 	return err;
 }
 
+/*
+ * A process handed over: its executable read, then its debug file asked
+ * for (always: the privileged side expects the exchange, empty or not)
+ * and, for tokio, its DWARF indexed. 0, or -errno when the socket cannot go on.
+ */
+static int take(struct held *h, const struct wire_tasks_req *r, int exe, const char *name)
+{
+	struct debug_wants w = { 0 };
+	struct unwind_file *debug = NULL;
+	uint32_t nr_debug = 0;
+	int err;
+
+	read_exe(h, r, exe);
+	want_debug(h, name, &w);
+	err = debug_wants__exchange(&w, &debug, &nr_debug);
+	if (!err && !h->go && !h->err)
+		read_tokio(h, r, debug, nr_debug, &w);
+	for (uint32_t i = 0; i < nr_debug; i++) {
+		free(debug[i].name);
+		if (debug[i].fd >= 0)
+			close(debug[i].fd);
+	}
+	free(debug);
+	debug_wants__free(&w);
+	return err;
+}
+
 int task_reading__read(const struct wire_hdr *h)
 {
 	struct wire_tasks_req r;
 	struct task_list l;
 	struct held *kept = NULL;
 	uint64_t *threads = NULL;
+	char name[PATH_MAX] = "";
 	int fds[2] = { -1, -1 }, err;
 	int32_t status;
 
-	if (h->len < sizeof(r) || h->len > sizeof(r) + (uint64_t)WIRE_THREADS_MAX * 8)
+	if (h->len < sizeof(r) ||
+	    h->len > sizeof(r) + (uint64_t)WIRE_THREADS_MAX * 8 + sizeof(name) - 1)
 		return -EBADMSG;
 	err = wire__read(ANALYSER_FD, &r, sizeof(r), 0);
-	if (!err && h->len != sizeof(r) + (uint64_t)r.nr_threads * 8)
+	if (!err && (h->len != sizeof(r) + (uint64_t)r.nr_threads * 8 + r.name_len ||
+		     r.name_len >= sizeof(name) || (r.name_len && !(r.flags & WIRE_TASKS_FDS))))
 		err = -EBADMSG;
 	if (!err && r.nr_threads) {
 		threads = calloc(r.nr_threads, sizeof(*threads));
 		err = threads ? wire__read(ANALYSER_FD, threads, r.nr_threads * sizeof(*threads), 0)
 			      : -ENOMEM;
 	}
+	if (!err && r.name_len)
+		err = wire__read(ANALYSER_FD, name, r.name_len, 0);
 	if (!err && (r.flags & WIRE_TASKS_FDS))
 		err = wire__take_fds(ANALYSER_FD, fds, 2, 0);
 	if (err) {
@@ -293,22 +375,24 @@ int task_reading__read(const struct wire_hdr *h)
 	task_list__init(&l);
 	if (r.flags & WIRE_TASKS_FDS) {
 		kept = calloc(1, sizeof(*kept));
-		if (!kept) {
-			free(threads);
+		if (kept) {
+			kept->mem = fds[0];
+			kept->debug_fd = -1;
+			err = take(kept, &r, fds[1], name);
+		} else {
 			close(fds[0]);
-			close(fds[1]);
-			return -ENOMEM;
+			err = -ENOMEM;
 		}
-		kept->mem = fds[0];
-		read_exe(kept, &r, fds[1]);
 		close(fds[1]);
-		if (r.flags & WIRE_TASKS_KEEP) {
+		if (!err && (r.flags & WIRE_TASKS_KEEP)) {
 			held_free(u64map__del(&held, (uint64_t)(uint32_t)r.pid));
-			if (u64map__set(&held, (uint64_t)(uint32_t)r.pid, kept)) {
-				held_free(kept);
-				free(threads);
-				return -ENOMEM;
-			}
+			if (u64map__set(&held, (uint64_t)(uint32_t)r.pid, kept))
+				err = -ENOMEM;
+		}
+		if (err) {
+			held_free(kept);
+			free(threads);
+			return err;
 		}
 	} else {
 		kept = u64map__get(&held, (uint64_t)(uint32_t)r.pid);

@@ -8,9 +8,11 @@
 #include "analyser/analyser.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyser/debug_files.h"
 #include "analyser/wire.h"
 #include "lib/util.h"
 #include "stacks/unwind.h"
@@ -25,7 +27,7 @@ static int ask(struct analyser *a, const struct target *t, struct wire_tasks_req
 {
 	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000;
 	struct target_files fs = { 0 };
-	size_t len = sizeof(*r) + (size_t)r->nr_threads * sizeof(*fsbase);
+	size_t len;
 	struct wire_hdr h;
 	int32_t status;
 	uint8_t *b = NULL, *msg;
@@ -48,13 +50,17 @@ static int ask(struct analyser *a, const struct target *t, struct wire_tasks_req
 		r->start = fs.f[fs.exe].map.start;
 		r->end = fs.f[fs.exe].map.end;
 		r->offset = fs.f[fs.exe].map.offset;
+		r->name_len = (uint32_t)strnlen(fs.f[fs.exe].target_path, PATH_MAX - 1);
 	}
 	r->pid = t->pid;
+	len = sizeof(*r) + (size_t)r->nr_threads * sizeof(*fsbase) + r->name_len;
 	msg = malloc(len);
 	if (msg) {
 		memcpy(msg, r, sizeof(*r));
 		if (r->nr_threads)
-			memcpy(msg + sizeof(*r), fsbase, len - sizeof(*r));
+			memcpy(msg + sizeof(*r), fsbase, (size_t)r->nr_threads * sizeof(*fsbase));
+		if (r->name_len)
+			memcpy(msg + len - r->name_len, fs.f[fs.exe].target_path, r->name_len);
 		err = wire__send(a->sock, WIRE_TASKS, msg, len);
 		free(msg);
 	} else {
@@ -64,6 +70,9 @@ static int ask(struct analyser *a, const struct target *t, struct wire_tasks_req
 		err = wire__send_fds(a->sock, (int[]){ t->memfd, fs.f[fs.exe].fd }, 2);
 	if (r->flags & WIRE_TASKS_FDS)
 		target_files__close(&fs);
+	/* the debug file its executable names, when it has no DWARF of its own */
+	if (!err && (r->flags & WIRE_TASKS_FDS))
+		err = analyser__give_debug(a, t->pid, deadline);
 	if (!err)
 		err = wire__read_hdr(a->sock, &h, deadline);
 	if (err == 0)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "analyser/analyser.h"
+#include "analyser/debug_files.h"
 #include "analyser/wire.h"
 #include "stacks/unwind.h"
 
@@ -25,25 +26,6 @@
 #define FRAMES_MAX 256
 
 static struct unwinder *unw;
-
-/* A message's body, of at most max bytes, read whole; NULL: -errno in *err. */
-static uint8_t *body_of(const struct wire_hdr *h, uint64_t min, uint64_t max, int *err)
-{
-	uint8_t *b;
-
-	if (h->len < min || h->len > max) {
-		*err = -EBADMSG;
-		return NULL;
-	}
-	b = malloc(h->len + 1);
-	*err = b ? wire__read(ANALYSER_FD, b, h->len, 0) : -ENOMEM;
-	if (*err) {
-		free(b);
-		return NULL;
-	}
-	b[h->len] = 0;
-	return b;
-}
 
 /* The next string of a body: its length then its bytes; NULL past the end. */
 static char *next_str(const uint8_t *b, uint64_t len, uint64_t *at)
@@ -60,114 +42,15 @@ static char *next_str(const uint8_t *b, uint64_t len, uint64_t *at)
 	return strndup((const char *)b + *at - n, n);
 }
 
-struct wants {
-	char **path;
-	uint32_t nr;
-	uint64_t bytes;
-};
-
-static void want(void *ctx, const char *path)
-{
-	struct wants *w = ctx;
-	char **more;
-
-	if (w->nr >= WIRE_WANT_MAX)
-		return;
-	for (uint32_t i = 0; i < w->nr; i++)
-		if (!strcmp(w->path[i], path))
-			return;
-	more = realloc(w->path, (w->nr + 1) * sizeof(*more));
-	if (!more)
-		return;
-	w->path = more;
-	if ((w->path[w->nr] = strdup(path))) {
-		w->bytes += sizeof(uint32_t) + strlen(path);
-		w->nr++;
-	}
-}
-
-static int send_wants(const struct wants *w)
-{
-	uint8_t *b = malloc(sizeof(uint32_t) + w->bytes), *p = b;
-	int err;
-
-	if (!b)
-		return -ENOMEM;
-	memcpy(p, &w->nr, sizeof(w->nr));
-	p += sizeof(w->nr);
-	for (uint32_t i = 0; i < w->nr; i++) {
-		uint32_t n = (uint32_t)strlen(w->path[i]);
-
-		memcpy(p, &n, sizeof(n));
-		memcpy(p + sizeof(n), w->path[i], n);
-		p += sizeof(n) + n;
-	}
-	err = wire__send(ANALYSER_FD, WIRE_WANT, b, (uint64_t)(p - b));
-	free(b);
-	return err;
-}
-
-/* The debug files found of those wanted: their indices, then their descriptors. */
-static int take_debug(struct wants *w, struct unwind_file **out, uint32_t *nr)
-{
-	struct wire_hdr h;
-	uint32_t n = 0;
-	uint8_t *b;
-	int err = wire__read_hdr(ANALYSER_FD, &h, 0), *fds = NULL;
-	bool taken = false;
-
-	*out = NULL;
-	*nr = 0;
-	if (err <= 0)
-		return err ? err : -EPIPE;
-	if (h.kind != WIRE_DEBUG)
-		return -EBADMSG;
-	b = body_of(&h, sizeof(n), sizeof(n) + (uint64_t)WIRE_WANT_MAX * sizeof(n), &err);
-	if (b)
-		memcpy(&n, b, sizeof(n));
-	if (b && (n > w->nr || h.len != sizeof(n) * (1 + (uint64_t)n)))
-		err = -EBADMSG;
-	if (!err && n) {
-		*out = calloc(n, sizeof(**out));
-		fds = calloc(n, sizeof(*fds));
-		err = *out && fds ? wire__take_fds(ANALYSER_FD, fds, n, 0) : -ENOMEM;
-		taken = !err;
-	}
-	for (uint32_t i = 0; !err && i < n; i++) {
-		uint32_t k;
-
-		memcpy(&k, b + sizeof(n) * (1 + i), sizeof(k));
-		if (k >= w->nr || !w->path[k]) { /* not asked for, or given twice */
-			err = -EBADMSG;
-			break;
-		}
-		(*out)[i] = (struct unwind_file){ .name = w->path[k], .fd = fds[i] };
-		w->path[k] = NULL; /* the unwinder's now */
-		*nr = i + 1;
-	}
-	if (err) {
-		for (uint32_t i = 0; i < *nr; i++)
-			free((*out)[i].name);
-		for (uint32_t i = 0; taken && i < n; i++)
-			close(fds[i]);
-		free(*out);
-		*out = NULL;
-		*nr = 0;
-	}
-	free(fds);
-	free(b);
-	return err;
-}
-
 int unwinding__prime(const struct wire_hdr *h)
 {
 	struct unwind_file *files = NULL, *debug = NULL;
-	struct wants w = { 0 };
+	struct debug_wants w = { 0 };
 	struct wire_prime pr;
 	uint32_t nr_debug = 0;
 	uint64_t at = sizeof(pr);
 	int err, status = 0, *fds = NULL;
-	uint8_t *b = body_of(h, sizeof(pr), sizeof(pr) + WIRE_MAPS_MAX +
+	uint8_t *b = wire__read_body(ANALYSER_FD, h, sizeof(pr), sizeof(pr) + WIRE_MAPS_MAX +
 					    (uint64_t)WIRE_FILES_MAX * (4 + 4096), &err);
 
 	if (!b)
@@ -207,13 +90,9 @@ int unwinding__prime(const struct wire_hdr *h)
 				      files, pr.nr_files);
 	free(b);
 	if (!status)
-		unwinder__wanted(unw, (uint32_t)pr.pid, want, &w);
-	err = send_wants(&w);
-	if (!err)
-		err = take_debug(&w, &debug, &nr_debug);
-	for (uint32_t i = 0; i < w.nr; i++)
-		free(w.path[i]);
-	free(w.path);
+		unwinder__wanted(unw, (uint32_t)pr.pid, debug_wants__add, &w);
+	err = debug_wants__exchange(&w, &debug, &nr_debug);
+	debug_wants__free(&w);
 	if (!err && !status) {
 		status = unwinder__give_debug(unw, (uint32_t)pr.pid, debug, nr_debug);
 	} else if (debug) {
@@ -249,7 +128,7 @@ int unwinding__unwind(const struct wire_hdr *h)
 	uint64_t need, fp[FP_MAX];
 	uint8_t *out, *p;
 	int err;
-	uint8_t *b = body_of(h, sizeof(u), sizeof(u) + STACK_MAX + RETURNS_MAX * 16 + FP_MAX * 8,
+	uint8_t *b = wire__read_body(ANALYSER_FD, h, sizeof(u), sizeof(u) + STACK_MAX + RETURNS_MAX * 16 + FP_MAX * 8,
 			     &err);
 
 	if (!b)

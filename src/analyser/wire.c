@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -202,4 +203,22 @@ int wire__take_fds(int fd, int *fds, uint32_t n, uint64_t deadline)
 		}
 	}
 	return 0;
+}
+
+uint8_t *wire__read_body(int fd, const struct wire_hdr *h, uint64_t min, uint64_t max, int *err)
+{
+	uint8_t *b;
+
+	if (h->len < min || h->len > max) {
+		*err = -EBADMSG;
+		return NULL;
+	}
+	b = malloc(h->len + 1);
+	*err = b ? wire__read(fd, b, h->len, 0) : -ENOMEM;
+	if (*err) {
+		free(b);
+		return NULL;
+	}
+	b[h->len] = 0;
+	return b;
 }

@@ -39,7 +39,8 @@ enum wire_kind {
 	WIRE_UNWIND,		/* -> struct wire_unwind, the stack's bytes, returns, fp */
 	WIRE_FRAMES,		/* <- struct wire_frames, each a struct wire_frame and strings */
 	WIRE_FORGET,		/* -> int32_t the pid */
-	WIRE_TASKS,		/* -> struct wire_tasks_req; FDS: its memory, its executable */
+	WIRE_TASKS,		/* -> struct wire_tasks_req; FDS: its memory, its executable,
+				 * then WANT and DEBUG (its debug file) */
 	WIRE_TASKLIST,		/* <- int32_t 0 or -errno, then the list (tasks/tasks.h) */
 };
 
@@ -116,7 +117,7 @@ struct wire_tasks_req {
 	uint64_t start, end, offset;	/* the executable's first executable mapping (FDS) */
 	uint64_t only;			/* only the task of this id; 0: every one */
 	uint32_t nr_threads;		/* then this many thread pointers (FS bases), u64 each */
-	uint32_t pad;
+	uint32_t name_len;		/* then the executable's name in its root, no NUL (FDS) */
 };
 /* thread pointers in a request at most */
 #define WIRE_THREADS_MAX 65536
@@ -150,6 +151,11 @@ int wire__read(int fd, void *buf, size_t len, uint64_t deadline);
 int wire__read_hdr(int fd, struct wire_hdr *h, uint64_t deadline);
 /* The body of an FDS message: its descriptors into fds (room for max); how many, or -errno. */
 int wire__read_fds(int fd, const struct wire_hdr *h, int *fds, uint32_t max);
+/*
+ * h's body, of min to max bytes, read whole (waiting for good) and ended by
+ * a NUL past it; NULL: -errno in *err (-EBADMSG: out of bounds).
+ */
+uint8_t *wire__read_body(int fd, const struct wire_hdr *h, uint64_t min, uint64_t max, int *err);
 /* n descriptors, in as many FDS messages as it takes. */
 int wire__send_all_fds(int fd, const int *fds, size_t n);
 /* n descriptors from the FDS messages that come next (any more are closed). 0, or -errno. */

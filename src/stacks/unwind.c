@@ -2,7 +2,6 @@
 #include "stacks/unwind.h"
 
 #include <dwarf.h>
-#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "lib/u64map.h"
+#include "stacks/debug_file.h"
 #include "stacks/func_index.h"
 
 /* x86-64's DWARF register numbers */
@@ -99,70 +99,22 @@ static int given_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwa
 	return fd;
 }
 
-/* Whether debug's build id is mod's (a module without one: whatever its link names). */
-static bool same_build(Dwfl_Module *mod, int fd)
-{
-	const unsigned char *bits;
-	const void *theirs;
-	GElf_Addr vaddr;
-	int n = dwfl_module_build_id(mod, &bits, &vaddr);
-	Elf *elf;
-	bool same;
-
-	if (n <= 0)
-		return true;
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	same = elf && dwelf_elf_gnu_build_id(elf, &theirs) == n && !memcmp(bits, theirs, (size_t)n);
-	elf_end(elf);
-	return same;
-}
-
-/* Where a module's separate debug file may be: paths in the process's root. */
-#define DEBUG_PATHS 4
-
-static int debug_paths(Dwfl_Module *mod, const char *file, char out[DEBUG_PATHS][PATH_MAX])
-{
-	const unsigned char *bits;
-	GElf_Addr vaddr, bias;
-	GElf_Word crc;
-	Elf *elf = dwfl_module_getelf(mod, &bias);
-	const char *link = elf ? dwelf_elf_gnu_debuglink(elf, &crc) : NULL;
-	const char *slash = file ? strrchr(file, '/') : NULL;
-	int n = 0, len = dwfl_module_build_id(mod, &bits, &vaddr);
-
-	if (len > 1 && len <= 64) {
-		char hex[129];
-
-		for (int i = 0; i < len; i++)
-			snprintf(hex + 2 * i, 3, "%02x", bits[i]);
-		snprintf(out[n++], PATH_MAX, "/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2);
-	}
-	/* a link names a file, never a path: beside the image, in .debug, under /usr/lib/debug */
-	if (link && *link && !strchr(link, '/') && strcmp(link, ".") && strcmp(link, "..") &&
-	    slash && file[0] == '/') {
-		int dir = (int)(slash - file);
-
-		snprintf(out[n++], PATH_MAX, "%.*s/%s", dir, file, link);
-		snprintf(out[n++], PATH_MAX, "%.*s/.debug/%s", dir, file, link);
-		snprintf(out[n++], PATH_MAX, "/usr/lib/debug%.*s/%s", dir, file, link);
-	}
-	return n;
-}
-
 /* Its debug file: one of those given for its paths, of its build. */
 static int given_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
 			   Dwarf_Addr base, const char *file_name, const char *debuglink_file,
 			   GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
 	const struct proc *p = current;
-	char paths[DEBUG_PATHS][PATH_MAX];
+	char paths[DEBUG_FILE_PATHS][PATH_MAX];
+	GElf_Addr bias;
+	Elf *elf = p && p->nr_debug ? dwfl_module_getelf(mod, &bias) : NULL;
 	int n, fd = -1;
 
 	(void)userdata, (void)base, (void)file_name, (void)debuglink_file, (void)debuglink_crc;
-	n = p && p->nr_debug ? debug_paths(mod, modname, paths) : 0;
+	n = elf ? debug_file__paths(elf, modname, paths) : 0;
 	for (int i = 0; fd < 0 && i < n; i++) {
 		fd = given_fd(p->debug, p->nr_debug, paths[i]);
-		if (fd >= 0 && !same_build(mod, fd)) {
+		if (fd >= 0 && !debug_file__same_build(elf, fd)) {
 			close(fd);
 			fd = -1;
 		}
@@ -637,21 +589,6 @@ int unwinder__unwind(struct unwinder *u, const struct stack_sample *s, struct st
 }
 
 /* Whether an image holds DWARF of its own (a separate debug file would add nothing). */
-static bool has_debug_info(Elf *elf)
-{
-	size_t shstrndx;
-	GElf_Shdr sh;
-	const char *name;
-
-	if (elf_getshdrstrndx(elf, &shstrndx))
-		return false;
-	for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn))
-		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_PROGBITS &&
-		    (name = elf_strptr(elf, shstrndx, sh.sh_name)) && !strcmp(name, ".debug_info"))
-			return true;
-	return false;
-}
-
 int unwinder__prime_from(struct unwinder *u, uint32_t pid, const char *maps, size_t len,
 			 struct unwind_file *files, size_t nr)
 {
@@ -686,15 +623,15 @@ static int want_debug(Dwfl_Module *mod, void **userdata, const char *name, Dwarf
 		      void *arg)
 {
 	const struct wanted *w = arg;
-	char paths[DEBUG_PATHS][PATH_MAX];
+	char paths[DEBUG_FILE_PATHS][PATH_MAX];
 	Dwarf_Addr bias;
 	Elf *elf = dwfl_module_getelf(mod, &bias);
 	int n;
 
 	(void)userdata, (void)start;
-	if (!elf || has_debug_info(elf))
+	if (!elf || debug_file__has_dwarf(elf))
 		return DWARF_CB_OK;
-	n = debug_paths(mod, name, paths);
+	n = debug_file__paths(elf, name, paths);
 	for (int i = 0; i < n; i++)
 		w->fn(w->ctx, paths[i]);
 	return DWARF_CB_OK;

@@ -6,6 +6,8 @@ are read from that file, not from a table, and each must come out exactly,
 on every Go version the tests build, stripped too, and as a PIE."""
 import json
 import os
+import re
+import shutil
 import subprocess
 import tempfile
 import unittest
@@ -228,6 +230,37 @@ class TestTokioTasks(unittest.TestCase):
 
     def test_fat_lto(self):
         self.check("tokio-parked-lto")
+
+    def test_separate_debug_file_by_link(self):
+        """DWARF moved out (objcopy --only-keep-debug), named by a debug link beside it."""
+        self.check("tokio-parked-split")
+
+    def test_separate_debug_file_by_build_id(self):
+        """The same executable elsewhere, its debug link's file not beside it: first said
+        missing, with where it was looked for; then found by its build id's path under
+        /usr/lib/debug, as Debian's -dbgsym packages install it."""
+        notes = subprocess.run(["readelf", "-n", os.path.join(BUILD, "tokio-parked-split")],
+                               capture_output=True, text=True, check=True).stdout
+        build_id = re.search(r"Build ID: ([0-9a-f]+)", notes).group(1)
+        where = f"/usr/lib/debug/.build-id/{build_id[:2]}/{build_id[2:]}.debug"
+        self.assertFalse(os.path.exists(where), where)
+        with tempfile.TemporaryDirectory() as tmp:
+            exe = os.path.join(tmp, "tokio-parked-copy")
+            shutil.copy2(os.path.join(BUILD, "tokio-parked-split"), exe)
+            app = ParkedTokio(exe)
+            try:
+                r = tasks(app.proc.pid)
+            finally:
+                app.stop()
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertIn("debug = 2", r.stderr)
+            self.assertIn(f"none found at {where}", r.stderr)
+            os.makedirs(os.path.dirname(where), exist_ok=True)
+            shutil.copy2(os.path.join(BUILD, "tokio-parked-split.debug"), where)
+            try:
+                self.check(exe)
+            finally:
+                os.unlink(where)
 
     def test_without_debug_info(self):
         """No DWARF: said, with the setting that gives it, and nothing guessed."""
