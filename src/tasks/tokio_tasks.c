@@ -60,7 +60,26 @@ struct tokio_dwarf {
 	size_t nr_polls, cap_polls;
 	struct u64map cells;	/* hash of "<T, S>" -> Dwarf_Off of Cell<T, S> + 1 */
 	struct u64map names;	/* Dwarf_Off -> char *: a type's path, made once */
+	/*
+	 * select!/join!: each closure's code (made once, when one is first
+	 * met): the hash of a closure's path -> struct instances (its
+	 * declarations are in each unit that uses it: one path, several
+	 * DIEs); and the program's line found of each (the same key -> line
+	 * + 1, or MACRO_NO_LINE)
+	 */
+	bool closures_indexed;
+	struct u64map closure_decls;	/* a declaration's Dwarf_Off -> its path's hash */
+	struct u64map closures;
+	struct u64map macro_lines;
 };
+
+/* The DIEs that hold a closure's code: its out-of-line copies and where it is inlined. */
+struct instances {
+	size_t nr;
+	Dwarf_Off off[];
+};
+
+#define MACRO_NO_LINE ((void *)(uintptr_t)-1)
 
 /* ---- DWARF, a little at a time ---- */
 
@@ -340,6 +359,9 @@ int tokio_dwarf__index(Dwarf *dw, struct tokio_dwarf **out, const char **why)
 	td->dw = dw;
 	u64map__init(&td->cells);
 	u64map__init(&td->names);
+	u64map__init(&td->closures);
+	u64map__init(&td->closure_decls);
+	u64map__init(&td->macro_lines);
 	while (dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
 		struct walk_ns ns = { .depth = 0 };
 		Dwarf_Die cu;
@@ -376,6 +398,11 @@ void tokio_dwarf__free(struct tokio_dwarf *td)
 	for (size_t i = 0; u64map__next(&td->names, &i, &key, &val);)
 		free(val);
 	u64map__clear(&td->names);
+	for (size_t i = 0; u64map__next(&td->closures, &i, &key, &val);)
+		free(val);
+	u64map__clear(&td->closures);
+	u64map__clear(&td->closure_decls);
+	u64map__clear(&td->macro_lines);
 	free(td);
 }
 
@@ -604,6 +631,293 @@ static void frame(struct reader *r, const char *function, const char *file, int 
 		r->frames++;
 }
 
+/* ---- a select!'s or join!'s line ---- */
+
+/* An instance of closure decl: a DIE with its code (decl's path known first). */
+static void note_instance(struct tokio_dwarf *td, uint64_t key, Dwarf_Off instance)
+{
+	struct instances *was = u64map__get(&td->closures, key), *now;
+
+	if (was && was->nr >= 64) /* plenty to find a line in */
+		return;
+	now = realloc(was, sizeof(*now) + ((was ? was->nr : 0) + 1) * sizeof(now->off[0]));
+	if (!now)
+		return;
+	if (!was)
+		now->nr = 0;
+	now->off[now->nr++] = instance;
+	if (u64map__set(&td->closures, key, now) && !was)
+		free(now);
+}
+
+/* The closures' instances seen before their declarations' paths were: kept for a second look. */
+struct pending {
+	Dwarf_Off *origin, *instance;
+	size_t nr, cap;
+};
+
+/*
+ * Under die (its path so far in path, len bytes), each closure declared
+ * (its path's hash, by its DIE) and each subprogram or inlined call whose
+ * origin is a closure's (budget: DIEs looked at).
+ */
+static void index_closures(struct tokio_dwarf *td, Dwarf_Die *die, char *path, size_t len,
+			   int depth, struct pending *p, size_t *budget)
+{
+	Dwarf_Die c;
+
+	if (depth > 64 || dwarf_child(die, &c) != 0)
+		return;
+	do {
+		int tag = dwarf_tag(&c);
+		const char *name = dwarf_diename(&c);
+		Dwarf_Attribute attr;
+		Dwarf_Die origin;
+
+		if (!*budget || !--*budget)
+			return;
+		if (tag == DW_TAG_subprogram && name && !strncmp(name, "{closure#", 9) &&
+		    len + strlen(name) < 4096) {
+			memcpy(path + len, name, strlen(name) + 1);
+			u64map__set(&td->closure_decls, dwarf_dieoffset(&c),
+				    (void *)(uintptr_t)hash_str(path));
+			path[len] = 0;
+		}
+		if ((tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) &&
+		    (dwarf_attr(&c, DW_AT_abstract_origin, &attr) ||
+		     dwarf_attr(&c, DW_AT_specification, &attr)) &&
+		    dwarf_formref_die(&attr, &origin) && name_starts(&origin, "{closure#") &&
+		    p->nr < ((size_t)1 << 20)) {
+			if (p->nr == p->cap) {
+				size_t cap = p->cap ? 2 * p->cap : 256;
+				Dwarf_Off *o = realloc(p->origin, cap * sizeof(*o));
+				Dwarf_Off *in = o ? realloc(p->instance, cap * sizeof(*in)) : NULL;
+
+				if (o)
+					p->origin = o;
+				if (in)
+					p->instance = in;
+				if (o && in)
+					p->cap = cap;
+			}
+			if (p->nr < p->cap) {
+				p->origin[p->nr] = dwarf_dieoffset(&origin);
+				p->instance[p->nr++] = dwarf_dieoffset(&c);
+			}
+		}
+		if (tag == DW_TAG_namespace || tag == DW_TAG_structure_type) {
+			size_t n = name ? strlen(name) : 0;
+
+			if (name && len + n + 2 < 4096) {
+				memcpy(path + len, name, n);
+				memcpy(path + len + n, "::", 3);
+				index_closures(td, &c, path, len + n + 2, depth + 1, p, budget);
+				path[len] = 0;
+			}
+		} else if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
+			   tag == DW_TAG_lexical_block) {
+			index_closures(td, &c, path, len, depth + 1, p, budget);
+		}
+	} while (dwarf_siblingof(&c, &c) == 0);
+}
+
+/* DIEs looked at by the closures' index at most: a few times the largest program's. */
+#define CLOSURE_INDEX_BUDGET ((size_t)200 << 20)
+
+static void closures_index(struct tokio_dwarf *td)
+{
+	Dwarf_Off off = 0, next;
+	size_t hsize, budget = CLOSURE_INDEX_BUDGET;
+	struct pending p = { 0 };
+	char path[4096];
+
+	td->closures_indexed = true;
+	while (dwarf_nextcu(td->dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+		Dwarf_Die cu;
+
+		path[0] = 0;
+		if (dwarf_offdie(td->dw, off + hsize, &cu))
+			index_closures(td, &cu, path, 0, 0, &p, &budget);
+		off = next;
+	}
+	/* each instance under its closure's path */
+	for (size_t i = 0; i < p.nr; i++) {
+		void *key = u64map__get(&td->closure_decls, p.origin[i]);
+
+		if (key)
+			note_instance(td, (uint64_t)(uintptr_t)key, p.instance[i]);
+	}
+	free(p.origin);
+	free(p.instance);
+}
+
+struct ranges {
+	Dwarf_Addr lo[256], hi[256];
+	int nr;
+};
+
+static void add_ranges(Dwarf_Die *die, struct ranges *out)
+{
+	Dwarf_Addr base, lo, hi;
+	ptrdiff_t at = 0;
+
+	while (out->nr < 256 && (at = dwarf_ranges(die, at, &base, &lo, &hi)) > 0) {
+		out->lo[out->nr] = lo;
+		out->hi[out->nr++] = hi;
+	}
+}
+
+static bool in_ranges(const struct ranges *r, Dwarf_Addr a)
+{
+	for (int i = 0; i < r->nr; i++)
+		if (a >= r->lo[i] && a < r->hi[i])
+			return true;
+	return false;
+}
+
+/* The lines in file of what a closure's code calls inline (file: the CU's file index's name). */
+struct lines_in {
+	const char *file;
+	Dwarf_Files *files;
+	int line;		/* the least found; 0 none */
+	struct ranges inlined;	/* the code of those calls: not the closure's own */
+};
+
+static void take_line(struct lines_in *li, const char *file, int line)
+{
+	if (line > 0 && file && !strcmp(file, li->file) && (!li->line || line < li->line))
+		li->line = line;
+}
+
+/* Under die (the closure's code), the calls made inline: their call lines, and their code. */
+static void inlined_calls(Dwarf_Die *die, struct lines_in *li, int depth)
+{
+	Dwarf_Die c;
+
+	if (depth > 16 || dwarf_child(die, &c) != 0)
+		return;
+	do {
+		int tag = dwarf_tag(&c);
+		Dwarf_Attribute attr;
+		Dwarf_Word file, line;
+
+		if (tag == DW_TAG_lexical_block) {
+			inlined_calls(&c, li, depth + 1);
+		} else if (tag == DW_TAG_inlined_subroutine) {
+			add_ranges(&c, &li->inlined);
+			if (li->files &&
+			    !dwarf_formudata(dwarf_attr(&c, DW_AT_call_file, &attr), &file) &&
+			    !dwarf_formudata(dwarf_attr(&c, DW_AT_call_line, &attr), &line) &&
+			    line < INT32_MAX)
+				take_line(li, dwarf_filesrc(li->files, file, NULL, NULL), (int)line);
+		}
+	} while (dwarf_siblingof(&c, &c) == 0);
+}
+
+/*
+ * The line of the program's own file (file) in a closure's code (the
+ * instances of the closure at key). select! and join! poll their branches
+ * in a closure their expansion makes, whose code is at the macro's own
+ * lines but for what the compiler places at the macro's invocation (an
+ * unbiased select!'s pick of the branch to poll first is) or at a token
+ * of the program's (a branch's pattern, on a later line). The least line
+ * of file among the closure's own rows and the calls it makes inline is
+ * the invocation's where that appears. 0: no row is the program's (join!
+ * and biased select! in the builds tested), and nothing is guessed.
+ */
+static int closure_line(struct tokio_dwarf *td, uint64_t key, const char *file)
+{
+	const struct instances *in;
+	int best = 0;
+
+	if (!td->closures_indexed)
+		closures_index(td);
+	in = u64map__get(&td->closures, key);
+
+	for (size_t i = 0; in && i < in->nr; i++) {
+		struct lines_in li = { .file = file };
+		struct ranges own = { .nr = 0 };
+		Dwarf_Die inst, cu;
+		Dwarf_Lines *lines;
+		size_t nr;
+
+		if (!dwarf_offdie(td->dw, in->off[i], &inst) || !dwarf_diecu(&inst, &cu, NULL, NULL))
+			continue;
+		add_ranges(&inst, &own);
+		if (dwarf_getsrcfiles(&cu, &li.files, &nr))
+			li.files = NULL;
+		inlined_calls(&inst, &li, 0);
+		if (!dwarf_getsrclines(&cu, &lines, &nr))
+			for (size_t k = 0; k < nr; k++) {
+				Dwarf_Line *ln = dwarf_onesrcline(lines, k);
+				Dwarf_Addr a;
+				int line;
+
+				if (ln && !dwarf_lineaddr(ln, &a) && in_ranges(&own, a) &&
+				    !in_ranges(&li.inlined, a) && !dwarf_lineno(ln, &line))
+					take_line(&li, dwarf_linesrc(ln, NULL, NULL), line);
+			}
+		if (li.line && (!best || li.line < best))
+			best = li.line;
+	}
+	return best;
+}
+
+/*
+ * The program's line of a select! or join! awaited at suspend (the
+ * variant's member) of env, from the closure its awaitee polls: the
+ * program's file is where the function is (its unresumed variant's).
+ */
+static int macro_line(const struct reader *r, Dwarf_Die *env, Dwarf_Die *suspend_type,
+		      const char **in_file)
+{
+	struct tokio_dwarf *td = (struct tokio_dwarf *)r->td;
+	Dwarf_Die aw, awt, f, closure, vp, v, m;
+	const char *file = NULL, *env_path, *last;
+	char path[4096];
+	void *known;
+	int line = 0;
+	uint64_t key;
+
+	/* the awaitee: PollFn<{closure_env#N}>, its `f` the closure's env */
+	if (!member_named(suspend_type, "__awaitee", &aw) || !type_of(&aw, &awt) ||
+	    !member_named(&awt, "f", &f) || !type_of(&f, &closure) ||
+	    !name_starts(&closure, "{closure_env#"))
+		return 0;
+	/* the closure's path: its env's, "{closure_env#N}" made "{closure#N}" */
+	env_path = path_of(r, &closure);
+	last = strrchr(env_path, '{');
+	if (!last || strncmp(last, "{closure_env#", 13) ||
+	    snprintf(path, sizeof(path), "%.*s{closure#%s", (int)(last - env_path), env_path,
+		     last + 13) >= (int)sizeof(path))
+		return 0;
+	key = hash_str(path);
+	/* the function's own file: its unresumed variant's (discriminant 0) */
+	if (dwarf_child(env, &vp) == 0)
+		do {
+			if (dwarf_tag(&vp) != DW_TAG_variant_part || dwarf_child(&vp, &v) != 0)
+				continue;
+			do {
+				Dwarf_Attribute attr;
+				Dwarf_Word value;
+
+				if (dwarf_tag(&v) == DW_TAG_variant &&
+				    !dwarf_formudata(dwarf_attr(&v, DW_AT_discr_value, &attr), &value) &&
+				    value == 0 && dwarf_child(&v, &m) == 0)
+					file = dwarf_decl_file(&m);
+			} while (!file && dwarf_siblingof(&v, &v) == 0);
+		} while (!file && dwarf_siblingof(&vp, &vp) == 0);
+	*in_file = file;
+	known = u64map__get(&td->macro_lines, key);
+	if (known)
+		return known == MACRO_NO_LINE ? 0 : (int)((uintptr_t)known - 1);
+	if (file)
+		line = closure_line(td, key, file);
+	u64map__set(&td->macro_lines, key,
+		    line > 0 ? (void *)(uintptr_t)(line + 1) : MACRO_NO_LINE);
+	return line;
+}
+
 /* Whether t is an async fn's (or block's) state machine: by its own name. */
 static bool is_env(Dwarf_Die *t)
 {
@@ -638,15 +952,23 @@ static void future(struct reader *r, Dwarf_Die *t, uint64_t addr, int depth, int
 		file = dwarf_decl_file(&m);
 		if (discr >= 3)
 			dwarf_decl_line(&m, &line);
-		/* unresumed, returned, panicked: where it is not awaiting */
-		frame(r, fn, discr >= 3 ? file : NULL, discr >= 3 ? line : 0, depth);
-		if (discr < 3 || !type_of(&m, &mt))
+		if (discr < 3 || !type_of(&m, &mt)) {
+			/* unresumed, returned, panicked: where it is not awaiting */
+			frame(r, fn, discr >= 3 ? file : NULL, discr >= 3 ? line : 0, depth);
 			return;
-		/* select!, join!: each branch's future, then what it awaits */
+		}
+		/*
+		 * select!, join!: awaited at the macro's own line; the
+		 * program's, where found, instead (else the macro's, never a
+		 * guess); then each branch's future and what it awaits
+		 */
 		if (member_named(&mt, "futures", &futures) && type_of(&futures, &ft) &&
 		    file && (strstr(file, "macros/select.rs") || strstr(file, "macros/join.rs"))) {
+			const char *own = NULL;
+			int at = macro_line(r, t, &mt, &own);
 			Dwarf_Die b;
 
+			frame(r, fn, at > 0 ? own : file, at > 0 ? at : line, depth);
 			if (dwarf_child(&ft, &b) == 0)
 				do {
 					Dwarf_Die bt;
@@ -659,6 +981,7 @@ static void future(struct reader *r, Dwarf_Die *t, uint64_t addr, int depth, int
 				} while (dwarf_siblingof(&b, &b) == 0);
 			return;
 		}
+		frame(r, fn, file, line, depth);
 		if (member_named(&mt, "__awaitee", &awaitee) && type_of(&awaitee, &aw_t))
 			future(r, &aw_t, addr + member_off(&m) + member_off(&awaitee), depth + 1,
 			       hops + 1);

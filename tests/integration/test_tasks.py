@@ -192,8 +192,8 @@ class TestTokioTasks(unittest.TestCase):
             self.assertEqual(t["state"], "waiting", t)
             chain = [(f["function"], f.get("line"), f.get("depth", 0)) for f in t["stack"]]
             chains.setdefault(t["name"], []).append((t, chain))
-        # every spawned task (the main future is not one): 8
-        self.assertEqual(len(d["tasks"]), 8, sorted(chains))
+        # every spawned task (the main future is not one): 10
+        self.assertEqual(len(d["tasks"]), 10, sorted(chains))
         for kind, leaf in (("notify", "tokio::sync::notify::Notified"),
                            ("sleep", "tokio::time::sleep::Sleep"),
                            ("join", "tokio::runtime::task::join::JoinHandle<u32>"),
@@ -215,12 +215,29 @@ class TestTokioTasks(unittest.TestCase):
         self.assertEqual(deep[0][1:4], [("tokio_parked::park_deep1", lines["deep1"], 1),
                                         ("tokio_parked::park_deep2", lines["deep2"], 2),
                                         ("tokio_parked::park_deep3", lines["deep3"], 3)])
-        # select!: the function, then each branch's future one level down
-        _, sel = chains["tokio_parked::park_select"][0]
-        self.assertEqual(sel[0][0], "tokio_parked::park_select")
+        # select!: the function at the program's line (read from the closure the macro
+        # makes), then each branch's future one level down
+        t, sel = chains["tokio_parked::park_select"][0]
+        self.assertEqual(sel[0], ("tokio_parked::park_select", lines["select"], 0))
+        self.assertTrue(t["stack"][0]["file"].endswith("tokio-parked.rs"), t["stack"][0])
         branches = [f for f in sel if f[2] == 1]
         self.assertEqual(branches[0][0], "tokio::sync::notify::Notified", sel)
         self.assertTrue(branches[1][0].startswith("tokio::sync::mpsc::bounded::"), sel)
+        # a biased select! and a join!: where the compiler left no row of the program's in
+        # the macro's closure, tokio's macro's own line, never another of the program's
+        for kind, macro, under in (("biased", "select", ["tokio_parked::Forgotten",
+                                                         "tokio::sync::notify::Notified"]),
+                                   ("both", "join", ["tokio::sync::notify::Notified",
+                                                     "tokio::time::sleep::Sleep"])):
+            with self.subTest(exe=exe, kind=kind):
+                t, chain = chains[f"tokio_parked::park_{kind}"][0]
+                top = t["stack"][0]
+                self.assertEqual(top["function"], f"tokio_parked::park_{kind}")
+                if top["file"].endswith("tokio-parked.rs"):
+                    self.assertEqual(top["line"], lines[kind], top)
+                else:
+                    self.assertTrue(top["file"].endswith(f"/macros/{macro}.rs"), top)
+                self.assertEqual([f[0] for f in chain if f[2] == 1], under, chain)
 
     def test_rustc_1_63(self):
         self.check("tokio-parked")

@@ -66,6 +66,27 @@ async fn park_lost() -> u32 {
     Forgotten.await // park: lost
 }
 
+/// select! whose first branch is a future of this file (its poll may be inlined into the
+/// macro's closure: its lines are not the select!'s), after lines of its own.
+async fn park_biased(nf: Arc<Notify>) -> u32 {
+    let n = Arc::strong_count(&nf) as u32 & 1;
+
+    tokio::select! { // park: biased
+        biased;
+        v = Forgotten => v + n,
+        _ = nf.notified() => n,
+    }
+}
+
+/// join! of two, each waiting: both under it.
+async fn park_both(nf: Arc<Notify>) -> u32 {
+    let (_, _) = tokio::join!( // park: both
+        nf.notified(),
+        tokio::time::sleep(Duration::from_secs(3600)),
+    );
+    4
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     // --wait-stdin: the tasks start once a line (or EOF) is read, a tracer attached
@@ -85,6 +106,8 @@ async fn main() {
         tokio::spawn(park_select(nf.clone(), rx2)),
         tokio::spawn(async move { park_deep1(rx3).await as u32 }),
         tokio::spawn(park_lost()),
+        tokio::spawn(park_biased(nf.clone())),
+        tokio::spawn(park_both(nf.clone())),
     ];
     tokio::time::sleep(Duration::from_millis(100)).await;
     eprintln!("tokio-parked: parked");
