@@ -61,6 +61,14 @@ struct tokio_dwarf {
 	struct u64map cells;	/* hash of "<T, S>" -> Dwarf_Off of Cell<T, S> + 1 */
 	struct u64map names;	/* Dwarf_Off -> char *: a type's path, made once */
 	/*
+	 * A namespace's type: Dwarf_Off -> its namespace's path ("a::b::", in
+	 * ns_paths), so that a path is not found by reading the unit from its
+	 * start (dwarf_getscopes_die), which one LTO unit makes seconds
+	 */
+	struct u64map parents;
+	char **ns_paths;
+	size_t nr_ns_paths, cap_ns_paths;
+	/*
 	 * select!/join!: each closure's code (made once, when one is first
 	 * met): the hash of a closure's path -> struct instances (its
 	 * declarations are in each unit that uses it: one path, several
@@ -289,7 +297,31 @@ static int add_poll(struct tokio_dwarf *td, Dwarf_Die *sp)
 	return 0;
 }
 
-static void index_die(struct tokio_dwarf *td, Dwarf_Die *die, struct walk_ns *ns)
+/* A namespace's path, kept (the index's to free); NULL when memory runs out. */
+static const char *ns_path(struct tokio_dwarf *td, const char *prefix, const char *name)
+{
+	size_t n = strlen(prefix) + strlen(name) + 3;
+	char *p;
+
+	if (td->nr_ns_paths == td->cap_ns_paths) {
+		size_t cap = td->cap_ns_paths ? 2 * td->cap_ns_paths : 256;
+		char **more = realloc(td->ns_paths, cap * sizeof(*more));
+
+		if (!more)
+			return NULL;
+		td->ns_paths = more;
+		td->cap_ns_paths = cap;
+	}
+	p = malloc(n);
+	if (!p)
+		return NULL;
+	snprintf(p, n, "%s%s::", prefix, name);
+	td->ns_paths[td->nr_ns_paths++] = p;
+	return p;
+}
+
+static void index_die(struct tokio_dwarf *td, Dwarf_Die *die, struct walk_ns *ns,
+		      const char *prefix)
 {
 	static const char *const context_ns[] = { "tokio", "runtime", "context", "CONTEXT" };
 	static const char *const core_ns[] = { "tokio", "runtime", "task", "core" };
@@ -302,9 +334,15 @@ static void index_die(struct tokio_dwarf *td, Dwarf_Die *die, struct walk_ns *ns
 		int tag = dwarf_tag(&c);
 		Dwarf_Die t;
 
+		if (prefix && prefix[0] && dwarf_diename(&c) &&
+		    (tag == DW_TAG_structure_type || tag == DW_TAG_union_type ||
+		     tag == DW_TAG_enumeration_type))
+			u64map__set(&td->parents, dwarf_dieoffset(&c), (void *)prefix);
 		if (tag == DW_TAG_namespace && ns->depth < 16) {
-			ns->path[ns->depth++] = dwarf_diename(&c);
-			index_die(td, &c, ns);
+			const char *name = dwarf_diename(&c);
+
+			ns->path[ns->depth++] = name;
+			index_die(td, &c, ns, prefix && name ? ns_path(td, prefix, name) : NULL);
 			ns->depth--;
 		} else if (tag == DW_TAG_variable && !td->have_context && in_ns(ns, context_ns, 4) &&
 			   tls_offset(&c, &td->context_tls) && type_of(&c, &t)) {
@@ -359,6 +397,7 @@ int tokio_dwarf__index(Dwarf *dw, struct tokio_dwarf **out, const char **why)
 	td->dw = dw;
 	u64map__init(&td->cells);
 	u64map__init(&td->names);
+	u64map__init(&td->parents);
 	u64map__init(&td->closures);
 	u64map__init(&td->closure_decls);
 	u64map__init(&td->macro_lines);
@@ -367,7 +406,7 @@ int tokio_dwarf__index(Dwarf *dw, struct tokio_dwarf **out, const char **why)
 		Dwarf_Die cu;
 
 		if (dwarf_offdie(dw, off + hsize, &cu))
-			index_die(td, &cu, &ns);
+			index_die(td, &cu, &ns, "");
 		off = next;
 	}
 	if (!td->header || !td->trailer || !td->vtable || !td->cells.len || !td->nr_polls) {
@@ -398,6 +437,10 @@ void tokio_dwarf__free(struct tokio_dwarf *td)
 	for (size_t i = 0; u64map__next(&td->names, &i, &key, &val);)
 		free(val);
 	u64map__clear(&td->names);
+	u64map__clear(&td->parents);
+	for (size_t i = 0; i < td->nr_ns_paths; i++)
+		free(td->ns_paths[i]);
+	free(td->ns_paths);
 	for (size_t i = 0; u64map__next(&td->closures, &i, &key, &val);)
 		free(val);
 	u64map__clear(&td->closures);
@@ -577,6 +620,13 @@ static const char *path_of(const struct reader *r, Dwarf_Die *die)
 
 	if (known)
 		return known;
+	/* a namespace's type: its namespace's path, indexed */
+	known = u64map__get(&r->td->parents, dwarf_dieoffset(die));
+	if (known) {
+		snprintf(buf, sizeof(buf), "%s%s", known,
+			 dwarf_diename(die) ? dwarf_diename(die) : "?");
+		return keep_name(r, key, buf, "?");
+	}
 	n = dwarf_getscopes_die(die, &scopes);
 	for (int i = n - 1; i >= 1; i--) {
 		int tag = dwarf_tag(&scopes[i]);

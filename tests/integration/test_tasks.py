@@ -374,7 +374,7 @@ class TestTasksErrors(unittest.TestCase):
         by_pid = {d["pid"]: d for d in map(json.loads, r.stdout.splitlines())}
         self.assertEqual(by_pid[go.proc.pid]["runtime"], "go")
         self.assertEqual(by_pid[tk.proc.pid]["runtime"], "tokio")
-        self.assertEqual(len(by_pid[tk.proc.pid]["tasks"]), 8)
+        self.assertEqual(len(by_pid[tk.proc.pid]["tasks"]), 10)
         self.assertNotIn(os.getpid(), by_pid)
 
     def test_unwritable_output(self):
