@@ -94,7 +94,7 @@ FUZZ_TIME   ?= 60
 # tests/fuzz/<target>/ (the capture's is tests/fuzz/corpus), and the largest
 # input it mutates (docs/testing.md says why these).
 FUZZ_TARGETS ?= capture elf_image usdt_notes usdt_args tokio_names placement golang func_index \
-		proc ksyms plan goroutines
+		proc ksyms plan goroutines tokio_tasks
 FUZZ_BINS    := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 fuzz_corpus   = $(if $(filter capture,$(1)),tests/fuzz/corpus,tests/fuzz/$(1))
 # capture: the corpus holds a whole real capture of some 280 KB (several
@@ -110,6 +110,8 @@ FUZZ_MAX_LEN_golang      := 65536
 FUZZ_MAX_LEN_func_index  := 65536
 FUZZ_MAX_LEN_proc        := 16384
 FUZZ_MAX_LEN_ksyms       := 16384
+# tokio_tasks: a whole snapshot of tokio-parked's tasks is some 20 KB
+FUZZ_MAX_LEN_tokio_tasks := 65536
 FUZZ_MAX_LEN_plan        := 65536
 FUZZ_MAX_LEN_goroutines  := 32768
 
@@ -439,18 +441,20 @@ test-unit: $(UNIT_BINS) $(BUILD)/sample-executor $(BUILD)/asynctraced fuzz-regre
 	$(Q)BUILD=$(BUILD) $(PYTHON) -m unittest discover -s tests/offline -t . -v
 
 # Every input the fuzzers ever kept (seeds, crashes, hangs), once more.
-fuzz-regress: $(FUZZ_BINS)
+# tokio_tasks reads with tokio-parked's DWARF (FUZZ_TOKIO_EXE).
+fuzz-regress: $(FUZZ_BINS) $(BUILD)/tokio-parked
 	$(Q)set -e; $(foreach t,$(FUZZ_TARGETS),\
 		echo "== fuzz corpus $(t): $$(ls $(call fuzz_corpus,$(t)) | wc -l) inputs"; \
+		FUZZ_TOKIO_EXE=$(BUILD)/tokio-parked \
 		$(BUILD)/fuzz/fuzz_$(t) -runs=0 $(call fuzz_corpus,$(t));)
 
 # New inputs that reach new code land in each corpus: commit them. One
 # target at a time, FUZZ_TIME seconds each; FUZZ_TARGETS=placement for one.
-fuzz: $(FUZZ_BINS)
+fuzz: $(FUZZ_BINS) $(BUILD)/tokio-parked
 	$(Q)mkdir -p $(BUILD)/fuzz/artifacts
 	$(Q)set -e; $(foreach t,$(FUZZ_TARGETS),\
 		echo "== fuzz $(t) for $(FUZZ_TIME) s"; \
-		$(BUILD)/fuzz/fuzz_$(t) -max_total_time=$(FUZZ_TIME) \
+		FUZZ_TOKIO_EXE=$(BUILD)/tokio-parked $(BUILD)/fuzz/fuzz_$(t) -max_total_time=$(FUZZ_TIME) \
 			-max_len=$(FUZZ_MAX_LEN_$(t)) -timeout=10 \
 			-artifact_prefix=$(BUILD)/fuzz/artifacts/$(t)- $(call fuzz_corpus,$(t));)
 

@@ -36,8 +36,6 @@
 #define SEARCH_DEPTH 10
 /* Tasks walked at most: a list that does not end is not followed forever. */
 #define TOKIO_TASKS_MAX (1u << 20)
-/* Frames of one task at most. */
-#define TOKIO_FRAMES_MAX 64
 /* Header.state's bits (tokio/src/runtime/task/state.rs) */
 #define ST_RUNNING 1u
 #define ST_COMPLETE 2u
@@ -69,6 +67,13 @@ struct tokio_dwarf {
 	char **ns_paths;
 	size_t nr_ns_paths, cap_ns_paths;
 	/*
+	 * What each task would look up again, found once: an enum's layout
+	 * (Dwarf_Off -> struct enum_layout), a poll instance's cell
+	 * (address -> struct cell_layout, or NO_CELL)
+	 */
+	struct u64map enums;
+	struct u64map cells_by_poll;
+	/*
 	 * select!/join!: each closure's code (made once, when one is first
 	 * met): the hash of a closure's path -> struct instances (its
 	 * declarations are in each unit that uses it: one path, several
@@ -88,6 +93,29 @@ struct instances {
 };
 
 #define MACRO_NO_LINE ((void *)(uintptr_t)-1)
+
+/* An enum's discriminant and variants, as active_variant() reads them. */
+struct enum_layout {
+	bool ok;		/* false: not an enum it can read */
+	int size;		/* of the discriminant, at discr_off */
+	uint64_t discr_off;
+	Dwarf_Off dataful;	/* the variant a niche leaves without a value's member; 0 none */
+	size_t nr;
+	struct {
+		uint64_t value;
+		Dwarf_Off member;	/* the variant's first member */
+	} v[];
+};
+
+/* A task cell's places, by its poll instance. */
+struct cell_layout {
+	Dwarf_Off cell;
+	bool have_id, have_stage;
+	uint64_t id_off, stage_off;
+	Dwarf_Off stage;
+};
+
+#define NO_CELL ((void *)(uintptr_t)-1)
 
 /* ---- DWARF, a little at a time ---- */
 
@@ -398,6 +426,8 @@ int tokio_dwarf__index(Dwarf *dw, struct tokio_dwarf **out, const char **why)
 	u64map__init(&td->cells);
 	u64map__init(&td->names);
 	u64map__init(&td->parents);
+	u64map__init(&td->enums);
+	u64map__init(&td->cells_by_poll);
 	u64map__init(&td->closures);
 	u64map__init(&td->closure_decls);
 	u64map__init(&td->macro_lines);
@@ -438,6 +468,11 @@ void tokio_dwarf__free(struct tokio_dwarf *td)
 		free(val);
 	u64map__clear(&td->names);
 	u64map__clear(&td->parents);
+	u64map__clear_free(&td->enums);
+	for (size_t i = 0; u64map__next(&td->cells_by_poll, &i, &key, &val);)
+		if (val != NO_CELL)
+			free(val);
+	u64map__clear(&td->cells_by_poll);
 	for (size_t i = 0; i < td->nr_ns_paths; i++)
 		free(td->ns_paths[i]);
 	free(td->ns_paths);
@@ -478,52 +513,84 @@ static bool read_ptr(const struct reader *r, uint64_t addr, uint64_t *v)
 	return read_u(r, addr, 8, v);
 }
 
+/* The layout of enum e (a struct with a variant part), read from its DWARF. */
+static struct enum_layout *enum_layout_of(Dwarf_Die *e)
+{
+	Dwarf_Die vp, dm, dt, v, first;
+	Dwarf_Attribute attr;
+	struct enum_layout *el = calloc(1, sizeof(*el)), *more;
+	size_t cap = 0;
+
+	if (!el || dwarf_child(e, &vp) != 0)
+		return el;
+	while (dwarf_tag(&vp) != DW_TAG_variant_part)
+		if (dwarf_siblingof(&vp, &vp) != 0)
+			return el;
+	if (!dwarf_attr(&vp, DW_AT_discr, &attr) || !dwarf_formref_die(&attr, &dm) ||
+	    !type_of(&dm, &dt) || (el->size = dwarf_bytesize(&dt)) <= 0 ||
+	    (el->size != 1 && el->size != 2 && el->size != 4 && el->size != 8) ||
+	    dwarf_child(&vp, &v) != 0)
+		return el;
+	el->discr_off = member_off(&dm);
+	do {
+		Dwarf_Word value;
+
+		if (dwarf_tag(&v) != DW_TAG_variant || dwarf_child(&v, &first) != 0)
+			continue;
+		while (dwarf_tag(&first) != DW_TAG_member)
+			if (dwarf_siblingof(&first, &first) != 0)
+				break;
+		if (dwarf_tag(&first) != DW_TAG_member)
+			continue;
+		if (!dwarf_attr(&v, DW_AT_discr_value, &attr)) {
+			if (!el->dataful)
+				el->dataful = dwarf_dieoffset(&first);
+			continue;
+		}
+		if (dwarf_formudata(&attr, &value) != 0)
+			continue;
+		if (el->nr == cap) {
+			cap = cap ? 2 * cap : 4;
+			if (cap > 4096 || !(more = realloc(el, sizeof(*el) + cap * sizeof(el->v[0]))))
+				break;
+			el = more;
+		}
+		el->v[el->nr].value = el->size == 8 ? value : value & ((1ull << (8 * el->size)) - 1);
+		el->v[el->nr++].member = dwarf_dieoffset(&first);
+	} while (dwarf_siblingof(&v, &v) == 0);
+	el->ok = true;
+	return el;
+}
+
 /*
  * The active variant of the enum (a struct with a variant part) e at addr:
- * the variant's member (its name, type, offset) and its discriminant.
+ * the variant's member (its name, type, offset) and its discriminant. Each
+ * enum's layout is read from the DWARF once.
  */
 static bool active_variant(const struct reader *r, Dwarf_Die *e, uint64_t addr, Dwarf_Die *member,
 			   uint64_t *discr)
 {
-	Dwarf_Die vp, dm, dt, v, chosen;
-	Dwarf_Attribute attr;
-	bool have = false;
-	int size;
+	struct tokio_dwarf *td = (struct tokio_dwarf *)r->td;
+	Dwarf_Off key = dwarf_dieoffset(e), chosen = 0;
+	struct enum_layout *el = u64map__get(&td->enums, key);
 
-	if (dwarf_child(e, &vp) != 0)
-		return false;
-	while (dwarf_tag(&vp) != DW_TAG_variant_part)
-		if (dwarf_siblingof(&vp, &vp) != 0)
+	if (!el) {
+		el = enum_layout_of(e);
+		if (!el)
 			return false;
-	if (!dwarf_attr(&vp, DW_AT_discr, &attr) || !dwarf_formref_die(&attr, &dm) ||
-	    !type_of(&dm, &dt) || (size = dwarf_bytesize(&dt)) <= 0 ||
-	    !read_u(r, addr + member_off(&dm), size, discr))
-		return false;
-	if (dwarf_child(&vp, &v) != 0)
-		return false;
-	do {
-		Dwarf_Word value;
-
-		if (dwarf_tag(&v) != DW_TAG_variant)
-			continue;
-		if (!dwarf_attr(&v, DW_AT_discr_value, &attr)) {
-			if (!have) /* the dataful variant a niche leaves without a value */
-				chosen = v, have = true;
-			continue;
-		}
-		if (dwarf_formudata(&attr, &value) == 0 &&
-		    (size == 8 ? value : value & ((1ull << (8 * size)) - 1)) == *discr) {
-			chosen = v;
-			have = true;
-			break;
-		}
-	} while (dwarf_siblingof(&v, &v) == 0);
-	if (!have || dwarf_child(&chosen, member) != 0)
-		return false;
-	while (dwarf_tag(member) != DW_TAG_member)
-		if (dwarf_siblingof(member, member) != 0)
+		if (u64map__set(&td->enums, key, el)) {
+			free(el);
 			return false;
-	return true;
+		}
+	}
+	if (!el->ok || !read_u(r, addr + el->discr_off, el->size, discr))
+		return false;
+	for (size_t i = 0; i < el->nr && !chosen; i++)
+		if (el->v[i].value == *discr)
+			chosen = el->v[i].member;
+	if (!chosen) /* the dataful variant a niche leaves without a value */
+		chosen = el->dataful;
+	return offdie(r->td, chosen, member);
 }
 
 /* A variant's payload: its struct's `__0` (its type, its address). */
@@ -1053,48 +1120,68 @@ static void future(struct reader *r, Dwarf_Die *t, uint64_t addr, int depth, int
 	frame(r, path, NULL, 0, depth);
 }
 
-/* The layout of Cell<T, S>: where its stage (Stage<T>) and its task id are. */
-static bool cell_of(const struct reader *r, uint64_t poll, Dwarf_Die *cell)
+/*
+ * The cell of the tasks whose vtable's poll is at poll (link-time): the
+ * Cell<T, S> of the poll instance's arguments, where its task id and its
+ * stage (Stage<T>) are; found once a poll instance. NULL: none.
+ */
+static const struct cell_layout *cell_of(const struct reader *r, uint64_t poll)
 {
-	const struct tokio_dwarf *td = r->td;
+	struct tokio_dwarf *td = (struct tokio_dwarf *)r->td;
+	struct cell_layout *cl = u64map__get(&td->cells_by_poll, poll);
 	/* the instance whose entry is poll: the last one at or below it (addr leads poll_inst) */
-	size_t i = upper_bound_u64(td->polls, td->nr_polls, sizeof(*td->polls), poll);
+	size_t i;
+	Dwarf_Die cell, core, t;
+	uint64_t core_off;
 	void *v;
 
-	if (!i || td->polls[i - 1].addr != poll)
-		return false;
-	v = u64map__get(&td->cells, hash_str(td->polls[i - 1].args));
-	return v && offdie(td, (Dwarf_Off)(uintptr_t)v - 1, cell);
+	if (cl)
+		return cl == NO_CELL ? NULL : cl;
+	i = upper_bound_u64(td->polls, td->nr_polls, sizeof(*td->polls), poll);
+	v = i && td->polls[i - 1].addr == poll ? u64map__get(&td->cells,
+							      hash_str(td->polls[i - 1].args))
+					       : NULL;
+	if (v && offdie(td, (Dwarf_Off)(uintptr_t)v - 1, &cell) && (cl = calloc(1, sizeof(*cl)))) {
+		cl->cell = dwarf_dieoffset(&cell);
+		cl->have_id = find_member(&cell, "core", &core_off, &core) &&
+			      find_member(&core, "task_id", &cl->id_off, &t);
+		cl->id_off += core_off;
+		cl->have_stage = find_type(&cell, "Stage<", &cl->stage_off, &t);
+		cl->stage = cl->have_stage ? dwarf_dieoffset(&t) : 0;
+	}
+	/* a program's poll instances are few: every address asked for is kept */
+	if (u64map__set(&td->cells_by_poll, poll, cl ? (void *)cl : NO_CELL)) {
+		free(cl);
+		return NULL;
+	}
+	return cl;
 }
 
 /* The task at hdr's id (tokio's own, in its Cell's core), else its Header's address. */
-static uint64_t task_id(const struct reader *r, Dwarf_Die *cell, uint64_t hdr)
+static uint64_t task_id(const struct reader *r, const struct cell_layout *cl, uint64_t hdr)
 {
-	Dwarf_Die idt, core;
-	uint64_t id_off, core_off, id;
+	uint64_t id;
 
-	if (find_member(cell, "core", &core_off, &core) &&
-	    find_member(&core, "task_id", &id_off, &idt) &&
-	    read_u(r, hdr + core_off + id_off, 8, &id) && id)
+	if (cl->have_id && read_u(r, hdr + cl->id_off, 8, &id) && id)
 		return id;
 	return hdr;
 }
 
 /* The future of the task at hdr (its Cell's stage, when Running), as frames. */
-static void task_future(struct reader *r, Dwarf_Die *cell, uint64_t hdr, struct task_info *t)
+static void task_future(struct reader *r, const struct cell_layout *cl, uint64_t hdr)
 {
 	Dwarf_Die stage, running, fut;
-	uint64_t stage_off, d, at;
+	uint64_t d, at;
+	struct task_info *t;
 
-	(void)t;
-	if (!find_type(cell, "Stage<", &stage_off, &stage) ||
-	    !active_variant(r, &stage, hdr + stage_off, &running, &d))
+	if (!cl->have_stage || !offdie(r->td, cl->stage, &stage) ||
+	    !active_variant(r, &stage, hdr + cl->stage_off, &running, &d))
 		return;
 	if (!named(&running, "Running")) {
 		frame(r, "(finished)", NULL, 0, 0);
 		return;
 	}
-	if (!payload(&running, hdr + stage_off, &fut, &at))
+	if (!payload(&running, hdr + cl->stage_off, &fut, &at))
 		return;
 	future(r, &fut, at, 0, 0);
 	/* named by its outermost async fn (set by future()), else by its future's type */
@@ -1131,12 +1218,13 @@ static int read_task(struct reader *r, const struct list_layout *ly, uint64_t hd
 	uint64_t vt, poll, again, id = hdr;
 	size_t first = r->l->nr_frames;
 	struct task_info *t;
-	Dwarf_Die cell;
-	bool have_cell = read_ptr(r, hdr + ly->vtable, &vt) && read_ptr(r, vt + ly->poll, &poll) &&
-			 cell_of(r, poll - r->bias, &cell);
+	const struct cell_layout *cl = read_ptr(r, hdr + ly->vtable, &vt) &&
+						       read_ptr(r, vt + ly->poll, &poll)
+					       ? cell_of(r, poll - r->bias)
+					       : NULL;
 
-	if (have_cell)
-		id = task_id(r, &cell, hdr);
+	if (cl)
+		id = task_id(r, cl, hdr);
 	if (only && id != only && hdr != only)
 		return 1;
 	t = task_list__add(r->l);
@@ -1148,8 +1236,8 @@ static int read_task(struct reader *r, const struct list_layout *ly, uint64_t hd
 									: TASK_WAITING;
 	if (state & ST_COMPLETE)
 		t->state = TASK_OTHER;
-	if (have_cell && t->state != TASK_RUNNING)
-		task_future(r, &cell, hdr, t);
+	if (cl && t->state != TASK_RUNNING)
+		task_future(r, cl, hdr);
 	/* what was read holds together if the state did not move */
 	/* its lifecycle bits: a waker cloned or dropped meanwhile changes only the count */
 	if (t->state != TASK_RUNNING && read_u(r, hdr + ly->state, 8, &again) &&
@@ -1210,13 +1298,24 @@ int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head
 			err = read_u(&r, hdr + ly.state, 8, &state)
 				      ? read_task(&r, &ly, hdr, state, only, k == 3)
 				      : -EIO;
-		if (err == -ENOMEM || err == -EIO || (only && !err))
+		if (err == -ENOMEM || (only && !err))
 			break;
 		/* the next task: through its Trailer, whose place the vtable says */
-		if (!ly.have_trailer_offset || !read_ptr(&r, hdr + ly.vtable, &vtable) ||
-		    !read_ptr(&r, vtable + ly.trailer_offset, &trailer) ||
-		    !read_ptr(&r, hdr + trailer + ly.next, &next))
+		if (!ly.have_trailer_offset) {
+			snprintf(l->note, sizeof(l->note), "tokio's Vtable has no trailer_offset "
+				 "(a tokio version not known): the tasks after the first are "
+				 "left out");
 			break;
+		}
+		if (err == -EIO || !read_ptr(&r, hdr + ly.vtable, &vtable) ||
+		    !read_ptr(&r, vtable + ly.trailer_offset, &trailer) ||
+		    !read_ptr(&r, hdr + trailer + ly.next, &next)) {
+			/* never a list cut short unsaid */
+			snprintf(l->note, sizeof(l->note), "its memory could not be read past "
+				 "%zu tasks (the process exited, or the list changed as it was "
+				 "read): the tasks after are left out", l->nr_tasks);
+			break;
+		}
 		hdr = next;
 	}
 	u64map__clear(&seen);

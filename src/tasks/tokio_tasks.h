@@ -21,6 +21,9 @@
 
 struct tokio_dwarf;
 
+/* Frames of one task at most (its chain of awaits, select!'s branches included). */
+#define TOKIO_FRAMES_MAX 64
+
 /*
  * The program's DWARF indexed for tasks: 0; -ENOENT when it has no tokio
  * types (built without type debug info: *why says which setting is needed).

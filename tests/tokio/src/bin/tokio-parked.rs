@@ -87,6 +87,42 @@ async fn park_both(nf: Arc<Notify>) -> u32 {
     4
 }
 
+/// An idle task of --idle: two async fns deep, waiting on a Notify that never comes.
+async fn idle_inner(nf: Arc<Notify>) -> u32 {
+    nf.notified().await;
+    5
+}
+
+async fn idle_task(nf: Arc<Notify>) -> u32 {
+    idle_inner(nf).await + 1
+}
+
+/// --pingpong: two tasks passing a token over channels for so long; the round trips.
+async fn ping_pong(secs: u64) -> u64 {
+    let (ping_tx, mut ping_rx) = mpsc::channel::<u64>(1);
+    let (pong_tx, mut pong_rx) = mpsc::channel::<u64>(1);
+    tokio::spawn(async move {
+        while let Some(v) = ping_rx.recv().await {
+            if pong_tx.send(v).await.is_err() {
+                break;
+            }
+        }
+    });
+    let end = std::time::Instant::now() + Duration::from_secs(secs);
+    let mut n = 0;
+    while std::time::Instant::now() < end {
+        ping_tx.send(n).await.unwrap();
+        pong_rx.recv().await.unwrap();
+        n += 1;
+    }
+    n
+}
+
+fn arg_after(name: &str) -> Option<u64> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok())
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     // --wait-stdin: the tasks start once a line (or EOF) is read, a tracer attached
@@ -109,8 +145,19 @@ async fn main() {
         tokio::spawn(park_biased(nf.clone())),
         tokio::spawn(park_both(nf.clone())),
     ];
+    // --idle N: that many more tasks, each waiting (the cost of a snapshot of many)
+    let idle = arg_after("--idle").unwrap_or(0);
+    let idle_nf = Arc::new(Notify::new());
+    for _ in 0..idle {
+        tokio::spawn(idle_task(idle_nf.clone()));
+    }
     tokio::time::sleep(Duration::from_millis(100)).await;
-    eprintln!("tokio-parked: parked");
+    eprintln!("tokio-parked: parked, {idle} idle");
+    if let Some(secs) = arg_after("--pingpong") {
+        let pings = ping_pong(secs).await;
+        println!("pings={pings} duration={secs}");
+        std::process::exit(0);
+    }
     tokio::time::sleep(Duration::from_secs(3600)).await;
     for h in handles {
         let _ = h.await;
