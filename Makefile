@@ -167,7 +167,7 @@ $(BUILD)/pingpong: tests/bench/pingpong.c | $(BUILD)/tests
 # hardened distributions build Go).
 GO_ENV  := GOCACHE=$(abspath $(BUILD))/go-cache GOPATH=$(abspath $(BUILD))/gopath \
 	   GOPROXY=off GOFLAGS=-mod=mod GOTOOLCHAIN=local
-GO_SRCS := tests/go/go.mod $(wildcard tests/go/cmd/*/*.go)
+GO_SRCS := tests/go/go.mod $(wildcard tests/go/cmd/*/*.go tests/go/internal/*/*.go)
 GO_APPS := $(BUILD)/go-app $(BUILD)/go-app-stripped $(BUILD)/go-app-pie
 
 go: $(GO_APPS)

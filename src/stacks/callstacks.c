@@ -227,10 +227,12 @@ void callstacks__free(struct callstacks *c)
 }
 
 /*
- * Whether a Go function is of the standard library: its package path's
- * first element has no dot ("runtime.gopark", "net/http.(*conn).serve"),
- * as the go command tells them; a module's has its domain's
- * ("github.com/x/y.F"), and the program's is main.
+ * Whether a Go function is of the standard library (or made by the
+ * toolchain: "type:.eq.T", "go:buildid"): its package path's first element
+ * is one of the standard library's ("runtime.gopark",
+ * "net/http.(*conn).serve", "vendor/golang.org/x/..."). A module path's
+ * first element may lack a dot too ("module myapp", "example/hello"), so a
+ * dot alone does not tell them.
  */
 static bool go_std(const char *fn)
 {
@@ -238,15 +240,29 @@ static bool go_std(const char *fn)
 	static const char *const clones[] = { "cold", "constprop", "isra", "part", "lto_priv",
 					      "llvm", "localalias", "clone", "specialized",
 					      "resume", "destroy", "cleanup" };
+	/* the standard library's top-level packages (Go 1.19 to 1.27), sorted */
+	static const char *const std[] = {
+		"archive", "arena", "bufio", "builtin", "bytes", "cmp", "compress", "container",
+		"context", "crypto", "database", "debug", "embed", "encoding", "errors", "expvar",
+		"flag", "fmt", "go", "hash", "html", "image", "index", "internal", "io", "iter",
+		"log", "maps", "math", "mime", "net", "os", "path", "plugin", "reflect", "regexp",
+		"runtime", "slices", "sort", "strconv", "strings", "structs", "sync", "syscall",
+		"testing", "text", "time", "unicode", "unique", "unsafe", "vendor", "weak",
+	};
 	size_t slash = strcspn(fn, "/"), dot = strcspn(fn, ".");
 	size_t elem = fn[slash] && !memchr(fn, '(', slash) && !memchr(fn, '[', slash) ? slash : dot;
 
-	if (!fn[dot] || strstr(fn, "::") || strchr(fn, ' '))
-		return false; /* not Go's */
+	if (!strncmp(fn, "type:", 5) || !strncmp(fn, "go:", 3))
+		return true;
+	if (!fn[dot] || strstr(fn, "::") || strchr(fn, ' ') || memchr(fn, '.', elem))
+		return false; /* not Go's, or a module's of a domain ("github.com/x/y.F") */
 	for (size_t i = 0; i < sizeof(clones) / sizeof(clones[0]); i++)
 		if (!strncmp(fn + dot + 1, clones[i], strlen(clones[i])))
 			return false;
-	return !memchr(fn, '.', elem) && !(elem == 4 && !strncmp(fn, "main", 4));
+	for (size_t i = 0; i < sizeof(std) / sizeof(std[0]); i++)
+		if (strlen(std[i]) == elem && !strncmp(fn, std[i], elem))
+			return true;
+	return false;
 }
 
 bool callstacks__own_function(const char *fn)

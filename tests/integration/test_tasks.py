@@ -16,6 +16,9 @@ from tests.integration.harness import (BUILD, GO_APP_SRC, TRACER, read, require_
                                        source_lines, wait_for)
 
 PARK_SRC = os.path.join(GO_APP_SRC, "park.go")
+# a package of the program's own, its module path without a dot
+WAITER_SRC = os.path.join(GO_APP_SRC, "..", "..", "internal", "waiter", "waiter.go")
+WAITER = "asynctraced/gotests/internal/waiter.Recv"
 
 # The wait reason each kind parks with (Go 1.19 has no names of its own for
 # a Mutex's and a WaitGroup's waits: both are a semaphore's).
@@ -27,6 +30,7 @@ WAITS = {
     "netread": {"IO wait"},
     "sleep": {"sleep"},
     "deep": {"chan receive"},
+    "package": {"chan receive"},
 }
 # The function each kind's goroutine waits in, and what it was started as.
 FUNCS = {
@@ -38,6 +42,7 @@ FUNCS = {
     "sleep": ("main.parkSleep", "main.parkSleep"),
     "syscall": ("main.parkSyscall", "main.parkSyscall"),
     "deep": ("main.parkDeep3", "main.parkDeep1"),
+    "package": (WAITER, WAITER),
 }
 
 
@@ -86,7 +91,7 @@ class TestGoroutines(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         require_root()
-        cls.lines = source_lines(PARK_SRC, "park")
+        cls.lines = {**source_lines(PARK_SRC, "park"), **source_lines(WAITER_SRC, "park")}
         assert set(cls.lines) == set(FUNCS), f"park.go's markers: {sorted(cls.lines)}"
 
     def snapshot(self, exe):
@@ -113,7 +118,8 @@ class TestGoroutines(unittest.TestCase):
                     self.assertTrue(t.get("waited_estimate"), t)
                 at = t["waits_at"]
                 self.assertEqual({k: at[k] for k in want}, want, t)
-                self.assertTrue(at["file"].endswith("/go-app/park.go"), at)
+                self.assertTrue(at["file"].endswith("/internal/waiter/waiter.go"
+                                                    if kind == "package" else "/go-app/park.go"), at)
                 # the stack holds the frame, innermost first, down to the go statement's wrapper
                 frames = [(f["function"], f.get("line")) for f in t["stack"]]
                 self.assertIn((func, self.lines[kind]), frames)
@@ -297,12 +303,12 @@ class TestTokioAlerts(unittest.TestCase):
     each alert says where the task awaits, read from the live process as
     `tasks` reads it: the line of its own deepest `.await`."""
 
-    def test_lost_wakers_say_where(self):
+    def lost_wakers(self, exe):
+        """The lost-waker alerts that began while exe's tasks waited, traced 4 s."""
         require_root()
-        lines = source_lines(TOKIO_SRC, "park")
         with tempfile.TemporaryDirectory() as tmp:
             alerts = os.path.join(tmp, "alerts.json")
-            app = subprocess.Popen([os.path.join(BUILD, "tokio-parked"), "--wait-stdin"],
+            app = subprocess.Popen([os.path.join(BUILD, exe), "--wait-stdin"],
                                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL, text=True)
             try:
@@ -320,7 +326,22 @@ class TestTokioAlerts(unittest.TestCase):
                 app.wait()
             with open(alerts) as f:
                 begins = [json.loads(line) for line in f]
-        begins = [a for a in begins if a["state"] == "begin" and a["kind"] == "lost-waker"]
+        return [a for a in begins if a["state"] == "begin" and a["kind"] == "lost-waker"]
+
+    def test_without_debug_info_names_only(self):
+        """No type debug info: each task named by its future's type, from the symbols,
+        and no place: nothing guessed, in the line or in the JSON."""
+        begins = self.lost_wakers("tokio-parked-nodebug")
+        names = {a["message"].split("'")[1] for a in begins}
+        for kind in ("lost", "notify", "sleep", "join", "select", "biased", "both"):
+            self.assertIn(f"tokio_parked::park_{kind}::{{{{closure}}}}", names)
+        for a in begins:
+            self.assertNotIn("parked_at", a)
+            self.assertNotIn("; parked ", a["message"])
+
+    def test_lost_wakers_say_where(self):
+        lines = source_lines(TOKIO_SRC, "park")
+        begins = self.lost_wakers("tokio-parked")
         by_line = {}
         for a in begins:
             own = [f for f in a.get("parked_at", []) if f["function"].startswith("tokio_parked::")
@@ -331,7 +352,7 @@ class TestTokioAlerts(unittest.TestCase):
         self.assertTrue(lost["unwakeable"], lost)
         self.assertIn(f"; parked at tokio_parked::park_lost (src/bin/tokio-parked.rs:{lines['lost']})",
                       lost["message"])
-        for kind in ("notify", "sleep", "join"):
+        for kind in ("notify", "sleep", "join", "select"):
             self.assertIn((f"tokio_parked::park_{kind}", lines[kind]), by_line)
         self.assertIn(("tokio_parked::park_deep3", lines["deep3"]), by_line)
 

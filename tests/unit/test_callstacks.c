@@ -238,6 +238,14 @@ static void test_own_functions(void **state)
 	assert_true(callstacks__own_function("burn_cpu_ns.constprop.0"));
 	assert_true(callstacks__own_function("handle_request.cold"));
 	assert_true(callstacks__own_function("app::worker::run"));
+	/* a module path without a dot is the program's, not the standard library's */
+	assert_true(callstacks__own_function("myapp/internal/db.(*Pool).Get"));
+	assert_true(callstacks__own_function("example/hello.wait"));
+	assert_true(callstacks__own_function("server.handle"));
+	assert_false(callstacks__own_function("vendor/golang.org/x/net/http2.(*Framer).ReadFrame"));
+	assert_false(callstacks__own_function("type:.eq.main.T"));
+	assert_false(callstacks__own_function("context.(*cancelCtx).Done"));
+	assert_false(callstacks__own_function("time.Sleep"));
 	assert_false(callstacks__own_function("runtime.gopark"));
 	assert_false(callstacks__own_function("sync.(*Mutex).Lock"));
 	assert_false(callstacks__own_function("net/http.(*conn).serve"));

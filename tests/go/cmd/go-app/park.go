@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"asynctraced/gotests/internal/waiter"
 )
 
 //go:noinline
@@ -113,6 +115,7 @@ func park() {
 	go parkSleep()
 	go parkSyscall(pipe[0])
 	go parkDeep1(make(chan int))
+	go waiter.Recv(make(chan int))
 	time.Sleep(100 * time.Millisecond)
 	runtime.GC()
 	runtime.GC()
