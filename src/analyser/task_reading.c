@@ -148,7 +148,7 @@ static Dwarf *tokio_dwarf(struct held *h, struct unwind_file *debug, uint32_t nr
  * debug file's: debug, those found of the paths wanted), CONTEXT's place.
  */
 static void read_tokio(struct held *h, const struct wire_tasks_req *r, struct unwind_file *debug,
-		       uint32_t nr_debug, const struct debug_wants *w)
+		       uint32_t nr_debug, const char *looked)
 {
 	struct elf_image im;
 	const char *why = NULL;
@@ -160,7 +160,11 @@ static void read_tokio(struct held *h, const struct wire_tasks_req *r, struct un
 		snprintf(h->note, sizeof(h->note),
 			 "no Go runtime, and no DWARF for tokio's tasks: a tokio program needs type "
 			 "debug info (debug = 2), in the executable or in a separate debug file%s%s",
-			 w->nr ? ", none found at " : " (it names none)", w->nr ? w->path[0] : "");
+			 nr_debug ? ", and those found are not of its build (or hold none), first "
+				    "looked for at "
+			 : looked[0] ? ", none found at "
+				     : " (it names none)",
+			 looked);
 		return;
 	}
 	err = tokio_dwarf__index(h->dw, &h->td, &why);
@@ -169,6 +173,9 @@ static void read_tokio(struct held *h, const struct wire_tasks_req *r, struct un
 		h->err = err;
 		return;
 	}
+	/* kept for alerts, whose questions are bounded: what may be read lazily, read now */
+	if (r->flags & WIRE_TASKS_KEEP)
+		tokio_dwarf__prepare(h->td);
 	if (!elf_image__open_mem(&im, h->fc.data, h->fc.size)) {
 		h->have_context = tokio_dwarf__context(h->td, &tls)
 					  ? !elf_image__tpoff(&im, tls, &h->context_tpoff)
@@ -327,11 +334,16 @@ static int take(struct held *h, const struct wire_tasks_req *r, int exe, const c
 	uint32_t nr_debug = 0;
 	int err;
 
+	char looked[PATH_MAX] = "";
+
 	read_exe(h, r, exe);
 	want_debug(h, name, &w);
+	/* the first path asked for, to say where (the exchange takes those it hands over) */
+	if (w.nr)
+		snprintf(looked, sizeof(looked), "%s", w.path[0]);
 	err = debug_wants__exchange(&w, &debug, &nr_debug);
 	if (!err && !h->go && !h->err)
-		read_tokio(h, r, debug, nr_debug, &w);
+		read_tokio(h, r, debug, nr_debug, looked);
 	for (uint32_t i = 0; i < nr_debug; i++) {
 		free(debug[i].name);
 		if (debug[i].fd >= 0)

@@ -55,21 +55,20 @@ static int ask(struct analyser *a, const struct target *t, struct wire_tasks_req
 	r->pid = t->pid;
 	len = sizeof(*r) + (size_t)r->nr_threads * sizeof(*fsbase) + r->name_len;
 	msg = malloc(len);
-	if (msg) {
-		memcpy(msg, r, sizeof(*r));
-		if (r->nr_threads)
-			memcpy(msg + sizeof(*r), fsbase, (size_t)r->nr_threads * sizeof(*fsbase));
-		if (r->name_len)
-			memcpy(msg + len - r->name_len, fs.f[fs.exe].target_path, r->name_len);
-		err = wire__send(a->sock, WIRE_TASKS, msg, len);
-		free(msg);
-	} else {
-		err = -ENOMEM;
+	if (!msg) {
+		target_files__close(&fs);
+		return -ENOMEM; /* nothing said yet: the socket is as it was */
 	}
+	memcpy(msg, r, sizeof(*r));
+	if (r->nr_threads)
+		memcpy(msg + sizeof(*r), fsbase, (size_t)r->nr_threads * sizeof(*fsbase));
+	if (r->name_len)
+		memcpy(msg + len - r->name_len, fs.f[fs.exe].target_path, r->name_len);
+	err = wire__send(a->sock, WIRE_TASKS, msg, len);
+	free(msg);
 	if (!err && (r->flags & WIRE_TASKS_FDS))
 		err = wire__send_fds(a->sock, (int[]){ t->memfd, fs.f[fs.exe].fd }, 2);
-	if (r->flags & WIRE_TASKS_FDS)
-		target_files__close(&fs);
+	target_files__close(&fs);
 	/* the debug file its executable names, when it has no DWARF of its own */
 	if (!err && (r->flags & WIRE_TASKS_FDS))
 		err = analyser__give_debug(a, t->pid, deadline);
@@ -88,17 +87,23 @@ static int ask(struct analyser *a, const struct target *t, struct wire_tasks_req
 	}
 	if (!err) {
 		memcpy(&status, b, sizeof(status));
-		err = tasks__decode(b + sizeof(status), h.len - sizeof(status), l) ?: status;
-		if (status > 0 || status < -4095)
+		err = tasks__decode(b + sizeof(status), h.len - sizeof(status), l);
+		if (!err && (status > 0 || status < -4095))
 			err = -EBADMSG;
+		free(b);
+		b = NULL;
+		/* the answer read whole and sound: the analyser's own status is the result */
+		if (!err)
+			return status;
 	}
 	free(b);
 	/*
-	 * an answer out of bounds, or one not read whole: what is left of it
-	 * would be read as the next answer; the analyser goes (started again
-	 * when asked, but once confined)
+	 * once the request is on its way, any failure leaves the exchange
+	 * part done (an answer out of bounds or not read whole, a debug file
+	 * not handed over): what is left would be read as the next answer; the
+	 * analyser goes (started again when asked, but not once confined)
 	 */
-	if (err == -EBADMSG || err == -EPIPE || err == -ETIMEDOUT || unread) {
+	{
 		char ended[64];
 
 		task_list__free(l);
@@ -110,11 +115,11 @@ static int ask(struct analyser *a, const struct target *t, struct wire_tasks_req
 			err_msg("the analyser %s reading pid %d's tasks\n",
 				err == -ETIMEDOUT ? "took too long"
 				: unread	  ? "answered more than fits"
-						  : ended,
+				: err == -EPIPE	  ? ended
+						  : strerror(-err),
 				t->pid);
-		err = -EIO;
 	}
-	return err;
+	return -EIO;
 }
 
 int analyser__tasks(struct analyser *a, const struct target *t, bool system,

@@ -69,15 +69,19 @@ int u64map__set(struct u64map *m, uint64_t key, void *val)
 
 	if (!key)
 		return -EINVAL;
-	/* Keep the load under 3/4: probes stay short. */
-	if ((m->len + 1) * 4 > m->cap * 3 && grow(m))
-		return -ENOMEM;
-	for (i = slot_of(m, key); m->slots[i].key; i = (i + 1) & (m->cap - 1)) {
+	/* a key there is given its value, which never fails (no growing first) */
+	for (i = m->cap ? slot_of(m, key) : 0; m->cap && m->slots[i].key;
+	     i = (i + 1) & (m->cap - 1)) {
 		if (m->slots[i].key == key) {
 			m->slots[i].val = val;
 			return 0;
 		}
 	}
+	/* Keep the load under 3/4: probes stay short. */
+	if ((m->len + 1) * 4 > m->cap * 3 && grow(m))
+		return -ENOMEM;
+	for (i = slot_of(m, key); m->slots[i].key; i = (i + 1) & (m->cap - 1))
+		;
 	m->slots[i].key = key;
 	m->slots[i].val = val;
 	m->len++;

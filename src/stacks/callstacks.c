@@ -252,7 +252,8 @@ static bool go_std(const char *fn)
 	size_t slash = strcspn(fn, "/"), dot = strcspn(fn, ".");
 	size_t elem = fn[slash] && !memchr(fn, '(', slash) && !memchr(fn, '[', slash) ? slash : dot;
 
-	if (!strncmp(fn, "type:", 5) || !strncmp(fn, "go:", 3))
+	/* the toolchain's: "type:.eq.T" ("type..eq.T" before Go 1.20), "go:buildid" */
+	if (!strncmp(fn, "type:", 5) || !strncmp(fn, "type..", 6) || !strncmp(fn, "go:", 3))
 		return true;
 	if (!fn[dot] || strstr(fn, "::") || strchr(fn, ' ') || memchr(fn, '.', elem))
 		return false; /* not Go's, or a module's of a domain ("github.com/x/y.F") */

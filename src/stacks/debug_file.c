@@ -3,8 +3,10 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <elfutils/libdwelf.h>
+#include <zlib.h>
 
 bool debug_file__has_dwarf(Elf *elf)
 {
@@ -16,7 +18,8 @@ bool debug_file__has_dwarf(Elf *elf)
 		return false;
 	for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn))
 		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_PROGBITS &&
-		    (name = elf_strptr(elf, shstrndx, sh.sh_name)) && !strcmp(name, ".debug_info"))
+		    (name = elf_strptr(elf, shstrndx, sh.sh_name)) &&
+		    (!strcmp(name, ".debug_info") || !strcmp(name, ".zdebug_info")))
 			return true;
 	return false;
 }
@@ -49,15 +52,34 @@ int debug_file__paths(Elf *elf, const char *file, char out[DEBUG_FILE_PATHS][PAT
 	return n;
 }
 
+/* The CRC-32 of the whole file at fd (a debug link's, as zlib computes it); false: unread. */
+static bool file_crc(int fd, uint32_t *crc)
+{
+	unsigned char buf[65536];
+	uLong c = crc32(0, NULL, 0);
+	off_t at = 0;
+	ssize_t n;
+
+	while ((n = pread(fd, buf, sizeof(buf), at)) > 0) {
+		c = crc32(c, buf, (uInt)n);
+		at += n;
+	}
+	*crc = (uint32_t)c;
+	return n == 0;
+}
+
 bool debug_file__same_build(Elf *elf, int fd)
 {
 	const void *ours, *theirs;
 	ssize_t n = dwelf_elf_gnu_build_id(elf, &ours);
+	GElf_Word link_crc;
+	uint32_t crc;
 	Elf *debug;
 	bool same;
 
-	if (n <= 0)
-		return true;
+	if (n <= 0) /* no build id: the debug link's checksum, if it has one */
+		return !dwelf_elf_gnu_debuglink(elf, &link_crc) ||
+		       (file_crc(fd, &crc) && crc == link_crc);
 	debug = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	same = debug && dwelf_elf_gnu_build_id(debug, &theirs) == n &&
 	       !memcmp(ours, theirs, (size_t)n);

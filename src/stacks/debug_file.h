@@ -16,7 +16,7 @@
 
 #define DEBUG_FILE_PATHS 4
 
-/* Whether elf holds DWARF of its own (a .debug_info with bits). */
+/* Whether elf holds DWARF of its own (a .debug_info with bits, or GNU's .zdebug_info). */
 bool debug_file__has_dwarf(Elf *elf);
 /*
  * Where elf's debug file may be, as paths in its process's root: its build
@@ -25,7 +25,11 @@ bool debug_file__has_dwarf(Elf *elf);
  * How many were written.
  */
 int debug_file__paths(Elf *elf, const char *file, char out[DEBUG_FILE_PATHS][PATH_MAX]);
-/* Whether the file at fd is of elf's build (its build id's; an image without one: any). */
+/*
+ * Whether the file at fd is of elf's build: its build id's. An image
+ * without one: its debug link's CRC-32 of the file, when it has a link;
+ * else any file is taken.
+ */
 bool debug_file__same_build(Elf *elf, int fd);
 
 #endif

@@ -74,25 +74,25 @@ struct tokio_dwarf {
 	struct u64map enums;
 	struct u64map cells_by_poll;
 	/*
-	 * select!/join!: each closure's code (made once, when one is first
-	 * met): the hash of a closure's path -> struct instances (its
-	 * declarations are in each unit that uses it: one path, several
-	 * DIEs); and the program's line found of each (the same key -> line
-	 * + 1, or MACRO_NO_LINE)
+	 * select!/join!: each closure's code, indexed once (tokio_dwarf__prepare,
+	 * or when one is first met): the hash of a closure's path -> struct
+	 * closure (its declarations are in each unit that uses it: one path,
+	 * several DIEs), and each declaration's Dwarf_Off -> its struct closure
 	 */
 	bool closures_indexed;
-	struct u64map closure_decls;	/* a declaration's Dwarf_Off -> its path's hash */
 	struct u64map closures;
-	struct u64map macro_lines;
+	struct u64map closure_decls;
 };
 
-/* The DIEs that hold a closure's code: its out-of-line copies and where it is inlined. */
-struct instances {
+/* A closure: where its code is (its out-of-line copies, where it is inlined), its line. */
+#define CLOSURE_INSTANCES 64	/* plenty to find a line in */
+struct closure {
+	char *path;		/* the hash's key, compared: two paths of one hash are not one */
+	char *line_file;	/* the file the line below was looked for in; NULL not yet */
+	int line;		/* the program's line there; 0 none */
 	size_t nr;
-	Dwarf_Off off[];
+	Dwarf_Off off[CLOSURE_INSTANCES];
 };
-
-#define MACRO_NO_LINE ((void *)(uintptr_t)-1)
 
 /* An enum's discriminant and variants, as active_variant() reads them. */
 struct enum_layout {
@@ -430,7 +430,6 @@ int tokio_dwarf__index(Dwarf *dw, struct tokio_dwarf **out, const char **why)
 	u64map__init(&td->cells_by_poll);
 	u64map__init(&td->closures);
 	u64map__init(&td->closure_decls);
-	u64map__init(&td->macro_lines);
 	while (dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
 		struct walk_ns ns = { .depth = 0 };
 		Dwarf_Die cu;
@@ -442,7 +441,8 @@ int tokio_dwarf__index(Dwarf *dw, struct tokio_dwarf **out, const char **why)
 	if (!td->header || !td->trailer || !td->vtable || !td->cells.len || !td->nr_polls) {
 		*why = "its DWARF has no tokio task types: tokio's tasks need type debug info "
 		       "(debug = 2, \"full\", in Cargo.toml's profile; \"line-tables-only\" and "
-		       "debug = 1 have none), in the executable or a debug file found by its build id";
+		       "debug = 1 have none), in the executable or a debug file found by its build id "
+		       "or debug link";
 		tokio_dwarf__free(td);
 		return -ENOENT;
 	}
@@ -476,11 +476,15 @@ void tokio_dwarf__free(struct tokio_dwarf *td)
 	for (size_t i = 0; i < td->nr_ns_paths; i++)
 		free(td->ns_paths[i]);
 	free(td->ns_paths);
-	for (size_t i = 0; u64map__next(&td->closures, &i, &key, &val);)
-		free(val);
+	for (size_t i = 0; u64map__next(&td->closures, &i, &key, &val);) {
+		struct closure *c = val;
+
+		free(c->path);
+		free(c->line_file);
+		free(c);
+	}
 	u64map__clear(&td->closures);
 	u64map__clear(&td->closure_decls);
-	u64map__clear(&td->macro_lines);
 	free(td);
 }
 
@@ -535,28 +539,34 @@ static struct enum_layout *enum_layout_of(Dwarf_Die *e)
 	do {
 		Dwarf_Word value;
 
-		if (dwarf_tag(&v) != DW_TAG_variant || dwarf_child(&v, &first) != 0)
+		Dwarf_Off member = 0;
+
+		if (dwarf_tag(&v) != DW_TAG_variant)
 			continue;
-		while (dwarf_tag(&first) != DW_TAG_member)
-			if (dwarf_siblingof(&first, &first) != 0)
-				break;
-		if (dwarf_tag(&first) != DW_TAG_member)
-			continue;
+		/* a variant without a member: taken, it reads as nothing (0) */
+		if (dwarf_child(&v, &first) == 0) {
+			while (dwarf_tag(&first) != DW_TAG_member)
+				if (dwarf_siblingof(&first, &first) != 0)
+					break;
+			if (dwarf_tag(&first) == DW_TAG_member)
+				member = dwarf_dieoffset(&first);
+		}
 		if (!dwarf_attr(&v, DW_AT_discr_value, &attr)) {
 			if (!el->dataful)
-				el->dataful = dwarf_dieoffset(&first);
+				el->dataful = member;
 			continue;
 		}
 		if (dwarf_formudata(&attr, &value) != 0)
 			continue;
 		if (el->nr == cap) {
 			cap = cap ? 2 * cap : 4;
+			/* an enum of more variants than that is not read: a part would mislead */
 			if (cap > 4096 || !(more = realloc(el, sizeof(*el) + cap * sizeof(el->v[0]))))
-				break;
+				return el;
 			el = more;
 		}
 		el->v[el->nr].value = el->size == 8 ? value : value & ((1ull << (8 * el->size)) - 1);
-		el->v[el->nr++].member = dwarf_dieoffset(&first);
+		el->v[el->nr++].member = member;
 	} while (dwarf_siblingof(&v, &v) == 0);
 	el->ok = true;
 	return el;
@@ -571,7 +581,7 @@ static bool active_variant(const struct reader *r, Dwarf_Die *e, uint64_t addr, 
 			   uint64_t *discr)
 {
 	struct tokio_dwarf *td = (struct tokio_dwarf *)r->td;
-	Dwarf_Off key = dwarf_dieoffset(e), chosen = 0;
+	Dwarf_Off key = dwarf_dieoffset(e);
 	struct enum_layout *el = u64map__get(&td->enums, key);
 
 	if (!el) {
@@ -585,12 +595,11 @@ static bool active_variant(const struct reader *r, Dwarf_Die *e, uint64_t addr, 
 	}
 	if (!el->ok || !read_u(r, addr + el->discr_off, el->size, discr))
 		return false;
-	for (size_t i = 0; i < el->nr && !chosen; i++)
+	for (size_t i = 0; i < el->nr; i++)
 		if (el->v[i].value == *discr)
-			chosen = el->v[i].member;
-	if (!chosen) /* the dataful variant a niche leaves without a value */
-		chosen = el->dataful;
-	return offdie(r->td, chosen, member);
+			return offdie(r->td, el->v[i].member, member);
+	/* the dataful variant a niche leaves without a value */
+	return offdie(r->td, el->dataful, member);
 }
 
 /* A variant's payload: its struct's `__0` (its type, its address). */
@@ -750,21 +759,25 @@ static void frame(struct reader *r, const char *function, const char *file, int 
 
 /* ---- a select!'s or join!'s line ---- */
 
-/* An instance of closure decl: a DIE with its code (decl's path known first). */
-static void note_instance(struct tokio_dwarf *td, uint64_t key, Dwarf_Off instance)
+/* The closure of path (its declaration at decl), made once; NULL: another path of its hash. */
+static struct closure *closure_at(struct tokio_dwarf *td, const char *path, bool make)
 {
-	struct instances *was = u64map__get(&td->closures, key), *now;
+	uint64_t key = hash_str(path);
+	struct closure *c = u64map__get(&td->closures, key);
 
-	if (was && was->nr >= 64) /* plenty to find a line in */
-		return;
-	now = realloc(was, sizeof(*now) + ((was ? was->nr : 0) + 1) * sizeof(now->off[0]));
-	if (!now)
-		return;
-	if (!was)
-		now->nr = 0;
-	now->off[now->nr++] = instance;
-	if (u64map__set(&td->closures, key, now) && !was)
-		free(now);
+	if (c || !make)
+		return c && !strcmp(c->path, path) ? c : NULL;
+	c = calloc(1, sizeof(*c));
+	if (c && !(c->path = strdup(path))) {
+		free(c);
+		c = NULL;
+	}
+	if (c && u64map__set(&td->closures, key, c)) {
+		free(c->path);
+		free(c);
+		c = NULL;
+	}
+	return c;
 }
 
 /* The closures' instances seen before their declarations' paths were: kept for a second look. */
@@ -773,10 +786,30 @@ struct pending {
 	size_t nr, cap;
 };
 
+static void add_pending(struct pending *p, Dwarf_Off origin, Dwarf_Off instance)
+{
+	if (p->nr == p->cap && p->nr < ((size_t)1 << 20)) {
+		size_t cap = p->cap ? 2 * p->cap : 256;
+		Dwarf_Off *o = realloc(p->origin, cap * sizeof(*o));
+		Dwarf_Off *in = o ? realloc(p->instance, cap * sizeof(*in)) : NULL;
+
+		if (o)
+			p->origin = o;
+		if (in)
+			p->instance = in;
+		if (o && in)
+			p->cap = cap;
+	}
+	if (p->nr < p->cap) {
+		p->origin[p->nr] = origin;
+		p->instance[p->nr++] = instance;
+	}
+}
+
 /*
  * Under die (its path so far in path, len bytes), each closure declared
- * (its path's hash, by its DIE) and each subprogram or inlined call whose
- * origin is a closure's (budget: DIEs looked at).
+ * (its struct closure, by its DIE) and each subprogram or inlined call
+ * whose origin is a closure's (budget: DIEs looked at).
  */
 static void index_closures(struct tokio_dwarf *td, Dwarf_Die *die, char *path, size_t len,
 			   int depth, struct pending *p, size_t *budget)
@@ -788,43 +821,28 @@ static void index_closures(struct tokio_dwarf *td, Dwarf_Die *die, char *path, s
 	do {
 		int tag = dwarf_tag(&c);
 		const char *name = dwarf_diename(&c);
+		size_t n = name ? strlen(name) : 0;
 		Dwarf_Attribute attr;
 		Dwarf_Die origin;
 
 		if (!*budget || !--*budget)
 			return;
 		if (tag == DW_TAG_subprogram && name && !strncmp(name, "{closure#", 9) &&
-		    len + strlen(name) < 4096) {
-			memcpy(path + len, name, strlen(name) + 1);
-			u64map__set(&td->closure_decls, dwarf_dieoffset(&c),
-				    (void *)(uintptr_t)hash_str(path));
+		    len + n < 4096) {
+			struct closure *cl;
+
+			memcpy(path + len, name, n + 1);
+			cl = closure_at(td, path, true);
+			if (cl)
+				u64map__set(&td->closure_decls, dwarf_dieoffset(&c), cl);
 			path[len] = 0;
 		}
 		if ((tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) &&
 		    (dwarf_attr(&c, DW_AT_abstract_origin, &attr) ||
 		     dwarf_attr(&c, DW_AT_specification, &attr)) &&
-		    dwarf_formref_die(&attr, &origin) && name_starts(&origin, "{closure#") &&
-		    p->nr < ((size_t)1 << 20)) {
-			if (p->nr == p->cap) {
-				size_t cap = p->cap ? 2 * p->cap : 256;
-				Dwarf_Off *o = realloc(p->origin, cap * sizeof(*o));
-				Dwarf_Off *in = o ? realloc(p->instance, cap * sizeof(*in)) : NULL;
-
-				if (o)
-					p->origin = o;
-				if (in)
-					p->instance = in;
-				if (o && in)
-					p->cap = cap;
-			}
-			if (p->nr < p->cap) {
-				p->origin[p->nr] = dwarf_dieoffset(&origin);
-				p->instance[p->nr++] = dwarf_dieoffset(&c);
-			}
-		}
+		    dwarf_formref_die(&attr, &origin) && name_starts(&origin, "{closure#"))
+			add_pending(p, dwarf_dieoffset(&origin), dwarf_dieoffset(&c));
 		if (tag == DW_TAG_namespace || tag == DW_TAG_structure_type) {
-			size_t n = name ? strlen(name) : 0;
-
 			if (name && len + n + 2 < 4096) {
 				memcpy(path + len, name, n);
 				memcpy(path + len + n, "::", 3);
@@ -857,20 +875,41 @@ static void closures_index(struct tokio_dwarf *td)
 			index_closures(td, &cu, path, 0, 0, &p, &budget);
 		off = next;
 	}
-	/* each instance under its closure's path */
+	/* each instance with its closure */
 	for (size_t i = 0; i < p.nr; i++) {
-		void *key = u64map__get(&td->closure_decls, p.origin[i]);
+		struct closure *c = u64map__get(&td->closure_decls, p.origin[i]);
 
-		if (key)
-			note_instance(td, (uint64_t)(uintptr_t)key, p.instance[i]);
+		if (c && c->nr < CLOSURE_INSTANCES)
+			c->off[c->nr++] = p.instance[i];
 	}
 	free(p.origin);
 	free(p.instance);
 }
 
+void tokio_dwarf__forget_layouts(struct tokio_dwarf *td)
+{
+	uint64_t key;
+	void *val;
+
+	u64map__clear_free(&td->enums);
+	for (size_t i = 0; u64map__next(&td->cells_by_poll, &i, &key, &val);)
+		if (val != NO_CELL)
+			free(val);
+	u64map__clear(&td->cells_by_poll);
+}
+
+void tokio_dwarf__prepare(struct tokio_dwarf *td)
+{
+	if (!td->closures_indexed)
+		closures_index(td);
+}
+
+/* Address ranges, at most RANGES_MAX: past that, full (and not to be trusted as whole). */
+#define RANGES_MAX 256
 struct ranges {
-	Dwarf_Addr lo[256], hi[256];
+	Dwarf_Addr lo[RANGES_MAX], hi[RANGES_MAX];
 	int nr;
+	bool full;
 };
 
 static void add_ranges(Dwarf_Die *die, struct ranges *out)
@@ -878,7 +917,11 @@ static void add_ranges(Dwarf_Die *die, struct ranges *out)
 	Dwarf_Addr base, lo, hi;
 	ptrdiff_t at = 0;
 
-	while (out->nr < 256 && (at = dwarf_ranges(die, at, &base, &lo, &hi)) > 0) {
+	while ((at = dwarf_ranges(die, at, &base, &lo, &hi)) > 0) {
+		if (out->nr == RANGES_MAX) {
+			out->full = true;
+			return;
+		}
 		out->lo[out->nr] = lo;
 		out->hi[out->nr++] = hi;
 	}
@@ -892,11 +935,12 @@ static bool in_ranges(const struct ranges *r, Dwarf_Addr a)
 	return false;
 }
 
-/* The lines in file of what a closure's code calls inline (file: the CU's file index's name). */
+/* The lines in file of a closure's code and of the calls it makes inline. */
 struct lines_in {
 	const char *file;
-	Dwarf_Files *files;
+	Dwarf_Files *files;	/* its unit's, for the calls' files */
 	int line;		/* the least found; 0 none */
+	bool lost;		/* a call too deep to follow: its code not told from the closure's */
 	struct ranges inlined;	/* the code of those calls: not the closure's own */
 };
 
@@ -911,8 +955,12 @@ static void inlined_calls(Dwarf_Die *die, struct lines_in *li, int depth)
 {
 	Dwarf_Die c;
 
-	if (depth > 16 || dwarf_child(die, &c) != 0)
+	if (dwarf_child(die, &c) != 0)
 		return;
+	if (depth > 16) {
+		li->lost = true;
+		return;
+	}
 	do {
 		int tag = dwarf_tag(&c);
 		Dwarf_Attribute attr;
@@ -931,52 +979,85 @@ static void inlined_calls(Dwarf_Die *die, struct lines_in *li, int depth)
 	} while (dwarf_siblingof(&c, &c) == 0);
 }
 
-/*
- * The line of the program's own file (file) in a closure's code (the
- * instances of the closure at key). select! and join! poll their branches
- * in a closure their expansion makes, whose code is at the macro's own
- * lines but for what the compiler places at the macro's invocation (an
- * unbiased select!'s pick of the branch to poll first is) or at a token
- * of the program's (a branch's pattern, on a later line). The least line
- * of file among the closure's own rows and the calls it makes inline is
- * the invocation's where that appears. 0: no row is the program's (join!
- * and biased select! in the builds tested), and nothing is guessed.
- */
-static int closure_line(struct tokio_dwarf *td, uint64_t key, const char *file)
+/* The first of a unit's rows (sorted by address) at or after addr. */
+static size_t first_row(Dwarf_Lines *lines, size_t nr, Dwarf_Addr addr)
 {
-	const struct instances *in;
+	size_t lo = 0, hi = nr;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		Dwarf_Line *ln = dwarf_onesrcline(lines, mid);
+		Dwarf_Addr a = 0;
+
+		if (ln && !dwarf_lineaddr(ln, &a) && a < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The least line of file in the closure's code at inst (0: none, or not to be trusted). */
+static int instance_line(Dwarf_Die *inst, const char *file)
+{
+	struct lines_in li = { .file = file };
+	struct ranges own = { .nr = 0 };
+	Dwarf_Die cu;
+	Dwarf_Lines *lines;
+	size_t nr;
+
+	if (!dwarf_diecu(inst, &cu, NULL, NULL))
+		return 0;
+	add_ranges(inst, &own);
+	if (dwarf_getsrcfiles(&cu, &li.files, &nr))
+		li.files = NULL;
+	inlined_calls(inst, &li, 0);
+	/* code not told for sure from the calls': another function's lines could be taken */
+	if (own.full || li.inlined.full || li.lost || dwarf_getsrclines(&cu, &lines, &nr))
+		return 0;
+	for (int i = 0; i < own.nr; i++)
+		for (size_t k = first_row(lines, nr, own.lo[i]); k < nr; k++) {
+			Dwarf_Line *ln = dwarf_onesrcline(lines, k);
+			Dwarf_Addr a;
+			bool end;
+			int line;
+
+			if (!ln || dwarf_lineaddr(ln, &a) || a >= own.hi[i])
+				break;
+			if (!dwarf_lineendsequence(ln, &end) && !end && !in_ranges(&li.inlined, a) &&
+			    !dwarf_lineno(ln, &line))
+				take_line(&li, dwarf_linesrc(ln, NULL, NULL), line);
+		}
+	return li.line;
+}
+
+/*
+ * The line of the program's own file (file) in a closure's code (each of
+ * its instances). select! and join! poll their branches in a closure their
+ * expansion makes, whose code is at the macro's own lines but for what the
+ * compiler places at the macro's invocation (an unbiased select!'s pick of
+ * the branch to poll first is) or at a token of the program's (a branch's
+ * pattern, on a later line). The least line of file among the closure's
+ * own rows and the calls it makes inline is the invocation's where that
+ * appears. 0: no row is the program's (join! and biased select! in the
+ * builds tested), and nothing is guessed.
+ */
+static int closure_line(struct tokio_dwarf *td, struct closure *c, const char *file)
+{
 	int best = 0;
 
-	if (!td->closures_indexed)
-		closures_index(td);
-	in = u64map__get(&td->closures, key);
+	if (c->line_file && !strcmp(c->line_file, file))
+		return c->line;
+	for (size_t i = 0; i < c->nr; i++) {
+		Dwarf_Die inst;
+		int line = dwarf_offdie(td->dw, c->off[i], &inst) ? instance_line(&inst, file) : 0;
 
-	for (size_t i = 0; in && i < in->nr; i++) {
-		struct lines_in li = { .file = file };
-		struct ranges own = { .nr = 0 };
-		Dwarf_Die inst, cu;
-		Dwarf_Lines *lines;
-		size_t nr;
-
-		if (!dwarf_offdie(td->dw, in->off[i], &inst) || !dwarf_diecu(&inst, &cu, NULL, NULL))
-			continue;
-		add_ranges(&inst, &own);
-		if (dwarf_getsrcfiles(&cu, &li.files, &nr))
-			li.files = NULL;
-		inlined_calls(&inst, &li, 0);
-		if (!dwarf_getsrclines(&cu, &lines, &nr))
-			for (size_t k = 0; k < nr; k++) {
-				Dwarf_Line *ln = dwarf_onesrcline(lines, k);
-				Dwarf_Addr a;
-				int line;
-
-				if (ln && !dwarf_lineaddr(ln, &a) && in_ranges(&own, a) &&
-				    !in_ranges(&li.inlined, a) && !dwarf_lineno(ln, &line))
-					take_line(&li, dwarf_linesrc(ln, NULL, NULL), line);
-			}
-		if (li.line && (!best || li.line < best))
-			best = li.line;
+		if (line && (!best || line < best))
+			best = line;
 	}
+	free(c->line_file);
+	c->line_file = strdup(file);
+	c->line = best;
 	return best;
 }
 
@@ -991,10 +1072,8 @@ static int macro_line(const struct reader *r, Dwarf_Die *env, Dwarf_Die *suspend
 	struct tokio_dwarf *td = (struct tokio_dwarf *)r->td;
 	Dwarf_Die aw, awt, f, closure, vp, v, m;
 	const char *file = NULL, *env_path, *last;
+	struct closure *c;
 	char path[4096];
-	void *known;
-	int line = 0;
-	uint64_t key;
 
 	/* the awaitee: PollFn<{closure_env#N}>, its `f` the closure's env */
 	if (!member_named(suspend_type, "__awaitee", &aw) || !type_of(&aw, &awt) ||
@@ -1008,7 +1087,6 @@ static int macro_line(const struct reader *r, Dwarf_Die *env, Dwarf_Die *suspend
 	    snprintf(path, sizeof(path), "%.*s{closure#%s", (int)(last - env_path), env_path,
 		     last + 13) >= (int)sizeof(path))
 		return 0;
-	key = hash_str(path);
 	/* the function's own file: its unresumed variant's (discriminant 0) */
 	if (dwarf_child(env, &vp) == 0)
 		do {
@@ -1025,14 +1103,9 @@ static int macro_line(const struct reader *r, Dwarf_Die *env, Dwarf_Die *suspend
 			} while (!file && dwarf_siblingof(&v, &v) == 0);
 		} while (!file && dwarf_siblingof(&vp, &vp) == 0);
 	*in_file = file;
-	known = u64map__get(&td->macro_lines, key);
-	if (known)
-		return known == MACRO_NO_LINE ? 0 : (int)((uintptr_t)known - 1);
-	if (file)
-		line = closure_line(td, key, file);
-	u64map__set(&td->macro_lines, key,
-		    line > 0 ? (void *)(uintptr_t)(line + 1) : MACRO_NO_LINE);
-	return line;
+	tokio_dwarf__prepare(td);
+	c = file ? closure_at(td, path, false) : NULL;
+	return c ? closure_line(td, c, file) : 0;
 }
 
 /* Whether t is an async fn's (or block's) state machine: by its own name. */
@@ -1132,15 +1205,16 @@ static const struct cell_layout *cell_of(const struct reader *r, uint64_t poll)
 	/* the instance whose entry is poll: the last one at or below it (addr leads poll_inst) */
 	size_t i;
 	Dwarf_Die cell, core, t;
-	uint64_t core_off;
+	uint64_t core_off = 0;
 	void *v;
 
 	if (cl)
 		return cl == NO_CELL ? NULL : cl;
+	/* not a poll instance's entry (what a torn or hostile read gives): nothing kept */
 	i = upper_bound_u64(td->polls, td->nr_polls, sizeof(*td->polls), poll);
-	v = i && td->polls[i - 1].addr == poll ? u64map__get(&td->cells,
-							      hash_str(td->polls[i - 1].args))
-					       : NULL;
+	if (!i || td->polls[i - 1].addr != poll)
+		return NULL;
+	v = u64map__get(&td->cells, hash_str(td->polls[i - 1].args));
 	if (v && offdie(td, (Dwarf_Off)(uintptr_t)v - 1, &cell) && (cl = calloc(1, sizeof(*cl)))) {
 		cl->cell = dwarf_dieoffset(&cell);
 		cl->have_id = find_member(&cell, "core", &core_off, &core) &&
@@ -1149,7 +1223,7 @@ static const struct cell_layout *cell_of(const struct reader *r, uint64_t poll)
 		cl->have_stage = find_type(&cell, "Stage<", &cl->stage_off, &t);
 		cl->stage = cl->have_stage ? dwarf_dieoffset(&t) : 0;
 	}
-	/* a program's poll instances are few: every address asked for is kept */
+	/* a program's poll instances are few: each is kept, with a cell or without */
 	if (u64map__set(&td->cells_by_poll, poll, cl ? (void *)cl : NO_CELL)) {
 		free(cl);
 		return NULL;
@@ -1298,7 +1372,12 @@ int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head
 			err = read_u(&r, hdr + ly.state, 8, &state)
 				      ? read_task(&r, &ly, hdr, state, only, k == 3)
 				      : -EIO;
-		if (err == -ENOMEM || (only && !err))
+		if (err == -ENOMEM) {
+			snprintf(l->note, sizeof(l->note), "out of memory after %zu tasks: the tasks "
+				 "after are left out", (size_t)l->nr_tasks);
+			break;
+		}
+		if (only && !err)
 			break;
 		/* the next task: through its Trailer, whose place the vtable says */
 		if (!ly.have_trailer_offset) {
@@ -1313,7 +1392,7 @@ int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head
 			/* never a list cut short unsaid */
 			snprintf(l->note, sizeof(l->note), "its memory could not be read past "
 				 "%zu tasks (the process exited, or the list changed as it was "
-				 "read): the tasks after are left out", l->nr_tasks);
+				 "read): the tasks after are left out", (size_t)l->nr_tasks);
 			break;
 		}
 		hdr = next;

@@ -31,6 +31,14 @@ struct tokio_dwarf;
 int tokio_dwarf__index(Dwarf *dw, struct tokio_dwarf **out, const char **why);
 void tokio_dwarf__free(struct tokio_dwarf *td);
 /*
+ * What is read of the program once and kept for any process of it, read
+ * now rather than when first needed (an alert's question is bounded): the
+ * closures' code, for a select!'s or join!'s line.
+ */
+void tokio_dwarf__prepare(struct tokio_dwarf *td);
+/* The types' layouts found so far forgotten (the fuzzer's: each input finds them again). */
+void tokio_dwarf__forget_layouts(struct tokio_dwarf *td);
+/*
  * The CONTEXT thread-local's offset in the executable's TLS segment, from
  * its DWARF location; false when its variable is not in the DWARF (LTO
  * leaves it out: its symbol says then, tokio__context_tpoff).

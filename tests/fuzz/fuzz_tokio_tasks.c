@@ -118,8 +118,10 @@ static uint64_t exe_base(int pid, const char *exe)
 		unsigned long long start;
 		char *name = strchr(line, '/');
 
-		if (name && sscanf(line, "%llx-", &start) == 1 &&
-		    !strncmp(name, real, strlen(real)) && (!lo || start < lo))
+		if (!name)
+			continue;
+		name[strcspn(name, "\n")] = 0;
+		if (sscanf(line, "%llx-", &start) == 1 && !strcmp(name, real) && (!lo || start < lo))
 			lo = start;
 	}
 	fclose(f);
@@ -263,6 +265,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct task_list l;
 
+	/* each input finds the types' layouts again: none rides on an earlier one's */
+	tokio_dwarf__forget_layouts(td);
 	read_image(data, size, &l);
 	check_list(&l);
 	round_trip(&l);

@@ -244,6 +244,7 @@ static void test_own_functions(void **state)
 	assert_true(callstacks__own_function("server.handle"));
 	assert_false(callstacks__own_function("vendor/golang.org/x/net/http2.(*Framer).ReadFrame"));
 	assert_false(callstacks__own_function("type:.eq.main.T"));
+	assert_false(callstacks__own_function("type..hash.main.key"));
 	assert_false(callstacks__own_function("context.(*cancelCtx).Done"));
 	assert_false(callstacks__own_function("time.Sleep"));
 	assert_false(callstacks__own_function("runtime.gopark"));
