@@ -54,6 +54,11 @@ class GoRun(unittest.TestCase):
     exe = "go-app"
     detector_args = GO_DETECTOR_ARGS
     tracer_args = ()
+    # a scenario as fast as the host goes: the tracer may get too little of a
+    # shared 2-CPU machine to keep up, and the ring buffer overflows; then
+    # what is checked is what the product guarantees (every event received
+    # or counted as dropped, and said), not that none was
+    saturates = False
 
     @classmethod
     def setUpClass(cls):
@@ -67,7 +72,10 @@ class GoRun(unittest.TestCase):
         self.assertEqual(r.executor_rc, 0, r.describe())
         self.assertEqual(r.tracer_rc, 0, r.describe())
         self.assertIn("Go go1.", r.tracer_stderr)
-        self.assertEqual(r.report["events"]["dropped"], 0)
+        if self.saturates:
+            harness.check_every_event_accounted(self, r)
+        else:
+            self.assertEqual(r.report["events"]["dropped"], 0)
         self.assertGreater(r.report["counts"]["polls"], 0)
 
 
@@ -238,8 +246,10 @@ class PingPong(GoRun):
     """Two goroutines passing a token over unbuffered channels: each wake is
     made by the other goroutine, arrows link them. (On two Ps they may trade
     for many milliseconds without parking, a P held the while: a long poll,
-    as Go's own preemption would judge it.)"""
+    as Go's own preemption would judge it.) As fast as the host goes: with a
+    CPU taken by something else, the tracer drops events (counted)."""
     scenario = "pingpong"
+    saturates = True
 
     def test_wakes_link_the_right_goroutines(self):
         names = task_names(self.run_)
