@@ -62,19 +62,24 @@ static bool outer_first(const struct task_list *l)
 
 /*
  * Where a task waits: the innermost frame of the program's own code (not its
- * runtime's or std's) that has a line; else the innermost.
+ * runtime's or std's) that has a line; else (a wait all in libraries, as a
+ * net/http connection's read) the innermost with a line outside the
+ * runtime; else the innermost.
  */
 static const struct task_frame *wait_point(const struct task_list *l, const struct task_info *t)
 {
 	bool outer = outer_first(l);
 
-	for (uint32_t k = 0; k < t->nr_frames; k++) {
-		const struct task_frame *f =
-			&l->frames[t->first_frame + (outer ? t->nr_frames - 1 - k : k)];
+	for (int pass = 0; pass < 2; pass++)
+		for (uint32_t k = 0; k < t->nr_frames; k++) {
+			const struct task_frame *f =
+				&l->frames[t->first_frame + (outer ? t->nr_frames - 1 - k : k)];
+			const char *fn = str(l, f->function);
 
-		if (f->line && callstacks__own_function(str(l, f->function)))
-			return f;
-	}
+			if (f->line && (pass ? !callstacks__runtime_function(fn)
+					     : callstacks__own_function(fn)))
+				return f;
+		}
 	return t->nr_frames ? &l->frames[t->first_frame + (outer ? t->nr_frames - 1 : 0)] : NULL;
 }
 

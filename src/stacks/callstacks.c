@@ -280,6 +280,20 @@ bool callstacks__own_function(const char *fn)
 	return true;
 }
 
+bool callstacks__runtime_function(const char *fn)
+{
+	static const char *const runtime[] = { "runtime.", "runtime/", "internal/",
+					       "tokio::runtime::", "std::", "core::",
+					       "alloc::", "<std::", "<core::", "<alloc::" };
+
+	if (!fn || !fn[0])
+		return true;
+	for (size_t i = 0; i < sizeof(runtime) / sizeof(runtime[0]); i++)
+		if (!strncmp(fn, runtime[i], strlen(runtime[i])))
+			return true;
+	return false;
+}
+
 bool callstacks__own_frame(const struct cs_frame *f)
 {
 	if (!f->function[0] || f->kernel || f->module[0] == '[') /* [vdso] */
@@ -304,6 +318,13 @@ void callstacks__parked(const struct callstacks *c, uint32_t id, char *buf, size
 			if (callstacks__own_frame(k) && (!lined || k->line))
 				f = k;
 		}
+	/* a wait all in libraries: the innermost call outside the runtime */
+	for (uint32_t i = 0; cs && i < cs->nr && !f; i++) {
+		const struct cs_frame *k = callstacks__frame(c, cs->frames[i]);
+
+		if (k->line && !callstacks__runtime_function(k->function))
+			f = k;
+	}
 	if (!f && cs && cs->nr)
 		f = callstacks__frame(c, cs->frames[0]);
 	if (!f || !f->function[0])

@@ -75,6 +75,13 @@ bool callstacks__own_frame(const struct cs_frame *f);
 /* ... by its function's name alone (Rust's std, core, tokio; Go's standard library). */
 bool callstacks__own_function(const char *fn);
 /*
+ * Whether a function is the scheduler's own machinery, which says nothing of
+ * where a task waits (Go's runtime and internal packages, tokio's runtime,
+ * Rust's std and core): a wait all in libraries is placed at the innermost
+ * library call outside it (net.(*conn).Read, not runtime.gopark).
+ */
+bool callstacks__runtime_function(const char *fn);
+/*
  * " in f <- caller": where in its own code the program was; asleep, the call
  * it slept in and the program's function that made it, or, when none is
  * named as the program's (all std's, or a release build's generic async
@@ -86,7 +93,8 @@ void callstacks__where(const struct callstacks *c, uint32_t id, bool asleep, cha
 /*
  * "; parked at f (file:line)": the innermost frame of the program's own code
  * (not its runtime's, nor its standard library's) that has a line, else
- * without one, else the innermost; "" for none.
+ * without one, else the innermost outside the runtime (a wait all in the
+ * standard library), else the innermost; "" for none.
  */
 void callstacks__parked(const struct callstacks *c, uint32_t id, char *buf, size_t size);
 /* The stack as text, a frame a line: "[inlined] f (module file:line)". */

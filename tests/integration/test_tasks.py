@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
 import unittest
@@ -163,6 +164,33 @@ class TestGoroutines(unittest.TestCase):
                                    rf"parked at main\.parkChanRecv at \S+/park\.go:{line}\n")
         # --all: the collector's goroutines too
         self.assertIn("runtime.gcBgMarkWorker", r.stdout)
+
+    def test_a_wait_all_in_the_standard_library(self):
+        """net/http's goroutine of a connection that sends nothing waits in the standard
+        library alone: it is placed at the innermost call outside the runtime and its
+        internal packages (a network read), not at runtime.gopark."""
+        srv = subprocess.Popen([os.path.join(BUILD, "go-http")], stdout=subprocess.PIPE,
+                               text=True)
+        try:
+            port = int(re.match(r"listening on (\d+)", srv.stdout.readline())[1])
+            with socket.create_connection(("127.0.0.1", port)):
+                self.assertTrue(wait_for(lambda: "net/http.(*conn).serve" in
+                                         tasks(srv.pid).stdout, 10))
+                r = tasks(srv.pid, "--json")
+        finally:
+            srv.kill()
+            srv.wait()
+            srv.stdout.close()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        conn = [t for t in json.loads(r.stdout)["tasks"]
+                if t["name"] == "net/http.(*conn).serve" and t["state"] == "waiting"]
+        self.assertEqual(len(conn), 1, r.stdout)
+        at, stack = conn[0]["waits_at"], [f["function"] for f in conn[0]["stack"]]
+        self.assertEqual(conn[0]["wait"], "IO wait", conn[0])
+        outside = [f for f in stack if not f.startswith(("runtime.", "internal/"))]
+        self.assertEqual(at["function"], outside[0], conn[0])
+        self.assertTrue(at["function"].startswith("net."), conn[0])
+        self.assertTrue(at["line"], conn[0])
 
 
 TOKIO_SRC = os.path.join(os.path.dirname(__file__), "..", "tokio", "src", "bin", "tokio-parked.rs")

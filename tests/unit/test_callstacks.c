@@ -245,6 +245,13 @@ static void test_own_functions(void **state)
 	assert_false(callstacks__own_function("vendor/golang.org/x/net/http2.(*Framer).ReadFrame"));
 	assert_false(callstacks__own_function("type:.eq.main.T"));
 	assert_false(callstacks__own_function("type..hash.main.key"));
+	/* a wait all in libraries is placed outside the scheduler's own machinery */
+	assert_true(callstacks__runtime_function("runtime.gopark"));
+	assert_true(callstacks__runtime_function("internal/poll.(*FD).Read"));
+	assert_true(callstacks__runtime_function("tokio::runtime::park::Inner::park"));
+	assert_false(callstacks__runtime_function("net.(*conn).Read"));
+	assert_false(callstacks__runtime_function("net/http.(*connReader).Read"));
+	assert_false(callstacks__runtime_function("tokio::sync::mpsc::bounded::Receiver<T>::recv"));
 	assert_false(callstacks__own_function("context.(*cancelCtx).Done"));
 	assert_false(callstacks__own_function("time.Sleep"));
 	assert_false(callstacks__own_function("runtime.gopark"));
