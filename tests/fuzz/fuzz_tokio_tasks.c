@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "task_list_checks.h"
 #include "source/thread_ptrs.h"
 #include "targets/elf_image.h"
 #include "tasks/tasks.h"
@@ -200,43 +201,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-/* A string index of the list: 0 (none) or one of its strings. */
-static bool str_in(const struct task_list *l, uint32_t i)
-{
-	return !i || i < l->nr_strs;
-}
-
-static void check_list(const struct task_list *l)
-{
-	for (size_t i = 0; i < l->nr_tasks; i++) {
-		const struct task_info *t = &l->tasks[i];
-
-		CHECK(t->first_frame <= l->nr_frames);
-		CHECK(t->nr_frames <= l->nr_frames - t->first_frame);
-		CHECK(t->nr_frames <= TOKIO_FRAMES_MAX);
-		CHECK(t->state < TASK_STATE_MAX);
-		CHECK(str_in(l, t->name) && str_in(l, t->wait));
-	}
-	for (size_t i = 0; i < l->nr_frames; i++)
-		CHECK(str_in(l, l->frames[i].function) && str_in(l, l->frames[i].file));
-}
-
-static void round_trip(const struct task_list *l)
-{
-	struct task_list back;
-	uint8_t *b;
-	size_t len;
-
-	if (tasks__encode(l, &b, &len))
-		return;
-	CHECK(tasks__decode(b, len, &back) == 0);
-	CHECK(back.nr_tasks == l->nr_tasks && back.nr_frames == l->nr_frames);
-	CHECK(!l->nr_tasks || !memcmp(back.tasks, l->tasks, l->nr_tasks * sizeof(*l->tasks)));
-	CHECK(!l->nr_frames || !memcmp(back.frames, l->frames, l->nr_frames * sizeof(*l->frames)));
-	task_list__free(&back);
-	free(b);
-}
-
 /* The input's tasks into l (its own, freed by the caller); -EINVAL: no image. */
 static int read_image(const uint8_t *data, size_t size, struct task_list *l)
 {
@@ -268,7 +232,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* each input finds the types' layouts again: none rides on an earlier one's */
 	tokio_dwarf__forget_layouts(td);
 	read_image(data, size, &l);
-	check_list(&l);
+	check_list(&l, TOKIO_FRAMES_MAX);
 	round_trip(&l);
 	task_list__free(&l);
 	return 0;
