@@ -458,8 +458,9 @@ fuzz: $(FUZZ_BINS) $(BUILD)/tokio-parked
 			-max_len=$(FUZZ_MAX_LEN_$(t)) -timeout=10 \
 			-artifact_prefix=$(BUILD)/fuzz/artifacts/$(t)- $(call fuzz_corpus,$(t));)
 
-# Integration tests need root: they load BPF and trace real executors.
-test-integration: all tokio tokio-matrix go go-versions $(BUILD)/refused-probe
+# Integration tests need root: they load BPF and trace real executors (go-http:
+# test_tasks' net/http connection).
+test-integration: all tokio tokio-matrix go go-versions $(BUILD)/refused-probe $(BUILD)/go-http
 	$(Q)BUILD=$(BUILD) GO_VERSIONS="$(GO_VERSIONS)" TOKIO_MATRIX="$(TOKIO_MATRIX)" \
 		$(PYTHON) -m unittest discover \
 		-s tests/integration -t . -v
