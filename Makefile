@@ -228,7 +228,8 @@ TOKIO_APPS := $(BUILD)/tokio-app $(BUILD)/tokio-app-lto $(BUILD)/tokio-app-v0 \
 	      $(BUILD)/tokio-paths $(BUILD)/tokio-paths-lto $(BUILD)/tokio-neighbour-lto
 # tokio-parked's builds (below): named before the rule that needs them
 TOKIO_PARKED := $(BUILD)/tokio-parked $(BUILD)/tokio-parked-web $(BUILD)/tokio-parked-lto \
-		$(BUILD)/tokio-parked-nodebug $(BUILD)/tokio-parked-split
+		$(BUILD)/tokio-parked-nodebug $(BUILD)/tokio-parked-split \
+		$(BUILD)/tokio-neighbour-debug2
 CARGO_BUILD = cd $(TOKIO_DIR) && RUSTC=$(RUSTC) RUSTFLAGS="$(TOKIO_RUSTFLAGS)" $(TOKIO_ENV) \
 	      $(CARGO) build --offline --quiet
 
@@ -297,13 +298,18 @@ $(BUILD)/tokio-spin-cet: $(BUILD)/tokio-app-cet
 # LTO, without its DWARF (strip --strip-debug: what is said then), and with
 # it in a separate file (objcopy --only-keep-debug, as Debian's -dbgsym
 # packages ship it), named by a debug link; the test puts it under its build
-# id's path too.
+# id's path too. tokio-neighbour with the same profile: where a long poll's
+# victim waited.
 RUST_WEB      = $(BUILD)/rust-web
 
 $(BUILD)/tokio-parked: $(TOKIO_SRCS)
 	$(call msg,CARGO,$@)
-	$(Q)$(CARGO_BUILD) --profile debug2 --bin tokio-parked --target-dir $(abspath $(BUILD))/cargo/debug2
+	$(Q)$(CARGO_BUILD) --profile debug2 --bin tokio-parked --bin tokio-neighbour \
+		--target-dir $(abspath $(BUILD))/cargo/debug2
 	$(Q)cp $(BUILD)/cargo/debug2/debug2/tokio-parked $@
+
+$(BUILD)/tokio-neighbour-debug2: $(BUILD)/tokio-parked
+	$(Q)cp $(BUILD)/cargo/debug2/debug2/tokio-neighbour $@
 
 $(BUILD)/tokio-parked-lto: $(TOKIO_SRCS)
 	$(call msg,CARGO,$@)

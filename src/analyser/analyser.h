@@ -115,11 +115,12 @@ int analyser__tasks_prime(struct analyser *a, const struct target *t, const uint
 /*
  * Where task id of primed process t waits: its frames (at most max),
  * innermost first (a tokio task's awaits too: the leaf first); 0 when it
- * is gone, running, or was torn. The strings
- * live until the next call.
+ * is gone, running, or was torn. The strings live until the next call.
+ * waits (may be NULL): it is still where it last waited (parked, or a
+ * tokio task notified and not yet polled), not stopped elsewhere.
  */
 int analyser__task_where(struct analyser *a, const struct target *t, uint64_t id,
-			 struct stack_frame *frames, int max);
+			 struct stack_frame *frames, int max, bool *waits);
 
 /* The analyser's side: main() of `asynctraced --be-the-analyser`. Its exit status. */
 int analyser__main(void);

@@ -145,7 +145,7 @@ int analyser__tasks_prime(struct analyser *a, const struct target *t, const uint
 }
 
 int analyser__task_where(struct analyser *a, const struct target *t, uint64_t id,
-			 struct stack_frame *frames, int max)
+			 struct stack_frame *frames, int max, bool *waits)
 {
 	struct wire_tasks_req r = { .flags = WIRE_TASKS_SYSTEM, .only = id };
 	struct task_list l;
@@ -165,6 +165,12 @@ int analyser__task_where(struct analyser *a, const struct target *t, uint64_t id
 	ti = &l.tasks[0];
 	/* a tokio task's awaits go outermost first: turned innermost first, as stacks go */
 	outer_first = !strcmp(l.runtime, "tokio");
+	/*
+	 * still where it waited: parked, or a tokio task notified and not yet
+	 * polled (a runnable goroutine may have been stopped anywhere instead)
+	 */
+	if (waits)
+		*waits = ti->state == TASK_WAITING || (outer_first && ti->state == TASK_RUNNABLE);
 	/* the frames' strings, kept until the next answer */
 	for (uint32_t i = 0; i < ti->nr_frames; i++) {
 		const struct task_frame *f = &l.frames[ti->first_frame + i];

@@ -101,6 +101,8 @@ struct alert {
 		 */
 		bool woken_by_holder;
 		int8_t idle_pct;	/* another worker asleep, the most of its wait; -1 unknown */
+		/* where it waited before that poll (model__idle_place): in model.places; 0 unknown */
+		uint32_t waited_at;
 	} victims[ALERT_VICTIMS];
 	bool lifo_slot;			/* the runtime has a LIFO slot (tokio): say so */
 	uint32_t nr_victims;		/* in victims[] */

@@ -71,8 +71,15 @@ static void add_victim(const struct detector *d, struct episode *ep, struct mode
 	a->waits_behind++;
 	for (i = 0; i < n; i++) /* the same task again: its longest wait */
 		if (a->victims[i].task == p->task) {
-			if (waited > a->victims[i].waited_ns)
+			if (waited > a->victims[i].waited_ns) {
+				uint32_t at = model__idle_place(m, model__task(m, p->task),
+								p->hdr.ts);
+
 				a->victims[i].waited_ns = waited;
+				/* a wait not read: where the task waited before says more than nothing */
+				if (at)
+					a->victims[i].waited_at = at;
+			}
 			goto sort;
 		}
 	if (n < ALERT_VICTIMS) {
@@ -95,6 +102,8 @@ static void add_victim(const struct detector *d, struct episode *ep, struct mode
 					 : -1;
 	model__task_name(m, p->task, p->name_addr, a->victims[i].name,
 			 sizeof(a->victims[i].name));
+	/* the idle span this poll ends: where the task waited, when a read placed it */
+	a->victims[i].waited_at = model__idle_place(m, model__task(m, p->task), p->hdr.ts);
 sort:
 	for (; i > 0 && a->victims[i].waited_ns > a->victims[i - 1].waited_ns; i--) {
 		struct alert_victim t = a->victims[i];

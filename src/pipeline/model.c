@@ -39,6 +39,7 @@ int model__init(struct model *m, uint32_t pid, const char *comm, uint64_t t0)
 	m->places.by_line = true;
 	u64map__init(&m->thread_stacks);
 	u64map__init(&m->task_stacks);
+	u64map__init(&m->task_waits);
 	return 0;
 }
 
@@ -49,6 +50,7 @@ void model__free(struct model *m)
 	u64map__clear_free(&m->threads);
 	u64map__clear_free(&m->thread_stacks);
 	u64map__clear_free(&m->task_stacks);
+	u64map__clear_free(&m->task_waits);
 	callstacks__free(&m->stacks);
 	callstacks__free(&m->places);
 	free(m->workers);
@@ -324,22 +326,17 @@ static uint64_t thread_stack_key(uint32_t tid, bool asleep)
 	return ((uint64_t)tid + 1) | (asleep ? 1ull << 63 : 0);
 }
 
-/* Time task spent in stack id: added to its entry, or a new one while there is room. */
-static void count_stack(struct model *m, uint64_t task, uint32_t id, bool asleep, uint64_t ns)
+bool model__tally(struct u64map *map, uint64_t task, uint32_t id, bool asleep, uint64_t ns)
 {
-	struct task_stacks *ts = u64map__get(&m->task_stacks, task);
+	struct task_stacks *ts = u64map__get(map, task);
 	uint32_t i;
 
 	if (!ts) {
-		if (m->task_stacks.len >= MODEL_STACK_TASKS ||
-		    !(ts = calloc(1, sizeof(*ts)))) {
-			m->stacks_lost++;
-			return;
-		}
-		if (u64map__set(&m->task_stacks, task, ts)) {
+		if (map->len >= MODEL_STACK_TASKS || !(ts = calloc(1, sizeof(*ts))))
+			return false;
+		if (u64map__set(map, task, ts)) {
 			free(ts);
-			m->stacks_lost++;
-			return;
+			return false;
 		}
 	}
 	for (i = 0; i < ts->nr; i++)
@@ -348,12 +345,20 @@ static void count_stack(struct model *m, uint64_t task, uint32_t id, bool asleep
 	if (i == ts->nr) {
 		if (ts->nr == TASK_STACKS) {
 			ts->untracked_ns += ns;
-			return;
+			return true;
 		}
 		ts->s[ts->nr++] = (struct task_stack){ .id = id, .asleep = asleep };
 	}
 	ts->s[i].samples++;
 	ts->s[i].ns += ns;
+	return true;
+}
+
+/* Time task spent in stack id (--stacks); a stack not kept counts as lost. */
+static void count_stack(struct model *m, uint64_t task, uint32_t id, bool asleep, uint64_t ns)
+{
+	if (!model__tally(&m->task_stacks, task, id, asleep, ns))
+		m->stacks_lost++;
 }
 
 /* A task no name was given yet (sampled tokio): the one a stack of its poll says. */
@@ -410,7 +415,7 @@ static void apply_stack(struct model *m, const struct at_stack *st)
 uint32_t model__where(struct model *m, uint64_t task)
 {
 	struct stack_frame frames[CALLSTACK_FRAMES];
-	int n = m->where ? m->where(m->where_ctx, task, frames, CALLSTACK_FRAMES) : 0;
+	int n = m->where ? m->where(m->where_ctx, task, frames, CALLSTACK_FRAMES, NULL) : 0;
 
 	return n > 0 ? callstacks__intern(&m->places, frames, n) : 0;
 }
@@ -498,6 +503,7 @@ void model__retire(struct model *m, const struct at_hdr *ev)
 	const struct at_wake *w = (const struct at_wake *)ev;
 	const struct at_poll *p = (const struct at_poll *)ev;
 	struct task *t;
+	uint32_t at;
 
 	switch (ev->kind) {
 	case AT_EV_STACK:
@@ -517,6 +523,11 @@ void model__retire(struct model *m, const struct at_hdr *ev)
 		t = model__task(m, p->task);
 		if (!t)
 			break;
+		/* the idle span this poll ends, when a read placed it */
+		at = model__idle_place(m, t, p->hdr.ts);
+		if (at && p->hdr.ts > t->last_end)
+			model__tally(&m->task_waits, p->task, at, false, p->hdr.ts - t->last_end);
+		t->wait_at = 0;
 		if (p->hdr.ts + p->duration_ns > t->last_end)
 			t->last_end = p->hdr.ts + p->duration_ns;
 		if (t->pending.wake_id == p->wake_id)

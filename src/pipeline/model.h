@@ -33,6 +33,14 @@ struct task {
 	bool named;		/* name came from the target, not made up */
 	bool done;		/* returned Ready */
 	char name[AT_TASK_NAME_LEN];
+	/*
+	 * Where it waits since last_end, when read from the live target
+	 * (model__read_waits): valid for the idle span that began at
+	 * wait_span if its next poll began after the read ended (wait_read).
+	 */
+	uint32_t wait_at;	/* in m->places; 0: none (not read, or read running) */
+	uint64_t wait_span;	/* the last_end it was read after; 0: never read */
+	uint64_t wait_read;	/* when that read ended, the model's clock */
 };
 
 struct worker {
@@ -94,7 +102,8 @@ typedef uint64_t (*model_stack_name_fn)(void *ctx, const struct stack_frame *fra
  * Where task waits now, read from the live target (an alert's place): its
  * frames, innermost first; 0 when not known.
  */
-typedef int (*model_where_fn)(void *ctx, uint64_t task, struct stack_frame *frames, int max);
+typedef int (*model_where_fn)(void *ctx, uint64_t task, struct stack_frame *frames, int max,
+			      bool *waits);
 
 struct model {
 	uint32_t pid;
@@ -102,6 +111,7 @@ struct model {
 	uint64_t t0;		/* trace origin, CLOCK_MONOTONIC ns */
 	uint64_t realtime_offset; /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns */
 	uint64_t last_ts;	/* newest timestamp seen */
+	uint64_t end_ts;	/* when the stream ended (pipeline__finish); 0 until then */
 	struct model_counts n;
 
 	struct u64map tasks;	/* id -> struct task */
@@ -131,6 +141,10 @@ struct model {
 	uint64_t stacks_by_fp;	/* of those unwound, by their frame pointers */
 	/* where tasks were found waiting (model__where): each frame at its line */
 	struct callstacks places;
+	/* idle spans placed (model__read_waits): task -> struct task_stacks of places */
+	struct u64map task_waits;
+	size_t wait_cursor;	/* where in tasks the next round of reads begins */
+	uint64_t waits_read, waits_placed; /* reads made; of them, those that found a place */
 };
 
 /* A thread's latest stack of one kind (on the CPU, or asleep): in which poll. */
@@ -202,6 +216,32 @@ uint32_t model__poll_stack(const struct model *m, const struct at_poll *p, bool 
  * kept in m->places; 0 when not known.
  */
 uint32_t model__where(struct model *m, uint64_t task);
+/*
+ * Where task t waited in the idle span from its last poll's end to until
+ * (the next poll's beginning, or the trace's end): in m->places, 0 when it
+ * was not read inside that span.
+ */
+uint32_t model__idle_place(const struct model *m, const struct task *t, uint64_t until);
+/*
+ * Reads where idle tasks wait (model.where), each at most once an idle
+ * span, those idle min_idle_ns first, starting where the last round
+ * stopped, until budget_ns of reading is spent. now: the model's clock.
+ * Returns the time spent.
+ */
+uint64_t model__read_waits(struct model *m, uint64_t now, uint64_t min_idle_ns,
+			   uint64_t budget_ns);
+/*
+ * The place task spent the most idle time at, of its spans read
+ * (model__read_waits), the one still open counted up to until: in
+ * m->places, 0 none. *ns: the time there; *total: all the time placed.
+ */
+uint32_t model__commonest_wait(const struct model *m, uint64_t task, uint64_t until,
+			       uint64_t *ns, uint64_t *total);
+/*
+ * Time in callstack id added to task's entry of map (of struct
+ * task_stacks), or a new one while the map has room; false: not kept.
+ */
+bool model__tally(struct u64map *map, uint64_t task, uint32_t id, bool asleep, uint64_t ns);
 /* The stack a trace shows on poll p's slice: where it slept if it mostly slept. */
 static inline uint32_t model__slice_stack(const struct model *m, const struct at_poll *p,
 					  bool *asleep)

@@ -93,6 +93,7 @@ int pipeline__finish(struct pipeline *p, uint64_t now)
 {
 	int err = 0;
 
+	p->model.end_ts = now > p->model.last_ts ? now : p->model.last_ts;
 	detector__finish(&p->detector, &p->model, now);
 	for (int i = 0; i < p->nr_sinks; i++) {
 		int e = p->sinks[i]->ops->finish ? p->sinks[i]->ops->finish(p->sinks[i], &p->model)

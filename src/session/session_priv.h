@@ -136,6 +136,11 @@ void traced__run_info(struct session *s, struct traced *tr, struct run_info *inf
 void traced__end(struct session *s, struct traced *tr, const char *why, uint64_t at);
 void traced__drop(struct session *s, struct traced *tr);
 void traced__deescalate(struct session *s, struct traced *tr, uint64_t now);
+/*
+ * Reads where process tr's idle tasks wait, for the trace's idle spans and
+ * the report (docs/tasks.md): within WAIT_READ_SHARE of the session's time.
+ */
+void traced__place_waits(struct traced *tr, uint64_t now);
 
 /* follow.c */
 int follow__share_file(void *ctx, const char *path, long *owner);

@@ -547,11 +547,41 @@ void traced__drop(struct session *s, struct traced *tr)
 }
 
 /* Where task of process ctx waits now, from the live analyser (places). */
-static int traced_where(void *ctx, uint64_t task, struct stack_frame *frames, int max)
+static int traced_where(void *ctx, uint64_t task, struct stack_frame *frames, int max,
+			bool *waits)
 {
 	struct traced *tr = ctx;
 
-	return analyser__task_where(&tr->s->stacks, &tr->target, task, frames, max);
+	return analyser__task_where(&tr->s->stacks, &tr->target, task, frames, max, waits);
+}
+
+/*
+ * Reading where idle tasks wait costs the session's loop the read (tens of
+ * microseconds; a goroutine or tokio task is found in its runtime's list,
+ * so more in a process of many): at most this share of its time, in bursts
+ * of at most WAIT_READ_BURST_NS, and only of tasks idle WAIT_MIN_IDLE_NS,
+ * whose span is likely to outlast the read.
+ */
+#define WAIT_READ_SHARE 100	/* 1 / 100: 1% */
+#define WAIT_READ_BURST_NS 20000000ll
+#define WAIT_MIN_IDLE_NS 10000000ull
+
+void traced__place_waits(struct traced *tr, uint64_t now)
+{
+	struct model *m = &tr->pipe.model;
+
+	if (!m->where)
+		return;
+	if (tr->wait_budget_at)
+		tr->wait_budget_ns += (int64_t)((now - tr->wait_budget_at) / WAIT_READ_SHARE);
+	else
+		tr->wait_budget_ns = WAIT_READ_BURST_NS;
+	tr->wait_budget_at = now;
+	if (tr->wait_budget_ns > WAIT_READ_BURST_NS)
+		tr->wait_budget_ns = WAIT_READ_BURST_NS;
+	if (tr->wait_budget_ns > 0)
+		tr->wait_budget_ns -= (int64_t)model__read_waits(m, now, WAIT_MIN_IDLE_NS,
+								  (uint64_t)tr->wait_budget_ns);
 }
 
 /*

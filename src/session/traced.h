@@ -41,6 +41,9 @@ struct traced {
 	bool said_suspect;	/* sample mode, no --escalate: a tokio run that may hide a long poll, said */
 	uint64_t *files;	/* following the host: the shared files it holds a share of */
 	size_t nr_files;
+	/* reads of where idle tasks wait (traced__place_waits): the time they may take */
+	int64_t wait_budget_ns;
+	uint64_t wait_budget_at;
 };
 
 struct examine_opts {

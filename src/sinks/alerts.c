@@ -106,8 +106,12 @@ static const char *plural(uint64_t n, const char *one, const char *many)
 	return n == 1 ? one : many;
 }
 
-/* "; it kept waiting 'request' #12 (up to 30.01 ms), 'echo' #2 (12.50 ms): 14 waits" */
-static void format_victims(char *buf, size_t size, const struct alert *a)
+/*
+ * "; it kept waiting 'request' #12 (up to 30.01 ms), 'echo' #2 (12.50 ms,
+ * waited at echo::serve (src/main.rs:42)): 14 waits"
+ */
+static void format_victims(char *buf, size_t size, const struct alert *a,
+			   const struct callstacks *places)
 {
 	size_t off = 0;
 
@@ -115,18 +119,20 @@ static void format_victims(char *buf, size_t size, const struct alert *a)
 		return;
 	for (uint32_t i = 0; i < a->nr_victims && off < size; i++) {
 		const struct alert_victim *v = &a->victims[i];
-		char idle[48] = "";
+		char idle[48] = "", at[384] = "";
 
 		if (v->idle_pct >= 0)
 			snprintf(idle, sizeof(idle), ", another worker idle %d%% of it", v->idle_pct);
-		off += (size_t)snprintf(buf + off, size - off, "%s'%s' #%llu (%s%.2f ms%s%s)",
+		if (v->waited_at)
+			callstacks__waiting(places, v->waited_at, ", waited at", at, sizeof(at));
+		off += (size_t)snprintf(buf + off, size - off, "%s'%s' #%llu (%s%.2f ms%s%s%s)",
 					i ? ", " : "; it kept waiting ", v->name,
 					(unsigned long long)v->task, i ? "" : "up to ",
 					ms(v->waited_ns),
 					!v->woken_by_holder ? ""
 					: a->lifo_slot	    ? ", woken by it into its LIFO slot"
 							    : ", woken by it",
-					idle);
+					idle, at);
 	}
 	if (off < size)
 		snprintf(buf + off, size - off, ": %llu %s in all",
@@ -138,7 +144,7 @@ static void format_victims(char *buf, size_t size, const struct alert *a)
  * An END says how the episode went. One that tracing stopped is not over:
  * it says "still going" where an ended one says "over".
  */
-static void format_end(char *buf, size_t size, const struct alert *a)
+static void format_end(char *buf, size_t size, const struct model *m, const struct alert *a)
 {
 	uint64_t span = a->ts > a->begin_ts ? a->ts - a->begin_ts : 0;
 	unsigned long long n = (unsigned long long)a->count;
@@ -155,7 +161,7 @@ static void format_end(char *buf, size_t size, const struct alert *a)
 				   secs(span), ms(a->worst_ns));
 
 		if (len > 0 && (size_t)len < size)
-			format_victims(buf + len, size - (size_t)len, a);
+			format_victims(buf + len, size - (size_t)len, a, &m->places);
 		return;
 	}
 	case ALERT_SCHED_DELAY:
@@ -198,7 +204,7 @@ static void format_end(char *buf, size_t size, const struct alert *a)
 void alert__format(char *buf, size_t size, const struct model *m, const struct alert *a)
 {
 	if (a->state == ALERT_END)
-		format_end(buf, size, a);
+		format_end(buf, size, m, a);
 	else
 		format_begin(buf, size, m, a);
 }
@@ -319,6 +325,10 @@ void alert__json_object(struct outbuf *ob, const struct model *m, const struct a
 			if (a->victims[i].idle_pct >= 0)
 				ob_key_u64(ob, ",\"other_worker_idle_pct\":",
 					   (uint64_t)a->victims[i].idle_pct);
+			if (a->victims[i].waited_at) {
+				ob_puts(ob, ",\"waited_at\":");
+				alert__stack_json(ob, &m->places, a->victims[i].waited_at);
+			}
 			ob_putc(ob, '}');
 		}
 		ob_key_u64(ob, "],\"waits_behind\":", a->waits_behind);

@@ -449,6 +449,44 @@ static void text_stacks(const struct text *tx, struct model *m, const struct sta
 	free(top);
 }
 
+/* Where the places of idle spans are counted up to: the stream's end, or its newest record. */
+static uint64_t waits_until(const struct model *m)
+{
+	return m->end_ts ? m->end_ts : m->last_ts;
+}
+
+/*
+ * Where each top task waited the most of its idle time that a read of the
+ * live target placed (docs/tasks.md): Go and tokio, traced live.
+ */
+static void text_waits(const struct text *tx, struct model *m, const struct stats *st)
+{
+	size_t nr;
+	struct task_entry *top = top_tasks(st, REPORT_TOP_TASKS, &nr);
+	bool any = false;
+
+	for (size_t i = 0; i < nr; i++) {
+		char name[AT_TASK_NAME_LEN], where[512], t[16], of[16];
+		uint64_t ns, total;
+		uint32_t id = model__commonest_wait(m, top[i].id, waits_until(m), &ns, &total);
+
+		if (!id)
+			continue;
+		if (!any) {
+			fputc('\n', tx->out);
+			say(tx, 1, "where the top tasks waited most (of their idle time placed)");
+			any = true;
+		}
+		model__task_name(m, top[i].id, top[i].s.name_addr, name, sizeof(name));
+		callstacks__waiting(&m->places, id, "at", where, sizeof(where));
+		fmt_ns(t, sizeof(t), ns);
+		fmt_ns(of, sizeof(of), total);
+		say(tx, 6, "  %s #%llu: %s, %s of %s", name, (unsigned long long)top[i].id, where, t,
+		    of);
+	}
+	free(top);
+}
+
 static uint64_t steal_tasks(const struct stats *st, uint32_t thief, uint32_t victim)
 {
 	for (size_t i = 0; i < st->nr_steals; i++)
@@ -587,6 +625,7 @@ void report__text(FILE *out, struct model *m, const struct detector *d, const st
 	text_workers(&tx, st, run->seconds, run->sample_hz != 0, queues_unseen(run));
 	text_tasks(&tx, m, st, run->sample_hz != 0);
 	text_stacks(&tx, m, st);
+	text_waits(&tx, m, st);
 	if (!run->sample_hz) /* sample mode sees no steal: no matrix of zeros */
 		text_steals(&tx, st);
 	text_alerts(&tx, m, d);
@@ -625,6 +664,21 @@ static void j_hottest_stack(struct outbuf *ob, const struct model *m, uint64_t t
 	ob_key_u64(ob, ",\"samples\":", hot->samples);
 	ob_puts(ob, ",\"frames\":");
 	alert__stack_json(ob, &m->stacks, hot->id);
+	ob_putc(ob, '}');
+}
+
+/* The place task spent the most of its placed idle time at, when one was read. */
+static void j_waits_most_at(struct outbuf *ob, const struct model *m, uint64_t task)
+{
+	uint64_t ns, total;
+	uint32_t id = model__commonest_wait(m, task, waits_until(m), &ns, &total);
+
+	if (!id)
+		return;
+	ob_key_u64(ob, ",\"waits_most_at\":{\"ns\":", ns);
+	ob_key_u64(ob, ",\"placed_ns\":", total);
+	ob_puts(ob, ",\"frames\":");
+	alert__stack_json(ob, &m->places, id);
 	ob_putc(ob, '}');
 }
 
@@ -782,10 +836,16 @@ static void j_tasks(struct outbuf *ob, struct model *m, const struct stats *st)
 		hist_widen(&h, &s->delay);
 		j_hist(ob, ",\"delay\":", &h);
 		j_hottest_stack(ob, m, top[i].id);
+		j_waits_most_at(ob, m, top[i].id);
 		ob_putc(ob, '}');
 	}
 	free(top);
 	ob_puts(ob, "]");
+	if (m->where || m->waits_read) { /* Go and tokio, live: where idle tasks waited */
+		ob_key_u64(ob, ",\"waits\":{\"read\":", m->waits_read);
+		ob_key_u64(ob, ",\"placed\":", m->waits_placed);
+		ob_putc(ob, '}');
+	}
 	if (m->unwind || m->stacks_unwound || m->stacks_lost) { /* --stacks */
 		ob_key_u64(ob, ",\"stacks\":{\"unwound\":", m->stacks_unwound);
 		ob_key_u64(ob, ",\"lost\":", m->stacks_lost);

@@ -175,6 +175,27 @@ static void poll_args(struct slice_args *a, struct model *m, const struct at_pol
 	arg_str(a, ARG_STACK_WHEN, asleep ? "asleep" : "on-cpu");
 }
 
+/*
+ * Where task t waited from its last poll's end to until, when a read of the
+ * live target placed that span: a slice on its track, a nanosecond inside
+ * each end (the polls around it end and begin at the very times).
+ */
+static void wait_span(struct slices *sl, struct model *m, const struct task *t, uint64_t until)
+{
+	uint32_t at = model__idle_place(m, t, until);
+	char name[512], stack[CALLSTACK_FRAMES * 320];
+	struct slice s = { .kind = "wait", .name = name, .task = t ? t->id : 0 };
+
+	if (!at || !sl->ops->wait || until < t->last_end + 3)
+		return;
+	callstacks__waiting(&m->places, at, "waiting at", name, sizeof(name));
+	callstacks__text(&m->places, at, stack, sizeof(stack));
+	s.ts = t->last_end + 1;
+	s.dur = until - 1 - s.ts;
+	arg_str(&s.args, ARG_WAITED_AT, stack);
+	sl->ops->wait(sl, m, &s);
+}
+
 static void poll(struct slices *sl, struct model *m, const struct at_poll *p)
 {
 	const struct slices_ops *ops = sl->ops;
@@ -201,6 +222,7 @@ static void poll(struct slices *sl, struct model *m, const struct at_poll *p)
 	ops->thread(sl, m, p->hdr.tid);
 	if (ops->task)
 		ops->task(sl, m, p->task);
+	wait_span(sl, m, t, p->hdr.ts);
 	if (linked && !drawn)
 		wake(sl, m, &t->pending, true);
 	queue_depth(sl, m, p->hdr.ts, (int32_t)p->worker, p->depth);
@@ -412,12 +434,14 @@ static int slices_finish(struct sink *s, struct model *m)
 	void *val;
 
 	start(sl, m);
-	/* Wakes whose poll never came still belong in the trace. */
+	/* Wakes whose poll never came still belong in the trace; so do waits still going. */
 	for (size_t i = 0; u64map__next(&m->tasks, &i, &key, &val);) {
 		struct task *t = val;
 
 		if (t->pending.wake_id)
 			wake(sl, m, &t->pending, false);
+		if (!t->done)
+			wait_span(sl, m, t, m->end_ts);
 	}
 	return sl->ops->finish(sl, m);
 }

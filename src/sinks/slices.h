@@ -39,7 +39,8 @@
 	X(MESSAGE, "message", TEXT)                                                                \
 	X(STACK, "stack", TEXT)                                                                    \
 	X(STACK_WHEN, "stack_when", LABEL)                                                         \
-	X(MEASURED_BY, "measured_by", LABEL)
+	X(MEASURED_BY, "measured_by", LABEL)                                                       \
+	X(WAITED_AT, "waited_at", TEXT)
 
 #define SLICES_ARG_ENUM(id, name, type) ARG_##id,
 enum slice_arg { ARG_NONE, SLICES_ARGS(SLICES_ARG_ENUM) ARG_NR };
@@ -77,7 +78,7 @@ struct slice_args {
 
 /* A slice or an instant on a thread, an alert, or a poll's CPU view. */
 struct slice {
-	const char *kind;	/* what it is: poll, wake, spawn, steal, park, alert */
+	const char *kind;	/* what it is: poll, wake, spawn, steal, park, alert, wait */
 	const char *name;
 	uint64_t ts;		/* the model's clock: model__rel() makes it the trace's */
 	uint64_t dur;		/* 0 for an instant */
@@ -151,6 +152,12 @@ struct slices_ops {
 	/* an instant on a thread (a steal's two ends), and a slice on one (a park) */
 	void (*instant)(struct slices *sl, struct model *m, const struct slice *s);
 	void (*slice)(struct slices *sl, struct model *m, const struct slice *s);
+	/*
+	 * optional: where a task waited between two polls (or from its last to
+	 * the trace's end), when a read of the live target placed it: a slice
+	 * on the task's track (s->task), written before the poll that ends it
+	 */
+	void (*wait)(struct slices *sl, struct model *m, const struct slice *s);
 	/* an alert: an instant of the process */
 	void (*alert)(struct slices *sl, struct model *m, const struct slice *s);
 	/* optional: a CPU sample of a poll's stack (--stacks), the model's callstack cs */

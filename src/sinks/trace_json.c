@@ -252,6 +252,23 @@ static void tj_poll(struct slices *sl, struct model *m, const struct slice_poll 
 	task_event(tj->ob, m, 'e', p->cpu.ts + p->cpu.dur, &p->cpu);
 }
 
+/* Where a task waited between polls: on its track, with where in full. */
+static void tj_wait(struct slices *sl, struct model *m, const struct slice *s)
+{
+	struct outbuf *ob = tj_of(sl)->ob;
+
+	for (int end = 0; end < 2; end++) {
+		begin_event(ob, m, end ? 'e' : 'b', "task", end ? s->ts + s->dur : s->ts);
+		put_task_name(ob, s->name, s->task);
+		ob_puts(ob, ",\"id2\":{\"local\":\"");
+		ob_hex(ob, s->task);
+		ob_puts(ob, "\"}");
+		if (!end)
+			put_args(ob, &s->args);
+		end_event(ob);
+	}
+}
+
 /* A wake: on the waking thread (inside the waker's poll, when a task woke it). */
 static void tj_wake(struct slices *sl, struct model *m, const struct slice_wake *w)
 {
@@ -303,6 +320,7 @@ static const struct slices_ops trace_json_ops = {
 	.thread = tj_thread,
 	.depth = tj_depth,
 	.poll = tj_poll,
+	.wait = tj_wait,
 	.wake = tj_wake,
 	.instant = tj_slice,
 	.slice = tj_slice,

@@ -741,6 +741,19 @@ static void tp_poll_end(struct slices *sl, struct model *m, const struct slice_p
 		task_done(tp, p->cpu.task);
 }
 
+/* Where a task waited between polls: a slice on its track, where in full. */
+static void tp_wait(struct slices *sl, struct model *m, const struct slice *s)
+{
+	struct trace_proto *tp = tp_of(sl);
+	uint64_t track = task_track(tp, m, s->task, 0);
+
+	event_begin(tp, m, s->ts, SLICE_BEGIN, track, s->name);
+	put_args(tp, &s->args, 0, 0);
+	event_end(tp);
+	event_begin(tp, m, s->ts + s->dur, SLICE_END, track, NULL);
+	event_end(tp);
+}
+
 /* An id that comes back is a new task: it gets a new track. */
 static void tp_spawn(struct slices *sl, uint64_t id)
 {
@@ -954,6 +967,7 @@ static const struct slices_ops trace_proto_ops = {
 	.depth = tp_depth,
 	.poll = tp_poll,
 	.poll_end = tp_poll_end,
+	.wait = tp_wait,
 	.wake = tp_wake,
 	.instant = tp_instant,
 	.slice = tp_slice,

@@ -304,12 +304,12 @@ bool callstacks__own_frame(const struct cs_frame *f)
 	return callstacks__own_function(f->function);
 }
 
-void callstacks__parked(const struct callstacks *c, uint32_t id, char *buf, size_t size)
+/* The frame a wait is placed at (callstacks__waiting); NULL for none. */
+static const struct cs_frame *wait_frame(const struct callstacks *c, uint32_t id)
 {
 	const struct callstack *cs = callstacks__get(c, id);
 	const struct cs_frame *f = NULL;
 
-	buf[0] = '\0';
 	/* the innermost of the program's own with a line (an .await's), else without */
 	for (int lined = 1; lined >= 0 && !f; lined--)
 		for (uint32_t i = 0; cs && i < cs->nr && !f; i++) {
@@ -327,11 +327,29 @@ void callstacks__parked(const struct callstacks *c, uint32_t id, char *buf, size
 	}
 	if (!f && cs && cs->nr)
 		f = callstacks__frame(c, cs->frames[0]);
-	if (!f || !f->function[0])
-		return;
-	if (f->file[0] && f->line)
+	return f && f->function[0] ? f : NULL;
+}
+
+void callstacks__waiting(const struct callstacks *c, uint32_t id, const char *what, char *buf,
+			 size_t size)
+{
+	const struct cs_frame *f = wait_frame(c, id);
+
+	buf[0] = '\0';
+	if (f && f->file[0] && f->line)
+		snprintf(buf, size, "%s %s (%s:%u)", what, f->function, f->file, f->line);
+	else if (f)
+		snprintf(buf, size, "%s %s", what, f->function);
+}
+
+void callstacks__parked(const struct callstacks *c, uint32_t id, char *buf, size_t size)
+{
+	const struct cs_frame *f = wait_frame(c, id);
+
+	buf[0] = '\0';
+	if (f && f->file[0] && f->line)
 		snprintf(buf, size, "; parked at %s (%s:%u)", f->function, f->file, f->line);
-	else
+	else if (f)
 		snprintf(buf, size, "; parked in %s", f->function);
 }
 
@@ -408,14 +426,17 @@ void callstacks__text(const struct callstacks *c, uint32_t id, char *buf, size_t
 	buf[0] = '\0';
 	for (uint32_t i = 0; cs && i < cs->nr && len < size; i++) {
 		const struct cs_frame *f = callstacks__frame(c, cs->frames[i]);
-		char where[256] = "";
+		char where[512] = "";
 		int n;
 
-		if (f->file[0])
-			snprintf(where, sizeof(where), " %s:%u", f->file, f->line);
-		n = snprintf(buf + len, size - len, "%s%s%s (%s%s)", i ? "\n" : "",
+		/* " (module file:line)", of which what is known (a task's place has no module) */
+		if (f->module[0] || f->file[0])
+			snprintf(where, sizeof(where), " (%s%s%s%s%.0u)", f->module,
+				 f->module[0] && f->file[0] ? " " : "", f->file,
+				 f->file[0] && f->line ? ":" : "", f->file[0] ? f->line : 0);
+		n = snprintf(buf + len, size - len, "%s%s%s%s", i ? "\n" : "",
 			     f->inlined ? "[inlined] " : "", f->function[0] ? f->function : "?",
-			     f->module, where);
+			     where);
 		if (n < 0)
 			break;
 		len += (size_t)n;

@@ -97,6 +97,9 @@ void callstacks__where(const struct callstacks *c, uint32_t id, bool asleep, cha
  * standard library), else the innermost; "" for none.
  */
 void callstacks__parked(const struct callstacks *c, uint32_t id, char *buf, size_t size);
+/* The same frame as "<what> f (file:line)", "<what> f" without a line; "" for none. */
+void callstacks__waiting(const struct callstacks *c, uint32_t id, const char *what, char *buf,
+			 size_t size);
 /* The stack as text, a frame a line: "[inlined] f (module file:line)". */
 void callstacks__text(const struct callstacks *c, uint32_t id, char *buf, size_t size);
 

@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import unittest
 
+from tests.integration import pftrace_check, trace_check
 from tests.integration.harness import (BUILD, GO_APP_SRC, TRACER, read, require_root,
                                        source_lines, wait_for)
 
@@ -325,6 +326,29 @@ class TestTokioTasks(unittest.TestCase):
         self.assertEqual(r.stdout, "")
 
 
+def trace_from_go(test, argv, tmp, *args):
+    """argv (a program that starts on a line on stdin) traced by pid for 4 s from before
+    it starts, with args: the tracer's standard output."""
+    require_root()
+    app = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, text=True)
+    try:
+        err_path = os.path.join(tmp, "err")
+        with open(err_path, "w") as err:
+            tr = subprocess.Popen([TRACER, "-p", str(app.pid), "-q", "-d", "4", *args],
+                                  stdout=subprocess.PIPE, stderr=err, text=True)
+            test.assertTrue(wait_for(lambda: "Ctrl-C to stop" in read(err_path)
+                                     or tr.poll() is not None, 60), read(err_path))
+            app.stdin.write("go\n")
+            app.stdin.close()
+            out, _ = tr.communicate(timeout=60)
+            test.assertEqual(tr.returncode, 0, read(err_path))
+    finally:
+        app.kill()
+        app.wait()
+    return out
+
+
 class TestTokioAlerts(unittest.TestCase):
     """Traced with probes, tokio-parked's tasks are lost wakers (--lost-waker 1s:
     none is woken), the one whose future keeps no waker at once (unwakeable);
@@ -333,25 +357,10 @@ class TestTokioAlerts(unittest.TestCase):
 
     def lost_wakers(self, exe):
         """The lost-waker alerts that began while exe's tasks waited, traced 4 s."""
-        require_root()
         with tempfile.TemporaryDirectory() as tmp:
             alerts = os.path.join(tmp, "alerts.json")
-            app = subprocess.Popen([os.path.join(BUILD, exe), "--wait-stdin"],
-                                   stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL, text=True)
-            try:
-                err_path = os.path.join(tmp, "err")
-                with open(err_path, "w") as err:
-                    tr = subprocess.Popen([TRACER, "-p", str(app.pid), "-q", "--lost-waker", "1s",
-                                           "--alerts", alerts, "-d", "4"], stderr=err)
-                self.assertTrue(wait_for(lambda: "Ctrl-C to stop" in read(err_path)
-                                         or tr.poll() is not None, 60), read(err_path))
-                app.stdin.write("go\n")
-                app.stdin.close()
-                self.assertEqual(tr.wait(timeout=60), 0, read(err_path))
-            finally:
-                app.kill()
-                app.wait()
+            trace_from_go(self, [os.path.join(BUILD, exe), "--wait-stdin"], tmp,
+                          "--lost-waker", "1s", "--alerts", alerts)
             with open(alerts) as f:
                 begins = [json.loads(line) for line in f]
         return [a for a in begins if a["state"] == "begin" and a["kind"] == "lost-waker"]
@@ -383,6 +392,110 @@ class TestTokioAlerts(unittest.TestCase):
         for kind in ("notify", "sleep", "join", "select"):
             self.assertIn((f"tokio_parked::park_{kind}", lines[kind]), by_line)
         self.assertIn(("tokio_parked::park_deep3", lines["deep3"]), by_line)
+
+
+NEIGHBOUR_SRC = os.path.join(os.path.dirname(TOKIO_SRC), "tokio-neighbour.rs")
+WAITING = re.compile(r"^waiting at (\S+) \((.+):(\d+)\)(?: #\d+)?$")
+
+
+class TestWaitsTraced(unittest.TestCase):
+    """Traced live, where each task waited between its polls (docs/tasks.md): a
+    read of the live process made inside an idle span places the whole span,
+    which the trace draws on the task's track, named by the line of the
+    task's own deepest `.await` or parked call (read from the source); the
+    report's top tasks say where they waited most; a long poll's victim says
+    where it waited."""
+
+    def places(self, names):
+        """(function, file, line) of each "waiting at" slice name."""
+        out = []
+        for name in names:
+            m = WAITING.match(name)
+            self.assertIsNotNone(m, name)
+            out.append((m.group(1), m.group(2), int(m.group(3))))
+        return out
+
+    def test_tokio_idle_spans_say_where(self):
+        lines = source_lines(TOKIO_SRC, "park")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "trace.json")
+            out = trace_from_go(self, [os.path.join(BUILD, "tokio-parked"), "--wait-stdin"], tmp,
+                                "-o", path, "--summary", "json")
+            events = trace_check.load(path)
+        self.assertEqual(trace_check.check(events), [])
+        waits = [e for e in events if e.get("ph") == "b" and e.get("cat") == "task"
+                 and e["name"].startswith("waiting at ")]
+        places = set(self.places(e["name"] for e in waits))
+        for kind in ("recv", "notify", "sleep", "join", "select", "deep3", "lost"):
+            self.assertIn((f"tokio_parked::park_{kind}", "src/bin/tokio-parked.rs", lines[kind]),
+                          places)
+        # where in full, innermost first: the deep one's three async fns, then main's block
+        deep = [e["args"]["waited_at"].split("\n") for e in waits
+                if f"park_deep3 (src/bin/tokio-parked.rs:{lines['deep3']})" in e["name"]]
+        self.assertTrue(deep, places)
+        self.assertEqual([f for f in deep[0] if f.startswith("tokio_parked::park_deep")],
+                         [f"tokio_parked::park_deep{i} (src/bin/tokio-parked.rs:{lines[f'deep{i}']})"
+                          for i in (3, 2, 1)])
+        summary = json.loads(out.splitlines()[-1])
+        self.assertGreater(summary["waits"]["placed"], 0, summary["waits"])
+        most = {(f["function"], f.get("line")) for t in summary["tasks"]
+                for f in t.get("waits_most_at", {}).get("frames", [])}
+        self.assertIn(("tokio_parked::park_notify", lines["notify"]), most)
+
+    def test_tokio_idle_spans_in_protobuf(self):
+        lines = source_lines(TOKIO_SRC, "park")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "trace.pftrace")
+            trace_from_go(self, [os.path.join(BUILD, "tokio-parked"), "--wait-stdin"], tmp,
+                          "-o", path)
+            packets = pftrace_check.decode(path)
+        self.assertEqual(pftrace_check.check(packets), [])
+        waits = [s for s in pftrace_check.slices(packets) if s[3].startswith("waiting at ")]
+        self.assertIn(("tokio_parked::park_sleep", "src/bin/tokio-parked.rs", lines["sleep"]),
+                      self.places(s[3] for s in waits))
+        for uuid, begin, end, name, args in waits:
+            self.assertIsNotNone(end, name)
+            self.assertIn(WAITING.match(name).group(1), args["waited_at"])
+
+    def test_go_idle_spans_say_where(self):
+        lines = {**source_lines(PARK_SRC, "park"), **source_lines(WAITER_SRC, "park")}
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "trace.json")
+            r = subprocess.run([TRACER, "run", "-q", "-o", path, "--", os.path.join(BUILD, "go-app"),
+                                "-scenario", "park", "-duration", "4s"],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            events = trace_check.load(path)
+        self.assertEqual(trace_check.check(events), [])
+        places = self.places(e["name"] for e in events if e.get("ph") == "b"
+                             and e.get("cat") == "task" and e["name"].startswith("waiting at "))
+        for kind in ("chanrecv", "select", "mutex", "waitgroup", "netread", "sleep", "deep",
+                     "package"):
+            func = FUNCS[kind][0]
+            with self.subTest(kind=kind):
+                self.assertIn((func, lines[kind]), [(f, n) for f, _, n in places])
+                file = [f for fn, f, _ in places if fn == func][0]
+                self.assertTrue(file.endswith("/internal/waiter/waiter.go" if kind == "package"
+                                              else "/go-app/park.go"), file)
+
+    def test_a_long_polls_victim_says_where_it_waited(self):
+        line = source_lines(NEIGHBOUR_SRC, "park")["victim"]
+        with tempfile.TemporaryDirectory() as tmp:
+            alerts = os.path.join(tmp, "alerts.json")
+            trace_from_go(self, [os.path.join(BUILD, "tokio-neighbour-debug2"), "--wait-stdin",
+                                 "--duration", "3"], tmp, "--alerts", alerts)
+            with open(alerts) as f:
+                ends = [a for a in map(json.loads, f) if a["kind"] == "long-poll"
+                        and a["state"] == "end"]
+        self.assertTrue(ends)
+        victims = [v for a in ends for v in a["victims"]]
+        self.assertTrue(victims, ends)
+        for v in victims:
+            own = [(f["function"], f.get("line")) for f in v["waited_at"]
+                   if f["function"].startswith("tokio_neighbour::")]
+            self.assertEqual(own, [("tokio_neighbour::victim", line)], v)
+        self.assertIn(f"waited at tokio_neighbour::victim (src/bin/tokio-neighbour.rs:{line})",
+                      ends[0]["message"])
 
 
 class TestTasksErrors(unittest.TestCase):

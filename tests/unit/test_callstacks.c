@@ -185,6 +185,25 @@ static void test_text_has_files_and_inlining(void **state)
 	callstacks__free(&c);
 }
 
+/* A task's place has no module; a leaf future's type, no file: nothing empty is written. */
+static void test_text_leaves_out_what_is_not_known(void **state)
+{
+	struct callstacks c;
+	char text[256];
+	struct stack_frame s[] = { { .function = "tokio::sync::notify::Notified", .module = "" },
+				   { .function = "app::park", .module = "", .file = "src/main.rs",
+				     .line = 23 } };
+
+	(void)state;
+	callstacks__init(&c);
+	c.by_line = true;
+	callstacks__text(&c, callstacks__intern(&c, s, 2), text, sizeof(text));
+	assert_string_equal(text, "tokio::sync::notify::Notified\napp::park (src/main.rs:23)");
+	callstacks__waiting(&c, 1, "waiting at", text, sizeof(text));
+	assert_string_equal(text, "waiting at app::park (src/main.rs:23)");
+	callstacks__free(&c);
+}
+
 static char *write_file(const char *text)
 {
 	static char path[] = "/tmp/at-kallsyms-XXXXXX";
@@ -314,6 +333,7 @@ int main(void)
 		cmocka_unit_test(test_where_on_the_cpu),
 		cmocka_unit_test(test_where_asleep),
 		cmocka_unit_test(test_text_has_files_and_inlining),
+		cmocka_unit_test(test_text_leaves_out_what_is_not_known),
 		cmocka_unit_test(test_places_by_line),
 		cmocka_unit_test(test_own_functions),
 		cmocka_unit_test(test_ksyms),

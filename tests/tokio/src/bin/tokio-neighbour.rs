@@ -32,7 +32,7 @@ async fn noisy_neighbour(tx: mpsc::Sender<Instant>, until: Instant) -> u64 {
 /// Woken by the neighbour; says how long each wake took to be answered.
 async fn victim(mut rx: mpsc::Receiver<Instant>) -> (u64, Duration) {
     let (mut n, mut worst) = (0, Duration::ZERO);
-    while let Some(sent) = rx.recv().await {
+    while let Some(sent) = rx.recv().await { // park: victim
         n += 1;
         worst = worst.max(sent.elapsed());
     }
