@@ -443,6 +443,7 @@ test-unit: $(UNIT_BINS) $(BUILD)/sample-executor $(BUILD)/asynctraced fuzz-regre
 	$(Q)set -e; for t in $(UNIT_BINS); do echo "== $$t"; \
 		BUILD=$(BUILD) GO_VERSIONS="$(GO_VERSIONS)" $$t; done
 	$(Q)$(PYTHON) tests/integration/trace_check.py $(BUILD)/tests/synthetic.json
+	$(Q)$(PYTHON) tests/integration/trace_check.py $(BUILD)/tests/waits.json
 	$(Q)$(PYTHON) tests/integration/pftrace_check.py $(BUILD)/tests/synthetic.pftrace
 	$(Q)BUILD=$(BUILD) $(PYTHON) -m unittest discover -s tests/offline -t . -v
 

@@ -23,16 +23,22 @@ uint32_t model__idle_place(const struct model *m, const struct task *t, uint64_t
 	return t->wait_at;
 }
 
+static uint64_t clock_now(const struct model *m)
+{
+	return m->clock ? m->clock() : now_ns();
+}
+
 /* One read of where idle task t waits; the time it took. */
 static uint64_t read_wait(struct model *m, struct task *t)
 {
 	struct stack_frame frames[CALLSTACK_FRAMES];
-	uint64_t begin = now_ns(), end;
+	uint64_t begin = clock_now(m), end;
 	bool waits = false;
 	int n = m->where(m->where_ctx, t->id, frames, CALLSTACK_FRAMES, &waits);
 
-	end = now_ns();
+	end = clock_now(m);
 	m->waits_read++;
+	m->waits_ns += end - begin;
 	t->wait_span = t->last_end;
 	t->wait_read = end;
 	/* running (its future changes under the reader), torn, or gone: not placed */
