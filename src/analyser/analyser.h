@@ -117,10 +117,13 @@ int analyser__tasks_prime(struct analyser *a, const struct target *t, const uint
  * innermost first (a tokio task's awaits too: the leaf first); 0 when it
  * is gone, running, or was torn. The strings live until the next call.
  * waits (may be NULL): it is still where it last waited (parked, or a
- * tokio task notified and not yet polled), not stopped elsewhere.
+ * tokio task notified and not yet polled), not stopped elsewhere. fsbase:
+ * tokio's threads' pointers while its list is not found (primed before its
+ * runtime ran), else NULL.
  */
 int analyser__task_where(struct analyser *a, const struct target *t, uint64_t id,
-			 struct stack_frame *frames, int max, bool *waits);
+			 const uint64_t *fsbase, uint32_t nr_threads, struct stack_frame *frames,
+			 int max, bool *waits);
 
 /* The analyser's side: main() of `asynctraced --be-the-analyser`. Its exit status. */
 int analyser__main(void);

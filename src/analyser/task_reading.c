@@ -286,8 +286,7 @@ static int list(struct held *h, const struct wire_tasks_req *r, const uint64_t *
 			snprintf(l->note, sizeof(l->note), "its threads' pointers were not read "
 				 "(a BPF task iterator): the tasks cannot be reached");
 		else if (!h->head_at)
-			snprintf(l->note, sizeof(l->note), "no thread's CONTEXT holds a tokio "
-				 "scheduler (no runtime running yet)");
+			snprintf(l->note, sizeof(l->note), "%s", TASKS_NOTE_NO_RUNTIME_YET);
 		if (!h->head_at || (r->flags & WIRE_TASKS_NONE))
 			return 0;
 		return tokio_tasks__read(h->td, h->bias, h->head_at, r->only, &m, l);

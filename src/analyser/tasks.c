@@ -145,9 +145,11 @@ int analyser__tasks_prime(struct analyser *a, const struct target *t, const uint
 }
 
 int analyser__task_where(struct analyser *a, const struct target *t, uint64_t id,
-			 struct stack_frame *frames, int max, bool *waits)
+			 const uint64_t *fsbase, uint32_t nr_threads, struct stack_frame *frames,
+			 int max, bool *waits)
 {
-	struct wire_tasks_req r = { .flags = WIRE_TASKS_SYSTEM, .only = id };
+	struct wire_tasks_req r = { .flags = WIRE_TASKS_SYSTEM, .only = id,
+				    .nr_threads = nr_threads <= WIRE_THREADS_MAX ? nr_threads : 0 };
 	struct task_list l;
 	const struct task_info *ti;
 	size_t bytes = 0;
@@ -156,7 +158,7 @@ int analyser__task_where(struct analyser *a, const struct target *t, uint64_t id
 	bool outer_first;
 
 	/* an alert waits for it: a short bound (a process of a million goroutines takes ~1 s) */
-	if (ask(a, t, &r, NULL, a->timeout_ms < WHERE_TIMEOUT_MS ? a->timeout_ms : WHERE_TIMEOUT_MS,
+	if (ask(a, t, &r, fsbase, a->timeout_ms < WHERE_TIMEOUT_MS ? a->timeout_ms : WHERE_TIMEOUT_MS,
 		&l) ||
 	    l.nr_tasks != 1 || (l.tasks[0].flags & TASK_TORN)) {
 		task_list__free(&l);

@@ -238,9 +238,13 @@ static const int serving[] = {
 };
 
 /* bpf(2) commands on maps we hold; nothing that loads, creates or attaches. */
-/* reading the maps; freeing the state of a process gone (tracer__forget) */
+/*
+ * reading the maps; freeing the state of a process gone (tracer__forget);
+ * running an iterator attached before (a tokio program's threads read
+ * again until its runtime runs: thread_ptrs.h)
+ */
 static const int bpf_cmds[] = { BPF_MAP_LOOKUP_ELEM, BPF_MAP_LOOKUP_BATCH, BPF_MAP_GET_NEXT_KEY,
-				BPF_MAP_UPDATE_ELEM, BPF_MAP_DELETE_ELEM };
+				BPF_MAP_UPDATE_ELEM, BPF_MAP_DELETE_ELEM, BPF_ITER_CREATE };
 
 int sandbox__allow_memory(scmp_filter_ctx ctx)
 {

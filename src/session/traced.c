@@ -22,6 +22,7 @@
 #include "sinks/flight.h"
 #include "sinks/metrics.h"
 #include "source/thread_ptrs.h"
+#include "tasks/tasks.h"
 #include "stacks/ksyms.h"
 #include "stacks/unwind.h"
 
@@ -34,6 +35,7 @@ void traced__free(struct traced *tr)
 		sampler__free(&tr->sampler);
 	}
 	stats__free(&tr->snap);
+	thread_ptrs__close(tr->threads);
 	u64map__clear_free(&tr->dumps);
 	free(tr->files);
 	discovery__free(&tr->disc);
@@ -546,13 +548,29 @@ void traced__drop(struct session *s, struct traced *tr)
 	traced__free(tr);
 }
 
-/* Where task of process ctx waits now, from the live analyser (places). */
+/*
+ * Where task of process ctx waits now, from the live analyser (places). A
+ * tokio program primed before its runtime ran: its threads read again and
+ * handed over with each question, until one is answered (its list found).
+ */
 static int traced_where(void *ctx, uint64_t task, struct stack_frame *frames, int max,
 			bool *waits)
 {
 	struct traced *tr = ctx;
+	uint64_t *fsbase = NULL;
+	size_t nr = 0;
+	int n;
 
-	return analyser__task_where(&tr->s->stacks, &tr->target, task, frames, max, waits);
+	if (tr->threads && thread_ptrs__take(tr->threads, &fsbase, &nr))
+		nr = 0;
+	n = analyser__task_where(&tr->s->stacks, &tr->target, task, fsbase, (uint32_t)nr,
+				 frames, max, waits);
+	free(fsbase);
+	if (n > 0 && tr->threads) {
+		thread_ptrs__close(tr->threads);
+		tr->threads = NULL;
+	}
+	return n;
 }
 
 /*
@@ -606,10 +624,16 @@ static void begin_places(struct session *s, struct traced *tr)
 		return;
 	}
 	/* tokio: its threads' pointers, where CONTEXT leads to its task list */
-	if (tr->disc.kind == RUNTIME_TOKIO)
-		thread_ptrs__read(tr->target.pid, &fsbase, &nr);
+	if (tr->disc.kind == RUNTIME_TOKIO && !thread_ptrs__open(tr->target.pid, &tr->threads) &&
+	    thread_ptrs__take(tr->threads, &fsbase, &nr))
+		nr = 0;
 	err = analyser__tasks_prime(&s->stacks, &tr->target, fsbase, (uint32_t)nr, why, sizeof(why));
 	free(fsbase);
+	/* its runtime not running yet (run: held at its entry): asked again with each question */
+	if (err || strcmp(why, TASKS_NOTE_NO_RUNTIME_YET)) {
+		thread_ptrs__close(tr->threads);
+		tr->threads = NULL;
+	}
 	if (err) {
 		/* tokio without type debug info: said at -v (most release builds have none) */
 		if (err != -EIO && (tr->disc.kind == RUNTIME_GO || s->o->verbose))

@@ -41,6 +41,8 @@ struct traced {
 	bool said_suspect;	/* sample mode, no --escalate: a tokio run that may hide a long poll, said */
 	uint64_t *files;	/* following the host: the shared files it holds a share of */
 	size_t nr_files;
+	/* tokio primed before its runtime ran: its threads, read again until its list is found */
+	struct thread_ptrs *threads;
 	/* reads of where idle tasks wait (traced__place_waits): the time they may take */
 	int64_t wait_budget_ns;
 	uint64_t wait_budget_at;

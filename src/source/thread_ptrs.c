@@ -23,26 +23,53 @@ struct thread_ptr {
 	uint64_t fsbase;
 };
 
-int thread_ptrs__read(pid_t pid, uint64_t **fsbase, size_t *n)
+struct thread_ptrs {
+	struct threads_bpf *skel;
+	struct bpf_link *link;
+};
+
+int thread_ptrs__open(pid_t pid, struct thread_ptrs **h)
 {
 	union bpf_iter_link_info info = { .task.pid = (__u32)pid };
 	LIBBPF_OPTS(bpf_iter_attach_opts, opts, .link_info = &info, .link_info_len = sizeof(info));
-	struct threads_bpf *skel = threads_bpf__open_and_load();
+	struct thread_ptrs *t = calloc(1, sizeof(*t));
+	int err;
+
+	*h = NULL;
+	if (!t)
+		return -ENOMEM;
+	t->skel = threads_bpf__open_and_load();
+	err = t->skel ? 0 : -errno;
+	if (!err) {
+		t->link = bpf_program__attach_iter(t->skel->progs.thread_pointers, &opts);
+		err = t->link ? 0 : -errno;
+	}
+	if (err) {
+		thread_ptrs__close(t);
+		return err;
+	}
+	*h = t;
+	return 0;
+}
+
+void thread_ptrs__close(struct thread_ptrs *h)
+{
+	if (!h)
+		return;
+	bpf_link__destroy(h->link);
+	threads_bpf__destroy(h->skel);
+	free(h);
+}
+
+int thread_ptrs__take(struct thread_ptrs *h, uint64_t **fsbase, size_t *n)
+{
 	struct thread_ptr *recs = NULL;
-	struct bpf_link *link = NULL;
 	size_t len = 0, cap = 0;	/* bytes: a read may end inside a record */
-	int fd = -1, err = skel ? 0 : -errno;
+	int fd = bpf_iter_create(bpf_link__fd(h->link));
+	int err = fd >= 0 ? 0 : -errno;
 
 	*fsbase = NULL;
 	*n = 0;
-	if (!err) {
-		link = bpf_program__attach_iter(skel->progs.thread_pointers, &opts);
-		err = link ? 0 : -errno;
-	}
-	if (!err) {
-		fd = bpf_iter_create(bpf_link__fd(link));
-		err = fd >= 0 ? 0 : -errno;
-	}
 	while (!err) {
 		ssize_t got;
 
@@ -68,8 +95,6 @@ int thread_ptrs__read(pid_t pid, uint64_t **fsbase, size_t *n)
 	}
 	if (fd >= 0)
 		close(fd);
-	bpf_link__destroy(link);
-	threads_bpf__destroy(skel);
 	if (err) {
 		free(recs);
 		return err;
@@ -80,4 +105,18 @@ int thread_ptrs__read(pid_t pid, uint64_t **fsbase, size_t *n)
 	for (size_t i = 0; i < *n; i++)
 		(*fsbase)[i] = recs[i].fsbase;
 	return 0;
+}
+
+int thread_ptrs__read(pid_t pid, uint64_t **fsbase, size_t *n)
+{
+	struct thread_ptrs *h;
+	int err = thread_ptrs__open(pid, &h);
+
+	*fsbase = NULL;
+	*n = 0;
+	if (err)
+		return err;
+	err = thread_ptrs__take(h, fsbase, n);
+	thread_ptrs__close(h);
+	return err;
 }

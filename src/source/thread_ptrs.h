@@ -21,4 +21,14 @@
  */
 int thread_ptrs__read(pid_t pid, uint64_t **fsbase, size_t *n);
 
+/*
+ * The same in two steps, for a process read again later: the iterator
+ * loaded and attached (which needs CAP_BPF and CAP_PERFMON), then run as
+ * often as needed (which needs neither: a confined tracer can).
+ */
+struct thread_ptrs;
+int thread_ptrs__open(pid_t pid, struct thread_ptrs **h);
+int thread_ptrs__take(struct thread_ptrs *h, uint64_t **fsbase, size_t *n);
+void thread_ptrs__close(struct thread_ptrs *h);
+
 #endif

@@ -66,6 +66,10 @@ struct task_info {
 	uint32_t nr_frames;
 };
 
+/* A tokio process's note while no thread's CONTEXT leads to its list: worth asking again. */
+#define TASKS_NOTE_NO_RUNTIME_YET \
+	"no thread's CONTEXT holds a tokio scheduler (no runtime running yet)"
+
 struct task_list {
 	char runtime[16];	/* "go", "tokio" */
 	char version[32];

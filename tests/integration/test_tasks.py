@@ -479,11 +479,15 @@ class TestWaitsTraced(unittest.TestCase):
                                               else "/go-app/park.go"), file)
 
     def test_a_long_polls_victim_says_where_it_waited(self):
+        """Under `run`: the program held at its entry while the probes attach, before its
+        runtime runs, its threads are read again (confined) until its task list is found."""
         line = source_lines(NEIGHBOUR_SRC, "park")["victim"]
         with tempfile.TemporaryDirectory() as tmp:
             alerts = os.path.join(tmp, "alerts.json")
-            trace_from_go(self, [os.path.join(BUILD, "tokio-neighbour-debug2"), "--wait-stdin",
-                                 "--duration", "3"], tmp, "--alerts", alerts)
+            r = subprocess.run([TRACER, "run", "-q", "--alerts", alerts, "--",
+                                os.path.join(BUILD, "tokio-neighbour-debug2"), "--duration", "3"],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
             with open(alerts) as f:
                 ends = [a for a in map(json.loads, f) if a["kind"] == "long-poll"
                         and a["state"] == "end"]
