@@ -49,6 +49,7 @@ struct held {
 	int64_t context_tpoff;
 	bool have_context;
 	uint64_t head_at;	/* where its task list begins, once found (0: not yet) */
+	struct u64map found;	/* task id -> where it was met (an alert's, an idle span's) */
 	uint64_t bias;
 	int err;		/* why not, when not */
 	char note[256];
@@ -104,6 +105,7 @@ static void held_free(struct held *h)
 	if (h->elf)
 		elf_end(h->elf);
 	golang__free(&h->gb);
+	u64map__clear(&h->found);
 	file_copy__free(&h->fc);
 	free(h);
 }
@@ -264,7 +266,7 @@ static int list(struct held *h, const struct wire_tasks_req *r, const uint64_t *
 {
 	struct task_mem m = { read_mem, &h->mem };
 	struct goroutines_opts o = { .system = r->flags & WIRE_TASKS_SYSTEM, .now_ns = now_ns(),
-				     .only = r->only };
+				     .only = r->only, .found = &h->found };
 
 	if (h->td) {
 		snprintf(l->runtime, sizeof(l->runtime), "tokio");
@@ -289,7 +291,7 @@ static int list(struct held *h, const struct wire_tasks_req *r, const uint64_t *
 			snprintf(l->note, sizeof(l->note), "%s", TASKS_NOTE_NO_RUNTIME_YET);
 		if (!h->head_at || (r->flags & WIRE_TASKS_NONE))
 			return 0;
-		return tokio_tasks__read(h->td, h->bias, h->head_at, r->only, &m, l);
+		return tokio_tasks__read(h->td, h->bias, h->head_at, r->only, &h->found, &m, l);
 	}
 	if (!h->go) {
 		memcpy(l->note, h->note, sizeof(l->note));

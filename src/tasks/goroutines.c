@@ -251,12 +251,18 @@ static bool unsettled(uint32_t status)
 }
 
 /* Whether the g at addr is goroutine id: its id alone read. */
-static bool is_goroutine(const struct walk *w, uint64_t addr, uint64_t id)
+/* Whether the g at addr is goroutine id's; its id kept in found (may be NULL). */
+static bool is_goroutine(const struct walk *w, uint64_t addr, uint64_t id, struct u64map *found)
 {
 	uint64_t goid;
 
-	return !mem(w, addr + (uint64_t)w->gb->off.g_goid, &goid, sizeof(goid)) && goid == id;
+	if (mem(w, addr + (uint64_t)w->gb->off.g_goid, &goid, sizeof(goid)))
+		return false;
+	if (found && goid && (found->len < GO_FOUND_MAX || u64map__get(found, goid)))
+		u64map__set(found, goid, (void *)(uintptr_t)addr);
+	return goid == id;
 }
+
 
 /*
  * One goroutine (its g at addr) as the last task of the list, or none when
@@ -349,6 +355,18 @@ static int read_one(struct walk *w, uint64_t addr, const struct goroutines_opts 
 	return err;
 }
 
+/* One goroutine read, again while it changes under the reader, then torn. */
+static int read_again(struct walk *w, uint64_t addr, const struct goroutines_opts *o)
+{
+	int err = -EAGAIN;
+
+	for (int k = 0; err == -EAGAIN && k < TRIES; k++)
+		err = read_one(w, addr, o, k == TRIES - 1);
+	if (err == -EAGAIN)
+		w->l->nr_torn++;
+	return err;
+}
+
 int goroutines__read(const struct go_binary *gb, const uint8_t *file, size_t file_size,
 		     uint64_t bias, const struct task_mem *m, const struct goroutines_opts *o,
 		     struct task_list *l)
@@ -379,6 +397,15 @@ int goroutines__read(const struct go_binary *gb, const uint8_t *file, size_t fil
 		snprintf(l->note, sizeof(l->note), ".gopclntab not readable: no stacks");
 		return -ENOTSUP;
 	}
+	/* one asked for and met before: its g, if it still is its */
+	if (o->only && o->found) {
+		uint64_t at = (uint64_t)(uintptr_t)u64map__get(o->found, o->only);
+
+		if (at && is_goroutine(&w, at, o->only, NULL)) {
+			read_again(&w, at, o);
+			return 0;
+		}
+	}
 	/* allglen first: the array it counts is never shorter */
 	if (mem(&w, gw->allglen + bias, &n, sizeof(n)) ||
 	    mem(&w, gw->allgptr + bias, &array, sizeof(array)))
@@ -393,14 +420,11 @@ int goroutines__read(const struct go_binary *gb, const uint8_t *file, size_t fil
 		return -EIO;
 	}
 	for (uint64_t i = 0; i < n; i++) {
-		int err = -EAGAIN;
+		int err;
 
-		if (o->only && !is_goroutine(&w, gs[i], o->only))
+		if (o->only && !is_goroutine(&w, gs[i], o->only, o->found))
 			continue;
-		for (int k = 0; err == -EAGAIN && k < TRIES; k++)
-			err = read_one(&w, gs[i], o, k == TRIES - 1);
-		if (err == -EAGAIN)
-			l->nr_torn++;
+		err = read_again(&w, gs[i], o);
 		if (err == -ENOMEM || o->only)
 			break;
 	}

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/u64map.h"
+
 #include "targets/go/golang.h"
 #include "tasks/tasks.h"
 
@@ -32,7 +34,15 @@ struct goroutines_opts {
 	bool system;		/* the runtime's own goroutines too (GOTRACEBACK=system) */
 	uint64_t now_ns;	/* CLOCK_MONOTONIC, Go's nanotime(): how long a GC-seen wait is */
 	uint64_t only;		/* only the goroutine of this id (an alert's); 0: every one */
+	/*
+	 * may be NULL: goroutine id -> its g's address, kept from one read of
+	 * only to the next: an only is looked for there first (a g is never
+	 * freed: its id says whether it is still that goroutine's), and ids met
+	 * looking for one are kept (at most GO_FOUND_MAX)
+	 */
+	struct u64map *found;
 };
+#define GO_FOUND_MAX (1u << 20)
 
 /*
  * Goroutines of the process whose executable gb was read from (file: its

@@ -500,6 +500,7 @@ struct reader {
 	const struct tokio_dwarf *td;
 	const struct task_mem *m;
 	struct task_list *l;
+	struct u64map *found;	/* id -> Header, of tasks met (tokio_tasks__read); NULL none */
 	uint64_t bias;
 	int frames;		/* of the task being read */
 };
@@ -1299,6 +1300,9 @@ static int read_task(struct reader *r, const struct list_layout *ly, uint64_t hd
 
 	if (cl)
 		id = task_id(r, cl, hdr);
+	if (r->found && cl && id != hdr &&
+	    (r->found->len < TOKIO_FOUND_MAX || u64map__get(r->found, id)))
+		u64map__set(r->found, id, (void *)(uintptr_t)hdr);
 	if (only && id != only && hdr != only)
 		return 1;
 	t = task_list__add(r->l);
@@ -1340,10 +1344,29 @@ int tokio_tasks__head_at(const struct tokio_dwarf *td, const uint64_t *context_a
 	return -ENOENT;
 }
 
-int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head_at, uint64_t only,
-		      const struct task_mem *m, struct task_list *l)
+/*
+ * Task only, read where it was met before (found): 0 read, 1 not there (not
+ * met, or that Header is another's now, or freed), -errno.
+ */
+static int read_found(struct reader *r, const struct list_layout *ly, uint64_t only)
 {
-	struct reader r = { .td = td, .m = m, .l = l, .bias = bias };
+	uint64_t hdr = r->found ? (uint64_t)(uintptr_t)u64map__get(r->found, only) : 0, state;
+	struct u64map *found = r->found;
+	int err = hdr ? -EAGAIN : 1;
+
+	/* what is read there must not be taken as where the ids are */
+	r->found = NULL;
+	for (int k = 0; err == -EAGAIN && k < 4; k++)
+		err = read_u(r, hdr + ly->state, 8, &state) ? read_task(r, ly, hdr, state, only, k == 3)
+							    : 1;
+	r->found = found;
+	return err;
+}
+
+int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head_at, uint64_t only,
+		      struct u64map *found, const struct task_mem *m, struct task_list *l)
+{
+	struct reader r = { .td = td, .m = m, .l = l, .found = found, .bias = bias };
 	struct list_layout ly;
 	struct u64map seen;
 	uint64_t head = 0, hdr;
@@ -1353,6 +1376,12 @@ int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head
 		snprintf(l->note, sizeof(l->note), "tokio's Header, Vtable or Trailer lacks a field "
 			 "read (a tokio version not known)");
 		return -ENOTSUP;
+	}
+	if (only) {
+		int err = read_found(&r, &ly, only);
+
+		if (err <= 0)
+			return err;
 	}
 	if (!read_ptr(&r, head_at, &head))
 		return -EIO;

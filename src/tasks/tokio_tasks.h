@@ -56,9 +56,14 @@ int tokio_tasks__head_at(const struct tokio_dwarf *td, const uint64_t *context_a
 /*
  * The tasks of the list at head_at (bias: where the executable is loaded
  * against its link-time addresses; only: that task alone, by its id or its
- * Header's address; 0: every one), into l. 0, or -errno (l->note says why).
+ * Header's address; 0: every one), into l. found (may be NULL): task id ->
+ * its Header's address, kept from one read of only to the next: an only is
+ * read there first (if the task there is still that one: else along the
+ * list), and the ids met along the list are kept (at most TOKIO_FOUND_MAX).
+ * 0, or -errno (l->note says why).
  */
 int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head_at, uint64_t only,
-		      const struct task_mem *m, struct task_list *l);
+		      struct u64map *found, const struct task_mem *m, struct task_list *l);
+#define TOKIO_FOUND_MAX (1u << 20)
 
 #endif

@@ -129,7 +129,8 @@ static uint64_t exe_base(int pid, const char *exe)
 	return lo;
 }
 
-static int read_image(const uint8_t *data, size_t size, struct task_list *l);
+static int read_image(const uint8_t *data, size_t size, struct u64map *found, uint64_t *only,
+		      struct task_list *l);
 
 static void record(int pid, const char *exe, const char *seed)
 {
@@ -159,7 +160,7 @@ static void record(int pid, const char *exe, const char *seed)
 	fwrite(ctx, sizeof(ctx[0]), h.nr_context, rec.out);
 	task_list__init(&l);
 	CHECK(!tokio_tasks__head_at(td, ctx, h.nr_context, &m, &head));
-	CHECK(!tokio_tasks__read(td, h.bias, head, 0, &m, &l) && l.nr_tasks);
+	CHECK(!tokio_tasks__read(td, h.bias, head, 0, NULL, &m, &l) && l.nr_tasks);
 	CHECK(!fclose(rec.out));
 	close(rec.mem);
 	/* read again from the seed: the same tasks, frame for frame */
@@ -169,7 +170,9 @@ static void record(int pid, const char *exe, const char *seed)
 		FILE *f = fopen(seed, "r");
 		size_t len = f && b ? fread(b, 1, 1 << 20, f) : 0;
 
-		CHECK(len && read_image(b, len, &again) == 0);
+		uint64_t only;
+
+		CHECK(len && read_image(b, len, NULL, &only, &again) == 0);
 		CHECK(again.nr_tasks == l.nr_tasks && again.nr_frames == l.nr_frames);
 		fprintf(stderr, "recorded %zu tasks (%zu frames) of pid %d into %s, %zu bytes\n",
 			(size_t)l.nr_tasks, (size_t)l.nr_frames, pid, seed, len);
@@ -201,8 +204,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-/* The input's tasks into l (its own, freed by the caller); -EINVAL: no image. */
-static int read_image(const uint8_t *data, size_t size, struct task_list *l)
+/*
+ * The input's tasks into l (its own, freed by the caller); -EINVAL: no
+ * image. found: where the tasks met were (tokio_tasks__read); *only: the
+ * task asked for, 0 every one.
+ */
+static int read_image(const uint8_t *data, size_t size, struct u64map *found, uint64_t *only,
+		      struct task_list *l)
 {
 	struct tokio_image_hdr h;
 	uint64_t ctx[8], head;
@@ -222,18 +230,31 @@ static int read_image(const uint8_t *data, size_t size, struct task_list *l)
 	head = h.head_at;
 	if (h.nr_context)
 		tokio_tasks__head_at(td, ctx, h.nr_context, &m, &head);
-	return tokio_tasks__read(td, h.bias, head, h.only, &m, l);
+	*only = h.only;
+	return tokio_tasks__read(td, h.bias, head, h.only, found, &m, l);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct task_list l;
+	struct task_list l, again;
+	struct u64map found;
+	uint64_t only = 0;
 
 	/* each input finds the types' layouts again: none rides on an earlier one's */
 	tokio_dwarf__forget_layouts(td);
-	read_image(data, size, &l);
+	u64map__init(&found);
+	read_image(data, size, &found, &only, &l);
 	check_list(&l, TOKIO_FRAMES_MAX);
 	round_trip(&l);
+	/* the one asked for, read again where it was met: the same task, as read along the list */
+	if (only && l.nr_tasks == 1 && !(l.tasks[0].flags & TASK_TORN)) {
+		read_image(data, size, &found, &only, &again);
+		CHECK(again.nr_tasks == 1 && again.tasks[0].id == l.tasks[0].id &&
+		      again.tasks[0].state == l.tasks[0].state &&
+		      again.tasks[0].nr_frames == l.tasks[0].nr_frames);
+		task_list__free(&again);
+	}
+	u64map__clear(&found);
 	task_list__free(&l);
 	return 0;
 }

@@ -35,6 +35,14 @@ static int read_image(struct task_list *l, struct task_mem *m)
 	return goroutines__read(&gb, img + 0, sizeof(img), 0, m, &o, l);
 }
 
+/* A reader that refuses one address: the list's length, so that only what was met is read. */
+static uint64_t refuse_at;
+
+static int refusing(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	return addr == refuse_at ? -EIO : gi_read(ctx, addr, buf, len);
+}
+
 static void frame_is(const struct task_list *l, const struct task_frame *f, const char *fn,
 		     const char *file, int line, bool inlined)
 {
@@ -73,6 +81,56 @@ static void a_parked_goroutine(void **state)
 	assert_int_equal(t->state, TASK_RUNNING);
 	assert_int_equal(t->nr_frames, 0);
 	task_list__free(&l);
+}
+
+/*
+ * An alert's or an idle span's goroutine (only): the ids met looking for it
+ * are kept, and one met before is read where it was, the list not walked.
+ */
+static void an_only_is_read_where_it_was_met(void **state)
+{
+	struct gi_mem gm = { img, sizeof(img), GI_BASE };
+	struct task_mem m = { gi_read, &gm };
+	struct goroutines_opts o = { .now_ns = 1, .only = 9 };
+	struct u64map found;
+	struct go_binary gb;
+	struct task_list l;
+
+	(void)state;
+	u64map__init(&found);
+	o.found = &found;
+	assert_int_equal(goroutines_binary(&hdr, sizeof(img), &gb), 0);
+	task_list__init(&l);
+	assert_int_equal(goroutines__read(&gb, img, sizeof(img), 0, &m, &o, &l), 0);
+	assert_int_equal(l.nr_tasks, 1);
+	assert_int_equal(l.tasks[0].id, 9);
+	task_list__free(&l);
+	/* met on the way: the parked one, and the dead one (its g may be another's later) */
+	assert_non_null(u64map__get(&found, 7));
+	assert_non_null(u64map__get(&found, 8));
+	/* the list unreadable now: 7 is read where it was met, whole */
+	refuse_at = gb.walk.allglen;
+	m.read = refusing;
+	o.only = 7;
+	task_list__init(&l);
+	assert_int_equal(goroutines__read(&gb, img, sizeof(img), 0, &m, &o, &l), 0);
+	assert_int_equal(l.nr_tasks, 1);
+	assert_int_equal(l.tasks[0].id, 7);
+	assert_int_equal(l.tasks[0].nr_frames, 4);
+	task_list__free(&l);
+	/* one never met is looked for along the list (unreadable here) */
+	o.only = 12345;
+	task_list__init(&l);
+	assert_int_equal(goroutines__read(&gb, img, sizeof(img), 0, &m, &o, &l), -EIO);
+	task_list__free(&l);
+	/* a g now another goroutine's: not taken for the one met there before */
+	u64map__set(&found, 12345, u64map__get(&found, 7));
+	task_list__init(&l);
+	assert_int_equal(goroutines__read(&gb, img, sizeof(img), 0, &m, &o, &l), -EIO);
+	assert_int_equal(l.nr_tasks, 0);
+	task_list__free(&l);
+	u64map__clear(&found);
+	golang__free(&gb);
 }
 
 /* A reader whose goroutine's status changes between every two reads of it. */
@@ -154,6 +212,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(a_parked_goroutine),
 		cmocka_unit_test(torn_when_it_keeps_changing),
+		cmocka_unit_test(an_only_is_read_where_it_was_met),
 		cmocka_unit_test(encoded_and_decoded),
 	};
 
