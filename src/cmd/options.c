@@ -138,6 +138,7 @@ enum {
 	OPT_ESCALATE,
 	OPT_ESCALATE_EVERY,
 	OPT_EXAMINE_TIMEOUT,
+	OPT_WAIT_READS,
 	OPT_NO_SANDBOX,
 	OPT_COMM,
 	OPT_EXCLUDE_COMM,
@@ -342,6 +343,11 @@ static const struct opt_def {
 	  "how long the analyser may read one process's files\n"
 	  "(default 30) before it is stopped and that file\n"
 	  "left out\n" },
+	{ OPT_WAIT_READS, "wait-reads", "PCT", T | U,
+	  "Go and tokio (debug = 2), live: at most this\n"
+	  "percent of the tracer's time spent reading where\n"
+	  "idle tasks wait, for the trace's idle spans, the\n"
+	  "report and a long poll's victims (default 1; 0: none)\n" },
 	{ OPT_STACKS, "stacks", NULL, T | U,
 	  "sample the user stack of a poll that runs long:\n"
 	  "its alert says where in the code (function, file,\n"
@@ -705,6 +711,7 @@ static void defaults(struct options *o, enum command cmd)
 	o->session.ringbuf_bytes = DEFAULT_RINGBUF_BYTES;
 	o->session.task_slots = AT_TASK_SLOTS;
 	o->session.sample_hz = DEFAULT_SAMPLE_HZ;
+	o->session.wait_read_pct = 1;
 	o->session.escalate_every_ns = DEFAULT_ESCALATE_EVERY_NS;
 	o->umask = 077;
 	detect_config__defaults(d);
@@ -902,6 +909,11 @@ static int take_loading(struct session_opts *s, int c, const char *arg)
 		return 0;
 	case OPT_NO_SANDBOX:
 		s->no_sandbox = true;
+		return 0;
+	case OPT_WAIT_READS:
+		if (parse_int(arg, 0, 50, &n))
+			return bad("--wait-reads", arg, "a percent, from 0 to 50");
+		s->wait_read_pct = (uint32_t)n;
 		return 0;
 	case OPT_EXAMINE_TIMEOUT: {
 		uint64_t ns;

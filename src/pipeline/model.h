@@ -145,7 +145,7 @@ struct model {
 	struct u64map task_waits;
 	size_t wait_cursor;	/* where in tasks the next round of reads begins */
 	uint64_t waits_read, waits_placed; /* reads made; of them, those that found a place */
-	uint64_t waits_ns;	/* the time the reads took */
+	uint64_t waits_ns, waits_max_ns; /* the time the reads took; the longest one */
 	uint64_t (*clock)(void); /* the model's clock now, for the reads (NULL: now_ns) */
 };
 

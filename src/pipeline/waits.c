@@ -39,6 +39,8 @@ static uint64_t read_wait(struct model *m, struct task *t)
 	end = clock_now(m);
 	m->waits_read++;
 	m->waits_ns += end - begin;
+	if (end - begin > m->waits_max_ns)
+		m->waits_max_ns = end - begin;
 	t->wait_span = t->last_end;
 	t->wait_read = end;
 	/* running (its future changes under the reader), torn, or gone: not placed */

@@ -49,6 +49,8 @@ struct session_opts {
 	/* --mode sample: no probe; the running task read sample_hz times a second */
 	bool sample_mode;
 	uint32_t sample_hz;	/* --sample-hz: sample mode's and --stacks' rate */
+	/* --wait-reads: the percent of its time reads of where idle tasks wait may take */
+	uint32_t wait_read_pct;
 	/*
 	 * --escalate: sample mode's alert attaches that process's probes for
 	 * this long (0: never), at most once every escalate_every_ns

@@ -574,24 +574,24 @@ static int traced_where(void *ctx, uint64_t task, struct stack_frame *frames, in
 }
 
 /*
- * Reading where idle tasks wait costs the session's loop the read (tens of
- * microseconds; a goroutine or tokio task is found in its runtime's list,
- * so more in a process of many): at most this share of its time, in bursts
- * of at most WAIT_READ_BURST_NS, and only of tasks idle WAIT_MIN_IDLE_NS,
- * whose span is likely to outlast the read.
+ * Reading where idle tasks wait costs the session's loop the read (about a
+ * tenth of a millisecond; a task never read before is found along its
+ * runtime's list, longer in a process of many): at most --wait-reads
+ * percent of its time, in bursts of at most WAIT_READ_BURST_NS, and only
+ * of tasks idle WAIT_MIN_IDLE_NS, whose span is likely to outlast the read.
  */
-#define WAIT_READ_SHARE 100	/* 1 / 100: 1% */
 #define WAIT_READ_BURST_NS 20000000ll
 #define WAIT_MIN_IDLE_NS 10000000ull
 
 void traced__place_waits(struct traced *tr, uint64_t now)
 {
 	struct model *m = &tr->pipe.model;
+	uint32_t pct = tr->s->o->wait_read_pct;
 
-	if (!m->where)
+	if (!m->where || !pct)
 		return;
 	if (tr->wait_budget_at)
-		tr->wait_budget_ns += (int64_t)((now - tr->wait_budget_at) / WAIT_READ_SHARE);
+		tr->wait_budget_ns += (int64_t)((now - tr->wait_budget_at) * pct / 100);
 	else
 		tr->wait_budget_ns = WAIT_READ_BURST_NS;
 	tr->wait_budget_at = now;

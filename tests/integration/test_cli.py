@@ -25,7 +25,7 @@ VALUES = {"--pid": "1", "--duration": "1", "--output": "x.json", "--format": "js
           "--fail-on": "all", "--max": "poll.p99=5ms", "--baseline": "b.json",
           "--tolerance": "10", "--junit": "j.xml", "--umask": "022", "--user": "root",
           "--examine-timeout": "5", "--mode": "sample", "--sample-hz": "997",
-          "--escalate": "10", "--escalate-every": "60"}
+          "--escalate": "10", "--escalate-every": "60", "--wait-reads": "1"}
 # An option's line in a help: "  -p, --pid PID ..." or "      --alerts FILE ..."
 OPTION = re.compile(r"^  (?:-(\w), |    )--([a-z][a-z-]+)", re.M)
 

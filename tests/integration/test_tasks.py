@@ -478,6 +478,21 @@ class TestWaitsTraced(unittest.TestCase):
                 self.assertTrue(file.endswith("/internal/waiter/waiter.go" if kind == "package"
                                               else "/go-app/park.go"), file)
 
+    def test_none_read_with_wait_reads_0(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "trace.json")
+            r = subprocess.run([TRACER, "run", "-q", "--wait-reads", "0", "-o", path,
+                                "--summary", "json", "--", os.path.join(BUILD, "go-app"),
+                                "-scenario", "park", "-duration", "2s"],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            events = trace_check.load(path)
+        self.assertEqual(json.loads(r.stdout.splitlines()[-1])["waits"]["read"], 0)
+        self.assertFalse([e for e in events if e.get("name", "").startswith("waiting at ")])
+        # the tasks were there to be read: each polled and left waiting
+        self.assertTrue([e for e in events if e.get("cat") == "task"
+                         and e.get("name", "").startswith("main.parkChanRecv #")])
+
     def test_a_long_polls_victim_says_where_it_waited(self):
         """Under `run`: the program held at its entry while the probes attach, before its
         runtime runs, its threads are read again (confined) until its task list is found."""
