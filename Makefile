@@ -483,6 +483,7 @@ bench: all tokio tokio-matrix go $(BUILD)/pingpong $(BUILD)/go-http $(BUILD)/tok
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/convert.py 3
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/scenarios.py 5
 	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/tasks_snapshot.py 3
+	$(Q)BUILD=$(BUILD) $(PYTHON) tests/bench/waits.py 3
 
 # False and missed alerts, counted over many runs (not in CI: ~16 s a round a scenario).
 STRESS_N ?= 50
