@@ -117,13 +117,18 @@ int analyser__tasks_prime(struct analyser *a, const struct target *t, const uint
  * innermost first (a tokio task's awaits too: the leaf first); 0 when it
  * is gone, running, or was torn. The strings live until the next call.
  * waits (may be NULL): it is still where it last waited (parked, or a
- * tokio task notified and not yet polled), not stopped elsewhere. fsbase:
- * tokio's threads' pointers while its list is not found (primed before its
- * runtime ran), else NULL.
+ * tokio task notified and not yet polled), not stopped elsewhere.
+ * -EAGAIN: a tokio program whose list is not found yet (primed before its
+ * runtime ran: ask again with its threads' pointers).
  */
+struct where_opts {
+	const uint64_t *fsbase;	/* tokio's threads' pointers while its list is not found */
+	uint32_t nr_threads;
+	/* a task never met before is looked for along its list this long at most; 0: 3 s */
+	uint32_t bound_ms;
+};
 int analyser__task_where(struct analyser *a, const struct target *t, uint64_t id,
-			 const uint64_t *fsbase, uint32_t nr_threads, struct stack_frame *frames,
-			 int max, bool *waits);
+			 const struct where_opts *o, struct stack_frame *frames, int max, bool *waits);
 
 /* The analyser's side: main() of `asynctraced --be-the-analyser`. Its exit status. */
 int analyser__main(void);

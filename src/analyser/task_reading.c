@@ -50,6 +50,7 @@ struct held {
 	bool have_context;
 	uint64_t head_at;	/* where its task list begins, once found (0: not yet) */
 	struct u64map found;	/* task id -> where it was met (an alert's, an idle span's) */
+	uint64_t resume;	/* Go: where in allgs the next bounded look for one begins */
 	uint64_t bias;
 	int err;		/* why not, when not */
 	char note[256];
@@ -265,8 +266,11 @@ static int list(struct held *h, const struct wire_tasks_req *r, const uint64_t *
 		struct task_list *l)
 {
 	struct task_mem m = { read_mem, &h->mem };
+	uint64_t deadline = r->only && r->bound_ms ? now_ns() + r->bound_ms * 1000000ull : 0;
 	struct goroutines_opts o = { .system = r->flags & WIRE_TASKS_SYSTEM, .now_ns = now_ns(),
-				     .only = r->only, .found = &h->found };
+				     .only = r->only, .found = &h->found, .deadline_ns = deadline,
+				     .resume = &h->resume };
+	struct tokio_read_opts to = { .only = r->only, .found = &h->found, .deadline_ns = deadline };
 
 	if (h->td) {
 		snprintf(l->runtime, sizeof(l->runtime), "tokio");
@@ -291,7 +295,7 @@ static int list(struct held *h, const struct wire_tasks_req *r, const uint64_t *
 			snprintf(l->note, sizeof(l->note), "%s", TASKS_NOTE_NO_RUNTIME_YET);
 		if (!h->head_at || (r->flags & WIRE_TASKS_NONE))
 			return 0;
-		return tokio_tasks__read(h->td, h->bias, h->head_at, r->only, &h->found, &m, l);
+		return tokio_tasks__read(h->td, h->bias, h->head_at, &to, &m, l);
 	}
 	if (!h->go) {
 		memcpy(l->note, h->note, sizeof(l->note));

@@ -145,11 +145,12 @@ int analyser__tasks_prime(struct analyser *a, const struct target *t, const uint
 }
 
 int analyser__task_where(struct analyser *a, const struct target *t, uint64_t id,
-			 const uint64_t *fsbase, uint32_t nr_threads, struct stack_frame *frames,
-			 int max, bool *waits)
+			 const struct where_opts *o, struct stack_frame *frames, int max, bool *waits)
 {
 	struct wire_tasks_req r = { .flags = WIRE_TASKS_SYSTEM, .only = id,
-				    .nr_threads = nr_threads <= WIRE_THREADS_MAX ? nr_threads : 0 };
+				    .nr_threads = o->nr_threads <= WIRE_THREADS_MAX ? o->nr_threads
+										: 0,
+				    .bound_ms = o->bound_ms };
 	struct task_list l;
 	const struct task_info *ti;
 	size_t bytes = 0;
@@ -158,9 +159,17 @@ int analyser__task_where(struct analyser *a, const struct target *t, uint64_t id
 	bool outer_first;
 
 	/* an alert waits for it: a short bound (a process of a million goroutines takes ~1 s) */
-	if (ask(a, t, &r, fsbase, a->timeout_ms < WHERE_TIMEOUT_MS ? a->timeout_ms : WHERE_TIMEOUT_MS,
-		&l) ||
-	    l.nr_tasks != 1 || (l.tasks[0].flags & TASK_TORN)) {
+	if (ask(a, t, &r, o->fsbase,
+		a->timeout_ms < WHERE_TIMEOUT_MS ? a->timeout_ms : WHERE_TIMEOUT_MS, &l)) {
+		task_list__free(&l);
+		return 0;
+	}
+	/* tokio whose runtime does not run yet: no list to look in */
+	if (!strcmp(l.note, TASKS_NOTE_NO_RUNTIME_YET)) {
+		task_list__free(&l);
+		return -EAGAIN;
+	}
+	if (l.nr_tasks != 1 || l.tasks[0].id != id || (l.tasks[0].flags & TASK_TORN)) {
 		task_list__free(&l);
 		return 0;
 	}

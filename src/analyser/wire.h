@@ -118,6 +118,8 @@ struct wire_tasks_req {
 	uint64_t only;			/* only the task of this id; 0: every one */
 	uint32_t nr_threads;		/* then this many thread pointers (FS bases), u64 each */
 	uint32_t name_len;		/* then the executable's name in its root, no NUL (FDS) */
+	uint32_t bound_ms;		/* only: looking for it given up after this long; 0 never */
+	uint32_t pad;
 };
 /* thread pointers in a request at most */
 #define WIRE_THREADS_MAX 65536

@@ -72,13 +72,9 @@ static void add_victim(const struct detector *d, struct episode *ep, struct mode
 	for (i = 0; i < n; i++) /* the same task again: its longest wait */
 		if (a->victims[i].task == p->task) {
 			if (waited > a->victims[i].waited_ns) {
-				uint32_t at = model__idle_place(m, model__task(m, p->task),
-								p->hdr.ts);
-
 				a->victims[i].waited_ns = waited;
-				/* a wait not read: where the task waited before says more than nothing */
-				if (at)
-					a->victims[i].waited_at = at;
+				a->victims[i].waited_at =
+					model__idle_place(m, model__task(m, p->task), p->hdr.ts);
 			}
 			goto sort;
 		}

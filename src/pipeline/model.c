@@ -415,7 +415,7 @@ static void apply_stack(struct model *m, const struct at_stack *st)
 uint32_t model__where(struct model *m, uint64_t task)
 {
 	struct stack_frame frames[CALLSTACK_FRAMES];
-	int n = m->where ? m->where(m->where_ctx, task, frames, CALLSTACK_FRAMES, NULL) : 0;
+	int n = m->where ? m->where(m->where_ctx, task, 0, frames, CALLSTACK_FRAMES, NULL) : 0;
 
 	return n > 0 ? callstacks__intern(&m->places, frames, n) : 0;
 }
@@ -525,8 +525,9 @@ void model__retire(struct model *m, const struct at_hdr *ev)
 			break;
 		/* the idle span this poll ends, when a read placed it */
 		at = model__idle_place(m, t, p->hdr.ts);
-		if (at && p->hdr.ts > t->last_end)
-			model__tally(&m->task_waits, p->task, at, false, p->hdr.ts - t->last_end);
+		if (at && p->hdr.ts > t->last_end &&
+		    !model__tally(&m->task_waits, p->task, at, false, p->hdr.ts - t->last_end))
+			m->waits_untallied++;
 		t->wait_at = 0;
 		if (p->hdr.ts + p->duration_ns > t->last_end)
 			t->last_end = p->hdr.ts + p->duration_ns;

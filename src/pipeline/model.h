@@ -41,6 +41,8 @@ struct task {
 	uint32_t wait_at;	/* in m->places; 0: none (not read, or read running) */
 	uint64_t wait_span;	/* the last_end it was read after; 0: never read */
 	uint64_t wait_read;	/* when that read ended, the model's clock */
+	/* the last read that saw it there (UINT64_MAX: there to the end), the last read */
+	uint64_t wait_seen, wait_checked;
 };
 
 struct worker {
@@ -100,10 +102,13 @@ typedef int (*model_unwind_fn)(void *ctx, const struct at_stack *s, struct stack
 typedef uint64_t (*model_stack_name_fn)(void *ctx, const struct stack_frame *frames, int n);
 /*
  * Where task waits now, read from the live target (an alert's place): its
- * frames, innermost first; 0 when not known.
+ * frames, innermost first; 0 when not known. bound_ms: a task not met
+ * before is looked for this long at most (0: as long as an alert may).
+ * waits (may be NULL): found where it waited, not running or stopped
+ * elsewhere.
  */
-typedef int (*model_where_fn)(void *ctx, uint64_t task, struct stack_frame *frames, int max,
-			      bool *waits);
+typedef int (*model_where_fn)(void *ctx, uint64_t task, unsigned int bound_ms,
+			      struct stack_frame *frames, int max, bool *waits);
 
 struct model {
 	uint32_t pid;
@@ -144,7 +149,9 @@ struct model {
 	/* idle spans placed (model__read_waits): task -> struct task_stacks of places */
 	struct u64map task_waits;
 	size_t wait_cursor;	/* where in tasks the next round of reads begins */
+	size_t refresh_cursor;	/* ... of reads again of spans placed */
 	uint64_t waits_read, waits_placed; /* reads made; of them, those that found a place */
+	uint64_t waits_untallied; /* spans placed not counted for the report: MODEL_STACK_TASKS */
 	uint64_t waits_ns, waits_max_ns; /* the time the reads took; the longest one */
 	uint64_t (*clock)(void); /* the model's clock now, for the reads (NULL: now_ns) */
 };
@@ -225,13 +232,26 @@ uint32_t model__where(struct model *m, uint64_t task);
  */
 uint32_t model__idle_place(const struct model *m, const struct task *t, uint64_t until);
 /*
- * Reads where idle tasks wait (model.where), each at most once an idle
- * span, those idle min_idle_ns first, starting where the last round
- * stopped, until budget_ns of reading is spent. now: the model's clock.
- * Returns the time spent.
+ * Reads where idle tasks wait (model.where): each idle span idle
+ * min_idle_ns once, starting where the last round stopped, then, with the
+ * budget left, spans placed seen again (each at most once a second), until
+ * budget_ns of reading is spent. now: the model's clock. The time spent.
  */
 uint64_t model__read_waits(struct model *m, uint64_t now, uint64_t min_idle_ns,
 			   uint64_t budget_ns);
+/*
+ * Where task t's open span (from its last poll to end, when placed) is known
+ * to have waited until: end when a read saw it there at the end (or its
+ * process ended waiting), else the last read that saw it there; 0 not
+ * placed.
+ */
+uint64_t model__open_wait_end(const struct model *m, const struct task *t, uint64_t end);
+/*
+ * At the end: each open span placed read again (within budget_ns) and, seen
+ * still there, known to last to the end; gone: the process has ended, every
+ * one lasted to the end. The time spent.
+ */
+uint64_t model__confirm_waits(struct model *m, bool gone, uint64_t budget_ns);
 /*
  * The place task spent the most idle time at, of its spans read
  * (model__read_waits), the one still open counted up to until: in

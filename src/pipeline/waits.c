@@ -14,6 +14,16 @@
 #include "pipeline/model.h"
 #include "stacks/unwind.h"
 
+/*
+ * A task never met before is looked for along its runtime's list: the
+ * session's loop waits no longer than this for one (the next read goes on
+ * where it stopped, in Go; tokio's new tasks are at the list's head)
+ */
+#define WAIT_READ_BOUND_MS 10
+
+/* Re-read a span placed this long ago, when the budget allows: is it still there? */
+#define WAIT_REFRESH_NS 1000000000ull
+
 uint32_t model__idle_place(const struct model *m, const struct task *t, uint64_t until)
 {
 	(void)m;
@@ -23,57 +33,121 @@ uint32_t model__idle_place(const struct model *m, const struct task *t, uint64_t
 	return t->wait_at;
 }
 
+uint64_t model__open_wait_end(const struct model *m, const struct task *t, uint64_t end)
+{
+	if (!model__idle_place(m, t, end))
+		return 0;
+	return t->wait_seen < end ? t->wait_seen : end;
+}
+
 static uint64_t clock_now(const struct model *m)
 {
 	return m->clock ? m->clock() : now_ns();
 }
 
-/* One read of where idle task t waits; the time it took. */
+/*
+ * One read of where idle task t waits; the time it took. A span not read
+ * yet is placed by it; one placed is seen there again (wait_seen), or not.
+ */
 static uint64_t read_wait(struct model *m, struct task *t)
 {
 	struct stack_frame frames[CALLSTACK_FRAMES];
 	uint64_t begin = clock_now(m), end;
 	bool waits = false;
-	int n = m->where(m->where_ctx, t->id, frames, CALLSTACK_FRAMES, &waits);
+	int n = m->where(m->where_ctx, t->id, WAIT_READ_BOUND_MS, frames, CALLSTACK_FRAMES, &waits);
+	/* running (its future changes under the reader), torn, or gone: no place */
+	uint32_t at = n > 0 && waits ? callstacks__intern(&m->places, frames, n) : 0;
 
 	end = clock_now(m);
 	m->waits_read++;
 	m->waits_ns += end - begin;
 	if (end - begin > m->waits_max_ns)
 		m->waits_max_ns = end - begin;
+	if (t->wait_span == t->last_end) {
+		if (at && at == t->wait_at)
+			t->wait_seen = end;
+		t->wait_checked = end;
+		return end - begin;
+	}
 	t->wait_span = t->last_end;
-	t->wait_read = end;
-	/* running (its future changes under the reader), torn, or gone: not placed */
-	t->wait_at = n > 0 && waits ? callstacks__intern(&m->places, frames, n) : 0;
-	m->waits_placed += t->wait_at != 0;
+	t->wait_read = t->wait_seen = t->wait_checked = end;
+	t->wait_at = at;
+	m->waits_placed += at != 0;
 	return end - begin;
 }
 
-uint64_t model__read_waits(struct model *m, uint64_t now, uint64_t min_idle_ns, uint64_t budget_ns)
+/*
+ * One round of the tasks from where the last stopped (*cursor): those idle
+ * min_idle_ns whose span was not read (refresh: whose placed span was not
+ * read again for WAIT_REFRESH_NS), until budget_ns is spent. The time
+ * spent; *whole: every task was looked at.
+ */
+static uint64_t round_of(struct model *m, size_t *cursor, uint64_t now, uint64_t min_idle_ns,
+			 uint64_t budget_ns, bool refresh, bool *whole)
 {
 	uint64_t spent = 0, key;
 	size_t seen = 0, len = m->tasks.len;
 	void *val;
 
-	if (!m->where)
-		return 0;
-	/* round the table from where the last round stopped: every task gets its turn */
 	while (seen < len && spent < budget_ns) {
 		struct task *t;
 
-		if (!u64map__next(&m->tasks, &m->wait_cursor, &key, &val)) {
-			if (!m->wait_cursor)
+		if (!u64map__next(&m->tasks, cursor, &key, &val)) {
+			if (!*cursor)
 				break;
-			m->wait_cursor = 0;
+			*cursor = 0;
 			continue;
 		}
 		seen++;
 		t = val;
-		/* idle since a pending poll it was not read after, for long enough */
-		if (t->done || !t->last_end || t->wait_span == t->last_end ||
-		    now < t->last_end + min_idle_ns)
+		if (t->done || !t->last_end || now < t->last_end + min_idle_ns)
+			continue;
+		if (refresh ? !model__idle_place(m, t, UINT64_MAX) ||
+				      now < t->wait_checked + WAIT_REFRESH_NS
+			    : t->wait_span == t->last_end)
 			continue;
 		spent += read_wait(m, t);
+	}
+	*whole = seen >= len;
+	return spent;
+}
+
+uint64_t model__read_waits(struct model *m, uint64_t now, uint64_t min_idle_ns, uint64_t budget_ns)
+{
+	uint64_t spent;
+	bool whole;
+
+	if (!m->where)
+		return 0;
+	/* spans not read first; what is left, on seeing the placed ones still there */
+	spent = round_of(m, &m->wait_cursor, now, min_idle_ns, budget_ns, false, &whole);
+	if (whole && spent < budget_ns)
+		spent += round_of(m, &m->refresh_cursor, now, min_idle_ns, budget_ns - spent, true,
+				  &whole);
+	return spent;
+}
+
+uint64_t model__confirm_waits(struct model *m, bool gone, uint64_t budget_ns)
+{
+	uint64_t spent = 0, key;
+	void *val;
+
+	for (size_t i = 0; u64map__next(&m->tasks, &i, &key, &val);) {
+		struct task *t = val;
+
+		if (!model__idle_place(m, t, UINT64_MAX) || t->done)
+			continue;
+		/* a process gone: its tasks waited where they were until it went */
+		if (!gone && spent < budget_ns && m->where) {
+			uint64_t seen = t->wait_seen;
+
+			spent += read_wait(m, t);
+			if (t->wait_seen == seen)
+				continue;
+		} else if (!gone) {
+			continue;
+		}
+		t->wait_seen = UINT64_MAX;
 	}
 	return spent;
 }
@@ -84,7 +158,8 @@ uint32_t model__commonest_wait(const struct model *m, uint64_t task, uint64_t un
 	const struct task_stacks *ts = u64map__get(&m->task_waits, task);
 	const struct task *t = model__task(m, task);
 	uint32_t open = model__idle_place(m, t, until);
-	uint64_t open_ns = open && until > t->last_end ? until - t->last_end : 0;
+	uint64_t to = model__open_wait_end(m, t, until);
+	uint64_t open_ns = open && to > t->last_end ? to - t->last_end : 0;
 	uint32_t best = 0;
 
 	*ns = *total = 0;

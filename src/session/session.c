@@ -223,11 +223,11 @@ static const char *tick(struct session *s, uint64_t now, int ticks)
 
 		traced__sample(s, tr, ticks % TASK_SAMPLE_TICKS == 0, true, 0);
 		traced__deescalate(s, tr, now);
-		if (!s->cap) {
+		if (!s->cap)
 			pipeline__tick(&tr->pipe, now);
-			traced__place_waits(tr, now);
-		}
 	}
+	if (!s->cap)
+		session__place_waits(s, now);
 	if (ticks % TASK_SAMPLE_TICKS == 0 && !s->cap)
 		outputs__draw(&s->out);
 	if (s->cap) {

@@ -104,6 +104,10 @@ struct session {
 	struct analyser stacks;
 	bool unwinding;			/* ... started */
 	uint32_t placing;		/* processes it was handed for alerts' places */
+	/* reads of where idle tasks wait (session__place_waits): the time they may take */
+	int64_t wait_budget_ns;
+	uint64_t wait_budget_at;
+	size_t wait_next;		/* the target whose tasks are read first next time */
 	struct ksyms *ksyms;		/* --stacks: names their kernel frames; NULL unknown */
 	uint64_t malformed;		/* records too short to say whose they are */
 	uint64_t dropped;		/* record: records the rings had no room for */
@@ -137,10 +141,11 @@ void traced__end(struct session *s, struct traced *tr, const char *why, uint64_t
 void traced__drop(struct session *s, struct traced *tr);
 void traced__deescalate(struct session *s, struct traced *tr, uint64_t now);
 /*
- * Reads where process tr's idle tasks wait, for the trace's idle spans and
- * the report (docs/tasks.md): within WAIT_READ_SHARE of the session's time.
+ * Reads where the traced processes' idle tasks wait, for the trace's idle
+ * spans, the report and long polls' victims (docs/tasks.md): within
+ * --wait-reads percent of the session's time, the processes in turn.
  */
-void traced__place_waits(struct traced *tr, uint64_t now);
+void session__place_waits(struct session *s, uint64_t now);
 
 /* follow.c */
 int follow__share_file(void *ctx, const char *path, long *owner);

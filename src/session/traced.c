@@ -553,8 +553,8 @@ void traced__drop(struct session *s, struct traced *tr)
  * tokio program primed before its runtime ran: its threads read again and
  * handed over with each question, until one is answered (its list found).
  */
-static int traced_where(void *ctx, uint64_t task, struct stack_frame *frames, int max,
-			bool *waits)
+static int traced_where(void *ctx, uint64_t task, unsigned int bound_ms,
+			struct stack_frame *frames, int max, bool *waits)
 {
 	struct traced *tr = ctx;
 	uint64_t *fsbase = NULL;
@@ -563,14 +563,17 @@ static int traced_where(void *ctx, uint64_t task, struct stack_frame *frames, in
 
 	if (tr->threads && thread_ptrs__take(tr->threads, &fsbase, &nr))
 		nr = 0;
-	n = analyser__task_where(&tr->s->stacks, &tr->target, task, fsbase, (uint32_t)nr,
+	n = analyser__task_where(&tr->s->stacks, &tr->target, task,
+				 &(struct where_opts){ .fsbase = fsbase, .nr_threads = (uint32_t)nr,
+						       .bound_ms = bound_ms },
 				 frames, max, waits);
 	free(fsbase);
-	if (n > 0 && tr->threads) {
+	/* its list found: its threads are not needed again */
+	if (n != -EAGAIN && tr->threads) {
 		thread_ptrs__close(tr->threads);
 		tr->threads = NULL;
 	}
-	return n;
+	return n > 0 ? n : 0;
 }
 
 /*
@@ -583,23 +586,31 @@ static int traced_where(void *ctx, uint64_t task, struct stack_frame *frames, in
 #define WAIT_READ_BURST_NS 20000000ll
 #define WAIT_MIN_IDLE_NS 10000000ull
 
-void traced__place_waits(struct traced *tr, uint64_t now)
+void session__place_waits(struct session *s, uint64_t now)
 {
-	struct model *m = &tr->pipe.model;
-	uint32_t pct = tr->s->o->wait_read_pct;
+	uint32_t pct = s->o->wait_read_pct;
 
-	if (!m->where || !pct)
+	/* sample mode: a span between two sampled runs may hold polls never seen */
+	if (!pct || s->o->sample_mode || !s->placing || !s->nr)
 		return;
-	if (tr->wait_budget_at)
-		tr->wait_budget_ns += (int64_t)((now - tr->wait_budget_at) * pct / 100);
+	if (s->wait_budget_at)
+		s->wait_budget_ns += (int64_t)((now - s->wait_budget_at) * pct / 100);
 	else
-		tr->wait_budget_ns = WAIT_READ_BURST_NS;
-	tr->wait_budget_at = now;
-	if (tr->wait_budget_ns > WAIT_READ_BURST_NS)
-		tr->wait_budget_ns = WAIT_READ_BURST_NS;
-	if (tr->wait_budget_ns > 0)
-		tr->wait_budget_ns -= (int64_t)model__read_waits(m, now, WAIT_MIN_IDLE_NS,
-								  (uint64_t)tr->wait_budget_ns);
+		s->wait_budget_ns = WAIT_READ_BURST_NS;
+	s->wait_budget_at = now;
+	if (s->wait_budget_ns > WAIT_READ_BURST_NS)
+		s->wait_budget_ns = WAIT_READ_BURST_NS;
+	/* the processes in turn, from the one after the last read first */
+	for (size_t k = 0; k < s->nr && s->wait_budget_ns > 0; k++) {
+		struct traced *tr = s->targets[(s->wait_next + k) % s->nr];
+
+		if (tr->exited || !tr->pipe.model.where)
+			continue;
+		s->wait_budget_ns -= (int64_t)model__read_waits(&tr->pipe.model, now,
+								WAIT_MIN_IDLE_NS,
+								(uint64_t)s->wait_budget_ns);
+	}
+	s->wait_next = (s->wait_next + 1) % s->nr;
 }
 
 /*
@@ -873,11 +884,29 @@ int traced__start(struct session *s, struct traced *tr)
  * Process tr's tracing ends (it exited at `at`, or the session stops): a
  * last sample, its pipeline finished, its report.
  */
+/*
+ * The spans its tasks still wait in, placed: seen there at the end, or gone
+ * with the process, they last to the end (else to the last read that saw
+ * them there). A read each, within 1% of the run (100 ms to 1 s).
+ */
+static void confirm_waits(struct session *s, struct traced *tr, uint64_t at)
+{
+	uint64_t ran = (at ? at : now_ns()) - tr->start, budget = ran / 100;
+
+	if (!tr->pipe.model.where || s->o->sample_mode || !s->o->wait_read_pct)
+		return;
+	budget = budget < 100000000ull ? 100000000ull : budget > 1000000000ull ? 1000000000ull
+										: budget;
+	model__confirm_waits(&tr->pipe.model, tr->exited != 0, budget);
+}
+
 void traced__end(struct session *s, struct traced *tr, const char *why, uint64_t at)
 {
 	struct run_info info;
 
 	traced__sample(s, tr, true, false, at);
+	if (!s->cap)
+		confirm_waits(s, tr, at);
 	traced__run_info(s, tr, &info, why, at);
 	if (s->flight) /* its dumps still due, while its names are known */
 		flight__tick(s->flight, now_ns(), (uint32_t)tr->target.pid, session__live_model, s);

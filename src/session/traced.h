@@ -43,9 +43,6 @@ struct traced {
 	size_t nr_files;
 	/* tokio primed before its runtime ran: its threads, read again until its list is found */
 	struct thread_ptrs *threads;
-	/* reads of where idle tasks wait (traced__place_waits): the time they may take */
-	int64_t wait_budget_ns;
-	uint64_t wait_budget_at;
 };
 
 struct examine_opts {

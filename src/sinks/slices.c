@@ -441,7 +441,7 @@ static int slices_finish(struct sink *s, struct model *m)
 		if (t->pending.wake_id)
 			wake(sl, m, &t->pending, false);
 		if (!t->done)
-			wait_span(sl, m, t, m->end_ts);
+			wait_span(sl, m, t, model__open_wait_end(m, t, m->end_ts));
 	}
 	return sl->ops->finish(sl, m);
 }

@@ -230,15 +230,20 @@ static void tj_slice(struct slices *sl, struct model *m, const struct slice *s)
 	put_slice(tj_of(sl), m, s, false);
 }
 
-/* The task view: an async track per task (its id the track's), "<task> #<id>". */
+/*
+ * The task view: an async track per task (its id the track's), "<task>
+ * #<id>"; with s's arguments when args.
+ */
 static void task_event(struct outbuf *ob, const struct model *m, char ph, uint64_t ts,
-		       const struct slice *s)
+		       const struct slice *s, bool args)
 {
 	begin_event(ob, m, ph, "task", ts);
 	put_task_name(ob, s->name, s->task);
 	ob_puts(ob, ",\"id2\":{\"local\":\"");
 	ob_hex(ob, s->task);
 	ob_puts(ob, "\"}");
+	if (args)
+		put_args(ob, &s->args);
 	end_event(ob);
 }
 
@@ -248,8 +253,8 @@ static void tj_poll(struct slices *sl, struct model *m, const struct slice_poll 
 	struct trace_json *tj = tj_of(sl);
 
 	put_slice(tj, m, &p->cpu, false);
-	task_event(tj->ob, m, 'b', p->task_ts, &p->cpu);
-	task_event(tj->ob, m, 'e', p->cpu.ts + p->cpu.dur, &p->cpu);
+	task_event(tj->ob, m, 'b', p->task_ts, &p->cpu, false);
+	task_event(tj->ob, m, 'e', p->cpu.ts + p->cpu.dur, &p->cpu, false);
 }
 
 /* Where a task waited between polls: on its track, with where in full. */
@@ -257,16 +262,8 @@ static void tj_wait(struct slices *sl, struct model *m, const struct slice *s)
 {
 	struct outbuf *ob = tj_of(sl)->ob;
 
-	for (int end = 0; end < 2; end++) {
-		begin_event(ob, m, end ? 'e' : 'b', "task", end ? s->ts + s->dur : s->ts);
-		put_task_name(ob, s->name, s->task);
-		ob_puts(ob, ",\"id2\":{\"local\":\"");
-		ob_hex(ob, s->task);
-		ob_puts(ob, "\"}");
-		if (!end)
-			put_args(ob, &s->args);
-		end_event(ob);
-	}
+	task_event(ob, m, 'b', s->ts, s, true);
+	task_event(ob, m, 'e', s->ts + s->dur, s, false);
 }
 
 /* A wake: on the waking thread (inside the waker's poll, when a task woke it). */

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/util.h"
 #include "tasks/gopcln.h"
 
 /* g.atomicstatus (runtime2.go) */
@@ -250,16 +251,19 @@ static bool unsettled(uint32_t status)
 	return status & G_SCAN || status == G_COPYSTACK;
 }
 
-/* Whether the g at addr is goroutine id: its id alone read. */
-/* Whether the g at addr is goroutine id's; its id kept in found (may be NULL). */
+/* Whether the g at addr is goroutine id's (its id alone read), kept in found (may be NULL). */
 static bool is_goroutine(const struct walk *w, uint64_t addr, uint64_t id, struct u64map *found)
 {
 	uint64_t goid;
 
 	if (mem(w, addr + (uint64_t)w->gb->off.g_goid, &goid, sizeof(goid)))
 		return false;
-	if (found && goid && (found->len < GO_FOUND_MAX || u64map__get(found, goid)))
+	if (found && goid) {
+		/* full: begun again, with what is met from now on */
+		if (found->len >= GO_FOUND_MAX && !u64map__get(found, goid))
+			u64map__clear(found);
 		u64map__set(found, goid, (void *)(uintptr_t)addr);
+	}
 	return goid == id;
 }
 
@@ -405,6 +409,9 @@ int goroutines__read(const struct go_binary *gb, const uint8_t *file, size_t fil
 			read_again(&w, at, o);
 			return 0;
 		}
+		/* that g is another goroutine's now */
+		if (at)
+			u64map__del(o->found, o->only);
 	}
 	/* allglen first: the array it counts is never shorter */
 	if (mem(&w, gw->allglen + bias, &n, sizeof(n)) ||
@@ -419,9 +426,20 @@ int goroutines__read(const struct go_binary *gb, const uint8_t *file, size_t fil
 		free(gs);
 		return -EIO;
 	}
-	for (uint64_t i = 0; i < n; i++) {
+	/* one looked for goes on from where the last given up stopped, round the array */
+	uint64_t from = o->only && o->resume && *o->resume < n ? *o->resume : 0;
+
+	for (uint64_t k = 0; k < n; k++) {
+		uint64_t i = (from + k) % n;
 		int err;
 
+		if (o->only && o->deadline_ns && k && k % 256 == 0 && now_ns() > o->deadline_ns) {
+			if (o->resume)
+				*o->resume = i;
+			snprintf(l->note, sizeof(l->note), "not found in the time given, after %llu "
+				 "goroutines", (unsigned long long)k);
+			break;
+		}
 		if (o->only && !is_goroutine(&w, gs[i], o->only, o->found))
 			continue;
 		err = read_again(&w, gs[i], o);

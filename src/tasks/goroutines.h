@@ -38,9 +38,16 @@ struct goroutines_opts {
 	 * may be NULL: goroutine id -> its g's address, kept from one read of
 	 * only to the next: an only is looked for there first (a g is never
 	 * freed: its id says whether it is still that goroutine's), and ids met
-	 * looking for one are kept (at most GO_FOUND_MAX)
+	 * looking for one are kept (GO_FOUND_MAX at most: then it starts again)
 	 */
 	struct u64map *found;
+	/*
+	 * only: looking for it is given up at this CLOCK_MONOTONIC time (0:
+	 * never), and begins at *resume in allgs (may be NULL: at 0), where the
+	 * last one given up stopped, so that each goes on from there
+	 */
+	uint64_t deadline_ns;
+	uint64_t *resume;
 };
 #define GO_FOUND_MAX (1u << 20)
 

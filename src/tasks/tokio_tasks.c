@@ -41,6 +41,9 @@
 #define ST_COMPLETE 2u
 #define ST_NOTIFIED 4u
 #define ST_LIFECYCLE 0x3fu	/* below the reference count */
+#define ST_REF_SHIFT 6
+/* references a live task may hold, far above any seen: freed memory's pointers are above */
+#define ST_REF_MAX (1ull << 32)
 
 struct poll_inst {
 	uint64_t addr;		/* raw::poll<T, S>'s entry, link-time */
@@ -1300,9 +1303,12 @@ static int read_task(struct reader *r, const struct list_layout *ly, uint64_t hd
 
 	if (cl)
 		id = task_id(r, cl, hdr);
-	if (r->found && cl && id != hdr &&
-	    (r->found->len < TOKIO_FOUND_MAX || u64map__get(r->found, id)))
+	if (r->found && cl && id != hdr) {
+		/* full: begun again, with what is met from now on */
+		if (r->found->len >= TOKIO_FOUND_MAX && !u64map__get(r->found, id))
+			u64map__clear(r->found);
 		u64map__set(r->found, id, (void *)(uintptr_t)hdr);
+	}
 	if (only && id != only && hdr != only)
 		return 1;
 	t = task_list__add(r->l);
@@ -1344,29 +1350,57 @@ int tokio_tasks__head_at(const struct tokio_dwarf *td, const uint64_t *context_a
 	return -ENOENT;
 }
 
+/* The task at hdr, read again while it changes under the reader: read_task()'s answer. */
+static int read_again(struct reader *r, const struct list_layout *ly, uint64_t hdr, uint64_t only)
+{
+	uint64_t state;
+	int err = -EAGAIN;
+
+	for (int k = 0; err == -EAGAIN && k < 4; k++)
+		err = read_u(r, hdr + ly->state, 8, &state) ? read_task(r, ly, hdr, state, only, k == 3)
+							    : -EIO;
+	return err;
+}
+
 /*
  * Task only, read where it was met before (found): 0 read, 1 not there (not
- * met, or that Header is another's now, or freed), -errno.
+ * met, or that Header is another's now, or freed: forgotten), -errno.
  */
 static int read_found(struct reader *r, const struct list_layout *ly, uint64_t only)
 {
 	uint64_t hdr = r->found ? (uint64_t)(uintptr_t)u64map__get(r->found, only) : 0, state;
 	struct u64map *found = r->found;
-	int err = hdr ? -EAGAIN : 1;
+	uint64_t refs;
+	int err;
 
+	if (!hdr)
+		return 1;
+	/*
+	 * A freed Header may still hold its vtable and id; its state word is
+	 * then the allocator's (a pointer: a count of references no task has),
+	 * or 0 references: the list would not hold it
+	 */
+	refs = read_u(r, hdr + ly->state, 8, &state) ? state >> ST_REF_SHIFT : 0;
+	if (!refs || refs > ST_REF_MAX) {
+		u64map__del(found, only);
+		return 1;
+	}
 	/* what is read there must not be taken as where the ids are */
 	r->found = NULL;
-	for (int k = 0; err == -EAGAIN && k < 4; k++)
-		err = read_u(r, hdr + ly->state, 8, &state) ? read_task(r, ly, hdr, state, only, k == 3)
-							    : 1;
+	err = read_again(r, ly, hdr, only);
 	r->found = found;
-	return err;
+	if (err == 1 || err == -EIO)
+		u64map__del(found, only);
+	return err == -EIO ? 1 : err;
 }
 
-int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head_at, uint64_t only,
-		      struct u64map *found, const struct task_mem *m, struct task_list *l)
+int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head_at,
+		      const struct tokio_read_opts *o, const struct task_mem *m,
+		      struct task_list *l)
 {
-	struct reader r = { .td = td, .m = m, .l = l, .found = found, .bias = bias };
+	struct reader r = { .td = td, .m = m, .l = l, .found = o->found, .bias = bias };
+	uint64_t only = o->only;
+	size_t walked = 0;
 	struct list_layout ly;
 	struct u64map seen;
 	uint64_t head = 0, hdr;
@@ -1387,8 +1421,8 @@ int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head
 		return -EIO;
 	u64map__init(&seen);
 	for (hdr = head; hdr; ) {
-		uint64_t state, vtable, trailer, next;
-		int err = -EAGAIN;
+		uint64_t vtable, trailer, next;
+		int err;
 
 		/* a task seen again: a list changed under the reader, or made to loop */
 		if (seen.len >= TOKIO_TASKS_MAX || u64map__get(&seen, hdr) ||
@@ -1397,10 +1431,13 @@ int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head
 				 "(it changed while read): the tasks after are left out");
 			break;
 		}
-		for (int k = 0; err == -EAGAIN && k < 4; k++)
-			err = read_u(&r, hdr + ly.state, 8, &state)
-				      ? read_task(&r, &ly, hdr, state, only, k == 3)
-				      : -EIO;
+		/* one looked for within a bound (a wait read's): given up, said */
+		if (only && o->deadline_ns && ++walked % 256 == 0 && now_ns() > o->deadline_ns) {
+			snprintf(l->note, sizeof(l->note), "not found in the time given, after %zu "
+				 "tasks", walked);
+			break;
+		}
+		err = read_again(&r, &ly, hdr, only);
 		if (err == -ENOMEM) {
 			snprintf(l->note, sizeof(l->note), "out of memory after %zu tasks: the tasks "
 				 "after are left out", (size_t)l->nr_tasks);

@@ -53,17 +53,27 @@ bool tokio_dwarf__context(const struct tokio_dwarf *td, uint64_t *tls_offset);
  */
 int tokio_tasks__head_at(const struct tokio_dwarf *td, const uint64_t *context_at,
 			 size_t nr_threads, const struct task_mem *m, uint64_t *head_at);
+struct tokio_read_opts {
+	uint64_t only;		/* that task alone, by its id or its Header's address; 0: all */
+	/*
+	 * may be NULL: task id -> its Header's address, kept from one read of
+	 * only to the next: an only is read there first (if the task there is
+	 * still that one and alive: else along the list), and the ids met along
+	 * the list are kept (TOKIO_FOUND_MAX at most: then it starts again)
+	 */
+	struct u64map *found;
+	uint64_t deadline_ns;	/* only: the walk given up at this CLOCK_MONOTONIC time; 0 none */
+};
+#define TOKIO_FOUND_MAX (1u << 20)
+
 /*
  * The tasks of the list at head_at (bias: where the executable is loaded
- * against its link-time addresses; only: that task alone, by its id or its
- * Header's address; 0: every one), into l. found (may be NULL): task id ->
- * its Header's address, kept from one read of only to the next: an only is
- * read there first (if the task there is still that one: else along the
- * list), and the ids met along the list are kept (at most TOKIO_FOUND_MAX).
- * 0, or -errno (l->note says why).
+ * against its link-time addresses), as o says, into l. 0, or -errno
+ * (l->note says why; also why an only was not found, when the walk was
+ * given up).
  */
-int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head_at, uint64_t only,
-		      struct u64map *found, const struct task_mem *m, struct task_list *l);
-#define TOKIO_FOUND_MAX (1u << 20)
+int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head_at,
+		      const struct tokio_read_opts *o, const struct task_mem *m,
+		      struct task_list *l);
 
 #endif

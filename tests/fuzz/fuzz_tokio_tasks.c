@@ -160,7 +160,8 @@ static void record(int pid, const char *exe, const char *seed)
 	fwrite(ctx, sizeof(ctx[0]), h.nr_context, rec.out);
 	task_list__init(&l);
 	CHECK(!tokio_tasks__head_at(td, ctx, h.nr_context, &m, &head));
-	CHECK(!tokio_tasks__read(td, h.bias, head, 0, NULL, &m, &l) && l.nr_tasks);
+	CHECK(!tokio_tasks__read(td, h.bias, head, &(struct tokio_read_opts){ 0 }, &m, &l) &&
+	      l.nr_tasks);
 	CHECK(!fclose(rec.out));
 	close(rec.mem);
 	/* read again from the seed: the same tasks, frame for frame */
@@ -230,8 +231,10 @@ static int read_image(const uint8_t *data, size_t size, struct u64map *found, ui
 	head = h.head_at;
 	if (h.nr_context)
 		tokio_tasks__head_at(td, ctx, h.nr_context, &m, &head);
+	struct tokio_read_opts o = { .only = h.only, .found = found };
+
 	*only = h.only;
-	return tokio_tasks__read(td, h.bias, head, h.only, found, &m, l);
+	return tokio_tasks__read(td, h.bias, head, &o, &m, l);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
