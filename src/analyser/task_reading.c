@@ -51,6 +51,7 @@ struct held {
 	uint64_t head_at;	/* where its task list begins, once found (0: not yet) */
 	struct u64map found;	/* task id -> where it was met (an alert's, an idle span's) */
 	uint64_t resume;	/* Go: where in allgs the next bounded look for one begins */
+	uint64_t tokio_resume;	/* tokio: the Header it begins at */
 	uint64_t bias;
 	int err;		/* why not, when not */
 	char note[256];
@@ -270,7 +271,8 @@ static int list(struct held *h, const struct wire_tasks_req *r, const uint64_t *
 	struct goroutines_opts o = { .system = r->flags & WIRE_TASKS_SYSTEM, .now_ns = now_ns(),
 				     .only = r->only, .found = &h->found, .deadline_ns = deadline,
 				     .resume = &h->resume };
-	struct tokio_read_opts to = { .only = r->only, .found = &h->found, .deadline_ns = deadline };
+	struct tokio_read_opts to = { .only = r->only, .found = &h->found, .deadline_ns = deadline,
+				      .resume = &h->tokio_resume };
 
 	if (h->td) {
 		snprintf(l->runtime, sizeof(l->runtime), "tokio");

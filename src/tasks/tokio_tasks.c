@@ -1363,25 +1363,35 @@ static int read_again(struct reader *r, const struct list_layout *ly, uint64_t h
 }
 
 /*
+ * Whether the Header at hdr is a live task's: a count of references a task
+ * may hold (a freed one's state word is the allocator's: a pointer), and a
+ * vtable whose poll is one of the program's futures'.
+ */
+static bool alive(const struct reader *r, const struct list_layout *ly, uint64_t hdr)
+{
+	uint64_t state, refs, vt, poll;
+
+	if (!read_u(r, hdr + ly->state, 8, &state))
+		return false;
+	refs = state >> ST_REF_SHIFT;
+	return refs && refs <= ST_REF_MAX && read_ptr(r, hdr + ly->vtable, &vt) &&
+	       read_ptr(r, vt + ly->poll, &poll) && cell_of(r, poll - r->bias);
+}
+
+/*
  * Task only, read where it was met before (found): 0 read, 1 not there (not
  * met, or that Header is another's now, or freed: forgotten), -errno.
  */
 static int read_found(struct reader *r, const struct list_layout *ly, uint64_t only)
 {
-	uint64_t hdr = r->found ? (uint64_t)(uintptr_t)u64map__get(r->found, only) : 0, state;
+	uint64_t hdr = r->found ? (uint64_t)(uintptr_t)u64map__get(r->found, only) : 0;
 	struct u64map *found = r->found;
-	uint64_t refs;
 	int err;
 
 	if (!hdr)
 		return 1;
-	/*
-	 * A freed Header may still hold its vtable and id; its state word is
-	 * then the allocator's (a pointer: a count of references no task has),
-	 * or 0 references: the list would not hold it
-	 */
-	refs = read_u(r, hdr + ly->state, 8, &state) ? state >> ST_REF_SHIFT : 0;
-	if (!refs || refs > ST_REF_MAX) {
+	/* a freed Header may still hold its vtable and id, not a count of references */
+	if (!alive(r, ly, hdr)) {
 		u64map__del(found, only);
 		return 1;
 	}
@@ -1403,7 +1413,8 @@ int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head
 	size_t walked = 0;
 	struct list_layout ly;
 	struct u64map seen;
-	uint64_t head = 0, hdr;
+	uint64_t head = 0, hdr, start;
+	bool wrapped = false;
 
 	snprintf(l->runtime, sizeof(l->runtime), "tokio");
 	if (!layout(td, &ly)) {
@@ -1419,10 +1430,19 @@ int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head
 	}
 	if (!read_ptr(&r, head_at, &head))
 		return -EIO;
+	/* one looked for goes on from where the last given up stopped, round to it */
+	start = only && o->resume && *o->resume && alive(&r, &ly, *o->resume) ? *o->resume : head;
 	u64map__init(&seen);
-	for (hdr = head; hdr; ) {
+	for (hdr = start;;) {
 		uint64_t vtable, trailer, next;
 		int err;
+
+		if (!hdr && start != head && !wrapped) {
+			wrapped = true;
+			hdr = head;
+		}
+		if (!hdr || (wrapped && hdr == start))
+			break;
 
 		/* a task seen again: a list changed under the reader, or made to loop */
 		if (seen.len >= TOKIO_TASKS_MAX || u64map__get(&seen, hdr) ||
@@ -1435,6 +1455,8 @@ int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head
 		if (only && o->deadline_ns && ++walked % 256 == 0 && now_ns() > o->deadline_ns) {
 			snprintf(l->note, sizeof(l->note), "not found in the time given, after %zu "
 				 "tasks", walked);
+			if (o->resume)
+				*o->resume = hdr;
 			break;
 		}
 		err = read_again(&r, &ly, hdr, only);

@@ -63,6 +63,11 @@ struct tokio_read_opts {
 	 */
 	struct u64map *found;
 	uint64_t deadline_ns;	/* only: the walk given up at this CLOCK_MONOTONIC time; 0 none */
+	/*
+	 * may be NULL: the Header a walk given up stopped at, where the next
+	 * begins if it is still a live task (round the list to it); 0: the head
+	 */
+	uint64_t *resume;
 };
 #define TOKIO_FOUND_MAX (1u << 20)
 

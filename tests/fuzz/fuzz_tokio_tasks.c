@@ -129,8 +129,8 @@ static uint64_t exe_base(int pid, const char *exe)
 	return lo;
 }
 
-static int read_image(const uint8_t *data, size_t size, struct u64map *found, uint64_t *only,
-		      struct task_list *l);
+static int read_image(const uint8_t *data, size_t size, struct u64map *found, uint64_t resume,
+		      uint64_t *only, struct task_list *l);
 
 static void record(int pid, const char *exe, const char *seed)
 {
@@ -173,7 +173,7 @@ static void record(int pid, const char *exe, const char *seed)
 
 		uint64_t only;
 
-		CHECK(len && read_image(b, len, NULL, &only, &again) == 0);
+		CHECK(len && read_image(b, len, NULL, 0, &only, &again) == 0);
 		CHECK(again.nr_tasks == l.nr_tasks && again.nr_frames == l.nr_frames);
 		fprintf(stderr, "recorded %zu tasks (%zu frames) of pid %d into %s, %zu bytes\n",
 			(size_t)l.nr_tasks, (size_t)l.nr_frames, pid, seed, len);
@@ -207,11 +207,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 /*
  * The input's tasks into l (its own, freed by the caller); -EINVAL: no
- * image. found: where the tasks met were (tokio_tasks__read); *only: the
- * task asked for, 0 every one.
+ * image. found: where the tasks met were (tokio_tasks__read); resume: the
+ * Header a walk for one begins at (0: the head); *only: the task asked for,
+ * 0 every one.
  */
-static int read_image(const uint8_t *data, size_t size, struct u64map *found, uint64_t *only,
-		      struct task_list *l)
+static int read_image(const uint8_t *data, size_t size, struct u64map *found, uint64_t resume,
+		      uint64_t *only, struct task_list *l)
 {
 	struct tokio_image_hdr h;
 	uint64_t ctx[8], head;
@@ -231,7 +232,7 @@ static int read_image(const uint8_t *data, size_t size, struct u64map *found, ui
 	head = h.head_at;
 	if (h.nr_context)
 		tokio_tasks__head_at(td, ctx, h.nr_context, &m, &head);
-	struct tokio_read_opts o = { .only = h.only, .found = found };
+	struct tokio_read_opts o = { .only = h.only, .found = found, .resume = &resume };
 
 	*only = h.only;
 	return tokio_tasks__read(td, h.bias, head, &o, &m, l);
@@ -246,14 +247,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* each input finds the types' layouts again: none rides on an earlier one's */
 	tokio_dwarf__forget_layouts(td);
 	u64map__init(&found);
-	read_image(data, size, &found, &only, &l);
+	read_image(data, size, &found, 0, &only, &l);
 	check_list(&l, TOKIO_FRAMES_MAX);
 	round_trip(&l);
-	/* the one asked for, read again where it was met: the same task, as read along the list */
 	if (only && l.nr_tasks == 1 && !(l.tasks[0].flags & TASK_TORN)) {
-		read_image(data, size, &found, &only, &again);
+		uint64_t key, first = 0;
+		void *at;
+
+		/* read again where it was met: the same task, as read along the list */
+		read_image(data, size, &found, 0, &only, &again);
 		CHECK(again.nr_tasks == 1 && again.tasks[0].id == l.tasks[0].id &&
 		      again.tasks[0].state == l.tasks[0].state &&
+		      again.tasks[0].nr_frames == l.tasks[0].nr_frames);
+		task_list__free(&again);
+		/* looked for from the first task met on (round the list): the same task */
+		for (size_t i = 0; !first && u64map__next(&found, &i, &key, &at);)
+			first = (uint64_t)(uintptr_t)at;
+		read_image(data, size, NULL, first, &only, &again);
+		CHECK(again.nr_tasks == 1 && again.tasks[0].id == l.tasks[0].id &&
 		      again.tasks[0].nr_frames == l.tasks[0].nr_frames);
 		task_list__free(&again);
 	}
