@@ -119,7 +119,9 @@ int analyser__tasks_prime(struct analyser *a, const struct target *t, const uint
  * waits (may be NULL): it is still where it last waited (parked, or a
  * tokio task notified and not yet polled), not stopped elsewhere.
  * -EAGAIN: a tokio program whose list is not found yet (primed before its
- * runtime ran: ask again with its threads' pointers).
+ * runtime ran: ask again with its threads' pointers); -ETIMEDOUT: not
+ * found within bound_ms (not known whether it is there); -EIO: the
+ * analyser did not answer.
  */
 struct where_opts {
 	const uint64_t *fsbase;	/* tokio's threads' pointers while its list is not found */

@@ -291,8 +291,7 @@ static int list(struct held *h, const struct wire_tasks_req *r, const uint64_t *
 			snprintf(l->note, sizeof(l->note), "tokio's CONTEXT thread-local is neither in "
 				 "its DWARF nor in its symbols: the tasks cannot be reached");
 		else if (!h->head_at && !r->nr_threads)
-			snprintf(l->note, sizeof(l->note), "its threads' pointers were not read "
-				 "(a BPF task iterator): the tasks cannot be reached");
+			snprintf(l->note, sizeof(l->note), "%s", TASKS_NOTE_NO_THREADS);
 		else if (!h->head_at)
 			snprintf(l->note, sizeof(l->note), "%s", TASKS_NOTE_NO_RUNTIME_YET);
 		if (!h->head_at || (r->flags & WIRE_TASKS_NONE))

@@ -162,12 +162,17 @@ int analyser__task_where(struct analyser *a, const struct target *t, uint64_t id
 	if (ask(a, t, &r, o->fsbase,
 		a->timeout_ms < WHERE_TIMEOUT_MS ? a->timeout_ms : WHERE_TIMEOUT_MS, &l)) {
 		task_list__free(&l);
-		return 0;
+		return -EIO;
 	}
-	/* tokio whose runtime does not run yet: no list to look in */
-	if (!strcmp(l.note, TASKS_NOTE_NO_RUNTIME_YET)) {
+	/* tokio whose list was not found (its runtime not running yet): no list to look in */
+	if (!strcmp(l.note, TASKS_NOTE_NO_RUNTIME_YET) || !strcmp(l.note, TASKS_NOTE_NO_THREADS)) {
 		task_list__free(&l);
 		return -EAGAIN;
+	}
+	/* looked for as long as allowed: not known whether it is there */
+	if (!l.nr_tasks && !strncmp(l.note, TASKS_NOTE_GAVE_UP, strlen(TASKS_NOTE_GAVE_UP))) {
+		task_list__free(&l);
+		return -ETIMEDOUT;
 	}
 	if (l.nr_tasks != 1 || l.tasks[0].id != id || (l.tasks[0].flags & TASK_TORN)) {
 		task_list__free(&l);

@@ -43,6 +43,7 @@ struct task {
 	uint64_t wait_read;	/* when that read ended, the model's clock */
 	/* the last read that saw it there (UINT64_MAX: there to the end), the last read */
 	uint64_t wait_seen, wait_checked;
+	bool wait_moved;	/* a read since found it elsewhere: its span ends by wait_seen */
 };
 
 struct worker {
@@ -102,10 +103,10 @@ typedef int (*model_unwind_fn)(void *ctx, const struct at_stack *s, struct stack
 typedef uint64_t (*model_stack_name_fn)(void *ctx, const struct stack_frame *frames, int n);
 /*
  * Where task waits now, read from the live target (an alert's place): its
- * frames, innermost first; 0 when not known. bound_ms: a task not met
- * before is looked for this long at most (0: as long as an alert may).
- * waits (may be NULL): found where it waited, not running or stopped
- * elsewhere.
+ * frames, innermost first; 0 when not known (not found, running, torn);
+ * -ETIMEDOUT: bound_ms passed before it was found (a task not met before
+ * is looked for this long at most; 0: as long as an alert may). waits (may
+ * be NULL): found where it waited, not running or stopped elsewhere.
  */
 typedef int (*model_where_fn)(void *ctx, uint64_t task, unsigned int bound_ms,
 			      struct stack_frame *frames, int max, bool *waits);
@@ -152,6 +153,7 @@ struct model {
 	size_t refresh_cursor;	/* ... of reads again of spans placed */
 	uint64_t waits_read, waits_placed; /* reads made; of them, those that found a place */
 	uint64_t waits_untallied; /* spans placed not counted for the report: MODEL_STACK_TASKS */
+	uint64_t waits_given_up; /* reads that did not find their task in the time given */
 	uint64_t waits_ns, waits_max_ns; /* the time the reads took; the longest one */
 	uint64_t (*clock)(void); /* the model's clock now, for the reads (NULL: now_ns) */
 };

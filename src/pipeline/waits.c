@@ -8,6 +8,7 @@
  * only if the task's next poll began after the read ended, as the poll's
  * record later says (the model lags the target by what the rings hold).
  */
+#include <errno.h>
 #include <stdlib.h>
 
 #include "lib/util.h"
@@ -16,8 +17,8 @@
 
 /*
  * A task never met before is looked for along its runtime's list: the
- * session's loop waits no longer than this for one (the next read goes on
- * where it stopped, in Go; tokio's new tasks are at the list's head)
+ * session's loop waits about this long for one at most (the analyser gives
+ * up, and the next look goes on from where this one stopped)
  */
 #define WAIT_READ_BOUND_MS 10
 
@@ -63,12 +64,23 @@ static uint64_t read_wait(struct model *m, struct task *t)
 	m->waits_ns += end - begin;
 	if (end - begin > m->waits_max_ns)
 		m->waits_max_ns = end - begin;
+	/* not found in the time given: nothing known, read again later */
+	if (n == -ETIMEDOUT) {
+		m->waits_given_up++;
+		if (t->wait_span == t->last_end)
+			t->wait_checked = end;
+		return end - begin;
+	}
 	if (t->wait_span == t->last_end) {
-		if (at && at == t->wait_at)
+		/* seen there again; elsewhere, or not waiting: a poll came, its record not yet */
+		if (at && at == t->wait_at && !t->wait_moved)
 			t->wait_seen = end;
+		else
+			t->wait_moved = true;
 		t->wait_checked = end;
 		return end - begin;
 	}
+	t->wait_moved = false;
 	t->wait_span = t->last_end;
 	t->wait_read = t->wait_seen = t->wait_checked = end;
 	t->wait_at = at;
@@ -102,7 +114,7 @@ static uint64_t round_of(struct model *m, size_t *cursor, uint64_t now, uint64_t
 		t = val;
 		if (t->done || !t->last_end || now < t->last_end + min_idle_ns)
 			continue;
-		if (refresh ? !model__idle_place(m, t, UINT64_MAX) ||
+		if (refresh ? !model__idle_place(m, t, UINT64_MAX) || t->wait_moved ||
 				      now < t->wait_checked + WAIT_REFRESH_NS
 			    : t->wait_span == t->last_end)
 			continue;
@@ -135,7 +147,7 @@ uint64_t model__confirm_waits(struct model *m, bool gone, uint64_t budget_ns)
 	for (size_t i = 0; u64map__next(&m->tasks, &i, &key, &val);) {
 		struct task *t = val;
 
-		if (!model__idle_place(m, t, UINT64_MAX) || t->done)
+		if (!model__idle_place(m, t, UINT64_MAX) || t->done || t->wait_moved)
 			continue;
 		/* a process gone: its tasks waited where they were until it went */
 		if (!gone && spent < budget_ns && m->where) {

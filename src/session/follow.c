@@ -117,6 +117,7 @@ static int on_new_process(void *ctx, pid_t pid, const char *comm)
 
 	if (tr) {
 		/* it exec'd: what it ran is gone, what it runs now is looked at anew */
+		traced__confirm_waits(s, tr, true);
 		traced__end(s, tr, "target exec'd", now_ns());
 		traced__drop(s, tr);
 	}

@@ -342,6 +342,9 @@ static int finish(struct session *s, const char *why)
 	int ret;
 
 	s->stop = now_ns();
+	for (size_t i = 0; i < s->nr; i++)
+		if (!s->targets[i]->exited)
+			traced__confirm_waits(s, s->targets[i], false);
 	tracer__detach(s->tracer);
 	while (tracer__consume(s->tracer, CONSUME_BATCH, true) > 0)
 		;

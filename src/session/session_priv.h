@@ -146,6 +146,14 @@ void traced__deescalate(struct session *s, struct traced *tr, uint64_t now);
  * --wait-reads percent of the session's time, the processes in turn.
  */
 void session__place_waits(struct session *s, uint64_t now);
+/*
+ * At the end of process tr's tracing, the spans its tasks still wait in,
+ * placed: seen there by a read now (made before the probes are detached,
+ * so that a poll ending after it is drained and ends its span), or gone
+ * (the process ended, or exec'd) with it, they last to the end; else to the
+ * last read that saw them there. Within 1% of the run (100 ms to 1 s).
+ */
+void traced__confirm_waits(struct session *s, struct traced *tr, bool gone);
 
 /* follow.c */
 int follow__share_file(void *ctx, const char *path, long *owner);

@@ -568,12 +568,12 @@ static int traced_where(void *ctx, uint64_t task, unsigned int bound_ms,
 						       .bound_ms = bound_ms },
 				 frames, max, waits);
 	free(fsbase);
-	/* its list found: its threads are not needed again */
-	if (n != -EAGAIN && tr->threads) {
+	/* an answer from its list: its threads are not needed again */
+	if (n != -EAGAIN && n != -EIO && tr->threads) {
 		thread_ptrs__close(tr->threads);
 		tr->threads = NULL;
 	}
-	return n > 0 ? n : 0;
+	return n > 0 || n == -ETIMEDOUT ? n : 0;
 }
 
 /*
@@ -884,20 +884,15 @@ int traced__start(struct session *s, struct traced *tr)
  * Process tr's tracing ends (it exited at `at`, or the session stops): a
  * last sample, its pipeline finished, its report.
  */
-/*
- * The spans its tasks still wait in, placed: seen there at the end, or gone
- * with the process, they last to the end (else to the last read that saw
- * them there). A read each, within 1% of the run (100 ms to 1 s).
- */
-static void confirm_waits(struct session *s, struct traced *tr, uint64_t at)
+void traced__confirm_waits(struct session *s, struct traced *tr, bool gone)
 {
-	uint64_t ran = (at ? at : now_ns()) - tr->start, budget = ran / 100;
+	uint64_t budget = (now_ns() - tr->start) / 100;
 
-	if (!tr->pipe.model.where || s->o->sample_mode || !s->o->wait_read_pct)
+	if (s->cap || !tr->pipe.model.where || s->o->sample_mode || !s->o->wait_read_pct)
 		return;
 	budget = budget < 100000000ull ? 100000000ull : budget > 1000000000ull ? 1000000000ull
 										: budget;
-	model__confirm_waits(&tr->pipe.model, tr->exited != 0, budget);
+	model__confirm_waits(&tr->pipe.model, gone, budget);
 }
 
 void traced__end(struct session *s, struct traced *tr, const char *why, uint64_t at)
@@ -905,8 +900,9 @@ void traced__end(struct session *s, struct traced *tr, const char *why, uint64_t
 	struct run_info info;
 
 	traced__sample(s, tr, true, false, at);
-	if (!s->cap)
-		confirm_waits(s, tr, at);
+	/* gone: its tasks waited where they were until it went (alive: read before detaching) */
+	if (tr->exited)
+		traced__confirm_waits(s, tr, true);
 	traced__run_info(s, tr, &info, why, at);
 	if (s->flight) /* its dumps still due, while its names are known */
 		flight__tick(s->flight, now_ns(), (uint32_t)tr->target.pid, session__live_model, s);

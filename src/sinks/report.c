@@ -847,6 +847,7 @@ static void j_tasks(struct outbuf *ob, struct model *m, const struct stats *st)
 		ob_key_u64(ob, ",\"read_ns\":", m->waits_ns);
 		ob_key_u64(ob, ",\"read_max_ns\":", m->waits_max_ns);
 		ob_key_u64(ob, ",\"untallied\":", m->waits_untallied);
+		ob_key_u64(ob, ",\"given_up\":", m->waits_given_up);
 		ob_putc(ob, '}');
 	}
 	if (m->unwind || m->stacks_unwound || m->stacks_lost) { /* --stacks */

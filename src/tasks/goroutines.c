@@ -436,12 +436,15 @@ int goroutines__read(const struct go_binary *gb, const uint8_t *file, size_t fil
 		if (o->only && o->deadline_ns && k && k % 256 == 0 && now_ns() > o->deadline_ns) {
 			if (o->resume)
 				*o->resume = i;
-			snprintf(l->note, sizeof(l->note), "not found in the time given, after %llu "
-				 "goroutines", (unsigned long long)k);
+			snprintf(l->note, sizeof(l->note), "%s, after %llu goroutines",
+				 TASKS_NOTE_GAVE_UP, (unsigned long long)k);
 			break;
 		}
 		if (o->only && !is_goroutine(&w, gs[i], o->only, o->found))
 			continue;
+		/* the next look begins here, past what this one met */
+		if (o->only && o->resume)
+			*o->resume = i;
 		err = read_again(&w, gs[i], o);
 		if (err == -ENOMEM || o->only)
 			break;

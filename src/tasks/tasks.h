@@ -66,9 +66,13 @@ struct task_info {
 	uint32_t nr_frames;
 };
 
-/* A tokio process's note while no thread's CONTEXT leads to its list: worth asking again. */
+/* A tokio process's notes while its list is not found: worth asking again, with its threads. */
 #define TASKS_NOTE_NO_RUNTIME_YET \
 	"no thread's CONTEXT holds a tokio scheduler (no runtime running yet)"
+#define TASKS_NOTE_NO_THREADS \
+	"its threads' pointers were not read (a BPF task iterator): the tasks cannot be reached"
+/* The note's beginning when a task asked for alone was looked for as long as allowed. */
+#define TASKS_NOTE_GAVE_UP "not found in the time given"
 
 struct task_list {
 	char runtime[16];	/* "go", "tokio" */

@@ -1414,7 +1414,7 @@ int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head
 	struct list_layout ly;
 	struct u64map seen;
 	uint64_t head = 0, hdr, start;
-	bool wrapped = false;
+	bool wrapped = false, resume_set = false;
 
 	snprintf(l->runtime, sizeof(l->runtime), "tokio");
 	if (!layout(td, &ly)) {
@@ -1453,10 +1453,11 @@ int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head
 		}
 		/* one looked for within a bound (a wait read's): given up, said */
 		if (only && o->deadline_ns && ++walked % 256 == 0 && now_ns() > o->deadline_ns) {
-			snprintf(l->note, sizeof(l->note), "not found in the time given, after %zu "
-				 "tasks", walked);
+			snprintf(l->note, sizeof(l->note), "%s, after %zu tasks", TASKS_NOTE_GAVE_UP,
+				 walked);
 			if (o->resume)
 				*o->resume = hdr;
+			resume_set = true;
 			break;
 		}
 		err = read_again(&r, &ly, hdr, only);
@@ -1465,8 +1466,13 @@ int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head
 				 "after are left out", (size_t)l->nr_tasks);
 			break;
 		}
-		if (only && !err)
+		if (only && !err) {
+			/* the next look begins here, past what this one met */
+			if (o->resume)
+				*o->resume = hdr;
+			resume_set = true;
 			break;
+		}
 		/* the next task: through its Trailer, whose place the vtable says */
 		if (!ly.have_trailer_offset) {
 			snprintf(l->note, sizeof(l->note), "tokio's Vtable has no trailer_offset "
@@ -1485,6 +1491,9 @@ int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head
 		}
 		hdr = next;
 	}
+	/* ended otherwise (the list's end, or where it changed): the next begins at the head */
+	if (only && o->resume && !resume_set)
+		*o->resume = 0;
 	u64map__clear(&seen);
 	return 0;
 }

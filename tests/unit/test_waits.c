@@ -8,6 +8,7 @@
  * next round goes on where the last stopped; a task not waiting is not
  * placed.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -28,6 +29,7 @@
 static uint64_t clock_ns;	/* the fake clock */
 static uint64_t read_cost;	/* each read moves it on by this */
 static bool waiting = true;	/* what the fake process says of the task read */
+static bool give_up;		/* ... or that it was not found in the time given */
 static int reads;
 static uint64_t last_read;	/* the task read last */
 
@@ -56,7 +58,7 @@ static int fake_where(void *ctx, uint64_t task, unsigned int bound_ms,
 					  .line = (uint32_t)task };
 	if (waits)
 		*waits = waiting;
-	return 2;
+	return give_up ? -ETIMEDOUT : 2;
 }
 
 static void poll(struct pipeline *p, uint64_t ts, uint64_t task, int ready)
@@ -91,6 +93,7 @@ static struct pipeline *setup_pipeline(struct sink **json, struct outbuf **ob, c
 	reads = 0;
 	read_cost = 0;
 	waiting = true;
+	give_up = false;
 	return &p;
 }
 
@@ -193,7 +196,8 @@ static void a_read_the_next_poll_overtook_places_nothing(void **state)
 
 /*
  * An open span not seen there at the end is known only to the last read that
- * saw it; a process that ended with its task waiting: to the end.
+ * saw it, even if a later one sees it there again (a poll came between, its
+ * record lost); a process that ended with its task waiting: to the end.
  */
 static void an_open_span_lasts_as_long_as_it_was_seen(void **state)
 {
@@ -204,6 +208,7 @@ static void an_open_span_lasts_as_long_as_it_was_seen(void **state)
 	poll(p, T0 + MS, 7, 0);
 	clock_ns = T0 + 50 * MS;
 	model__read_waits(&p->model, clock_ns, 10 * MS, 100 * MS);
+	assert_int_equal(reads, 1);
 	/* polled since, its record not yet here: found running at the end */
 	waiting = false;
 	clock_ns = T0 + 900 * MS;
@@ -213,17 +218,46 @@ static void an_open_span_lasts_as_long_as_it_was_seen(void **state)
 			 T0 + 50 * MS);
 	model__commonest_wait(&p->model, 7, T0 + 900 * MS, &ns, &total);
 	assert_int_equal(ns, 48 * MS);
-	/* no budget left: as much */
+	/* back there later: still known only to the last read before that poll, even gone */
 	waiting = true;
-	model__confirm_waits(&p->model, false, 0);
-	assert_int_equal(reads, 2);
-	assert_int_equal(model__open_wait_end(&p->model, model__task(&p->model, 7), T0 + 900 * MS),
-			 T0 + 50 * MS);
-	/* the process gone: it waited there until it went, nothing read */
+	model__confirm_waits(&p->model, false, 100 * MS);
 	model__confirm_waits(&p->model, true, 100 * MS);
 	assert_int_equal(reads, 2);
 	assert_int_equal(model__open_wait_end(&p->model, model__task(&p->model, 7), T0 + 900 * MS),
+			 T0 + 50 * MS);
+	pipeline__free(p);
+
+	/* the process gone with its task waiting there: it waited there until it went */
+	p = setup_pipeline(NULL, NULL, NULL);
+	poll(p, T0 + MS, 8, 0);
+	clock_ns = T0 + 50 * MS;
+	model__read_waits(&p->model, clock_ns, 10 * MS, 100 * MS);
+	model__confirm_waits(&p->model, true, 100 * MS);
+	assert_int_equal(reads, 1);
+	assert_int_equal(model__open_wait_end(&p->model, model__task(&p->model, 8), T0 + 900 * MS),
 			 T0 + 900 * MS);
+	pipeline__free(p);
+}
+
+/* Not found in the time given: nothing known, the span read again later. */
+static void a_read_given_up_is_made_again(void **state)
+{
+	struct pipeline *p = setup_pipeline(NULL, NULL, NULL);
+
+	(void)state;
+	poll(p, T0 + MS, 7, 0);
+	clock_ns = T0 + 50 * MS;
+	give_up = true;
+	model__read_waits(&p->model, clock_ns, 10 * MS, 100 * MS);
+	assert_int_equal(reads, 1);
+	assert_int_equal(p->model.waits_given_up, 1);
+	assert_int_equal(model__idle_place(&p->model, model__task(&p->model, 7), UINT64_MAX), 0);
+	give_up = false;
+	clock_ns = T0 + 150 * MS;
+	model__read_waits(&p->model, clock_ns, 10 * MS, 100 * MS);
+	assert_int_equal(reads, 2);
+	assert_int_not_equal(model__idle_place(&p->model, model__task(&p->model, 7), UINT64_MAX),
+			     0);
 	pipeline__free(p);
 }
 
@@ -287,6 +321,7 @@ int main(void)
 		cmocka_unit_test(a_read_inside_a_span_places_it),
 		cmocka_unit_test(a_read_the_next_poll_overtook_places_nothing),
 		cmocka_unit_test(an_open_span_lasts_as_long_as_it_was_seen),
+		cmocka_unit_test(a_read_given_up_is_made_again),
 		cmocka_unit_test(a_task_not_waiting_is_not_placed),
 		cmocka_unit_test(reads_keep_to_the_budget_and_take_turns),
 	};
