@@ -156,6 +156,13 @@ struct model {
 	uint64_t waits_given_up; /* reads that did not find their task in the time given */
 	uint64_t waits_ns, waits_max_ns; /* the time the reads took; the longest one */
 	uint64_t (*clock)(void); /* the model's clock now, for the reads (NULL: now_ns) */
+	/*
+	 * may be NULL: called after each read of model__read_waits() and
+	 * model__confirm_waits(), which may apply records to this model (the
+	 * rings drained between reads)
+	 */
+	void (*after_read)(void *ctx);
+	void *after_read_ctx;
 };
 
 /* A thread's latest stack of one kind (on the CPU, or asleep): in which poll. */

@@ -20,7 +20,7 @@
  * session's loop waits about this long for one at most (the analyser gives
  * up, and the next look goes on from where this one stopped)
  */
-#define WAIT_READ_BOUND_MS 10
+#define WAIT_READ_BOUND_MS 3
 
 /* Re-read a span placed this long ago, when the budget allows: is it still there? */
 #define WAIT_REFRESH_NS 1000000000ull
@@ -119,6 +119,9 @@ static uint64_t round_of(struct model *m, size_t *cursor, uint64_t now, uint64_t
 			    : t->wait_span == t->last_end)
 			continue;
 		spent += read_wait(m, t);
+		/* t may be gone past this (a record of its end applied) */
+		if (m->after_read)
+			m->after_read(m->after_read_ctx);
 	}
 	*whole = seen >= len;
 	return spent;
@@ -153,9 +156,14 @@ uint64_t model__confirm_waits(struct model *m, bool gone, uint64_t budget_ns)
 		if (!gone && spent < budget_ns && m->where) {
 			uint64_t seen = t->wait_seen;
 
+			/* seen there by this read: there to the end */
+			t->wait_seen = 0;
 			spent += read_wait(m, t);
-			if (t->wait_seen == seen)
-				continue;
+			t->wait_seen = t->wait_seen ? UINT64_MAX : seen;
+			/* t may be gone past this (a record of its end applied) */
+			if (m->after_read)
+				m->after_read(m->after_read_ctx);
+			continue;
 		} else if (!gone) {
 			continue;
 		}

@@ -215,6 +215,50 @@ static const char *on_signal(struct session *s)
 	return stop_reason(si.ssi_signo);
 }
 
+/*
+ * Reading where idle tasks wait costs the session's loop the read (about a
+ * tenth of a millisecond; a task never read before is found along its
+ * runtime's list, longer in a process of many): at most --wait-reads
+ * percent of its time, in bursts of at most WAIT_READ_BURST_NS, and only
+ * of tasks idle WAIT_MIN_IDLE_NS, whose span is likely to outlast the read.
+ */
+#define WAIT_READ_BURST_NS 20000000ll
+#define WAIT_MIN_IDLE_NS 10000000ull
+
+void session__drain(void *ctx)
+{
+	struct session *s = ctx;
+
+	tracer__consume(s->tracer, CONSUME_BATCH, false);
+}
+
+void session__place_waits(struct session *s, uint64_t now)
+{
+	uint32_t pct = s->o->wait_read_pct;
+
+	/* sample mode: a span between two sampled runs may hold polls never seen */
+	if (!pct || s->o->sample_mode || !s->placing || !s->nr)
+		return;
+	if (s->wait_budget_at)
+		s->wait_budget_ns += (int64_t)((now - s->wait_budget_at) * pct / 100);
+	else
+		s->wait_budget_ns = WAIT_READ_BURST_NS;
+	s->wait_budget_at = now;
+	if (s->wait_budget_ns > WAIT_READ_BURST_NS)
+		s->wait_budget_ns = WAIT_READ_BURST_NS;
+	/* the processes in turn, from the one after the last read first */
+	for (size_t k = 0; k < s->nr && s->wait_budget_ns > 0; k++) {
+		struct traced *tr = s->targets[(s->wait_next + k) % s->nr];
+
+		if (tr->exited || !tr->pipe.model.where)
+			continue;
+		s->wait_budget_ns -= (int64_t)model__read_waits(&tr->pipe.model, now,
+								WAIT_MIN_IDLE_NS,
+								(uint64_t)s->wait_budget_ns);
+	}
+	s->wait_next = (s->wait_next + 1) % s->nr;
+}
+
 /* One tick: samples, time passing for the pipelines, processes come and gone. */
 static const char *tick(struct session *s, uint64_t now, int ticks)
 {

@@ -146,6 +146,8 @@ void traced__deescalate(struct session *s, struct traced *tr, uint64_t now);
  * --wait-reads percent of the session's time, the processes in turn.
  */
 void session__place_waits(struct session *s, uint64_t now);
+/* The rings drained of what waits (between two reads of where a task waits): ctx the session. */
+void session__drain(void *ctx);
 /*
  * At the end of process tr's tracing, the spans its tasks still wait in,
  * placed: seen there by a read now (made before the probes are detached,

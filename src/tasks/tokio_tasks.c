@@ -1452,7 +1452,7 @@ int tokio_tasks__read(const struct tokio_dwarf *td, uint64_t bias, uint64_t head
 			break;
 		}
 		/* one looked for within a bound (a wait read's): given up, said */
-		if (only && o->deadline_ns && ++walked % 256 == 0 && now_ns() > o->deadline_ns) {
+		if (only && o->deadline_ns && ++walked % 64 == 0 && now_ns() > o->deadline_ns) {
 			snprintf(l->note, sizeof(l->note), "%s, after %zu tasks", TASKS_NOTE_GAVE_UP,
 				 walked);
 			if (o->resume)

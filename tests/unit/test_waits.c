@@ -315,6 +315,34 @@ static void reads_keep_to_the_budget_and_take_turns(void **state)
 	pipeline__free(p);
 }
 
+/* Records applied between reads (the rings drained): a task read may end meanwhile. */
+static struct pipeline *draining;
+
+static void end_the_task_read(void *ctx)
+{
+	(void)ctx;
+	poll(draining, clock_ns, last_read, 1);
+}
+
+static void records_applied_between_reads(void **state)
+{
+	struct pipeline *p = setup_pipeline(NULL, NULL, NULL);
+
+	(void)state;
+	for (uint64_t t = 1; t <= 3; t++)
+		poll(p, T0 + MS, t, 0);
+	draining = p;
+	p->model.after_read = end_the_task_read;
+	clock_ns = T0 + 50 * MS;
+	model__read_waits(&p->model, clock_ns, 10 * MS, 100 * MS);
+	assert_int_equal(reads, 3);
+	/* each ended as soon as it was read: gone from the model */
+	for (uint64_t t = 1; t <= 3; t++)
+		assert_null(model__task(&p->model, t));
+	assert_int_equal(model__confirm_waits(&p->model, false, 100 * MS), 0);
+	pipeline__free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -322,6 +350,7 @@ int main(void)
 		cmocka_unit_test(a_read_the_next_poll_overtook_places_nothing),
 		cmocka_unit_test(an_open_span_lasts_as_long_as_it_was_seen),
 		cmocka_unit_test(a_read_given_up_is_made_again),
+		cmocka_unit_test(records_applied_between_reads),
 		cmocka_unit_test(a_task_not_waiting_is_not_placed),
 		cmocka_unit_test(reads_keep_to_the_budget_and_take_turns),
 	};
